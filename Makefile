@@ -1,0 +1,38 @@
+# Hatchery's build. `make test` is what CI runs (through .ci/run); `make bench`
+# gathers the figures, which CI does not run.
+GO ?= go
+BIN := bin/hatch
+# Packages with tests that need a real Docker Engine (files tagged `docker`).
+DOCKER_PKGS = $(shell grep -rl --include='*_test.go' '^//go:build docker' . | xargs -r -n1 dirname | sort -u)
+
+.PHONY: build test test-unit test-docker bench lint clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/hatch
+
+test: test-unit test-docker
+
+# Pure and local tests, with the race detector (which needs cgo).
+test-unit:
+	@start=$$(date +%s); \
+	$(GO) test -race -count=1 ./... ; rc=$$?; \
+	echo "test-unit: $$(( $$(date +%s) - start ))s"; exit $$rc
+
+# Tests against the real Docker Engine: one package at a time, no race detector.
+test-docker:
+	@start=$$(date +%s); rc=0; \
+	if [ -n "$(DOCKER_PKGS)" ]; then $(GO) test -tags docker -p 1 -count=1 -timeout 25m $(DOCKER_PKGS) || rc=$$?; \
+	else echo "test-docker: no docker-tagged packages yet"; fi; \
+	echo "test-docker: $$(( $$(date +%s) - start ))s"; exit $$rc
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/reconcile/
+
+lint:
+	$(GO) vet ./...
+	$(GO) vet -tags docker ./...
+	staticcheck ./...
+	staticcheck -tags docker ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,56 @@
+// Package cli holds the hatch command line: one file per subcommand, each a
+// thin layer that parses flags and calls into the packages doing the work.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries an exit code other than 1 through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// Run executes the hatch command line and returns the process exit code. Errors
+// are printed as one "hatch: ..." line on stderr, never as a stack trace.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var silent *exitError
+	if errors.As(err, &silent) && silent.err == nil {
+		return silent.code
+	}
+	fmt.Fprintf(stderr, "hatch: %v\n", err)
+	if errors.As(err, &silent) {
+		return silent.code
+	}
+	return 1
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "hatch",
+		Short:         "Hatchery deploys containerised applications onto your own Docker hosts",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newVersionCmd(),
+	)
+	return root
+}

@@ -1,0 +1,163 @@
+package resource
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Ref is a reference from a resource's inputs to an output of another resource,
+// written ${type/name.output} inside a string input, for example
+// "postgres://app@${egg/db.address}/shop". "$${" stands for a literal "${".
+//
+// The output is the part after the last dot, so resource names may contain dots
+// (route names do) while output names may not.
+type Ref struct {
+	Key    string // the referenced resource, "type/name"
+	Output string // the output's name
+}
+
+// String returns the reference as it is written in an input.
+func (r Ref) String() string { return "${" + r.Key + "." + r.Output + "}" }
+
+// Refs lists every reference in a map of inputs, each once, sorted.
+func Refs(inputs map[string]any) ([]Ref, error) {
+	seen := map[Ref]bool{}
+	var walk func(v any) error
+	walk = func(v any) error {
+		switch v := v.(type) {
+		case string:
+			_, err := expand(v, func(r Ref) (any, error) {
+				seen[r] = true
+				return "", nil
+			})
+			return err
+		case map[string]any:
+			for _, e := range v {
+				if err := walk(e); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for _, e := range v {
+				if err := walk(e); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(inputs); err != nil {
+		return nil, err
+	}
+	refs := make([]Ref, 0, len(seen))
+	for r := range seen {
+		refs = append(refs, r)
+	}
+	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
+	return refs, nil
+}
+
+// Resolve returns a copy of inputs with every reference replaced by the value
+// lookup gives for it. A string that is exactly one reference takes the output's
+// value as it is (a list stays a list); a reference inside a longer string is
+// formatted into it (strings as they are, other values as JSON).
+func Resolve(inputs map[string]any, lookup func(Ref) (any, error)) (map[string]any, error) {
+	out, err := resolveValue(inputs, lookup)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := out.(map[string]any)
+	return m, nil
+}
+
+func resolveValue(v any, lookup func(Ref) (any, error)) (any, error) {
+	switch v := v.(type) {
+	case string:
+		return expand(v, lookup)
+	case map[string]any:
+		if v == nil {
+			return map[string]any(nil), nil
+		}
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			r, err := resolveValue(e, lookup)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			r, err := resolveValue(e, lookup)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	default:
+		return cloneValue(v), nil
+	}
+}
+
+// expand substitutes the references of one string.
+func expand(s string, lookup func(Ref) (any, error)) (any, error) {
+	if !strings.Contains(s, "${") {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		switch {
+		case strings.HasPrefix(s[i:], "$${"):
+			b.WriteString("${")
+			i += 3
+		case strings.HasPrefix(s[i:], "${"):
+			end := strings.IndexByte(s[i:], '}')
+			if end < 0 {
+				return nil, fmt.Errorf("unclosed reference in %q", s)
+			}
+			ref, err := ParseRef(s[i+2 : i+end])
+			if err != nil {
+				return nil, err
+			}
+			val, err := lookup(ref)
+			if err != nil {
+				return nil, err
+			}
+			if i == 0 && end == len(s)-1 {
+				return val, nil // the whole string is one reference
+			}
+			b.WriteString(format(val))
+			i += end + 1
+		default:
+			b.WriteByte(s[i])
+			i++
+		}
+	}
+	return b.String(), nil
+}
+
+func format(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	j, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(j)
+}
+
+// ParseRef parses the inside of a reference, "type/name.output".
+func ParseRef(s string) (Ref, error) {
+	dot := strings.LastIndexByte(s, '.')
+	slash := strings.IndexByte(s, '/')
+	if slash <= 0 || dot < slash+2 || dot == len(s)-1 {
+		return Ref{}, fmt.Errorf("bad reference ${%s}: want ${type/name.output}", s)
+	}
+	return Ref{Key: s[:dot], Output: s[dot+1:]}, nil
+}

@@ -1,0 +1,88 @@
+package resource
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestRefsAndResolve(t *testing.T) {
+	inputs := map[string]any{
+		"env": map[string]any{
+			"DATABASE_URL": "postgres://app@${egg/db.address}/shop",
+			"LITERAL":      "cost: $${HOME}",
+		},
+		"hosts":    "${egg/db.hosts}",
+		"volumes":  []any{"${volume/pgdata.name}:/data"},
+		"replicas": 3,
+	}
+	refs, err := Refs(inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Ref{{"egg/db", "address"}, {"egg/db", "hosts"}, {"volume/pgdata", "name"}}
+	if !reflect.DeepEqual(refs, want) {
+		t.Fatalf("Refs = %v, want %v", refs, want)
+	}
+
+	outputs := map[Ref]any{
+		{"egg/db", "address"}:     "db:5432",
+		{"egg/db", "hosts"}:       []any{"host-a"},
+		{"volume/pgdata", "name"}: "hatch-shop-pgdata-1a2b",
+	}
+	got, err := Resolve(inputs, func(r Ref) (any, error) {
+		v, ok := outputs[r]
+		if !ok {
+			return nil, errors.New("missing " + r.String())
+		}
+		return v, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantResolved := map[string]any{
+		"env": map[string]any{
+			"DATABASE_URL": "postgres://app@db:5432/shop",
+			"LITERAL":      "cost: ${HOME}",
+		},
+		"hosts":    []any{"host-a"},
+		"volumes":  []any{"hatch-shop-pgdata-1a2b:/data"},
+		"replicas": 3,
+	}
+	if !reflect.DeepEqual(got, wantResolved) {
+		t.Fatalf("Resolve = %#v\nwant %#v", got, wantResolved)
+	}
+	// The input map is not modified.
+	if inputs["hosts"] != "${egg/db.hosts}" {
+		t.Fatalf("Resolve modified its input: %v", inputs["hosts"])
+	}
+}
+
+func TestParseRefErrors(t *testing.T) {
+	for _, s := range []string{"", "egg", "egg/db", "egg/db.", "/db.x", "egg/.x"} {
+		if _, err := ParseRef(s); err == nil {
+			t.Errorf("ParseRef(%q) succeeded, want an error", s)
+		}
+	}
+	r, err := ParseRef("route/api.localhost/v1.x")
+	if err != nil || r.Key != "route/api.localhost/v1" || r.Output != "x" {
+		t.Fatalf("ParseRef with dots in the name = %v, %v", r, err)
+	}
+	if _, err := Refs(map[string]any{"a": "${egg/db.address"}); err == nil {
+		t.Fatal("an unclosed reference was accepted")
+	}
+}
+
+func TestEqualNormalisesNumbers(t *testing.T) {
+	a := map[string]any{"replicas": 3, "env": map[string]any{"A": "1"}}
+	b := map[string]any{"env": map[string]any{"A": "1"}, "replicas": float64(3)}
+	if !Equal(a, b) {
+		t.Fatal("3 and 3.0 should compare equal")
+	}
+	if Equal(a, map[string]any{"replicas": 4, "env": map[string]any{"A": "1"}}) {
+		t.Fatal("different values compared equal")
+	}
+	if !Equal(nil, map[string]any{}) {
+		t.Fatal("nil and empty maps should compare equal")
+	}
+}

@@ -1,0 +1,132 @@
+// Package resource defines the values the graph reconciler works on: a desired
+// resource (what a project file asks for), a deployed resource (what was created,
+// with its ID and outputs) and the dependencies between them.
+//
+// Inputs and outputs are JSON-compatible values (nil, bool, float64 or int,
+// string, []any, map[string]any) so that they survive a round trip through any
+// store unchanged in meaning: Equal compares them by their canonical JSON form.
+package resource
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Key identifies a resource within a project: "type/name", for example
+// "egg/web" or "route/api.localhost/v1".
+func Key(typ, name string) string { return typ + "/" + name }
+
+// Desired is one resource a project asks for.
+type Desired struct {
+	Type string
+	Name string
+	// Inputs configure the resource. String values may hold references to a
+	// parent's outputs (see Ref); the reconciler resolves them before it
+	// compares or hands the inputs to a provider.
+	Inputs map[string]any
+	// Source is the digest of the resource's source blob ("sha256:<hex>"), if it
+	// is built from one. It is internal and never shown to users.
+	Source string
+}
+
+// Key returns the resource's "type/name".
+func (d *Desired) Key() string { return Key(d.Type, d.Name) }
+
+// Condition says what a child needs of its parent before it may start.
+type Condition string
+
+const (
+	// ConditionCreated (the zero value) needs the parent created or updated.
+	ConditionCreated Condition = ""
+	// ConditionHealthy needs the parent ready to serve: for an egg, its replicas
+	// healthy at the new spec.
+	ConditionHealthy Condition = "healthy"
+	// ConditionCompleted needs a one-shot parent to have run to success.
+	ConditionCompleted Condition = "completed"
+)
+
+// Dependency is an edge of the graph: Child needs Parent (both keys).
+type Dependency struct {
+	Parent    string
+	Child     string
+	Condition Condition
+}
+
+// Deployed is a resource as it was recorded after a provider operation.
+type Deployed struct {
+	ID   string
+	Type string
+	Name string
+	// Inputs are the resolved inputs the resource was last created or updated with.
+	Inputs map[string]any
+	// Source is the source blob digest it was built from, if any.
+	Source string
+	// Outputs are what the provider reported, passed on to children.
+	Outputs map[string]any
+	// Parents are the keys of the resources it depended on when it was last
+	// applied, so that deletes can run children first after the desired graph
+	// no longer holds the edges.
+	Parents []string
+	// Pending is true between the moment a create is decided (and its ID
+	// chosen) and the moment the provider confirmed it: a crash in between
+	// leaves a pending record, and the re-run creates with the same ID, which
+	// providers treat idempotently.
+	Pending bool
+}
+
+// Key returns the resource's "type/name".
+func (d *Deployed) Key() string { return Key(d.Type, d.Name) }
+
+// Equal reports whether two input or output maps hold the same values, comparing
+// their canonical JSON encodings (map keys sorted, 1 and 1.0 alike).
+func Equal(a, b map[string]any) bool {
+	ja, errA := canonical(a)
+	jb, errB := canonical(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+func canonical(m map[string]any) ([]byte, error) {
+	if len(m) == 0 {
+		return []byte("{}"), nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode values: %w", err)
+	}
+	// Decode and re-encode so that numbers of any Go type compare alike.
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("decode values: %w", err)
+	}
+	return json.Marshal(v)
+}
+
+// Clone returns a deep copy of a JSON-compatible map.
+func Clone(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = cloneValue(v)
+	}
+	return out
+}
+
+func cloneValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		return Clone(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = cloneValue(e)
+		}
+		return out
+	case []string:
+		return append([]string(nil), v...)
+	default:
+		return v
+	}
+}
