@@ -1,0 +1,319 @@
+// Package pki gives the control plane its own certificate authority and lets
+// clients trust it without any configuration beyond a token.
+//
+// At first start the server makes a private CA and a serving certificate signed
+// by it, kept in its data directory. Every token the server prints carries the
+// hex SHA-256 of the CA certificate's DER (its fingerprint); a client pins that
+// fingerprint and verifies the served chain against the pinned certificate, host
+// name included. No client ever skips verification.
+package pki
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+const (
+	caFile         = "ca.pem"
+	caKeyFile      = "ca-key.pem"
+	serverFile     = "server.pem"
+	serverKeyFile  = "server-key.pem"
+	caLifetime     = 10 * 365 * 24 * time.Hour
+	serverLifetime = 365 * 24 * time.Hour
+	// renewBefore is how close to expiry a serving certificate is replaced at start.
+	renewBefore = 30 * 24 * time.Hour
+)
+
+// Fingerprint returns the hex SHA-256 of a certificate's DER encoding.
+func Fingerprint(der []byte) string {
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
+}
+
+// Server is the control plane's TLS material.
+type Server struct {
+	CA          *x509.Certificate
+	certificate tls.Certificate // the serving certificate, its chain ending with CA
+}
+
+// Fingerprint is the CA's fingerprint, the one every token carries.
+func (s *Server) Fingerprint() string { return Fingerprint(s.CA.Raw) }
+
+// TLSConfig returns the server side configuration: the serving certificate
+// followed by the CA, so that a client holding only the fingerprint can verify.
+func (s *Server) TLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{s.certificate},
+	}
+}
+
+// LoadOrCreate loads the CA and serving certificate kept in dir, creating what
+// is missing. The serving certificate is made anew when it does not cover every
+// one of names (host names and IP addresses) or expires within 30 days; the CA,
+// and so the fingerprint in every token already printed, stays.
+func LoadOrCreate(dir string, names []string, now time.Time) (*Server, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create tls dir: %w", err)
+	}
+	ca, caKey, err := loadPair(dir, caFile, caKeyFile)
+	if errors.Is(err, os.ErrNotExist) {
+		ca, caKey, err = newCA(now)
+		if err == nil {
+			err = writePair(dir, caFile, caKeyFile, [][]byte{ca.Raw}, caKey)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("certificate authority: %w", err)
+	}
+
+	leaf, leafKey, err := loadPair(dir, serverFile, serverKeyFile)
+	if err == nil && (!covers(leaf, names) || now.Add(renewBefore).After(leaf.NotAfter) || leaf.CheckSignatureFrom(ca) != nil) {
+		err = os.ErrNotExist // stale: make a new one below
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		leaf, leafKey, err = newLeaf(ca, caKey, names, now)
+		if err == nil {
+			err = writePair(dir, serverFile, serverKeyFile, [][]byte{leaf.Raw, ca.Raw}, leafKey)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("serving certificate: %w", err)
+	}
+	return &Server{
+		CA: ca,
+		certificate: tls.Certificate{
+			Certificate: [][]byte{leaf.Raw, ca.Raw},
+			PrivateKey:  leafKey,
+			Leaf:        leaf,
+		},
+	}, nil
+}
+
+// DefaultNames are the names a serving certificate covers unless told more:
+// localhost, the loopback addresses and the machine's host name.
+func DefaultNames() []string {
+	names := []string{"localhost", "127.0.0.1", "::1"}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		names = append(names, h)
+	}
+	return names
+}
+
+func covers(cert *x509.Certificate, names []string) bool {
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
+				return false
+			}
+		} else if !slices.Contains(cert.DNSNames, n) {
+			return false
+		}
+	}
+	return true
+}
+
+func newCA(now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "Hatchery control plane CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(caLifetime),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	return sign(tmpl, tmpl, key, key)
+}
+
+func newLeaf(ca *x509.Certificate, caKey *ecdsa.PrivateKey, names []string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: "Hatchery control plane"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(serverLifetime),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
+	}
+	return sign(tmpl, ca, key, caKey)
+}
+
+func sign(tmpl, parent *x509.Certificate, key, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sign certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	return cert, key, err
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // the platform cannot make keys either
+	}
+	return n
+}
+
+// writePair writes certificates (PEM, 0644) and the key (PEM, 0600), each
+// atomically, so a crash leaves either the old pair or the new one.
+func writePair(dir, certName, keyName string, ders [][]byte, key *ecdsa.PrivateKey) error {
+	var certPEM []byte
+	for _, der := range ders {
+		certPEM = append(certPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	if err := WriteFileAtomic(filepath.Join(dir, keyName), keyPEM, 0o600); err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(dir, certName), certPEM, 0o644)
+}
+
+func loadPair(dir, certName, keyName string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	certPEM, err := os.ReadFile(filepath.Join(dir, certName))
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, keyName))
+	if err != nil {
+		return nil, nil, err
+	}
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return nil, nil, fmt.Errorf("%s: no PEM certificate", certName)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", certName, err)
+	}
+	kb, _ := pem.Decode(keyPEM)
+	if kb == nil {
+		return nil, nil, fmt.Errorf("%s: no PEM key", keyName)
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", keyName, err)
+	}
+	return cert, key, nil
+}
+
+// WriteFileAtomic writes data to path through a temporary file in the same
+// directory, fsynced and renamed over path: readers see the old content or the
+// new, never a part.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op once renamed
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// ErrFingerprintMismatch is returned when no certificate the server presented
+// has the pinned fingerprint.
+var ErrFingerprintMismatch = errors.New("the server's certificate does not match the fingerprint in the token")
+
+// ClientConfig returns a client configuration that trusts exactly the server
+// whose chain contains a certificate with the given fingerprint (the CA, or a
+// self-signed serving certificate), and verifies the serving certificate
+// against it, expiry included, for host (the host name or IP address the client
+// dials: the TLS state carries no server name for an IP address, so it is
+// given here).
+func ClientConfig(fingerprint, host string) (*tls.Config, error) {
+	fingerprint = strings.ToLower(fingerprint)
+	if b, err := hex.DecodeString(fingerprint); err != nil || len(b) != sha256.Size {
+		return nil, fmt.Errorf("bad CA fingerprint %q: want 64 hex digits", fingerprint)
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		ServerName: host,
+		// The standard verification is replaced, not dropped: VerifyConnection
+		// below runs on every handshake and checks the chain and the host name
+		// against the pinned certificate instead of the system roots.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			return verifyPinned(cs, fingerprint, host)
+		},
+	}, nil
+}
+
+func verifyPinned(cs tls.ConnectionState, fingerprint, host string) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("the server presented no certificate")
+	}
+	roots := x509.NewCertPool()
+	intermediates := x509.NewCertPool()
+	pinned := false
+	for _, c := range cs.PeerCertificates {
+		if Fingerprint(c.Raw) == fingerprint {
+			roots.AddCert(c)
+			pinned = true
+		} else {
+			intermediates.AddCert(c)
+		}
+	}
+	if !pinned {
+		return ErrFingerprintMismatch
+	}
+	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
+		DNSName:       host,
+		Roots:         roots,
+		Intermediates: intermediates,
+	})
+	if err != nil {
+		return fmt.Errorf("verify server certificate: %w", err)
+	}
+	return nil
+}
