@@ -27,6 +27,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hatchery/hatchery/internal/fsutil"
 )
 
 const (
@@ -199,10 +201,10 @@ func writePair(dir, certName, keyName string, ders [][]byte, key *ecdsa.PrivateK
 		return err
 	}
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	if err := WriteFileAtomic(filepath.Join(dir, keyName), keyPEM, 0o600); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, keyName), keyPEM, 0o600); err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(dir, certName), certPEM, 0o644)
+	return fsutil.WriteFileAtomic(filepath.Join(dir, certName), certPEM, 0o644)
 }
 
 func loadPair(dir, certName, keyName string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
@@ -231,34 +233,6 @@ func loadPair(dir, certName, keyName string) (*x509.Certificate, *ecdsa.PrivateK
 		return nil, nil, fmt.Errorf("%s: %w", keyName, err)
 	}
 	return cert, key, nil
-}
-
-// WriteFileAtomic writes data to path through a temporary file in the same
-// directory, fsynced and renamed over path: readers see the old content or the
-// new, never a part.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op once renamed
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // ErrFingerprintMismatch is returned when no certificate the server presented
