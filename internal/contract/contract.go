@@ -1,0 +1,181 @@
+// Package contract holds the wire types exchanged between the control plane and
+// a host's agent: the desired state a host pulls, and the status report it sends
+// back.
+//
+// Everything here is plain JSON. Decoding ignores unknown fields and every field
+// added later must have a zero value that means "as before", so a control plane
+// and an agent one version apart still understand each other.
+//
+// The package also defines SpecHash, the single definition of "this workload
+// needs a new container", shared by the control plane (which shows it in plans
+// and rollouts) and the agent (which labels containers with it and rolls the
+// ones whose label differs).
+package contract
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DesiredState is everything one host should run, as the control plane computed
+// it. It is the whole truth for the host: a workload absent from it is removed.
+type DesiredState struct {
+	// HostID is the host this state is for. The agent touches only containers
+	// labelled with it.
+	HostID string `json:"host_id"`
+	// Version is a hash of the content (see ComputeVersion): equal content,
+	// equal version, so an agent can tell "nothing changed" from one string.
+	Version   string         `json:"version,omitempty"`
+	Workloads []WorkloadSpec `json:"workloads,omitempty"`
+	// Volumes lists the named volumes this host holds for its projects: those
+	// to keep (in use or retained after removal from the project file) and
+	// those marked for deletion (hatch destroy --volumes).
+	Volumes []VolumeSpec `json:"volumes,omitempty"`
+}
+
+// VolumeSpec is a named volume kept on, or to be deleted from, this host.
+type VolumeSpec struct {
+	Namespace string `json:"namespace"`
+	Project   string `json:"project"`
+	// Name is the volume's name in the project file.
+	Name string `json:"name"`
+	// DockerName is the volume's name on the Docker host (see docker.VolumeName).
+	DockerName string `json:"docker_name,omitempty"`
+	// Delete marks the volume for deletion once no container uses it; a volume
+	// without it is kept, whether or not a workload still mounts it.
+	Delete bool `json:"delete,omitempty"`
+}
+
+// ComputeVersion returns the hash of the state's content, ignoring the Version
+// field itself, the order of workloads and volumes, and secret values (a new
+// secret value comes with a new handle, which is hashed).
+func (d DesiredState) ComputeVersion() string {
+	c := DesiredState{HostID: d.HostID}
+	c.Workloads = make([]WorkloadSpec, len(d.Workloads))
+	for i, w := range d.Workloads {
+		w.Secrets = slices.Clone(w.Secrets)
+		for j := range w.Secrets {
+			w.Secrets[j].Value = ""
+		}
+		c.Workloads[i] = w
+	}
+	slices.SortStableFunc(c.Workloads, func(a, b WorkloadSpec) int { return strings.Compare(a.ID(), b.ID()) })
+	c.Volumes = slices.Clone(d.Volumes)
+	slices.SortStableFunc(c.Volumes, func(a, b VolumeSpec) int {
+		return strings.Compare(a.Namespace+"/"+a.Project+"/"+a.Name, b.Namespace+"/"+b.Project+"/"+b.Name)
+	})
+	return hashJSON(c)
+}
+
+// Seal sets Version to the hash of the content.
+func (d *DesiredState) Seal() { d.Version = d.ComputeVersion() }
+
+// Workload returns the workload with the given ID, if the state holds it.
+func (d DesiredState) Workload(id string) (WorkloadSpec, bool) {
+	for _, w := range d.Workloads {
+		if w.ID() == id {
+			return w, true
+		}
+	}
+	return WorkloadSpec{}, false
+}
+
+// DecodeDesiredState reads a desired state from JSON, ignoring fields it does
+// not know (a newer control plane may send more).
+func DecodeDesiredState(r io.Reader) (DesiredState, error) {
+	var d DesiredState
+	if err := json.NewDecoder(r).Decode(&d); err != nil {
+		return DesiredState{}, fmt.Errorf("decode desired state: %w", err)
+	}
+	return d, nil
+}
+
+// hashJSON hashes the JSON encoding of v. encoding/json writes struct fields in
+// declaration order and map keys sorted, so equal values hash alike.
+func hashJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only unsupported types (channels, funcs) fail; the contract has none.
+		panic(fmt.Sprintf("contract: hash %T: %v", v, err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// ContainerState is the life-cycle state of a container (or of a container
+// about to exist), as the agent reports it.
+type ContainerState string
+
+const (
+	// StateBuilding: the container's image is being pulled or built; the
+	// container does not exist yet.
+	StateBuilding ContainerState = "building"
+	// StateStarting: created or (re)started, not yet running its process.
+	StateStarting ContainerState = "starting"
+	// StateRunning: its process runs (healthy or not: see Healthy).
+	StateRunning ContainerState = "running"
+	// StateDraining: being taken out of service (drain or stop in progress).
+	StateDraining ContainerState = "draining"
+	// StateStopped: not running, and not because its process exited by itself
+	// (created but never started, or stopped from outside).
+	StateStopped ContainerState = "stopped"
+	// StateCompleted: its process exited with status 0.
+	StateCompleted ContainerState = "completed"
+	// StateCrashed: its process exited with a non-zero status, or died.
+	StateCrashed ContainerState = "crashed"
+	// StateUnknown: anything else (paused, or a state this agent does not know).
+	StateUnknown ContainerState = "unknown"
+)
+
+// Exited reports whether the state is one in which the container's process is
+// not running and nothing is in progress for it.
+func (s ContainerState) Exited() bool {
+	return s == StateStopped || s == StateCompleted || s == StateCrashed
+}
+
+// StatusReport is what an agent tells the control plane about its host.
+type StatusReport struct {
+	HostID string `json:"host_id"`
+	// Version is the desired-state version the agent last converged towards.
+	Version    string            `json:"version,omitempty"`
+	Time       time.Time         `json:"time"`
+	Containers []ContainerStatus `json:"containers,omitempty"`
+	// Errors are the last converge's errors, one line each.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// ContainerStatus is one container (or slot being built) in a status report.
+type ContainerStatus struct {
+	WorkloadID  string         `json:"workload"`
+	Slot        int            `json:"slot"`
+	ContainerID string         `json:"container_id,omitempty"`
+	SpecHash    string         `json:"spec_hash,omitempty"`
+	State       ContainerState `json:"state"`
+	Healthy     bool           `json:"healthy"`
+	// Restarts counts the agent's in-place restarts since the container was
+	// last healthy for long enough to reset its back-off.
+	Restarts int `json:"restarts,omitempty"`
+	// CrashLoopUntil is set while the container is crash-looping: the agent
+	// will not restart it before then.
+	CrashLoopUntil time.Time `json:"crash_loop_until,omitzero"`
+	// RolloutFailure says why the rollout of this container's workload to its
+	// spec hash failed, if it did.
+	RolloutFailure string `json:"rollout_failure,omitempty"`
+	// LogTail holds the last lines of the container's log when it failed.
+	LogTail []string `json:"log_tail,omitempty"`
+}
+
+// DecodeStatusReport reads a status report from JSON, ignoring unknown fields.
+func DecodeStatusReport(r io.Reader) (StatusReport, error) {
+	var s StatusReport
+	if err := json.NewDecoder(r).Decode(&s); err != nil {
+		return StatusReport{}, fmt.Errorf("decode status report: %w", err)
+	}
+	return s, nil
+}

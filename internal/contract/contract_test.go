@@ -1,0 +1,176 @@
+package contract
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestComputeVersionDependsOnContentOnly(t *testing.T) {
+	web := fullSpec()
+	api := fullSpec()
+	api.Egg = "api"
+	base := DesiredState{HostID: "h1", Workloads: []WorkloadSpec{web, api},
+		Volumes: []VolumeSpec{{Namespace: "default", Project: "shop", Name: "a"}, {Namespace: "default", Project: "shop", Name: "b"}}}
+
+	tests := []struct {
+		name  string
+		edit  func(d *DesiredState)
+		equal bool
+	}{
+		{"the same content", func(d *DesiredState) {}, true},
+		{"workloads in another order", func(d *DesiredState) {
+			d.Workloads[0], d.Workloads[1] = d.Workloads[1], d.Workloads[0]
+		}, true},
+		{"volumes in another order", func(d *DesiredState) { d.Volumes[0], d.Volumes[1] = d.Volumes[1], d.Volumes[0] }, true},
+		{"a stale Version field", func(d *DesiredState) { d.Version = "old" }, true},
+		{"a new secret value under the same handle", func(d *DesiredState) { d.Workloads[0].Secrets[0].Value = "other" }, true},
+		{"another replica count", func(d *DesiredState) { d.Workloads[0].Replicas++ }, false},
+		{"another host", func(d *DesiredState) { d.HostID = "h2" }, false},
+		{"a volume marked for deletion", func(d *DesiredState) { d.Volumes[0].Delete = true }, false},
+		{"a workload removed", func(d *DesiredState) { d.Workloads = d.Workloads[:1] }, false},
+		{"a new secret handle", func(d *DesiredState) { d.Workloads[0].Secrets[0].Handle = "h2" }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := roundTrip(t, base)
+			tt.edit(&d)
+			if got := d.ComputeVersion() == base.ComputeVersion(); got != tt.equal {
+				t.Errorf("versions equal = %v, want %v", got, tt.equal)
+			}
+		})
+	}
+	if v1, v2 := base.ComputeVersion(), roundTrip(t, base).ComputeVersion(); v1 != v2 || v1 == "" {
+		t.Error("ComputeVersion is not a stable non-empty hash")
+	}
+	// ComputeVersion must not reorder or blank the caller's data.
+	if base.Workloads[0].Egg != "web" || base.Workloads[0].Secrets[0].Value != "v1" {
+		t.Error("ComputeVersion mutated its receiver's slices")
+	}
+}
+
+func TestSealSetsVersion(t *testing.T) {
+	d := DesiredState{HostID: "h1", Workloads: []WorkloadSpec{fullSpec()}}
+	d.Seal()
+	if d.Version == "" || d.Version != d.ComputeVersion() {
+		t.Errorf("Seal set %q, ComputeVersion says %q", d.Version, d.ComputeVersion())
+	}
+}
+
+func roundTrip(t *testing.T, d DesiredState) DesiredState {
+	t.Helper()
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeDesiredState(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestDesiredStateSurvivesJSONAndToleratesUnknownFields(t *testing.T) {
+	d := DesiredState{HostID: "h1", Workloads: []WorkloadSpec{fullSpec()}}
+	d.Seal()
+	got := roundTrip(t, d)
+	if got.ComputeVersion() != d.Version || got.Workloads[0].Secrets[0].Value != "v1" {
+		t.Fatalf("round trip changed the content: %+v", got)
+	}
+
+	// A newer control plane adds fields at every level; an older agent ignores them.
+	newer := `{"host_id":"h1","future":1,"workloads":[{"namespace":"default","project":"shop","egg":"web",
+		"image":"nginx","replicas":2,"sidecars":[{"x":1}],"health":{"http":"/h","grpc":"svc"}}]}`
+	got, err := DecodeDesiredState(strings.NewReader(newer))
+	if err != nil {
+		t.Fatalf("unknown fields were refused: %v", err)
+	}
+	if w := got.Workloads[0]; w.ID() != "default/shop/web" || w.Replicas != 2 || w.Health.HTTP != "/h" {
+		t.Errorf("known fields lost next to unknown ones: %+v", w)
+	}
+
+	// An older control plane omits fields; the agent reads them as defaults.
+	older := `{"host_id":"h1","workloads":[{"namespace":"default","project":"shop","egg":"web","image":"nginx","replicas":1}]}`
+	got, err = DecodeDesiredState(strings.NewReader(older))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := got.Workloads[0]; w.RestartPolicy() != RestartAlways || w.HealthRetries() != 3 || w.DrainTimeout() != DefaultDrainTimeout {
+		t.Errorf("missing fields did not read as defaults: %+v", w)
+	}
+
+	if _, err := DecodeDesiredState(strings.NewReader("{")); err == nil {
+		t.Error("truncated JSON was accepted")
+	}
+}
+
+func TestStatusReportToleratesUnknownFields(t *testing.T) {
+	until := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := StatusReport{HostID: "h1", Version: "v", Time: until, Containers: []ContainerStatus{{
+		WorkloadID: "default/shop/web", Slot: 1, State: StateCrashed, Restarts: 4, CrashLoopUntil: until,
+		RolloutFailure: "not healthy within 5m0s", LogTail: []string{"panic: boom"},
+	}}}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte(`{"host_id"`), []byte(`{"cpu":0.5,"host_id"`), 1)
+	got, err := DecodeStatusReport(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := got.Containers[0]
+	if !c.CrashLoopUntil.Equal(until) || c.Restarts != 4 || c.LogTail[0] != "panic: boom" || c.State != StateCrashed {
+		t.Errorf("status lost fields: %+v", c)
+	}
+	// A container not crash-looping carries no zero time on the wire.
+	b, _ = json.Marshal(ContainerStatus{WorkloadID: "w", State: StateRunning})
+	if strings.Contains(string(b), "crash_loop_until") {
+		t.Errorf("zero CrashLoopUntil was encoded: %s", b)
+	}
+}
+
+func TestSecretValueNeverFormats(t *testing.T) {
+	w := WorkloadSpec{Secrets: []SecretFile{{Name: "k", Handle: "h", Value: "hunter2"}}}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		if out := fmt.Sprintf(format, w); strings.Contains(out, "hunter2") {
+			t.Errorf("%s leaks the secret: %s", format, out)
+		}
+	}
+}
+
+func TestWorkloadDefaults(t *testing.T) {
+	tests := []struct {
+		name      string
+		w         WorkloadSpec
+		surge     int
+		stateful  bool
+		retries   int
+		deadline  time.Duration
+		policy    RestartPolicy
+		stopAfter time.Duration
+	}{
+		{"one replica", WorkloadSpec{Replicas: 1}, 1, false, 3, 5 * time.Minute, RestartAlways, 10 * time.Second},
+		{"cold", WorkloadSpec{Replicas: 0}, 1, false, 3, 5 * time.Minute, RestartAlways, 10 * time.Second},
+		{"25% of 10 rounds up to 3", WorkloadSpec{Replicas: 10}, 3, false, 3, 5 * time.Minute, RestartAlways, 10 * time.Second},
+		{"25% of 8 is 2", WorkloadSpec{Replicas: 8}, 2, false, 3, 5 * time.Minute, RestartAlways, 10 * time.Second},
+		{"explicit settings win", WorkloadSpec{Replicas: 8, Restart: RestartNo, StopTimeout: time.Second,
+			Rollout: Rollout{MaxSurge: 5, ProgressDeadline: time.Minute}, Health: HealthCheck{Retries: 1}},
+			5, false, 1, time.Minute, RestartNo, time.Second},
+		{"a volume makes it stateful", WorkloadSpec{Replicas: 1, Volumes: []VolumeMount{{Name: "d"}}}, 1, true, 3, 5 * time.Minute, RestartAlways, 10 * time.Second},
+		{"stop-first makes it stateful", WorkloadSpec{Replicas: 4, Rollout: Rollout{Order: StopFirst}}, 1, true, 3, 5 * time.Minute, RestartAlways, 10 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := tt.w
+			if w.MaxSurge() != tt.surge || w.Stateful() != tt.stateful || w.HealthRetries() != tt.retries ||
+				w.ProgressDeadline() != tt.deadline || w.RestartPolicy() != tt.policy || w.EffectiveStopTimeout() != tt.stopAfter {
+				t.Errorf("got surge %d stateful %v retries %d deadline %v policy %s stop %v",
+					w.MaxSurge(), w.Stateful(), w.HealthRetries(), w.ProgressDeadline(), w.RestartPolicy(), w.EffectiveStopTimeout())
+			}
+		})
+	}
+}

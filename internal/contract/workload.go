@@ -1,0 +1,255 @@
+package contract
+
+import "time"
+
+// WorkloadSpec is the part of an egg that one host runs: everything the agent
+// needs to create, check, roll and stop its containers. Durations travel as
+// nanoseconds; a zero value means "the default" wherever a default exists (see
+// the accessor methods), so an older control plane that omits a field still
+// gets sensible behaviour.
+type WorkloadSpec struct {
+	Namespace string `json:"namespace"`
+	Project   string `json:"project"`
+	Egg       string `json:"egg"`
+
+	// BlobID is the content digest of the source Blob the image is built from.
+	// Internal: never shown to users.
+	BlobID string `json:"blob_id,omitempty"`
+	// Image is an image reference to pull; exactly one of Image and Build is set.
+	Image string     `json:"image,omitempty"`
+	Build *BuildSpec `json:"build,omitempty"`
+
+	// Replicas is the number of slots this host runs (0..Replicas-1); 0 is cold.
+	Replicas int `json:"replicas"`
+	// Revision is bumped by `hatch rollout restart` to roll with the same spec.
+	Revision int `json:"revision,omitempty"`
+
+	Command    []string          `json:"command,omitempty"`
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	User       string            `json:"user,omitempty"`
+	WorkingDir string            `json:"working_dir,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+
+	// Port is the port the egg listens on inside its container: the agent's
+	// probes and proxy use it.
+	Port int `json:"port,omitempty"`
+	// Ports are published on the host, served by the agent's proxy.
+	Ports []PublishedPort `json:"ports,omitempty"`
+	// Routes are the hostnames (and path prefixes) the ingress sends here.
+	Routes []Route `json:"routes,omitempty"`
+	// Aliases are extra DNS names on the workload's networks.
+	Aliases []string `json:"aliases,omitempty"`
+
+	Health  HealthCheck   `json:"health,omitzero"`
+	Restart RestartPolicy `json:"restart,omitempty"`
+
+	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// Binds are host-path bind mounts (allowed, with a warning: they tie the
+	// egg to a host).
+	Binds []BindMount `json:"binds,omitempty"`
+	// Secrets are written by the agent to files mounted read-only at
+	// /run/secrets/<name>.
+	Secrets  []SecretFile      `json:"secrets,omitempty"`
+	Tmpfs    []string          `json:"tmpfs,omitempty"`
+	ReadOnly bool              `json:"read_only,omitempty"`
+	CapAdd   []string          `json:"cap_add,omitempty"`
+	CapDrop  []string          `json:"cap_drop,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	// Networks are the Docker names of the networks the containers join, the
+	// first at create and the others before start.
+	Networks  []string  `json:"networks,omitempty"`
+	Resources Resources `json:"resources,omitzero"`
+	Rollout   Rollout   `json:"rollout,omitzero"`
+
+	StopSignal  string        `json:"stop_signal,omitempty"`
+	StopTimeout time.Duration `json:"stop_timeout,omitempty"`
+}
+
+// BuildSpec says how to build the image from the workload's source Blob (the
+// build context).
+type BuildSpec struct {
+	Dockerfile string            `json:"dockerfile,omitempty"`
+	Args       map[string]string `json:"args,omitempty"`
+	Target     string            `json:"target,omitempty"`
+}
+
+// PublishedPort is a host port the agent's proxy forwards to the workload.
+type PublishedPort struct {
+	HostPort      int    `json:"host_port"`
+	ContainerPort int    `json:"container_port"`
+	Protocol      string `json:"protocol,omitempty"` // "tcp" (the default)
+}
+
+// Route is a hostname, optionally with a path prefix, the ingress sends here.
+type Route struct {
+	Host       string `json:"host"`
+	PathPrefix string `json:"path_prefix,omitempty"`
+}
+
+// HealthCheck says how a container's health is judged. HTTP and TCP are
+// probed by the agent; Cmd is a Docker HEALTHCHECK run inside the container
+// (and so, with its timings, part of the container's configuration). With
+// none of them, a running container counts as healthy.
+type HealthCheck struct {
+	HTTP string   `json:"http,omitempty"`
+	TCP  bool     `json:"tcp,omitempty"`
+	Cmd  []string `json:"cmd,omitempty"`
+
+	Interval    time.Duration `json:"interval,omitempty"`
+	Timeout     time.Duration `json:"timeout,omitempty"`
+	StartPeriod time.Duration `json:"start_period,omitempty"`
+	// Retries is the number of consecutive failed checks before a container
+	// counts as unhealthy (default 3).
+	Retries int `json:"retries,omitempty"`
+}
+
+// RestartPolicy says what happens when a container's process exits.
+type RestartPolicy string
+
+const (
+	// RestartAlways restarts on any exit, under the crash-loop back-off (the
+	// default: services).
+	RestartAlways RestartPolicy = "always"
+	// RestartOnFailure restarts only after a non-zero exit.
+	RestartOnFailure RestartPolicy = "on-failure"
+	// RestartNo runs the container once per spec hash (a one-shot job).
+	RestartNo RestartPolicy = "no"
+)
+
+// VolumeMount mounts a named volume.
+type VolumeMount struct {
+	// Name is the volume's name in the project file.
+	Name string `json:"name"`
+	// DockerName is its name on the Docker host.
+	DockerName string `json:"docker_name"`
+	Target     string `json:"target"`
+	ReadOnly   bool   `json:"read_only,omitempty"`
+}
+
+// BindMount mounts a path of the host.
+type BindMount struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// SecretFile is a secret the agent writes to a file and mounts read-only at
+// /run/secrets/<Name>.
+type SecretFile struct {
+	Name string `json:"name"`
+	// Handle is an opaque identity of the value (its ID and a keyed hash):
+	// a new value has a new handle, which is what rolls the workload.
+	Handle string `json:"handle"`
+	// Value is the secret itself. It is never logged (see SecretValue).
+	Value SecretValue `json:"value,omitempty"`
+}
+
+// SecretValue is a secret's content. It formats as a placeholder so that a
+// spec printed or logged with %v or %s does not leak it; JSON carries it as is.
+type SecretValue string
+
+// String returns a placeholder, never the value.
+func (SecretValue) String() string { return "[secret]" }
+
+// GoString returns a placeholder, never the value.
+func (SecretValue) GoString() string { return "[secret]" }
+
+// Resources limits a container. Zero means no limit.
+type Resources struct {
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	NanoCPUs    int64 `json:"nano_cpus,omitempty"`
+	PIDs        int64 `json:"pids,omitempty"`
+}
+
+// Rollout settings govern how a new spec replaces the running containers.
+type Rollout struct {
+	Order RolloutOrder `json:"order,omitempty"`
+	// MaxSurge is the number of slots rolled at once on this host (default
+	// 25% of the replicas rounded up, at least 1).
+	MaxSurge int `json:"max_surge,omitempty"`
+	// MinReady is how long a replacement must stay healthy before the old
+	// container goes.
+	MinReady time.Duration `json:"min_ready,omitempty"`
+	// DrainTimeout bounds how long in-flight requests may finish (default 10s).
+	DrainTimeout time.Duration `json:"drain_timeout,omitempty"`
+	// ProgressDeadline fails the rollout when a replacement is not healthy
+	// by then (default 5m).
+	ProgressDeadline time.Duration `json:"progress_deadline,omitempty"`
+	// AutoRevert asks the control plane to put the previous spec back when the
+	// rollout fails. The agent only reports the failure.
+	AutoRevert bool `json:"auto_revert,omitempty"`
+}
+
+// RolloutOrder is start-first (the default) or stop-first.
+type RolloutOrder string
+
+const (
+	StartFirst RolloutOrder = "start-first"
+	StopFirst  RolloutOrder = "stop-first"
+)
+
+// Defaults for fields left zero.
+const (
+	DefaultHealthRetries    = 3
+	DefaultDrainTimeout     = 10 * time.Second
+	DefaultStopTimeout      = 10 * time.Second
+	DefaultProgressDeadline = 5 * time.Minute
+)
+
+// ID returns the workload's identity, "namespace/project/egg", which the
+// agent labels its containers with.
+func (w WorkloadSpec) ID() string { return w.Namespace + "/" + w.Project + "/" + w.Egg }
+
+// Stateful reports whether the workload rolls stop-old-then-start-new: it
+// mounts a named volume (one writer at a time), or asks for stop-first.
+func (w WorkloadSpec) Stateful() bool {
+	return len(w.Volumes) > 0 || w.Rollout.Order == StopFirst
+}
+
+// RestartPolicy returns the restart policy, "always" when unset.
+func (w WorkloadSpec) RestartPolicy() RestartPolicy {
+	if w.Restart == "" {
+		return RestartAlways
+	}
+	return w.Restart
+}
+
+// MaxSurge returns how many slots may be mid-roll at once: Rollout.MaxSurge,
+// or 25% of the replicas rounded up; at least 1.
+func (w WorkloadSpec) MaxSurge() int {
+	n := w.Rollout.MaxSurge
+	if n <= 0 {
+		n = (w.Replicas + 3) / 4
+	}
+	return max(n, 1)
+}
+
+// HealthRetries returns the failed-check threshold (default 3).
+func (w WorkloadSpec) HealthRetries() int {
+	if w.Health.Retries <= 0 {
+		return DefaultHealthRetries
+	}
+	return w.Health.Retries
+}
+
+// DrainTimeout returns Rollout.DrainTimeout or its default.
+func (w WorkloadSpec) DrainTimeout() time.Duration {
+	return orDefault(w.Rollout.DrainTimeout, DefaultDrainTimeout)
+}
+
+// ProgressDeadline returns Rollout.ProgressDeadline or its default.
+func (w WorkloadSpec) ProgressDeadline() time.Duration {
+	return orDefault(w.Rollout.ProgressDeadline, DefaultProgressDeadline)
+}
+
+// EffectiveStopTimeout returns StopTimeout or its default.
+func (w WorkloadSpec) EffectiveStopTimeout() time.Duration {
+	return orDefault(w.StopTimeout, DefaultStopTimeout)
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
