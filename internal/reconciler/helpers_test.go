@@ -1,0 +1,175 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hatchery/hatchery/internal/graph"
+	"github.com/hatchery/hatchery/internal/reconciler"
+	"github.com/hatchery/hatchery/internal/reconciler/reconcilertest"
+	"github.com/hatchery/hatchery/internal/resource"
+)
+
+const project = "default/shop"
+
+// env is a reconciler wired to fakes: one World, providers for egg, volume
+// and network, in-memory storage and sources, and retries without delay.
+type env struct {
+	world   *reconcilertest.World
+	store   *reconcilertest.Storage
+	sources *reconcilertest.Sources
+	egg     *reconcilertest.Provider
+	volume  *reconcilertest.Provider
+	network *reconcilertest.Provider
+	r       *reconciler.Reconciler
+}
+
+func newEnv(t testing.TB) *env {
+	world := reconcilertest.NewWorld()
+	e := &env{
+		world:   world,
+		store:   reconcilertest.NewStorage(),
+		sources: reconcilertest.NewSources(),
+		egg: world.Provider("egg", reconciler.Schema{
+			Outputs:    []string{"address", "hosts"},
+			Conditions: []resource.Condition{resource.ConditionHealthy, resource.ConditionCompleted},
+		}),
+		volume:  world.Provider("volume", reconciler.Schema{Outputs: []string{"name", "host"}}),
+		network: world.Provider("network", reconciler.Schema{Outputs: []string{"name"}}),
+	}
+	var ids atomic.Int64
+	e.r = &reconciler.Reconciler{
+		Resources: e.store,
+		Source:    e.sources,
+		Registry:  reconciler.Registry{"egg": e.egg, "volume": e.volume, "network": e.network},
+		IDGen:     reconciler.IDGeneratorFunc(func() string { return fmt.Sprintf("id-%d", ids.Add(1)) }),
+		Logger:    zaptest.NewLogger(t),
+		Backoff:   func() backoff.BackOff { return backoff.WithMaxRetries(&backoff.ZeroBackOff{}, 3) },
+	}
+	return e
+}
+
+func (e *env) apply(t testing.TB, g reconciler.Graph) reconciler.Result {
+	t.Helper()
+	res, err := e.r.Reconcile(context.Background(), project, g)
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+// records returns the project's records as key -> record.
+func (e *env) records(t testing.TB, project string) map[string]*resource.Deployed {
+	t.Helper()
+	recs, err := e.store.ListResources(context.Background(), project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*resource.Deployed{}
+	for _, r := range recs {
+		out[r.Key()] = r
+	}
+	return out
+}
+
+func egg(name string, inputs map[string]any) *resource.Desired {
+	return &resource.Desired{Type: "egg", Name: name, Inputs: inputs}
+}
+
+func volume(name string) *resource.Desired {
+	return &resource.Desired{Type: "volume", Name: name, Inputs: map[string]any{"driver": "local"}}
+}
+
+func dep(parent, child string, cond resource.Condition) *resource.Dependency {
+	return &resource.Dependency{Parent: parent, Child: child, Condition: cond}
+}
+
+func mustGraph(t testing.TB, rs []*resource.Desired, deps ...*resource.Dependency) *graph.Graph {
+	t.Helper()
+	g, err := graph.New(rs, deps)
+	if err != nil {
+		t.Fatalf("graph: %v", err)
+	}
+	return g
+}
+
+// actions returns key -> action of a result.
+func actions(res reconciler.Result) map[string]reconciler.Action {
+	out := map[string]reconciler.Action{}
+	for _, r := range res.Resources {
+		out[r.Key] = r.Action
+	}
+	return out
+}
+
+// callsOf returns the keys a world's log shows for op, in start order.
+func callsOf(w *reconcilertest.World, op reconcilertest.Op) []string {
+	var keys []string
+	for _, c := range w.Calls() {
+		if c.Op == op {
+			keys = append(keys, c.Key)
+		}
+	}
+	return keys
+}
+
+// lastEnd returns, per key, the end tick of its last create/update/delete.
+func firstStartAndLastEnd(w *reconcilertest.World) (start, end map[string]int) {
+	start, end = map[string]int{}, map[string]int{}
+	for _, c := range w.Calls() {
+		if c.Op == reconcilertest.OpReady {
+			continue
+		}
+		if _, ok := start[c.Key]; !ok {
+			start[c.Key] = c.Start
+		}
+		end[c.Key] = max(end[c.Key], c.End)
+	}
+	return start, end
+}
+
+// fakeGraph implements reconciler.Graph from plain maps, so tests can hand
+// the reconciler graphs that graph.New would refuse.
+type fakeGraph struct {
+	leaves   []*resource.Desired
+	parents  map[string][]*resource.Desired
+	deps     map[string][]*resource.Dependency
+	validate error
+}
+
+func (g *fakeGraph) LeafResources() []*resource.Desired { return g.leaves }
+func (g *fakeGraph) ParentResources(child string) []*resource.Desired {
+	return g.parents[child]
+}
+func (g *fakeGraph) DependenciesOf(child string) []*resource.Dependency { return g.deps[child] }
+
+// validatingGraph adds graph.Graph's Validate method to a fakeGraph.
+type validatingGraph struct{ *fakeGraph }
+
+func (g validatingGraph) Validate() error { return g.validate }
+
+// gate lets a test hold provider calls until it says go.
+type gate struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newGate() *gate                  { return &gate{ch: make(chan struct{})} }
+func (g *gate) open()                 { g.once.Do(func() { close(g.ch) }) }
+func (g *gate) wait() <-chan struct{} { return g.ch }
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
