@@ -21,8 +21,8 @@
 //   - Spread: a new slot goes to the eligible live host with the fewest of the
 //     egg's slots, then the least loaded (the larger of its requested memory and
 //     CPU shares after placement), then the first by name. Scale-down removes
-//     slots in the mirror order: down hosts first, then the most slots, the
-//     most loaded, the last by name.
+//     slots in the mirror order: hosts not live first, then the most slots,
+//     the most loaded, the last by name.
 //   - Capacity: a slot is placed or kept only where the egg's per-replica
 //     request fits beside the host's other workloads.
 //   - A stateful egg runs on its volume's host or nowhere; if that host is not
@@ -325,8 +325,9 @@ func (pl *planner) pickAddition() *hostPlan {
 }
 
 // pickRemoval returns the host to lose a kept slot when scaling down, in the
-// mirror order of pickAddition: hosts not live first (their replicas are not
-// serving), then the most of the egg's slots, the most load, the last by name.
+// mirror order of pickAddition: hosts not live first (their replicas may not
+// be serving), then the most of the egg's slots, the most load, the last by
+// name.
 func (pl *planner) pickRemoval() *hostPlan {
 	var best *hostPlan
 	var bestLoad float64
@@ -361,6 +362,9 @@ func (pl *planner) pickRemoval() *hostPlan {
 // the host lacking room.
 func (pl *planner) placeStateful() error {
 	egg := pl.egg
+	if egg.Replicas == 0 {
+		return nil // a cold egg needs no host, so nothing can conflict
+	}
 	var v *hostPlan
 	for _, p := range pl.hosts {
 		if p.id == egg.VolumeHost {
