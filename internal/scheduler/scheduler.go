@@ -84,7 +84,9 @@ func (d *Decision) Total() int {
 // is not a stateful egg waiting for its volume's host). A decision that places
 // only some replicas is not an error: Decision.Unplaced counts the rest.
 //
-// Place is deterministic: the order of hosts does not matter.
+// Place is deterministic (the order of hosts does not matter) and does not
+// modify its arguments, so a caller may pass a decision's Slots back as the
+// egg's Current.
 func (s *Scheduler) Place(egg Egg, hosts []Host, now time.Time) (Decision, error) {
 	if err := validate(&egg, hosts); err != nil {
 		return Decision{}, err
