@@ -1,0 +1,60 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/seal"
+)
+
+// EncodeDesiredState turns a host's desired state into its stored form: JSON
+// with every secret value sealed, so that a copy of the database alone reveals
+// no secret. The state's Version is kept as it is (secret values are not part
+// of it: a new value comes with a new handle).
+func EncodeDesiredState(box *seal.Box, d contract.DesiredState) (DesiredState, error) {
+	d.Workloads = append([]contract.WorkloadSpec(nil), d.Workloads...)
+	for i := range d.Workloads {
+		w := &d.Workloads[i]
+		w.Secrets = append([]contract.SecretFile(nil), w.Secrets...)
+		for j := range w.Secrets {
+			if w.Secrets[j].Value != "" {
+				w.Secrets[j].Value = contract.SecretValue(box.Seal([]byte(w.Secrets[j].Value)))
+			}
+		}
+	}
+	doc, err := json.Marshal(d)
+	if err != nil {
+		return DesiredState{}, fmt.Errorf("encode desired state of %s: %w", d.HostID, err)
+	}
+	return DesiredState{HostID: d.HostID, Version: d.Version, Doc: doc}, nil
+}
+
+// DecodeDesiredState turns a stored desired state back into what the host
+// gets, its secret values opened. A host with no stored state gets an empty
+// one carrying its ID.
+func DecodeDesiredState(box *seal.Box, s DesiredState) (contract.DesiredState, error) {
+	if len(s.Doc) == 0 {
+		return contract.DesiredState{HostID: s.HostID, Version: s.Version}, nil
+	}
+	d, err := contract.DecodeDesiredState(bytes.NewReader(s.Doc))
+	if err != nil {
+		return contract.DesiredState{}, fmt.Errorf("stored desired state of %s: %w", s.HostID, err)
+	}
+	for i := range d.Workloads {
+		w := &d.Workloads[i]
+		for j := range w.Secrets {
+			sec := &w.Secrets[j]
+			if sec.Value == "" {
+				continue
+			}
+			plain, err := box.Open(string(sec.Value))
+			if err != nil {
+				return contract.DesiredState{}, fmt.Errorf("secret %s of workload %s on %s: %w", sec.Name, w.ID(), s.HostID, err)
+			}
+			sec.Value = contract.SecretValue(plain)
+		}
+	}
+	return d, nil
+}

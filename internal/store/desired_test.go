@@ -1,0 +1,79 @@
+package store
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/seal"
+)
+
+func TestDesiredStateIsStoredWithSecretsSealed(t *testing.T) {
+	box, err := seal.New(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := contract.DesiredState{HostID: "h1", Workloads: []contract.WorkloadSpec{{
+		Namespace: "default", Project: "shop", Egg: "web", Replicas: 2,
+		Secrets: []contract.SecretFile{{Name: "api_key", Handle: "s1:hmac", Value: "hunter2-plaintext"}, {Name: "empty", Handle: "s2"}},
+	}}}
+	d.Seal()
+	stored, err := EncodeDesiredState(box, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.HostID != "h1" || stored.Version != d.Version || stored.Version == "" {
+		t.Fatalf("stored %+v, want host h1 at version %s", stored, d.Version)
+	}
+	if bytes.Contains(stored.Doc, []byte("hunter2")) {
+		t.Fatalf("the stored document holds the secret in clear: %s", stored.Doc)
+	}
+	if d.Workloads[0].Secrets[0].Value != "hunter2-plaintext" {
+		t.Fatal("encoding changed the caller's state")
+	}
+	back, err := DecodeDesiredState(box, stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, d) {
+		t.Fatalf("round trip = %+v\nwant %+v", back, d)
+	}
+
+	other, _ := seal.New(bytes.Repeat([]byte{8}, 32))
+	if _, err := DecodeDesiredState(other, stored); err == nil {
+		t.Fatal("a state sealed with another key opened")
+	}
+}
+
+func TestNoStoredStateDecodesEmpty(t *testing.T) {
+	d, err := DecodeDesiredState(nil, DesiredState{HostID: "h1"})
+	if err != nil || !reflect.DeepEqual(d, contract.DesiredState{HostID: "h1"}) {
+		t.Fatalf("DecodeDesiredState of nothing = %+v, %v", d, err)
+	}
+}
+
+func TestNotifierWakesEveryWaiterOfItsKeyOnce(t *testing.T) {
+	var n Notifier
+	a1, a2, b := n.Wait("a"), n.Wait("a"), n.Wait("b")
+	n.Notify("a")
+	for i, ch := range []<-chan struct{}{a1, a2} {
+		select {
+		case <-ch:
+		default:
+			t.Fatalf("waiter %d of a not woken", i)
+		}
+	}
+	select {
+	case <-b:
+		t.Fatal("waiter of b woken by a")
+	default:
+	}
+	next := n.Wait("a")
+	select {
+	case <-next:
+		t.Fatal("a wait after the Notify is already woken")
+	default:
+	}
+	n.Notify("nobody-waits") // no panic, nothing to do
+}

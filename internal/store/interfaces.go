@@ -1,0 +1,109 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/resource"
+)
+
+// Liveness is what the liveness monitor needs: the hosts, and two guarded
+// transitions. A status report is the other half: it marks its host up (see
+// Statuses).
+type Liveness interface {
+	// ListHosts returns every host, sorted by ID.
+	ListHosts(ctx context.Context) ([]Host, error)
+	// MarkAllHostsUnknown sets every host that is not unknown to unknown,
+	// recording a host.unknown event for each. The server calls it when it
+	// starts: it has not heard from anyone yet, and a restart of the server is
+	// not an outage of the fleet.
+	MarkAllHostsUnknown(ctx context.Context, at time.Time) error
+	// MarkHostDown sets the host down, with a host.down event, only if it is
+	// not down already and was last seen before notSeenSince (or never), so a
+	// report that lands while the monitor decides wins. It reports whether the
+	// host changed.
+	MarkHostDown(ctx context.Context, id string, notSeenSince, at time.Time) (bool, error)
+}
+
+// Statuses is what the status endpoint and the host views need.
+type Statuses interface {
+	// PutStatus stores a host's latest report and is its heartbeat: the host
+	// is created if new, LastSeen becomes at, and a host that was not up goes
+	// up with a host.up event. It returns the report it replaced (nil if none).
+	PutStatus(ctx context.Context, hostID string, report []byte, at time.Time) (previous []byte, err error)
+	// Status returns a host's latest report, or ErrNotFound.
+	Status(ctx context.Context, hostID string) (Status, error)
+	// Host returns one host, or ErrNotFound.
+	Host(ctx context.Context, id string) (Host, error)
+	// ListHosts returns every host, sorted by ID.
+	ListHosts(ctx context.Context) ([]Host, error)
+}
+
+// DesiredStates keeps one desired state per host and wakes those waiting for
+// a change.
+type DesiredStates interface {
+	// PutDesiredState stores the host's desired state. A state with the
+	// version already stored changes nothing and wakes nobody; it reports
+	// whether anything changed.
+	PutDesiredState(ctx context.Context, s DesiredState) (changed bool, err error)
+	// DesiredState returns the host's desired state; a host that has none gets
+	// a zero DesiredState (empty Version, nil Doc) and no error.
+	DesiredState(ctx context.Context, hostID string) (DesiredState, error)
+	// WatchDesiredState returns a channel closed at the next change of the
+	// host's desired state after the call. Call it before reading the state,
+	// so that a change between the read and the wait is not missed.
+	WatchDesiredState(hostID string) <-chan struct{}
+}
+
+// Events is the event log.
+type Events interface {
+	// AppendEvent records an event (its Seq is assigned) and returns its Seq.
+	AppendEvent(ctx context.Context, e Event) (int64, error)
+	// ListEvents returns up to limit events with Seq > since, oldest first.
+	ListEvents(ctx context.Context, since int64, limit int) ([]Event, error)
+	// WatchEvents returns a channel closed when the next event is recorded
+	// after the call, whoever records it.
+	WatchEvents() <-chan struct{}
+}
+
+// BlobRetention says which blobs must be kept. A blob is referenced when a
+// deployed resource's Source names it, when a kept apply record lists it, or
+// when some owner (a pending plan, say) retains it.
+type BlobRetention interface {
+	// ReferencedBlobs returns every referenced digest, each once, sorted.
+	ReferencedBlobs(ctx context.Context) ([]string, error)
+	// RetainBlobs makes owner's retained set exactly digests (empty releases all).
+	RetainBlobs(ctx context.Context, owner string, digests []string) error
+}
+
+// ApplyHistory records applies: the last ApplyHistoryLimit of each project are
+// kept, and with them the blobs they used.
+type ApplyHistory interface {
+	// StartApply records a running apply, with an apply.started event, and
+	// drops the project's records beyond the limit.
+	StartApply(ctx context.Context, project string, blobs []string, at time.Time) (Apply, error)
+	// FinishApply records an apply's outcome, with an apply.finished event. A
+	// record already finished or dropped gives ErrNotFound.
+	FinishApply(ctx context.Context, id int64, outcome ApplyOutcome, message string, at time.Time) error
+	// Applies returns the project's kept records, newest first.
+	Applies(ctx context.Context, project string) ([]Apply, error)
+}
+
+// Projects is what the project views need besides the deployed resources.
+type Projects interface {
+	// ListProjects returns every "<namespace>/<project>" that has deployed
+	// resources or apply records, sorted.
+	ListProjects(ctx context.Context) ([]string, error)
+	// ListResources returns a project's deployed resources, sorted by key.
+	ListResources(ctx context.Context, project string) ([]*resource.Deployed, error)
+}
+
+// Tokens keeps the hashes of named tokens; the tokens themselves are never
+// stored.
+type Tokens interface {
+	// TokenHash returns the hash stored under name, or ErrNotFound.
+	TokenHash(ctx context.Context, name string) (string, error)
+	// CreateTokenHash stores a hash under a new name; an existing name gives
+	// ErrExists and is left as it was.
+	CreateTokenHash(ctx context.Context, name, hash string, at time.Time) error
+}

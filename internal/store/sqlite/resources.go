@@ -1,0 +1,184 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+// PutResource records a deployed resource (the reconciler's ResourceStorage),
+// replacing the record with the same type and name. In the same transaction it
+// records what happened for the event log: resource.created when a record
+// stops being pending (or arrives confirmed), resource.updated when a
+// confirmed record changes. Pending records and unchanged puts record nothing.
+func (s *Store) PutResource(ctx context.Context, project string, r *resource.Deployed) error {
+	inputs, err := json.Marshal(r.Inputs)
+	if err != nil {
+		return fmt.Errorf("put %s/%s: encode inputs: %w", project, r.Key(), err)
+	}
+	outputs, err := json.Marshal(r.Outputs)
+	if err != nil {
+		return fmt.Errorf("put %s/%s: encode outputs: %w", project, r.Key(), err)
+	}
+	parents, err := json.Marshal(r.Parents)
+	if err != nil {
+		return fmt.Errorf("put %s/%s: encode parents: %w", project, r.Key(), err)
+	}
+	now := time.Now()
+	err = s.write(ctx, func(tx *txn) error {
+		prev, err := scanResource(tx.QueryRowContext(ctx, `SELECT `+resourceColumns+` FROM resources
+			WHERE project = $1 AND type = $2 AND name = $3`, project, r.Type, r.Name))
+		existed := err == nil
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO resources
+			(project, type, name, id, inputs, outputs, source, parents, pending, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			ON CONFLICT (project, type, name) DO UPDATE SET
+				id = excluded.id, inputs = excluded.inputs, outputs = excluded.outputs,
+				source = excluded.source, parents = excluded.parents,
+				pending = excluded.pending, updated_at = excluded.updated_at`,
+			project, r.Type, r.Name, r.ID, string(inputs), string(outputs), r.Source,
+			string(parents), boolInt(r.Pending), millis(now)); err != nil {
+			return err
+		}
+		var typ store.EventType
+		switch {
+		case r.Pending:
+		case !existed || prev.Pending:
+			typ = store.EventResourceCreated
+		case prev.ID != r.ID || prev.Source != r.Source ||
+			!resource.Equal(prev.Inputs, r.Inputs) || !resource.Equal(prev.Outputs, r.Outputs):
+			typ = store.EventResourceUpdated
+		}
+		if typ == "" {
+			return nil
+		}
+		_, err = tx.appendEvent(ctx, resourceEvent(typ, project, r.Key(), now))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("put %s/%s: %w", project, r.Key(), err)
+	}
+	return nil
+}
+
+// DeleteResource removes a resource's record, with a resource.deleted event
+// if there was one. Deleting a record that does not exist is a success.
+func (s *Store) DeleteResource(ctx context.Context, project string, r *resource.Deployed) error {
+	now := time.Now()
+	err := s.write(ctx, func(tx *txn) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM resources WHERE project = $1 AND type = $2 AND name = $3`,
+			project, r.Type, r.Name)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		_, err = tx.appendEvent(ctx, resourceEvent(store.EventResourceDeleted, project, r.Key(), now))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete %s/%s: %w", project, r.Key(), err)
+	}
+	return nil
+}
+
+// ListResources returns a project's records, sorted by type and name. Each is
+// a fresh copy the caller may keep; numbers in inputs and outputs come back as
+// float64, as JSON gives them.
+func (s *Store) ListResources(ctx context.Context, project string) ([]*resource.Deployed, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+resourceColumns+` FROM resources
+		WHERE project = $1 ORDER BY type, name`, project)
+	if err != nil {
+		return nil, fmt.Errorf("list resources of %s: %w", project, err)
+	}
+	defer rows.Close()
+	var out []*resource.Deployed
+	for rows.Next() {
+		r, err := scanResource(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list resources of %s: %w", project, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list resources of %s: %w", project, err)
+	}
+	return out, nil
+}
+
+// ListProjects returns every project with deployed resources or apply records.
+func (s *Store) ListProjects(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT project FROM resources
+		UNION SELECT project FROM applies ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("list projects: %w", err)
+	}
+	return scanStrings(rows, "list projects")
+}
+
+const resourceColumns = `id, type, name, inputs, outputs, source, parents, pending`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanResource(row scanner) (*resource.Deployed, error) {
+	var r resource.Deployed
+	var inputs, outputs, parents string
+	var pending int
+	if err := row.Scan(&r.ID, &r.Type, &r.Name, &inputs, &outputs, &r.Source, &parents, &pending); err != nil {
+		return nil, err
+	}
+	r.Pending = pending != 0
+	if err := json.Unmarshal([]byte(inputs), &r.Inputs); err != nil {
+		return nil, fmt.Errorf("%s: decode inputs: %w", r.Key(), err)
+	}
+	if err := json.Unmarshal([]byte(outputs), &r.Outputs); err != nil {
+		return nil, fmt.Errorf("%s: decode outputs: %w", r.Key(), err)
+	}
+	if err := json.Unmarshal([]byte(parents), &r.Parents); err != nil {
+		return nil, fmt.Errorf("%s: decode parents: %w", r.Key(), err)
+	}
+	return &r, nil
+}
+
+func resourceEvent(typ store.EventType, project, key string, at time.Time) store.Event {
+	verb := map[store.EventType]string{
+		store.EventResourceCreated: "created",
+		store.EventResourceUpdated: "updated",
+		store.EventResourceDeleted: "deleted",
+	}[typ]
+	return store.Event{Time: at, Type: typ, Project: project, Resource: key, Message: key + " " + verb}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// scanStrings reads a one-column result.
+func scanStrings(rows *sql.Rows, what string) ([]string, error) {
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,218 @@
+// Package sqlite is the control plane's embedded store: one SQLite file
+// (modernc.org/sqlite, no cgo) in WAL mode with full fsync, so that every
+// acknowledged write survives a crash of the process or of the machine.
+//
+// Write transactions of this process are serialised by a mutex, so they queue
+// in Go instead of sleeping in SQLite's busy handler; busy_timeout still covers
+// another process (a backup, the sqlite3 shell) holding the lock. Reads run
+// concurrently beside them, as WAL allows. The schema is migrated at Open, in
+// one transaction, from the SQL files embedded in the binary.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is the SQLite implementation of the store interfaces.
+type Store struct {
+	db  *sql.DB
+	log *zap.Logger
+
+	writeMu sync.Mutex // serialises write transactions (see the package doc)
+
+	desired store.Notifier // keyed by host ID
+	events  store.Notifier // one key, eventsKey
+}
+
+const eventsKey = "events"
+
+var (
+	_ store.Liveness      = (*Store)(nil)
+	_ store.Statuses      = (*Store)(nil)
+	_ store.DesiredStates = (*Store)(nil)
+	_ store.Events        = (*Store)(nil)
+	_ store.BlobRetention = (*Store)(nil)
+	_ store.ApplyHistory  = (*Store)(nil)
+	_ store.Projects      = (*Store)(nil)
+	_ store.Tokens        = (*Store)(nil)
+)
+
+// Open opens (creating if needed) the database file at path and migrates it.
+func Open(ctx context.Context, path string, log *zap.Logger) (*Store, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("sqlite path %q: must not contain ? or #", path)
+	}
+	dsn := path + "?_txlock=immediate" +
+		"&_pragma=busy_timeout(10000)" +
+		"&_pragma=journal_mode(WAL)" +
+		"&_pragma=synchronous(FULL)" +
+		"&_pragma=foreign_keys(1)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	s := &Store{db: db, log: log.With(zap.String("store", path))}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the database. Writes in flight finish first.
+func (s *Store) Close() error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.db.Close()
+}
+
+// migrate applies, in one transaction, every embedded migration newer than the
+// database's schema version. A database from a newer binary is refused.
+func (s *Store) migrate(ctx context.Context) error {
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	return s.write(ctx, func(tx *txn) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version    INTEGER PRIMARY KEY,
+			applied_at BIGINT  NOT NULL)`); err != nil {
+			return err
+		}
+		var current int
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+			return err
+		}
+		latest := 0
+		for _, f := range files {
+			version, err := migrationVersion(f)
+			if err != nil {
+				return err
+			}
+			latest = max(latest, version)
+			if version <= current {
+				continue
+			}
+			sqlText, err := migrations.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, string(sqlText)); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`,
+				version, millis(time.Now())); err != nil {
+				return err
+			}
+			s.log.Info("applied migration", zap.String("file", path.Base(f)))
+		}
+		if current > latest {
+			return fmt.Errorf("database schema version %d is newer than this binary's %d: use a newer hatch", current, latest)
+		}
+		return nil
+	})
+}
+
+// migrationVersion reads the number a migration file's name starts with.
+func migrationVersion(file string) (int, error) {
+	base := path.Base(file)
+	num, _, ok := strings.Cut(base, "_")
+	v, err := strconv.Atoi(num)
+	if !ok || err != nil || v <= 0 {
+		return 0, fmt.Errorf("migration %s: name must start with a positive number and _", base)
+	}
+	return v, nil
+}
+
+// txn is a write transaction that also collects who to wake once it commits.
+type txn struct {
+	*sql.Tx
+	wakeEvents bool
+	wakeHosts  []string
+}
+
+// write runs fn in a write transaction and, once it committed, wakes the
+// waiters of what it changed. fn's error rolls everything back.
+func (s *Store) write(ctx context.Context, fn func(tx *txn) error) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	sqlTx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	tx := &txn{Tx: sqlTx}
+	if err := fn(tx); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	for _, h := range tx.wakeHosts {
+		s.desired.Notify(h)
+	}
+	if tx.wakeEvents {
+		s.events.Notify(eventsKey)
+	}
+	return nil
+}
+
+// appendEvent records an event inside tx and returns its Seq.
+func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
+	var seq int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO events (at, type, project, host, resource, message)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq`,
+		millis(e.Time), string(e.Type), e.Project, e.Host, e.Resource, e.Message).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("append %s event: %w", e.Type, err)
+	}
+	tx.wakeEvents = true
+	return seq, nil
+}
+
+// millis converts a time to the stored form; the zero time is 0.
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// fromMillis converts the stored form back; 0 is the zero time.
+func fromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// notFound maps sql.ErrNoRows to store.ErrNotFound, naming what was missing.
+func notFound(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return err
+}

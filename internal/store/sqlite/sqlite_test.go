@@ -1,0 +1,73 @@
+package sqlite
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hatchery/hatchery/internal/store/storetest"
+)
+
+func openTemp(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "hatch.db"), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Store { return openTemp(t) })
+}
+
+func TestReopenKeepsDataAndMigratesOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hatch.db")
+	s, err := Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutStatus(t.Context(), "h1", []byte(`{}`), time.UnixMilli(1000)); err != nil {
+		t.Fatal(err)
+	}
+	var mode string
+	if err := s.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode = %q, %v; want wal", mode, err)
+	}
+	s.Close()
+
+	s, err = Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Host(t.Context(), "h1"); err != nil {
+		t.Fatalf("host lost across a reopen: %v", err)
+	}
+	var applied int
+	if err := s.db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&applied); err != nil || applied != 1 {
+		t.Fatalf("schema_migrations has %d rows (%v), want 1", applied, err)
+	}
+}
+
+func TestNewerSchemaIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hatch.db")
+	s, err := Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (999, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err := Open(t.Context(), path, nil); err == nil {
+		s.Close()
+		t.Fatal("a database from a newer binary was opened")
+	} else if !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("error %q does not say the schema is newer", err)
+	}
+}
