@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hatchery/hatchery/internal/graph"
@@ -31,7 +32,21 @@ type env struct {
 	r       *reconciler.Reconciler
 }
 
-func newEnv(t testing.TB) *env {
+// tb is what the helpers need of *testing.T and *rapid.T alike.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// newEnv returns an env logging to t.
+func newEnv(t testing.TB) *env { return newEnvLogging(zaptest.NewLogger(t)) }
+
+// quietEnv returns an env that discards its logs, for property runs making
+// thousands of operations.
+func quietEnv() *env { return newEnvLogging(zap.NewNop()) }
+
+func newEnvLogging(logger *zap.Logger) *env {
 	world := reconcilertest.NewWorld()
 	e := &env{
 		world:   world,
@@ -50,13 +65,13 @@ func newEnv(t testing.TB) *env {
 		Source:    e.sources,
 		Registry:  reconciler.Registry{"egg": e.egg, "volume": e.volume, "network": e.network},
 		IDGen:     reconciler.IDGeneratorFunc(func() string { return fmt.Sprintf("id-%d", ids.Add(1)) }),
-		Logger:    zaptest.NewLogger(t),
+		Logger:    logger,
 		Backoff:   func() backoff.BackOff { return backoff.WithMaxRetries(&backoff.ZeroBackOff{}, 3) },
 	}
 	return e
 }
 
-func (e *env) apply(t testing.TB, g reconciler.Graph) reconciler.Result {
+func (e *env) apply(t tb, g reconciler.Graph) reconciler.Result {
 	t.Helper()
 	res, err := e.r.Reconcile(context.Background(), project, g)
 	if err != nil {
@@ -66,7 +81,7 @@ func (e *env) apply(t testing.TB, g reconciler.Graph) reconciler.Result {
 }
 
 // records returns the project's records as key -> record.
-func (e *env) records(t testing.TB, project string) map[string]*resource.Deployed {
+func (e *env) records(t tb, project string) map[string]*resource.Deployed {
 	t.Helper()
 	recs, err := e.store.ListResources(context.Background(), project)
 	if err != nil {
@@ -91,7 +106,7 @@ func dep(parent, child string, cond resource.Condition) *resource.Dependency {
 	return &resource.Dependency{Parent: parent, Child: child, Condition: cond}
 }
 
-func mustGraph(t testing.TB, rs []*resource.Desired, deps ...*resource.Dependency) *graph.Graph {
+func mustGraph(t tb, rs []*resource.Desired, deps ...*resource.Dependency) *graph.Graph {
 	t.Helper()
 	g, err := graph.New(rs, deps)
 	if err != nil {
