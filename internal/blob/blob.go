@@ -319,4 +319,3 @@ func syncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
-
