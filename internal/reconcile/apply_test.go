@@ -1,0 +1,182 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/docker/fake"
+)
+
+// gate is a docker.Client whose mutating calls block until released, and
+// which records how many ran at once.
+type gate struct {
+	release chan struct{}
+	mu      sync.Mutex
+	active  int // guarded by mu
+	peak    int // guarded by mu
+	calls   []string
+}
+
+func (g *gate) call(what string) error {
+	g.mu.Lock()
+	g.active++
+	g.peak = max(g.peak, g.active)
+	g.calls = append(g.calls, what)
+	g.mu.Unlock()
+	<-g.release
+	g.mu.Lock()
+	g.active--
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *gate) List(context.Context) ([]docker.Container, error) { return nil, nil }
+func (g *gate) Start(_ context.Context, r docker.StartRequest) error {
+	return g.call("start " + r.Spec.Egg)
+}
+func (g *gate) Drain(_ context.Context, r docker.StopRequest) error { return g.call("drain " + r.ID) }
+func (g *gate) Stop(_ context.Context, r docker.StopRequest) error  { return g.call("stop " + r.ID) }
+func (g *gate) Restart(_ context.Context, r docker.RestartRequest) error {
+	return g.call("restart " + r.ID)
+}
+
+func stopPlan(n int) Plan {
+	var p Plan
+	for i := range n {
+		p.Steps = append(p.Steps, Step{Action: ActionStop, WorkloadID: "default/shop/web", ContainerID: "c" + strconv.Itoa(i), ReplicaIndex: i})
+	}
+	return p
+}
+
+func TestApplyRunsStepsConcurrentlyWithinTheBound(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		limit int
+		want  int
+	}{{"default bound", 0, DefaultConcurrency}, {"bound of 3", 3, 3}, {"bound of 1", 1, 1}} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &gate{release: make(chan struct{})}
+			done := make(chan error)
+			go func() {
+				done <- Apply(context.Background(), g, desiredOf(web), stopPlan(10), Options{Concurrency: tt.limit})
+			}()
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				g.mu.Lock()
+				active := g.active
+				g.mu.Unlock()
+				if active >= tt.want || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond) // room for a step beyond the bound to show
+			close(g.release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if g.peak != tt.want || len(g.calls) != 10 {
+				t.Errorf("peak concurrency %d over %d calls, want %d over 10", g.peak, len(g.calls), tt.want)
+			}
+		})
+	}
+}
+
+func TestApplyCarriesOnPastFailuresAndJoinsThem(t *testing.T) {
+	f := fake.New(host, t0, fake.DefaultTiming())
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, f.Add(ctr("", web, i, old, contract.StateCrashed)))
+	}
+	boom := errors.New("engine said no")
+	f.SetFault(func(op fake.Op, target string) error {
+		if target == ids[1] || op == fake.OpStart {
+			return boom
+		}
+		return nil
+	})
+	plan := Plan{Steps: []Step{
+		{Action: ActionStop, WorkloadID: web.ID(), ContainerID: ids[0], ReplicaIndex: 0},
+		{Action: ActionStop, WorkloadID: web.ID(), ContainerID: ids[1], ReplicaIndex: 1},
+		{Action: ActionStart, WorkloadID: web.ID(), ReplicaIndex: 3, SpecHash: up(web)},
+		{Action: ActionStop, WorkloadID: web.ID(), ContainerID: ids[2], ReplicaIndex: 2},
+	}}
+	var seen []Step
+	var mu sync.Mutex
+	err := Apply(context.Background(), f, desiredOf(web), plan, Options{OnStep: func(s Step, err error) {
+		mu.Lock()
+		seen = append(seen, s)
+		mu.Unlock()
+	}})
+	if !errors.Is(err, boom) {
+		t.Fatalf("error %v does not wrap the client's", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "stop default/shop/web/1") || !strings.Contains(msg, "start default/shop/web/3") || strings.Count(msg, "\n") != 1 {
+		t.Errorf("errors do not name each failed step's workload and slot: %q", msg)
+	}
+	left := f.All()
+	if len(left) != 1 || left[0].ID != ids[1] {
+		t.Errorf("the steps after a failure did not run: %+v", left)
+	}
+	if len(seen) != 4 {
+		t.Errorf("OnStep saw %d steps, want 4", len(seen))
+	}
+}
+
+func TestApplyIsIdempotent(t *testing.T) {
+	f := fake.New(host, t0, fake.DefaultTiming())
+	s0 := f.Add(ctr("", web, 0, old, contract.StateRunning))
+	plan := Plan{Steps: []Step{
+		{Action: ActionStart, WorkloadID: web.ID(), ReplicaIndex: 0, SpecHash: up(web)},
+		{Action: ActionDrain, WorkloadID: web.ID(), ContainerID: s0, ReplicaIndex: 0},
+	}}
+	for range 3 {
+		if err := Apply(context.Background(), f, desiredOf(web), plan, Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Advance(time.Minute)
+	if err := Apply(context.Background(), f, desiredOf(web), plan, Options{}); err != nil {
+		t.Fatalf("re-applying steps whose effect is there: %v", err)
+	}
+	var creates, drains int
+	for _, e := range f.Events() {
+		switch e.Kind {
+		case fake.EventCreate:
+			creates++
+		case fake.EventDrain:
+			drains++
+		}
+	}
+	if creates != 1 || drains != 1 {
+		t.Errorf("re-applied plan did the work again: %d creates, %d drains", creates, drains)
+	}
+}
+
+func TestApplyStopsStartingStepsWhenCancelled(t *testing.T) {
+	g := &gate{release: make(chan struct{})}
+	close(g.release)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := Apply(ctx, g, desiredOf(web), stopPlan(5), Options{})
+	if !errors.Is(err, context.Canceled) || len(g.calls) != 0 {
+		t.Errorf("cancelled Apply: %v, %d calls", err, len(g.calls))
+	}
+}
+
+func TestApplyRefusesToStartAWorkloadThatIsNotDesired(t *testing.T) {
+	g := &gate{release: make(chan struct{})}
+	close(g.release)
+	err := Apply(context.Background(), g, desiredOf(), Plan{Steps: []Step{{Action: ActionStart, WorkloadID: "x/y/z"}}}, Options{})
+	if err == nil || len(g.calls) != 0 {
+		t.Errorf("start of an undesired workload: %v, calls %v", err, g.calls)
+	}
+}
