@@ -490,3 +490,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func TestDNSResolvesANameAndRefusesAnUnknownOne(t *testing.T) {
+	h := newApp(Config{}, time.Now, envOf(nil)).routes()
+	if code, body := get(t, h, "GET", "/dns/localhost", ""); code != 200 || !strings.Contains(body, "127.0.0.1") {
+		t.Fatalf("localhost: %d %q", code, body)
+	}
+	if code, _ := get(t, h, "GET", "/dns/no-such-name.invalid", ""); code != 404 {
+		t.Fatalf("unknown name: %d, want 404", code)
+	}
+}

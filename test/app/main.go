@@ -7,7 +7,7 @@
 //
 // Endpoints: GET /healthz, GET /version, POST /hit (count one request in
 // APP_COUNT_FILE, answer the count), GET /count, GET /env/{name},
-// GET and PUT /file?path=, GET /whoami.
+// GET and PUT /file?path=, GET /whoami, GET /dns/{name}.
 //
 // `app -check` probes the app's own /healthz once, exiting 0 on a 2xx or 3xx
 // answer: a Docker HEALTHCHECK command for an image without a shell.

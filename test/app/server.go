@@ -3,9 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -39,6 +42,7 @@ func (a *app) routes() http.Handler {
 	mux.HandleFunc("GET /file", a.readFile)
 	mux.HandleFunc("PUT /file", a.writeFile)
 	mux.HandleFunc("GET /whoami", a.whoami)
+	mux.HandleFunc("GET /dns/{name}", a.dns)
 	return mux
 }
 
@@ -133,4 +137,16 @@ func fileErrorStatus(err error) int {
 // whoami answers "uid:gid" of the process.
 func (a *app) whoami(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, strconv.Itoa(os.Getuid())+":"+strconv.Itoa(os.Getgid()))
+}
+
+// dns answers the addresses a name resolves to inside the container, one per
+// line, so a test can check the aliases a container has on its networks.
+func (a *app) dns(w http.ResponseWriter, r *http.Request) {
+	addrs, err := net.DefaultResolver.LookupHost(r.Context(), r.PathValue("name"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	sort.Strings(addrs)
+	fmt.Fprintln(w, strings.Join(addrs, "\n"))
 }
