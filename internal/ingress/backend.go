@@ -1,0 +1,296 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// backend is one container as the ingress knows it. Its identity (container,
+// address, egg) never changes: a container that comes back with another
+// address becomes a new backend.
+type backend struct {
+	id   string
+	addr string // "ip:port" for HTTP
+	ip   string // for published ports with their own target port
+	egg  *egg
+	// transport holds this backend's keep-alive connections only, so that
+	// draining it can close exactly those.
+	transport *http.Transport
+
+	// inflight counts requests and TCP connections reserved on the backend; it
+	// is both the load that picks and what Drain waits on.
+	inflight atomic.Int64
+	// draining is set once, by Drain or Gone, and never cleared: a container
+	// that comes back after it died is a new backend.
+	draining atomic.Bool
+	// ejectedUntil is the UnixNano time until which a failed dial keeps the
+	// backend out of the pool; zero means never ejected.
+	ejectedUntil atomic.Int64
+
+	idleOnce sync.Once
+	idle     chan struct{} // closed once inflight reaches zero while draining
+	goneOnce sync.Once
+	gone     chan struct{} // closed by Gone
+
+	// Guarded by Ingress.mu.
+	healthy      bool
+	drainTimeout time.Duration
+}
+
+// dialError marks a failed connection attempt: nothing reached the backend,
+// so the request may go to another one whatever its method and body.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return "dial backend: " + e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// newBackend returns a backend with its own transport. onDialFailure is called
+// for every failed dial that was not merely cancelled.
+func newBackend(id, addr string, e *egg, dialTimeout time.Duration, onDialFailure func(*backend, error)) *backend {
+	ip, _, _ := net.SplitHostPort(addr) // validated by Update
+	b := &backend{id: id, addr: addr, ip: ip, egg: e, idle: make(chan struct{}), gone: make(chan struct{})}
+	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+	b.transport = &http.Transport{
+		Proxy: nil, // never the environment's HTTP_PROXY: backends are local
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, b.addr)
+			if err != nil {
+				if ctx.Err() == nil {
+					onDialFailure(b, err)
+				}
+				return nil, &dialError{err}
+			}
+			return c, nil
+		},
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		// The client's Accept-Encoding goes through as it is; the transport
+		// must not add gzip and decompress behind the client's back.
+		DisableCompression: true,
+	}
+	return b
+}
+
+// available reports whether the backend may take new work. now is called
+// only for an ejected backend, so the common case reads no clock.
+func (b *backend) available(now func() int64) bool {
+	if b.draining.Load() {
+		return false
+	}
+	u := b.ejectedUntil.Load()
+	return u == 0 || now() >= u
+}
+
+// release gives back a slot taken by acquire and wakes Drain when the last
+// one goes.
+func (b *backend) release() {
+	if b.inflight.Add(-1) == 0 && b.draining.Load() {
+		b.idleOnce.Do(func() { close(b.idle) })
+	}
+}
+
+// releaseHTTP releases a request's slot. A draining backend's keep-alive
+// connection returns to the idle pool before the response body reports EOF,
+// so closing the idle connections here closes it right after its request.
+func (b *backend) releaseHTTP() {
+	b.release()
+	if b.draining.Load() {
+		b.transport.CloseIdleConnections()
+	}
+}
+
+// startDrain stops new work from reaching the backend. Together with the
+// check in acquire it is a Dekker-style handshake: either a concurrent
+// acquire sees draining and backs off, or startDrain sees its slot and waits.
+func (b *backend) startDrain() {
+	b.draining.Store(true)
+	if b.inflight.Load() == 0 {
+		b.idleOnce.Do(func() { close(b.idle) })
+	}
+}
+
+// markGone records that the container died: nothing waits for it any more.
+func (b *backend) markGone() {
+	b.draining.Store(true)
+	b.goneOnce.Do(func() { close(b.gone) })
+}
+
+func (b *backend) isGone() bool {
+	select {
+	case <-b.gone:
+		return true
+	default:
+		return false
+	}
+}
+
+// leastLoaded returns the backend of pool with the fewest in-flight requests
+// and connections that is available and is not exclude, or nil. It scans from
+// start so that ties rotate.
+func leastLoaded(pool []*backend, start uint32, exclude *backend, now func() int64) *backend {
+	n := len(pool)
+	if n == 0 {
+		return nil
+	}
+	var best *backend
+	var bestLoad int64
+	first := int(start % uint32(n))
+	for i := range n {
+		b := pool[(first+i)%n]
+		if b == exclude || !b.available(now) {
+			continue
+		}
+		if load := b.inflight.Load(); best == nil || load < bestLoad {
+			best, bestLoad = b, load
+		}
+	}
+	return best
+}
+
+// egg is one egg's live state. Its name never changes; an egg removed from
+// the table and added again later is a new egg.
+type egg struct {
+	name string
+	// pool holds the backends that may be picked: healthy, not drained. It is
+	// replaced, never changed, under Ingress.mu, and read without a lock.
+	pool  atomic.Pointer[[]*backend]
+	next  atomic.Uint32 // rotates the scan start among equally loaded backends
+	proxy http.Handler
+	m     *eggMetrics
+
+	// Guarded by Ingress.mu.
+	backends     []*backend // as listed by the last Update
+	drainTimeout time.Duration
+}
+
+// maxAcquireTries bounds acquire's loop: each further try follows a drain
+// that has already taken the backend out of the snapshot it reloads.
+const maxAcquireTries = 4
+
+// acquire reserves a slot on the least loaded available backend other than
+// exclude, or returns nil when there is none. The caller must release it.
+func (e *egg) acquire(exclude *backend, now func() int64) *backend {
+	for range maxAcquireTries {
+		b := leastLoaded(*e.pool.Load(), e.next.Add(1), exclude, now)
+		if b == nil {
+			return nil
+		}
+		b.inflight.Add(1)
+		if !b.draining.Load() {
+			return b
+		}
+		b.release()
+	}
+	return nil
+}
+
+// rebuildPool publishes the backends that may be picked. The caller holds
+// Ingress.mu.
+func (e *egg) rebuildPool(fenced map[string]bool) {
+	pool := make([]*backend, 0, len(e.backends))
+	for _, b := range e.backends {
+		if b.healthy && !fenced[b.id] && !b.draining.Load() {
+			pool = append(pool, b)
+		}
+	}
+	e.pool.Store(&pool)
+}
+
+// tracker holds the connections that outlive a request (TCP pipes, upgraded
+// HTTP connections) so that a drain timeout, Gone or Close can close them, and
+// Close can wait for them.
+type tracker struct {
+	mu    sync.Mutex // guards conns and empty
+	conns map[io.Closer]*backend
+	empty chan struct{} // closed while conns is empty
+}
+
+func newTracker() *tracker {
+	t := &tracker{conns: make(map[io.Closer]*backend), empty: make(chan struct{})}
+	close(t.empty)
+	return t
+}
+
+func (t *tracker) add(c io.Closer, b *backend) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.conns) == 0 {
+		t.empty = make(chan struct{})
+	}
+	t.conns[c] = b
+}
+
+func (t *tracker) remove(c io.Closer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.conns[c]; !ok {
+		return
+	}
+	delete(t.conns, c)
+	if len(t.conns) == 0 {
+		close(t.empty)
+	}
+}
+
+// closeFor closes the connections to b, or all of them when b is nil.
+func (t *tracker) closeFor(b *backend) {
+	t.mu.Lock()
+	var victims []io.Closer
+	for c, owner := range t.conns {
+		if b == nil || owner == b {
+			victims = append(victims, c)
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range victims {
+		_ = c.Close() // the connection is being cut; its error says nothing new
+	}
+}
+
+// whenEmpty returns a channel closed once no connection is tracked.
+func (t *tracker) whenEmpty() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.empty
+}
+
+// trackedBody releases the backend's slot when the proxy closes the response
+// body, which it always does, at the end of the copy.
+type trackedBody struct {
+	io.ReadCloser
+	b      *backend
+	closed atomic.Bool
+}
+
+func (t *trackedBody) Close() error {
+	err := t.ReadCloser.Close()
+	if t.closed.CompareAndSwap(false, true) {
+		t.b.releaseHTTP()
+	}
+	return err
+}
+
+// upgradedBody is the body of a 101 response: the backend connection itself,
+// which httputil.ReverseProxy needs writable. It lives in the tracker until
+// closed.
+type upgradedBody struct {
+	trackedBody
+	w       io.Writer
+	tracker *tracker
+}
+
+func (u *upgradedBody) Write(p []byte) (int, error) { return u.w.Write(p) }
+
+func (u *upgradedBody) Close() error {
+	u.tracker.remove(u)
+	return u.trackedBody.Close()
+}
+
+var errNoBackend = errors.New("no healthy backend")

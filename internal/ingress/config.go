@@ -1,0 +1,78 @@
+package ingress
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Config sets up an Ingress. Start from DefaultConfig.
+type Config struct {
+	// HTTPAddr is where Start listens for proxied HTTP requests; empty means
+	// Start opens no HTTP listener (the caller serves the Ingress itself).
+	HTTPAddr string
+	// AdminAddr is where Start serves /healthz and /metrics; empty means none.
+	AdminAddr string
+	// PublishAddr is the IP published ports listen on; empty means all
+	// interfaces.
+	PublishAddr string
+	// DialTimeout bounds a connection attempt to a backend. It is short
+	// because a failed dial is retried on another backend while the client
+	// waits.
+	DialTimeout time.Duration
+	// EjectFor is how long a backend whose dial failed stays out of the pool
+	// if the agent keeps reporting it healthy (a dead container is normally
+	// reported gone well before).
+	EjectFor time.Duration
+	// DrainTimeout is the drain timeout of an egg whose table entry gives none.
+	DrainTimeout time.Duration
+	// Logger receives the ingress's logs; nil means none.
+	Logger *zap.Logger
+	// Registry receives the ingress's metrics and is what /metrics serves;
+	// nil means a registry of its own.
+	Registry *prometheus.Registry
+}
+
+// DefaultConfig returns the settings `hatch agent` uses unless told otherwise.
+func DefaultConfig() Config {
+	return Config{
+		HTTPAddr:     ":8080",
+		AdminAddr:    "127.0.0.1:7701",
+		PublishAddr:  "0.0.0.0",
+		DialTimeout:  250 * time.Millisecond,
+		EjectFor:     5 * time.Second,
+		DrainTimeout: 10 * time.Second,
+	}
+}
+
+// Validate reports every setting that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	for _, a := range []struct{ name, addr string }{{"HTTPAddr", c.HTTPAddr}, {"AdminAddr", c.AdminAddr}} {
+		if a.addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", a.name, a.addr, err))
+		}
+	}
+	if c.PublishAddr != "" {
+		if _, err := netip.ParseAddr(c.PublishAddr); err != nil {
+			errs = append(errs, fmt.Errorf("PublishAddr %q: want an IP address: %w", c.PublishAddr, err))
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"DialTimeout", c.DialTimeout}, {"EjectFor", c.EjectFor}, {"DrainTimeout", c.DrainTimeout}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,38 @@
+// Package ingress is the reverse proxy every agent runs on its host: it sends
+// HTTP requests (by Host and optional path prefix) and TCP connections (on
+// published ports) to the healthy local replicas of an egg, and it lets the
+// Docker adapter take a replica out of rotation and wait for its traffic to
+// finish before the container is stopped. That ordering (out of the pool,
+// drain, then stop) is what makes a roll or a scale-down lose no request.
+//
+// The agent drives it with four calls:
+//
+//   - Update(Table) replaces the routing table: eggs, their routes, published
+//     ports, drain timeouts and backends with their health. It applies at once,
+//     without a restart and without touching open connections.
+//   - Drain(ctx, containerID) takes a backend out of the pool and returns once
+//     its in-flight requests and connections have finished, or the egg's drain
+//     timeout has passed (open TCP and upgraded connections are then closed).
+//   - Gone(containerID) says the container died: it leaves the pool at once and
+//     its connections are closed.
+//   - ServeHTTP serves proxied requests (Start also listens on Config.HTTPAddr),
+//     and AdminHandler serves /healthz and /metrics (Start listens on
+//     Config.AdminAddr).
+//
+// Invariants:
+//   - A backend receives new requests or connections only while the last
+//     Update reported it healthy, it has not been drained since it was last
+//     reported gone, and no dial to it failed in the last Config.EjectFor.
+//   - Among those, the one with the fewest in-flight requests and connections
+//     is chosen; ties rotate.
+//   - Once Drain has taken a backend out, no new request or connection reaches
+//     it (the check after reserving a slot closes the race with a concurrent
+//     pick), and keep-alive connections to it are closed as soon as their
+//     request finishes.
+//   - A request that got no response from a backend is retried once on another
+//     backend when that is safe: the dial failed (nothing was sent), or the
+//     request has no body. Everything else gets a 502.
+//
+// Per-request work is a map lookup, a scan of the egg's few backends, atomic
+// counters and httputil.ReverseProxy; nothing is logged per request.
+package ingress

@@ -1,0 +1,427 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// ErrClosed is returned by the calls made after Close.
+var ErrClosed = errors.New("ingress closed")
+
+// Ingress is the host's proxy. Create it with New, feed it with Update, serve
+// it with Start (or mount ServeHTTP yourself), stop it with Close. All methods
+// are safe for concurrent use.
+type Ingress struct {
+	cfg     Config
+	log     *zap.Logger
+	reg     *prometheus.Registry
+	m       *metrics
+	conns   *tracker
+	now     func() int64 // UnixNano; a field so that the pick reads one clock
+	closing atomic.Bool  // read by /healthz without the lock
+
+	// ctx is cancelled by Close; it bounds dials for published ports.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	routes atomic.Pointer[routeTable] // read per request without a lock
+
+	// wg counts the goroutines the Ingress started: servers, accept loops, TCP
+	// pipes.
+	wg sync.WaitGroup
+
+	mu       sync.Mutex          // guards the fields below, and the fields of egg and backend marked so
+	eggs     map[string]*egg     // by name, as in the last table
+	backends map[string]*backend // by container ID: listed ones, and unlisted ones still busy or draining
+	fenced   map[string]bool     // containers drained and not yet reported gone: never rejoin
+	ports    map[int]*portListener
+	started  bool
+	closed   bool
+	httpSrv  *http.Server
+	httpLn   net.Listener
+	adminSrv *http.Server
+	adminLn  net.Listener
+}
+
+// New returns an Ingress with an empty table; it listens on nothing until
+// Start (HTTP, admin) or Update (published ports).
+func New(cfg Config) (*Ingress, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("ingress config: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &Ingress{
+		cfg:      cfg,
+		log:      log.Named("ingress"),
+		reg:      reg,
+		conns:    newTracker(),
+		now:      func() int64 { return time.Now().UnixNano() },
+		ctx:      ctx,
+		cancel:   cancel,
+		eggs:     make(map[string]*egg),
+		backends: make(map[string]*backend),
+		fenced:   make(map[string]bool),
+		ports:    make(map[int]*portListener),
+	}
+	in.m = newMetrics(reg, in)
+	in.routes.Store(newRouteTable(nil))
+	return in, nil
+}
+
+// Start listens on Config.HTTPAddr and Config.AdminAddr (each if set) and
+// serves them until Close. It fails, having opened nothing, if either
+// address cannot be listened on.
+func (in *Ingress) Start() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return ErrClosed
+	}
+	if in.started {
+		return errors.New("ingress already started")
+	}
+	var httpLn, adminLn net.Listener
+	var err error
+	if in.cfg.HTTPAddr != "" {
+		if httpLn, err = net.Listen("tcp", in.cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("ingress listen: %w", err)
+		}
+	}
+	if in.cfg.AdminAddr != "" {
+		if adminLn, err = net.Listen("tcp", in.cfg.AdminAddr); err != nil {
+			if httpLn != nil {
+				_ = httpLn.Close() // we are failing Start; nothing was served on it
+			}
+			return fmt.Errorf("ingress admin listen: %w", err)
+		}
+	}
+	in.started = true
+	errLog := zap.NewStdLog(in.log.WithOptions(zap.IncreaseLevel(zap.WarnLevel)))
+	if httpLn != nil {
+		in.httpLn = httpLn
+		in.httpSrv = &http.Server{
+			Handler:           in,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          errLog,
+		}
+		in.serve(in.httpSrv, httpLn)
+	}
+	if adminLn != nil {
+		in.adminLn = adminLn
+		in.adminSrv = &http.Server{Handler: in.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
+		in.serve(in.adminSrv, adminLn)
+	}
+	in.log.Info("ingress started", zap.Stringer("http", addrOf(httpLn)), zap.Stringer("admin", addrOf(adminLn)))
+	return nil
+}
+
+func (in *Ingress) serve(srv *http.Server, ln net.Listener) {
+	in.wg.Add(1)
+	go func() {
+		defer in.wg.Done()
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			in.log.Error("ingress server stopped", zap.Stringer("addr", ln.Addr()), zap.Error(err))
+		}
+	}()
+}
+
+// HTTPAddr returns the address Start listens on for HTTP, or nil.
+func (in *Ingress) HTTPAddr() net.Addr {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return addrOf(in.httpLn)
+}
+
+// AdminAddr returns the address Start serves /healthz and /metrics on, or nil.
+func (in *Ingress) AdminAddr() net.Addr {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return addrOf(in.adminLn)
+}
+
+func addrOf(ln net.Listener) net.Addr {
+	if ln == nil {
+		return nil
+	}
+	return ln.Addr()
+}
+
+// Update replaces the routing table. New routes and backends serve the next
+// request; requests and connections already open carry on where they are. A
+// table that fails validation changes nothing and is reported. Published
+// ports that cannot be listened on are reported too, with the rest of the
+// table applied; each later Update tries them again.
+func (in *Ingress) Update(t Table) error {
+	t, err := validate(t)
+	if err != nil {
+		return fmt.Errorf("ingress table: %w", err)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return ErrClosed
+	}
+	eggs := make(map[string]*egg, len(t.Eggs))
+	listed := make(map[string]bool)
+	routes := make(map[Route]*egg)
+	for _, spec := range t.Eggs {
+		e := in.eggs[spec.Name]
+		if e == nil {
+			e = in.newEgg(spec.Name)
+		}
+		e.drainTimeout = spec.DrainTimeout
+		if e.drainTimeout == 0 {
+			e.drainTimeout = in.cfg.DrainTimeout
+		}
+		e.backends = make([]*backend, 0, len(spec.Backends))
+		for _, s := range spec.Backends {
+			b := in.backends[s.ContainerID]
+			if b != nil && (b.addr != s.Addr || b.egg != e) {
+				in.forget(b)
+				b = nil
+			}
+			if b == nil {
+				b = newBackend(s.ContainerID, s.Addr, e, in.cfg.DialTimeout, in.eject)
+				in.backends[s.ContainerID] = b
+			}
+			b.healthy = s.Healthy
+			b.drainTimeout = e.drainTimeout
+			listed[s.ContainerID] = true
+			e.backends = append(e.backends, b)
+		}
+		e.rebuildPool(in.fenced)
+		for _, r := range spec.Routes {
+			routes[r] = e
+		}
+		eggs[spec.Name] = e
+	}
+	for id, b := range in.backends {
+		// An unlisted backend gets no new work. One that is still busy or
+		// draining stays known, so that Drain and Gone still find it.
+		if !listed[id] && b.inflight.Load() == 0 && !b.draining.Load() {
+			in.forget(b)
+		}
+	}
+	for name, e := range in.eggs {
+		if eggs[name] == nil {
+			empty := []*backend{}
+			e.pool.Store(&empty)
+			in.m.dropEgg(name)
+		}
+	}
+	in.eggs = eggs
+	in.routes.Store(newRouteTable(routes))
+	return in.syncPorts(t)
+}
+
+func (in *Ingress) newEgg(name string) *egg {
+	e := &egg{name: name, m: in.m.forEgg(name)}
+	empty := []*backend{}
+	e.pool.Store(&empty)
+	e.proxy = in.newProxy(e)
+	return e
+}
+
+// forget drops a backend the table no longer lists. The caller holds mu.
+func (in *Ingress) forget(b *backend) {
+	delete(in.backends, b.id)
+	b.transport.CloseIdleConnections()
+}
+
+// eject takes a backend whose dial failed out of the pool for Config.EjectFor.
+func (in *Ingress) eject(b *backend, err error) {
+	now := in.now()
+	prev := b.ejectedUntil.Swap(now + int64(in.cfg.EjectFor))
+	b.egg.m.dialFailures.Inc()
+	if prev <= now { // log once per ejection, not once per failed request
+		in.log.Warn("backend left the pool: dial failed",
+			zap.String("egg", b.egg.name), zap.String("container", shortID(b.id)),
+			zap.String("addr", b.addr), zap.Duration("for", in.cfg.EjectFor), zap.Error(err))
+	}
+}
+
+// Drain takes the container's backend out of the pool at once, then waits
+// until its in-flight requests and connections have finished, the egg's drain
+// timeout has passed (its TCP and upgraded connections are then closed; plain
+// requests are left to the container's stop), or the container is reported
+// gone. Only then should the container be stopped. The container never
+// rejoins the pool until Gone is called for it. Draining an unknown container
+// returns at once (and still keeps it out). Drain returns an error only when
+// ctx ends first.
+func (in *Ingress) Drain(ctx context.Context, containerID string) error {
+	in.mu.Lock()
+	in.fenced[containerID] = true
+	b := in.backends[containerID]
+	var timeout time.Duration
+	if b != nil {
+		timeout = b.drainTimeout
+		b.startDrain()
+		b.egg.rebuildPool(in.fenced)
+	}
+	in.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	log := in.log.With(zap.String("egg", b.egg.name), zap.String("container", shortID(containerID)))
+	log.Info("draining backend", zap.Int64("in_flight", b.inflight.Load()), zap.Duration("timeout", timeout))
+	b.transport.CloseIdleConnections()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-b.idle:
+		log.Info("backend drained")
+	case <-b.gone:
+		log.Info("backend gone while draining")
+	case <-timer.C:
+		log.Warn("drain timeout passed; closing the backend's open connections",
+			zap.Int64("in_flight", b.inflight.Load()))
+		in.conns.closeFor(b)
+	case <-ctx.Done():
+		return fmt.Errorf("drain %s: %w", shortID(containerID), ctx.Err())
+	}
+	b.transport.CloseIdleConnections()
+	return nil
+}
+
+// Gone says the container died or was removed: its backend leaves the pool at
+// once, its open connections are closed, and a Drain waiting on it returns.
+// If a later Update lists the same container as healthy (it was restarted),
+// it joins again as a new backend.
+func (in *Ingress) Gone(containerID string) {
+	in.mu.Lock()
+	delete(in.fenced, containerID)
+	b := in.backends[containerID]
+	if b != nil {
+		delete(in.backends, containerID)
+		b.markGone()
+		kept := b.egg.backends[:0:0]
+		for _, o := range b.egg.backends {
+			if o != b {
+				kept = append(kept, o)
+			}
+		}
+		b.egg.backends = kept
+		b.egg.rebuildPool(in.fenced)
+	}
+	in.mu.Unlock()
+	if b == nil {
+		return
+	}
+	in.conns.closeFor(b)
+	b.transport.CloseIdleConnections()
+}
+
+// EggStatus is one egg's pool as the ingress sees it.
+type EggStatus struct {
+	Egg string
+	// Backends by state. Ready ones take new work; ejected ones failed a dial
+	// less than Config.EjectFor ago.
+	Ready, Ejected, Draining, Unhealthy int
+	// InFlight counts requests and TCP connections open to listed backends.
+	InFlight int64
+}
+
+// Status returns the state of every egg in the table, sorted by name.
+func (in *Ingress) Status() []EggStatus {
+	return in.snapshot()
+}
+
+func (in *Ingress) snapshot() []EggStatus {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make([]EggStatus, 0, len(in.eggs))
+	for _, e := range in.eggs {
+		s := EggStatus{Egg: e.name}
+		for _, b := range e.backends {
+			s.InFlight += b.inflight.Load()
+			switch {
+			case b.draining.Load() || in.fenced[b.id]:
+				s.Draining++
+			case !b.healthy:
+				s.Unhealthy++
+			case !b.available(in.now):
+				s.Ejected++
+			default:
+				s.Ready++
+			}
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Egg < out[j].Egg })
+	return out
+}
+
+// Close stops listening, lets open requests and connections finish until ctx
+// ends, then closes what is left and waits for its goroutines. It returns
+// ctx's error if it had to cut connections.
+func (in *Ingress) Close(ctx context.Context) error {
+	in.mu.Lock()
+	if in.closed {
+		in.mu.Unlock()
+		return nil
+	}
+	in.closed = true
+	in.closing.Store(true)
+	ports := in.ports
+	in.ports = nil
+	httpSrv, adminSrv := in.httpSrv, in.adminSrv
+	in.mu.Unlock()
+
+	in.cancel()
+	for _, pl := range ports {
+		pl.close()
+	}
+	var errs []error
+	if httpSrv != nil {
+		if err := httpSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("ingress shutdown: %w", err))
+			_ = httpSrv.Close() // cut what Shutdown could not wait for
+		}
+	}
+	select {
+	case <-in.conns.whenEmpty():
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("ingress close: open connections cut: %w", ctx.Err()))
+		in.conns.closeFor(nil)
+	}
+	if adminSrv != nil {
+		if err := adminSrv.Shutdown(ctx); err != nil {
+			_ = adminSrv.Close() // a scrape cut short is harmless
+		}
+	}
+	in.wg.Wait()
+	in.mu.Lock()
+	for _, b := range in.backends {
+		b.transport.CloseIdleConnections()
+	}
+	in.mu.Unlock()
+	in.log.Info("ingress closed")
+	return errors.Join(errs...)
+}
+
+// shortID shortens a container ID for logs and messages, as docker ps does.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,165 @@
+package ingress
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+)
+
+// ServeHTTP routes a request by Host and path to its egg's least loaded
+// healthy backend: 404 when no egg serves the host and path, 503 naming the
+// egg when it has no healthy backend, 502 when the backend failed and the
+// request could not safely be sent elsewhere.
+func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e := in.routes.Load().match(r.Host, r.URL.Path)
+	if e == nil {
+		in.m.unrouted.Inc()
+		http.Error(w, fmt.Sprintf("hatch ingress: no egg serves %q", r.Host+r.URL.Path), http.StatusNotFound)
+		return
+	}
+	start := time.Now()
+	defer func() { e.m.duration.Observe(time.Since(start).Seconds()) }()
+	e.proxy.ServeHTTP(w, r)
+}
+
+// newProxy returns the reverse proxy of one egg. The backend is chosen in
+// the proxy's transport (eggTransport), where a failed attempt can be sent to
+// another backend before the proxy writes anything to the client.
+func (in *Ingress) newProxy(e *egg) http.Handler {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			// Out.Host keeps the client's Host. The client's X-Forwarded-*
+			// were stripped by ReverseProxy: the ingress is the edge, so the
+			// backend sees the real client, not what it claims.
+			pr.SetXForwarded()
+		},
+		Transport: &eggTransport{in: in, e: e},
+		ModifyResponse: func(resp *http.Response) error {
+			e.m.countStatus(resp.StatusCode)
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) { in.proxyError(e, w, r, err) },
+		ErrorLog:     zap.NewStdLog(in.log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+		BufferPool:   copyBuffers,
+	}
+}
+
+// proxyError answers a request that got no response from a backend.
+func (in *Ingress) proxyError(e *egg, w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, errNoBackend):
+		e.m.requests[class5xx].Inc()
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("hatch ingress: egg %q has no healthy backend", e.name), http.StatusServiceUnavailable)
+	case r.Context().Err() != nil:
+		e.m.requests[classAborted].Inc() // the client left; nobody reads the answer
+		w.WriteHeader(http.StatusBadGateway)
+	default:
+		e.m.requests[class5xx].Inc()
+		if ce := in.log.Check(zap.DebugLevel, "backend gave no response"); ce != nil {
+			ce.Write(zap.String("egg", e.name), zap.String("method", r.Method), zap.Error(err))
+		}
+		http.Error(w, fmt.Sprintf("hatch ingress: egg %q: backend failed", e.name), http.StatusBadGateway)
+	}
+}
+
+// eggTransport sends a request to one of the egg's backends, and once more to
+// another when the first gave no response and sending again is safe.
+type eggTransport struct {
+	in *Ingress
+	e  *egg
+}
+
+func (t *eggTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	b := t.e.acquire(nil, t.in.now)
+	if b == nil {
+		return nil, errNoBackend
+	}
+	resp, err := t.send(b, req)
+	if err == nil || !retryable(req, err) {
+		return resp, err
+	}
+	other := t.e.acquire(b, t.in.now)
+	if other == nil {
+		return nil, err
+	}
+	t.e.m.retries.Inc()
+	return t.send(other, req)
+}
+
+// retryable says whether a request that got no response may be sent again:
+// when the dial failed nothing was sent (send keeps the body unread and
+// open); a request without a body can be sent again as it is.
+// A request with a body that may have been partly sent cannot be replayed.
+func retryable(req *http.Request, err error) bool {
+	if req.Context().Err() != nil {
+		return false
+	}
+	var de *dialError
+	return errors.As(err, &de) || req.Body == nil || req.Body == http.NoBody
+}
+
+// send runs one attempt on b, which holds a slot that the response body's
+// Close releases (or send itself, on error).
+func (t *eggTransport) send(b *backend, req *http.Request) (*http.Response, error) {
+	out := *req // RoundTrip must not change the caller's request
+	u := *req.URL
+	u.Host = b.addr
+	out.URL = &u
+	if req.Body != nil && req.Body != http.NoBody {
+		// The transport closes the body when the dial fails, which would
+		// stop a retry from reading it. ReverseProxy closes it at the end.
+		out.Body = io.NopCloser(req.Body)
+	}
+	resp, err := b.transport.RoundTrip(&out)
+	if err != nil {
+		b.releaseHTTP()
+		return nil, err
+	}
+	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		// A WebSocket or other upgraded connection: it lasts until one side
+		// closes, so a drain timeout or Gone must be able to cut it.
+		ub := &upgradedBody{w: rw, tracker: t.in.conns}
+		ub.ReadCloser, ub.b = rw, b
+		t.in.conns.add(ub, b)
+		if b.isGone() {
+			_ = ub.Close() // Gone ran between the dial and here: cut it like the others
+		}
+		resp.Body = ub
+		return resp, nil
+	}
+	resp.Body = &trackedBody{ReadCloser: resp.Body, b: b}
+	return resp, nil
+}
+
+// bufferPool recycles ReverseProxy's copy buffers, which it would otherwise
+// allocate (32 KiB) for every response.
+type bufferPool struct{ p sync.Pool }
+
+var copyBuffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}}
+
+func (bp *bufferPool) Get() []byte  { return *bp.p.Get().(*[]byte) }
+func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
+
+// AdminHandler serves /healthz (200 until Close starts, then 503) and
+// /metrics (the Config.Registry, or the ingress's own).
+func (in *Ingress) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if in.closing.Load() {
+			http.Error(w, "closing", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n") // a failed write means the prober left
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(in.reg, promhttp.HandlerOpts{Registry: in.reg}))
+	return mux
+}

@@ -1,0 +1,172 @@
+package ingress
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Table is everything the ingress routes on one host, as the agent last saw
+// it. Update replaces the whole table at once; a table that fails validation
+// changes nothing.
+type Table struct {
+	Eggs []Egg
+}
+
+// Egg is one egg's share of the table.
+type Egg struct {
+	// Name identifies the egg in 503 bodies, logs and metrics; the agent
+	// passes the workload ID ("namespace/project/egg"). Unique in a table.
+	Name string
+	// Routes are the hostnames (with optional path prefixes) served by the egg.
+	Routes []Route
+	// Ports are the TCP ports published for the egg on this host.
+	Ports []Port
+	// DrainTimeout bounds Drain for the egg's backends; zero means
+	// Config.DrainTimeout.
+	DrainTimeout time.Duration
+	// Backends are the egg's local containers, healthy or not.
+	Backends []Backend
+}
+
+// Route sends the requests for Host whose path is PathPrefix or lies under it
+// to an egg. The path is forwarded as it came, prefix included.
+type Route struct {
+	// Host is a hostname without port, matched case-insensitively.
+	Host string
+	// PathPrefix is empty (every path) or starts with "/"; it matches whole
+	// path segments: "/v1" matches "/v1" and "/v1/x" but not "/v10".
+	PathPrefix string
+}
+
+// ParseRoute reads a route as hatch.yaml writes it: a hostname, optionally
+// followed by a path prefix, as in "api.localhost/v1".
+func ParseRoute(s string) (Route, error) {
+	host, prefix, hasPath := strings.Cut(s, "/")
+	r := Route{Host: host}
+	if hasPath {
+		r.PathPrefix = "/" + prefix
+	}
+	r = r.normalized()
+	if err := r.validate(); err != nil {
+		return Route{}, err
+	}
+	return r, nil
+}
+
+// String returns the route as hatch.yaml writes it.
+func (r Route) String() string { return r.Host + r.PathPrefix }
+
+// normalized lowercases the host and drops what does not change the meaning:
+// a trailing dot on the host, trailing slashes on the prefix.
+func (r Route) normalized() Route {
+	r.Host = strings.TrimSuffix(strings.ToLower(r.Host), ".")
+	r.PathPrefix = strings.TrimRight(r.PathPrefix, "/")
+	return r
+}
+
+func (r Route) validate() error {
+	switch {
+	case r.Host == "":
+		return fmt.Errorf("route %q: no hostname", r.String())
+	case strings.ContainsAny(r.Host, ":/?# \t"):
+		return fmt.Errorf("route %q: hostname %q may not hold a port, path or space", r.String(), r.Host)
+	case r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/"):
+		return fmt.Errorf("route %q: path prefix must start with /", r.String())
+	case strings.ContainsAny(r.PathPrefix, "?# \t"):
+		return fmt.Errorf("route %q: path prefix may not hold a query, fragment or space", r.String())
+	}
+	return nil
+}
+
+// Port publishes an egg on a host port.
+type Port struct {
+	// Published is the port the ingress listens on (at Config.PublishAddr).
+	Published int
+	// Target is the egg's port inside its containers; zero means the port of
+	// each backend's Addr.
+	Target int
+}
+
+// Backend is one container of an egg.
+type Backend struct {
+	// ContainerID is Docker's ID; Drain and Gone name backends by it.
+	ContainerID string
+	// Addr is where the container serves HTTP, "ip:port".
+	Addr string
+	// Healthy says the container passes its health check; only healthy
+	// backends join the pool.
+	Healthy bool
+}
+
+// validate checks a table and returns it with its routes normalized. Every
+// problem is reported, each naming its egg.
+func validate(t Table) (Table, error) {
+	var errs []error
+	eggs := make(map[string]bool, len(t.Eggs))
+	routes := make(map[Route]string)
+	ports := make(map[int]string)
+	containers := make(map[string]string)
+	out := Table{Eggs: make([]Egg, len(t.Eggs))}
+	for i, e := range t.Eggs {
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("egg %q: "+format, append([]any{e.Name}, args...)...))
+		}
+		switch {
+		case e.Name == "":
+			errs = append(errs, fmt.Errorf("egg #%d has no name", i))
+		case eggs[e.Name]:
+			bad("listed twice")
+		}
+		eggs[e.Name] = true
+		if e.DrainTimeout < 0 {
+			bad("negative drain timeout %s", e.DrainTimeout)
+		}
+		e.Routes = append([]Route(nil), e.Routes...)
+		for j, r := range e.Routes {
+			r = r.normalized()
+			e.Routes[j] = r
+			if err := r.validate(); err != nil {
+				bad("%w", err)
+				continue
+			}
+			if holder, taken := routes[r]; taken {
+				bad("route %q is already held by egg %q", r.String(), holder)
+				continue
+			}
+			routes[r] = e.Name
+		}
+		for _, p := range e.Ports {
+			if p.Published < 1 || p.Published > 65535 || p.Target < 0 || p.Target > 65535 {
+				bad("port %d:%d out of range", p.Published, p.Target)
+				continue
+			}
+			if holder, taken := ports[p.Published]; taken {
+				bad("published port %d is already held by egg %q", p.Published, holder)
+				continue
+			}
+			ports[p.Published] = e.Name
+		}
+		for _, b := range e.Backends {
+			if b.ContainerID == "" {
+				bad("backend %q has no container ID", b.Addr)
+				continue
+			}
+			if holder, taken := containers[b.ContainerID]; taken {
+				bad("container %s is already a backend of egg %q", b.ContainerID, holder)
+				continue
+			}
+			containers[b.ContainerID] = e.Name
+			if ap, err := netip.ParseAddrPort(b.Addr); err != nil || ap.Port() == 0 {
+				bad("container %s: address %q is not ip:port", b.ContainerID, b.Addr)
+			}
+		}
+		out.Eggs[i] = e
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Table{}, err
+	}
+	return out, nil
+}

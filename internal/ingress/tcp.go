@@ -1,0 +1,184 @@
+package ingress
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// portListener serves one published port. Its target can change under it
+// (Update re-points the port) without closing the listener.
+type portListener struct {
+	port   int
+	ln     net.Listener
+	target atomic.Pointer[portTarget]
+}
+
+// portTarget is where a published port's connections go.
+type portTarget struct {
+	egg  *egg
+	port int // the port inside the container; zero means the backend's Addr port
+}
+
+func (pl *portListener) close() {
+	_ = pl.ln.Close() // ends the accept loop; its only error is "already closed"
+}
+
+// syncPorts opens, re-points and closes listeners to match the table. Closing
+// a listener leaves its open connections alone. The caller holds mu.
+func (in *Ingress) syncPorts(t Table) error {
+	want := make(map[int]*portTarget)
+	for _, spec := range t.Eggs {
+		for _, p := range spec.Ports {
+			want[p.Published] = &portTarget{egg: in.eggs[spec.Name], port: p.Target}
+		}
+	}
+	for port, pl := range in.ports {
+		if want[port] == nil {
+			pl.close()
+			delete(in.ports, port)
+			in.log.Info("published port closed", zap.Int("port", port))
+		}
+	}
+	var errs []error
+	for port, target := range want {
+		if pl := in.ports[port]; pl != nil {
+			pl.target.Store(target)
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(in.cfg.PublishAddr, strconv.Itoa(port)))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("publish port %d for egg %q: %w", port, target.egg.name, err))
+			continue
+		}
+		pl := &portListener{port: port, ln: ln}
+		pl.target.Store(target)
+		in.ports[port] = pl
+		in.wg.Add(1)
+		go in.acceptLoop(pl)
+		in.log.Info("published port open", zap.Int("port", port), zap.String("egg", target.egg.name))
+	}
+	return errors.Join(errs...)
+}
+
+// acceptLoop hands each connection of a published port to its own goroutine
+// until the listener is closed.
+func (in *Ingress) acceptLoop(pl *portListener) {
+	defer in.wg.Done()
+	var delay time.Duration
+	for {
+		c, err := pl.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: wait a little, as
+			// net/http does, rather than spin.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			in.log.Warn("accept failed", zap.Int("port", pl.port), zap.Duration("retry_in", delay), zap.Error(err))
+			select {
+			case <-time.After(delay):
+			case <-in.ctx.Done():
+				return
+			}
+			continue
+		}
+		delay = 0
+		in.wg.Add(1)
+		go in.serveTCP(pl.target.Load(), c)
+	}
+}
+
+// serveTCP forwards one connection to the least loaded backend, trying a
+// second one if the first cannot be dialled (nothing was sent yet), and
+// closes it when no backend can take it.
+func (in *Ingress) serveTCP(t *portTarget, client net.Conn) {
+	defer in.wg.Done()
+	var failed *backend
+	for range 2 {
+		b := t.egg.acquire(failed, in.now)
+		if b == nil {
+			break
+		}
+		up, err := in.dialTCP(b, t.port)
+		if err != nil {
+			failed = b
+			b.release()
+			continue
+		}
+		t.egg.m.tcpConns.Inc()
+		in.pipe(b, client, up)
+		b.release()
+		return
+	}
+	t.egg.m.tcpRejected.Inc()
+	_ = client.Close() // no backend: closing is the only answer TCP has
+}
+
+func (in *Ingress) dialTCP(b *backend, port int) (net.Conn, error) {
+	addr := b.addr
+	if port != 0 {
+		addr = net.JoinHostPort(b.ip, strconv.Itoa(port))
+	}
+	d := net.Dialer{Timeout: in.cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	c, err := d.DialContext(in.ctx, "tcp", addr)
+	if err != nil && in.ctx.Err() == nil {
+		in.eject(b, err)
+	}
+	return c, err
+}
+
+// tcpPipe is a proxied connection pair; closing it closes both ends.
+type tcpPipe struct {
+	client, up net.Conn
+	once       sync.Once
+}
+
+func (p *tcpPipe) Close() error {
+	p.once.Do(func() {
+		_ = p.client.Close() // both ends are being cut; errors say nothing new
+		_ = p.up.Close()
+	})
+	return nil
+}
+
+// pipe copies both ways until both directions end, passing half-closes on,
+// so a client that shuts down its writing side still gets the reply.
+func (in *Ingress) pipe(b *backend, client, up net.Conn) {
+	p := &tcpPipe{client: client, up: up}
+	in.conns.add(p, b)
+	defer in.conns.remove(p)
+	defer p.Close()
+	if b.isGone() || in.ctx.Err() != nil {
+		return // Gone or Close ran while we dialled: they could not see this pipe
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		copyHalf(p, up, client)
+	}()
+	copyHalf(p, client, up)
+	<-done
+}
+
+// copyHalf copies src to dst, then closes dst's writing side; on an error
+// (a reset, a forced close) it closes the whole pipe so the other half ends
+// too.
+func copyHalf(p *tcpPipe, dst, src net.Conn) {
+	if _, err := io.Copy(dst, src); err != nil {
+		_ = p.Close()
+		return
+	}
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite() // the peer may already be gone; the pipe ends either way
+		return
+	}
+	_ = p.Close()
+}
