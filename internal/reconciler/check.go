@@ -70,6 +70,7 @@ type node struct {
 	provider Provider
 	parents  []*node // sorted by key, each once
 	children []*node // sorted by key
+	hasRefs  bool    // whether its inputs reference outputs
 	// waits are the parents whose readiness this node needs, beyond created.
 	waits []readiness
 	// height counts the resources on the longest chain from this one down
@@ -172,7 +173,7 @@ func checkGraph(g Graph, reg Registry) (*checkedGraph, error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		n := &node{key: k, res: found[k].res}
+		n := &node{key: k, res: found[k].res, hasRefs: len(found[k].refs) > 0}
 		if p, ok := reg[n.res.Type]; ok {
 			n.provider = p
 		} else {

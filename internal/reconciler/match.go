@@ -41,8 +41,12 @@ func decide(n *node, resolved map[string]any, unknown []string, prev *resource.D
 }
 
 // resolve replaces the references in n's inputs with its parents' outputs,
-// all known (Reconcile's view: every parent has succeeded).
+// all known (Reconcile's view: every parent has succeeded). Inputs without
+// references are returned as they are, not copied: callers never modify them.
 func resolve(n *node, outputs func(parent string) map[string]any) (map[string]any, error) {
+	if !n.hasRefs {
+		return n.res.Inputs, nil
+	}
 	return resource.Resolve(n.res.Inputs, func(ref resource.Ref) (any, error) {
 		v, ok := outputs(ref.Key)[ref.Output]
 		if !ok {
@@ -93,7 +97,10 @@ func sameParents(recorded []string, n *node) bool {
 	if len(recorded) != len(n.parents) {
 		return false
 	}
-	sorted := slices.Sorted(slices.Values(recorded))
+	sorted := recorded // as this reconciler writes them
+	if !slices.IsSorted(recorded) {
+		sorted = slices.Sorted(slices.Values(recorded))
+	}
 	for i, p := range n.parents {
 		if sorted[i] != p.key {
 			return false

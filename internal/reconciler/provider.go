@@ -85,17 +85,15 @@ func (r Registry) Types() []string {
 }
 
 // DiffInputs returns the sorted names of the top-level inputs whose values
-// differ between a and b, comparing values by their canonical JSON form (so 1
-// and 1.0 match, and map key order never matters). A key missing on one side
-// differs from any value, even null, on the other.
+// differ between a and b, with resource.Equal's meaning: values compare by
+// their canonical JSON form (so 1 and 1.0 match, and map key order never
+// matters). A key missing on one side differs from any value, even null, on
+// the other.
 func DiffInputs(a, b map[string]any) []string {
-	if resource.Equal(a, b) {
-		return nil // the common case, settled with one comparison
-	}
 	var changed []string
 	for k, va := range a {
 		vb, ok := b[k]
-		if !ok || !resource.Equal(map[string]any{k: va}, map[string]any{k: vb}) {
+		if !ok || !equalValue(va, vb) {
 			changed = append(changed, k)
 		}
 	}
@@ -106,4 +104,115 @@ func DiffInputs(a, b map[string]any) []string {
 	}
 	slices.Sort(changed)
 	return changed
+}
+
+// equalValue compares two JSON-compatible values as resource.Equal would,
+// without encoding them: a run in which nothing changed compares every input
+// of every resource, so this is the reconciler's hottest path. Unless both
+// values are of the plain kinds JSON decodes to (or Go ints), it goes the long
+// way, through resource.Equal.
+func equalValue(a, b any) bool {
+	if na, nb := isNull(a), isNull(b); na || nb {
+		if na && nb {
+			return true
+		}
+		if plain(a) && plain(b) {
+			return false
+		}
+		return canonicalEqual(a, b)
+	}
+	switch a := a.(type) {
+	case string:
+		if bs, ok := b.(string); ok {
+			return a == bs
+		}
+	case bool:
+		if bb, ok := b.(bool); ok {
+			return a == bb
+		}
+	case map[string]any:
+		if bm, ok := b.(map[string]any); ok {
+			if len(a) != len(bm) {
+				return false
+			}
+			for k, va := range a {
+				vb, ok := bm[k]
+				if !ok || !equalValue(va, vb) {
+					return false
+				}
+			}
+			return true
+		}
+	case []any:
+		if bl, ok := b.([]any); ok {
+			if len(a) != len(bl) {
+				return false
+			}
+			for i := range a {
+				if !equalValue(a[i], bl[i]) {
+					return false
+				}
+			}
+			return true
+		}
+	default:
+		fa, okA := number(a)
+		fb, okB := number(b)
+		if okA && okB {
+			return fa == fb // JSON decodes every number as a float64
+		}
+	}
+	if plain(a) && plain(b) {
+		return false // two plain values of different kinds
+	}
+	return canonicalEqual(a, b)
+}
+
+// isNull reports whether v encodes as JSON null: nil, or a nil map or slice.
+func isNull(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return v == nil
+	case []any:
+		return v == nil
+	}
+	return false
+}
+
+// plain reports whether v is of a kind equalValue compares directly.
+func plain(v any) bool {
+	switch v.(type) {
+	case nil, string, bool, map[string]any, []any:
+		return true
+	}
+	_, ok := number(v)
+	return ok
+}
+
+func canonicalEqual(a, b any) bool {
+	return resource.Equal(map[string]any{"v": a}, map[string]any{"v": b})
+}
+
+// number converts the numeric types whose JSON form decodes back to the same
+// float64. (A float32 is formatted at 32-bit precision, so it goes the long way.)
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case uint:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	case uint32:
+		return float64(n), true
+	}
+	return 0, false
 }
