@@ -51,6 +51,8 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(
 		newVersionCmd(),
+		newValidateCmd(),
+		newGraphCmd(),
 	)
 	return root
 }

@@ -1,0 +1,101 @@
+// Package spec loads a project file (hatch.yaml) into a typed, defaulted and
+// checked Project, and maps that Project to the reconciler's desired
+// resources. It is the one place where the file format meets the engine, so
+// its mapping is a contract: providers read the inputs described below, and a
+// Compose loader (in this package) builds the same Project and so produces
+// the same resources through the same Resources method.
+//
+// # Loading
+//
+// Parse reads the YAML at the node level so that every problem carries its
+// file and line, and it collects every problem rather than stopping at the
+// first: unknown fields (with the closest valid name), bad values (naming the
+// field and how to write it), names defined twice or not at all, routes and
+// published ports claimed twice, stateful eggs with several replicas, cycles
+// (with their path). Problems that do not stop a deploy, such as a bind mount,
+// are warnings. Parse does no I/O; CheckSources checks the files and
+// variables the project reads at deploy time.
+//
+// ${env.NAME} and ${env.NAME:-default} are substituted while loading, from
+// Options.LookupEnv. References to outputs are translated to the canonical
+// form of package resource and allowed only in the strings handed to the
+// container (env, command, entrypoint, health.cmd), since the others must be
+// understood before anything is deployed. "$$" is a literal "$", as in
+// Compose. Every string of the model is held in the resource package's input
+// encoding (a literal "${" is "$${"), so it can go into inputs as it is.
+//
+// # Resources
+//
+// Keys are "type/name". Inputs are JSON-compatible maps; durations are
+// strings ("10s", "5m"), sizes are bytes, every list and map is present
+// (empty rather than null), so that equal settings give equal inputs.
+//
+// egg/<name>, one per egg:
+//
+//	build        {context, dockerfile, args, target} or null. context is relative
+//	             to the project file's directory (Project.Path finds it); the
+//	             resource's Source is left empty: the CLI uploads the context and
+//	             fills in the blob digest at apply time.
+//	image        the image reference, "" with build.
+//	replicas, command, entrypoint, user, working_dir, port, env, aliases,
+//	restart, tmpfs, read_only, cap_add, cap_drop, labels, stop_signal,
+//	stop_timeout: as written, defaulted (replicas 1, restart "always",
+//	             stop_signal "SIGTERM", stop_timeout "10s"). env values may hold
+//	             references, e.g. "postgres://app@${egg/db.address}/shop".
+//	ports        [{published, target, protocol: "tcp"}].
+//	health       {http, tcp, cmd, interval, timeout, start_period, retries} or
+//	             null when the file has no health block (the agent then uses the
+//	             image's HEALTHCHECK, else tcp on port, else "running"). Defaults:
+//	             interval 5s, timeout 2s, start_period 0s, retries 3.
+//	rollout      {order, max_surge: {count} or {percent}, min_ready, drain_timeout,
+//	             progress_deadline, auto_revert}. order is "stop-first" for an egg
+//	             with a volume, else "start-first"; max_surge defaults to
+//	             {percent: 25} (Surge.Slots), drain_timeout to 10s,
+//	             progress_deadline to 5m.
+//	resources    {memory (bytes), cpus, pids}, 0 meaning no limit.
+//	volumes      [{type: "volume"|"bind", source, target, read_only}]; a volume's
+//	             source is ${volume/<name>.name}, a bind mount's an absolute path.
+//	secrets      [{name, handle: ${secret/<name>.handle}, target: /run/secrets/<name>}].
+//	networks     [${network/<name>.name}], in the file's order, the first being
+//	             the one its address is on; [${network/default.name}] when the
+//	             file lists none.
+//	placement    {hosts: the user's host names (empty = any),
+//	             volume, volume_host: a stateful egg's (first) volume and
+//	             ${volume/<volume>.host}, else "" and "",
+//	             beside: [{egg: x, hosts: ${egg/x.hosts}}] for each egg x whose
+//	             address it references, sorted by x: until cross-host addressing
+//	             exists it must run on one of x's hosts}. These are the
+//	             constraints of scheduler.Egg (Placement, Volume, VolumeHost, Beside).
+//
+// Routes are not part of an egg's inputs, so that changing a route never
+// rolls the egg's containers.
+//
+// volume/<name>, one per entry of volumes: {labels, egg (the egg mounting it,
+// "" if none), placement and resources copied from that egg}. They are copied,
+// not referenced, because the volume is the egg's parent: its host is chosen
+// first, then the egg follows it through placement.volume_host. A second
+// volume of the same egg has placement.volume and volume_host set to the
+// first one and its host, so that both land on one host.
+// An egg mounts a volume through ${volume/<name>.name}, so it depends on it.
+//
+// network/<name>, one per entry of networks:, plus network/default when an
+// egg lists no network (a file may configure it as networks: {default: ...},
+// as in Compose): {internal, labels}.
+//
+// secret/<name>, one per entry of secrets: {file} (relative to the project
+// file's directory) or {env} (a variable of hatch's environment). The loader
+// never reads the value; its output "handle" is opaque, and the value reaches
+// only the hosts that need it.
+//
+// route/<host>[<path>], one per entry of an egg's routes (route/shop.localhost,
+// route/api.localhost/v1): {host, path ("/" for the whole host), egg, port (the
+// egg's port), hosts: ${egg/<egg>.hosts}}. It depends on its egg.
+//
+// # Dependencies
+//
+// Resources returns the explicit edges: depends_on (list form: condition
+// created; map form: started = created, healthy, completed) and route -> egg.
+// Every reference in inputs is an edge too, which graph.New derives: an egg
+// depends on its volumes, networks and secrets, on the eggs whose outputs its
+// env references, and a stateful egg on its volume's host.
+package spec
