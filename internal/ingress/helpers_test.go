@@ -21,7 +21,7 @@ import (
 
 // startIngress starts an Ingress listening on 127.0.0.1 port 0 for HTTP and
 // admin, and closes it when the test ends.
-func startIngress(t *testing.T, tweak func(*Config)) *Ingress {
+func startIngress(t testing.TB, tweak func(*Config)) *Ingress {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.HTTPAddr = "127.0.0.1:0"
@@ -48,7 +48,7 @@ func startIngress(t *testing.T, tweak func(*Config)) *Ingress {
 	return in
 }
 
-func mustUpdate(t *testing.T, in *Ingress, tab Table) {
+func mustUpdate(t testing.TB, in *Ingress, tab Table) {
 	t.Helper()
 	if err := in.Update(tab); err != nil {
 		t.Fatalf("Update: %v", err)
@@ -78,7 +78,7 @@ type testBackend struct {
 	conns map[net.Conn]http.ConnState
 }
 
-func newTestBackend(t *testing.T, name string) *testBackend {
+func newTestBackend(t testing.TB, name string) *testBackend {
 	t.Helper()
 	b := &testBackend{
 		name:    name,
@@ -175,7 +175,7 @@ func (b *testBackend) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // newClient returns a client with its own connection pool, counting dials.
-func newClient(t *testing.T) (*http.Client, *atomic.Int64) {
+func newClient(t testing.TB) (*http.Client, *atomic.Int64) {
 	t.Helper()
 	var dials atomic.Int64
 	d := &net.Dialer{}
