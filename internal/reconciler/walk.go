@@ -60,8 +60,6 @@ type del struct {
 // waiter is one poll of a parent's readiness, shared by every child that
 // needs the same condition of the same parent.
 type waiter struct {
-	parent  *run
-	cond    resource.Condition
 	over    bool
 	err     error  // why it never became ready, once over
 	skipped bool   // over without a single check: the context ended
@@ -206,7 +204,7 @@ func (w *walk) waiter(rd readiness) *waiter {
 		return wt
 	}
 	parent := w.runs[rd.parent.index]
-	wt := &waiter{parent: parent, cond: rd.cond}
+	wt := &waiter{}
 	w.waiters[rd] = wt
 	rec := clone(parent.current)
 	p, project := rd.parent.provider, w.st.project
@@ -222,6 +220,10 @@ func (w *walk) waiter(rd readiness) *waiter {
 			return fmt.Errorf("%w: %s", ErrNotReady, why)
 		}
 		return nil
+	}
+	t.retrying = func(_ error, attempt int, delay time.Duration) {
+		w.log.Debug("not ready yet", zap.String("resource", rd.parent.key), zap.String("condition", string(rd.cond)),
+			zap.String("reason", reason), zap.Int("check", attempt), zap.Duration("delay", delay))
 	}
 	t.done = func(err error) {
 		wt.over = true
