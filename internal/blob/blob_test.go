@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hatchery/hatchery/internal/reconciler"
 )
 
 func digestOf(b []byte) string {
@@ -206,3 +208,5 @@ func TestMissingBlobs(t *testing.T) {
 		t.Errorf("HasSource of a bad digest: %v", err)
 	}
 }
+
+var _ reconciler.SourceStorage = (*Store)(nil)

@@ -8,6 +8,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hatchery/hatchery/internal/reconciler"
+	"github.com/hatchery/hatchery/internal/reconciler/storagetest"
 	"github.com/hatchery/hatchery/internal/store/storetest"
 )
 
@@ -70,4 +72,9 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "newer") {
 		t.Fatalf("error %q does not say the schema is newer", err)
 	}
+}
+
+// The reconciler's own suite for its ResourceStorage, beside ours.
+func TestReconcilerStorageSuite(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) reconciler.ResourceStorage { return openTemp(t) })
 }

@@ -1,0 +1,50 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/hatchery/hatchery/internal/blob"
+)
+
+// metrics are the server's own Prometheus collectors, on a registry of its
+// own (no global state: two servers in one test process do not meet).
+type metrics struct {
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	waiters  prometheus.Gauge
+	hosts    *prometheus.GaugeVec
+}
+
+func newMetrics(blobs *blob.Store) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hatch_http_requests_total",
+			Help: "API requests by route and status code.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hatch_http_request_duration_seconds",
+			Help:    "API request durations by route (long-polls and streams included).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"route"}),
+		waiters: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hatch_longpoll_waiters",
+			Help: "Desired-state long-polls waiting for a change.",
+		}),
+		hosts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hatch_hosts",
+			Help: "Hosts by liveness state, as of the last liveness check.",
+		}, []string{"state"}),
+	}
+	m.registry.MustRegister(m.requests, m.duration, m.waiters, m.hosts,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hatch_blob_bytes",
+			Help: "Bytes of stored blobs.",
+		}, func() float64 { return float64(blobs.Bytes()) }),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}

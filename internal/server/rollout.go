@@ -1,0 +1,115 @@
+package server
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+type rolloutPhase string
+
+const (
+	phaseNone        rolloutPhase = ""
+	phaseProgressing rolloutPhase = "progressing"
+	phaseFailed      rolloutPhase = "failed"
+	phaseDone        rolloutPhase = "done"
+)
+
+// progress is where one workload on one host stands against its desired spec.
+type progress struct {
+	phase  rolloutPhase
+	ready  int // slots with a container ready at the desired spec
+	want   int
+	reason string // why it failed
+}
+
+// assess compares a workload's containers with its desired spec (hash): done
+// when every slot has a ready container at the spec and nothing else of the
+// workload still runs; failed when the agent reports the rollout to this spec
+// failed; progressing otherwise. A slot is ready when its container runs
+// healthy, or, for a one-shot job, completed.
+func assess(w contract.WorkloadSpec, hash string, containers []contract.ContainerStatus) progress {
+	p := progress{phase: phaseProgressing, want: w.Replicas}
+	ready := map[int]bool{}
+	others := 0
+	for _, c := range containers {
+		if c.WorkloadID != w.ID() {
+			continue
+		}
+		current := c.SpecHash == hash && c.Slot < w.Replicas
+		switch {
+		case current && c.RolloutFailure != "":
+			p.phase, p.reason = phaseFailed, c.RolloutFailure
+		case current && (c.State == contract.StateRunning && c.Healthy ||
+			c.State == contract.StateCompleted && w.RestartPolicy() == contract.RestartNo):
+			ready[c.Slot] = true
+		case !current && !c.State.Exited():
+			others++
+		}
+	}
+	p.ready = len(ready)
+	if p.phase != phaseFailed && p.ready == p.want && others == 0 {
+		p.phase = phaseDone
+	}
+	return p
+}
+
+// rolloutTracker turns successive status reports into rollout events. It
+// remembers, per host and workload, the spec a rollout last finished at, so
+// that a container crashing later (and coming back) is not taken for a new
+// rollout. The memory is lost with the process; the previous report, kept in
+// the store, covers the common case of a restart mid-rollout.
+type rolloutTracker struct {
+	mu     sync.Mutex                   // guards doneAt
+	doneAt map[string]map[string]string // host -> workload ID -> spec hash
+}
+
+func newRolloutTracker() *rolloutTracker {
+	return &rolloutTracker{doneAt: map[string]map[string]string{}}
+}
+
+// events returns the rollout events of one report: for each desired workload
+// not already rolled out to its spec, "done" when it gets there, "failed" when
+// it fails, and "progressing" when its count of ready slots moves.
+func (t *rolloutTracker) events(host string, desired contract.DesiredState, prev, cur []contract.ContainerStatus, at time.Time) []store.Event {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	done := t.doneAt[host]
+	if done == nil {
+		done = map[string]string{}
+		t.doneAt[host] = done
+	}
+	var out []store.Event
+	for _, w := range desired.Workloads {
+		hash := contract.SpecHash(w)
+		if done[w.ID()] == hash {
+			continue
+		}
+		before, now := assess(w, hash, prev), assess(w, hash, cur)
+		if before.phase == phaseDone || now.phase == phaseDone {
+			done[w.ID()] = hash
+		}
+		if before.phase == phaseDone {
+			continue // finished before this report: nothing new
+		}
+		e := store.Event{Time: at, Project: w.Namespace + "/" + w.Project, Host: host, Resource: "egg/" + w.Egg}
+		switch {
+		case now.phase == phaseDone:
+			e.Type = store.EventRolloutDone
+			e.Message = fmt.Sprintf("%s on %s: %d/%d replicas ready at the new spec", w.Egg, host, now.ready, now.want)
+		case now.phase == phaseFailed && before.phase != phaseFailed:
+			e.Type = store.EventRolloutFailed
+			e.Message = fmt.Sprintf("%s on %s: rollout failed: %s", w.Egg, host, now.reason)
+		case now.phase == phaseProgressing && (before.phase != phaseProgressing || before.ready != now.ready):
+			e.Type = store.EventRolloutProgressing
+			e.Message = fmt.Sprintf("%s on %s: %d/%d replicas ready at the new spec", w.Egg, host, now.ready, now.want)
+		default:
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}

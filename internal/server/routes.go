@@ -1,0 +1,213 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+)
+
+// route is one endpoint with its own access rule, deadline and body limit.
+type route struct {
+	pattern string
+	access  access
+	// deadline returns the request's deadline; 0 means none (streams).
+	deadline func(*http.Request) time.Duration
+	maxBody  int64
+	handle   func(http.ResponseWriter, *http.Request) error
+}
+
+// access says whether a principal may call a route.
+type access func(p Principal, r *http.Request) bool
+
+func adminOnly(p Principal, _ *http.Request) bool { return p.Admin }
+
+// hostOrAdmin lets a host act on its own {id}, and the admin on any.
+func hostOrAdmin(p Principal, r *http.Request) bool {
+	return p.Admin || (p.HostID != "" && p.HostID == r.PathValue("id"))
+}
+
+// anyPrincipal lets every authenticated caller in (hosts fetch blobs).
+func anyPrincipal(Principal, *http.Request) bool { return true }
+
+func (s *Server) fixed(d time.Duration) func(*http.Request) time.Duration {
+	return func(*http.Request) time.Duration { return d }
+}
+
+// waitPlusMargin is a long-poll's deadline: its wait (capped, as the handler
+// caps it) plus the margin.
+func (s *Server) waitPlusMargin(r *http.Request) time.Duration {
+	wait, err := time.ParseDuration(r.URL.Query().Get("wait"))
+	if err != nil || wait < 0 || wait > s.cfg.MaxWait {
+		wait = s.cfg.MaxWait
+	}
+	return wait + s.cfg.WaitMargin
+}
+
+func (s *Server) routes() http.Handler {
+	plain, body := s.fixed(s.cfg.RequestTimeout), s.cfg.MaxBodyBytes
+	blobs := s.fixed(s.cfg.BlobTimeout)
+	routes := []route{
+		{"GET /api/v1/hosts", adminOnly, plain, 0, s.listHosts},
+		{"GET /api/v1/hosts/{id}", hostOrAdmin, plain, 0, s.getHost},
+		{"GET /api/v1/hosts/{id}/desired-state", hostOrAdmin, s.waitPlusMargin, 0, s.getDesiredState},
+		{"POST /api/v1/hosts/{id}/status", hostOrAdmin, plain, body, s.postStatus},
+		{"PUT /api/v1/blobs/{digest}", adminOnly, blobs, s.cfg.MaxBlobBytes, s.putBlob},
+		{"HEAD /api/v1/blobs/{digest}", anyPrincipal, plain, 0, s.headBlob},
+		{"GET /api/v1/blobs/{digest}", anyPrincipal, blobs, 0, s.getBlob},
+		{"GET /api/v1/events", adminOnly, s.eventsDeadline, 0, s.getEvents},
+		{"GET /api/v1/projects", adminOnly, plain, 0, s.listProjects},
+		{"GET /api/v1/projects/{namespace}/{project}", adminOnly, plain, 0, s.getProject},
+	}
+	mux := http.NewServeMux()
+	for _, rt := range routes {
+		mux.Handle(rt.pattern, s.wrap(rt))
+	}
+	metricsHandler := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
+	mux.Handle("GET /metrics", s.wrap(route{pattern: "GET /metrics", access: adminOnly, deadline: plain,
+		handle: func(w http.ResponseWriter, r *http.Request) error { metricsHandler.ServeHTTP(w, r); return nil }}))
+	mux.Handle("GET /healthz", s.instrument("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}))
+	return s.outer(mux)
+}
+
+// outer gives every request a default deadline (so none lingers from the
+// previous request on a kept-alive connection) and turns the mux's plain-text
+// 404 and 405 into the API's JSON errors.
+func (s *Server) outer(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setDeadlines(w, s.cfg.RequestTimeout)
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// No route: authenticate first, so that an unknown caller learns
+		// nothing about which paths exist.
+		if _, err := s.deps.Auth.Authenticate(r.Context(), bearer(r.Header.Get("Authorization"))); err != nil {
+			s.unauthorized(w)
+			return
+		}
+		probe := &statusOnly{header: http.Header{}}
+		mux.ServeHTTP(probe, r)
+		if probe.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", probe.header.Get("Allow"))
+			writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s (allowed: %s)",
+				r.Method, r.URL.Path, probe.header.Get("Allow")))
+			return
+		}
+		writeError(w, notFoundf("no endpoint %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// statusOnly records what the mux would answer, and nothing else.
+type statusOnly struct {
+	header http.Header
+	status int
+}
+
+func (p *statusOnly) Header() http.Header         { return p.header }
+func (p *statusOnly) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusOnly) WriteHeader(status int)      { p.status = status }
+
+func (s *Server) unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="hatch"`)
+	writeError(w, errorf(http.StatusUnauthorized, "unauthorized",
+		"missing or invalid token: send Authorization: Bearer <token> (the admin token is in the server's data dir)"))
+}
+
+// wrap applies a route's rules: authentication and access, deadline, body
+// limit, and the mapping of the handler's error to a response.
+func (s *Server) wrap(rt route) http.Handler {
+	return s.instrument(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.deps.Auth.Authenticate(r.Context(), bearer(r.Header.Get("Authorization")))
+		if err != nil {
+			s.unauthorized(w)
+			return
+		}
+		if !rt.access(p, r) {
+			writeError(w, errorf(http.StatusForbidden, "forbidden", "this token may not call %s", rt.pattern))
+			return
+		}
+		ctx := r.Context()
+		if d := rt.deadline(r); d > 0 {
+			setDeadlines(w, d)
+			var cancel func()
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		} else {
+			setDeadlines(w, 0)
+		}
+		if rt.maxBody > 0 {
+			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody)
+		}
+		if err := rt.handle(w, r.WithContext(ctx)); err != nil {
+			s.fail(w, r, rt.pattern, err)
+		}
+	})
+}
+
+// fail answers with a handler's error. Errors the client caused are answered
+// as they are; anything else is logged here, once, and answered "internal".
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, pattern string, err error) {
+	var api *apiError
+	if errors.As(err, &api) {
+		writeError(w, api)
+		return
+	}
+	if r.Context().Err() != nil {
+		return // the client went away or the deadline passed: nobody to answer
+	}
+	s.log.Error("request failed", zap.String("route", pattern), zap.Error(err))
+	writeError(w, errorf(http.StatusInternalServerError, "internal", "the server failed; its log says why"))
+}
+
+// instrument counts and times a route's requests.
+func (s *Server) instrument(pattern string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		h(rec, r)
+		s.metrics.requests.With(prometheus.Labels{"route": pattern, "code": strconv.Itoa(rec.status)}).Inc()
+		s.metrics.duration.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
+	})
+}
+
+// statusRecorder remembers the status code; Unwrap lets http.ResponseController
+// reach the connection for flushes and deadlines.
+type statusRecorder struct {
+	http.ResponseWriter
+	status  int
+	written bool
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	if !r.written {
+		r.status, r.written = status, true
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.written = true
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// setDeadlines sets the connection's read and write deadlines d from now; 0
+// clears them (streams).
+func setDeadlines(w http.ResponseWriter, d time.Duration) {
+	var at time.Time
+	if d > 0 {
+		at = time.Now().Add(d)
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(at) // unsupported only by test recorders
+	_ = rc.SetWriteDeadline(at)
+}
