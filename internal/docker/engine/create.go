@@ -4,6 +4,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -69,8 +70,11 @@ func planCreate(req docker.StartRequest, imageRef, name string, labels map[strin
 	}
 	if len(w.Tmpfs) > 0 {
 		host.Tmpfs = make(map[string]string, len(w.Tmpfs))
-		for _, p := range w.Tmpfs {
-			host.Tmpfs[p] = ""
+		for _, t := range w.Tmpfs {
+			// "path" or "path:options", as in Compose; Docker's default
+			// mode is 1777, like /tmp.
+			p, opts, _ := strings.Cut(t, ":")
+			host.Tmpfs[p] = opts
 		}
 	}
 	for _, v := range w.Volumes {

@@ -37,7 +37,7 @@ func fullSpec() contract.WorkloadSpec {
 		Volumes:     []contract.VolumeMount{{Name: "data", DockerName: "hatch-shop-data-1", Target: "/data"}},
 		Binds:       []contract.BindMount{{Source: "/etc/hosts", Target: "/h", ReadOnly: true}},
 		Secrets:     []contract.SecretFile{{Name: "api_key", Handle: "h1", Value: "s3cret"}},
-		Tmpfs:       []string{"/tmp"},
+		Tmpfs:       []string{"/tmp", "/cache:size=1m"},
 		ReadOnly:    true,
 		CapAdd:      []string{"NET_ADMIN"},
 		CapDrop:     []string{"ALL"},
@@ -81,7 +81,7 @@ func TestPlanCreateCarriesTheWholeSpec(t *testing.T) {
 	if h.RestartPolicy.Name != container.RestartPolicyDisabled {
 		t.Errorf("restart policy %q: the agent restarts, not Docker", h.RestartPolicy.Name)
 	}
-	if !reflect.DeepEqual(h.Tmpfs, map[string]string{"/tmp": ""}) {
+	if !reflect.DeepEqual(h.Tmpfs, map[string]string{"/tmp": "", "/cache": "size=1m"}) {
 		t.Errorf("tmpfs: %v", h.Tmpfs)
 	}
 	wantMounts := []mount.Mount{

@@ -30,12 +30,14 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
+
+	"github.com/hatchery/hatchery/internal/docker"
 )
 
 const (
 	// RunLabel marks every object a test process creates; its value is the
 	// process's RunID. CI sweeps leftovers by this label alone.
-	RunLabel = "io.hatchery.test-run"
+	RunLabel = docker.LabelTestRun
 	// ScopeLabel marks the objects of one test (one Scope), so tests running
 	// in the same process clean up only their own.
 	ScopeLabel = "io.hatchery.test-scope"

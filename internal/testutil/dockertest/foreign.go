@@ -44,6 +44,15 @@ type Foreign struct {
 	before     Snapshot
 }
 
+// ContainerIDs returns the foreign containers' IDs.
+func (f *Foreign) ContainerIDs() []string { return slices.Clone(f.containers) }
+
+// NetworkIDs returns the foreign networks' IDs.
+func (f *Foreign) NetworkIDs() []string { return slices.Clone(f.networks) }
+
+// VolumeNames returns the foreign volumes' names.
+func (f *Foreign) VolumeNames() []string { return slices.Clone(f.volumes) }
+
 // CreateForeign creates the foreign objects and records their state. The
 // scope's cleanup removes them.
 func (s *Scope) CreateForeign(opts ForeignOptions) *Foreign {
