@@ -234,7 +234,7 @@ func TestNoFailedRequestAcrossRollsUnderLoad(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			c, _ := newClient(t)
-			url := "http://" + in.HTTPAddr().String() + "/"
+			url := "http://" + in.HTTPAddr().String() + "/?delay=3ms"
 			for i := 0; i < 20000; i++ { // bounded; stop ends it sooner
 				select {
 				case <-stop:
@@ -265,7 +265,7 @@ func TestNoFailedRequestAcrossRollsUnderLoad(t *testing.T) {
 	}
 
 	for roll := range 4 {
-		time.Sleep(100 * time.Millisecond)
+		waitForLoad(t, &requests, 50)
 		old := live[0]
 		id := fmt.Sprintf("r%d", roll)
 		live = append(live, replica{id, newTestBackend(t, id)})
@@ -273,19 +273,21 @@ func TestNoFailedRequestAcrossRollsUnderLoad(t *testing.T) {
 		if err := in.Drain(context.Background(), old.id); err != nil {
 			t.Fatal(err)
 		}
-		old.be.srv.Close() // the container stops
+		// The container stops: anything still open to it is cut.
+		old.be.srv.Listener.Close()
+		old.be.srv.CloseClientConnections()
 		in.Gone(old.id)
 		live = live[1:]
 		mustUpdate(t, in, table())
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitForLoad(t, &requests, 50)
 	close(stop)
 	wg.Wait()
 	t.Logf("%d requests, %d failed", requests.Load(), failures.Load())
 	if failures.Load() != 0 {
 		t.Fatalf("%d of %d requests failed; first: %v", failures.Load(), requests.Load(), firstFailure.Load())
 	}
-	if requests.Load() < 100 {
+	if requests.Load() < 5*50 {
 		t.Fatalf("only %d requests were sent; the load proves nothing", requests.Load())
 	}
 }
@@ -337,16 +339,21 @@ func TestNoFailedIdempotentRequestWhenABackendIsKilled(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(150 * time.Millisecond)
+	waitForLoad(t, &requests, 100)
 	victim := bes[1]
 	victim.srv.Listener.Close()         // nothing accepts any more
 	victim.srv.CloseClientConnections() // open connections reset
 	time.Sleep(50 * time.Millisecond)   // Docker's die event takes a moment
 	in.Gone(victim.name)
-	time.Sleep(150 * time.Millisecond)
+	waitForLoad(t, &requests, 100)
 	close(stop)
 	wg.Wait()
-	t.Logf("%d GETs, %d failed", requests.Load(), failures.Load())
+	dialFailures := counterValue(t, in, "hatch_ingress_backend_dial_failures_total", "web")
+	t.Logf("%d GETs, %d failed, %v retried, %v failed dials", requests.Load(), failures.Load(),
+		counterValue(t, in, "hatch_ingress_http_retries_total", "web"), dialFailures)
+	if dialFailures == 0 {
+		t.Fatal("no request tried the killed backend before Gone; the test proves nothing")
+	}
 	if failures.Load() != 0 {
 		t.Fatalf("%d of %d GETs failed; first: %v", failures.Load(), requests.Load(), firstFailure.Load())
 	}

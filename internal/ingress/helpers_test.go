@@ -63,6 +63,7 @@ func mustUpdate(t testing.TB, in *Ingress, tab Table) {
 //	/ws      switches to protocol "echo" and echoes bytes
 //	/reset   reads the request, then resets the connection without answering
 //	POST     answers with the body's length
+//	?delay=D sleeps D before anything else
 type testBackend struct {
 	name    string
 	srv     *httptest.Server
@@ -127,6 +128,9 @@ func (b *testBackend) openConns() int {
 func (b *testBackend) serve(w http.ResponseWriter, r *http.Request) {
 	b.hits.Add(1)
 	w.Header().Set("X-Backend", b.name)
+	if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil {
+		time.Sleep(d) // a request that takes a while, so that some are in flight at any moment
+	}
 	switch {
 	case b.resetAll.Load() || r.URL.Path == "/reset":
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -341,4 +345,12 @@ func counterValue(t *testing.T, in *Ingress, name, egg string) float64 {
 		}
 	}
 	return total
+}
+
+// waitForLoad waits until counter has grown by n, so that a load test does
+// each step under load however slow the machine is.
+func waitForLoad(t *testing.T, counter *atomic.Int64, n int64) {
+	t.Helper()
+	target := counter.Load() + n
+	eventually(t, fmt.Sprintf("%d more requests", n), func() bool { return counter.Load() >= target })
 }

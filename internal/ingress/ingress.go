@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"sort"
@@ -114,7 +115,7 @@ func (in *Ingress) Start() error {
 		}
 	}
 	in.started = true
-	errLog := zap.NewStdLog(in.log.WithOptions(zap.IncreaseLevel(zap.WarnLevel)))
+	errLog := warnLog(in.log)
 	if httpLn != nil {
 		in.httpLn = httpLn
 		in.httpSrv = &http.Server{
@@ -416,6 +417,16 @@ func (in *Ingress) Close(ctx context.Context) error {
 	in.mu.Unlock()
 	in.log.Info("ingress closed")
 	return errors.Join(errs...)
+}
+
+// warnLog adapts log for net/http's error logs, whose few lines (accept
+// errors, panics, a backend's body cut short) deserve a warning.
+func warnLog(log *zap.Logger) *stdlog.Logger {
+	l, err := zap.NewStdLogAt(log, zap.WarnLevel)
+	if err != nil { // only for a level zap does not know
+		panic(err)
+	}
+	return l
 }
 
 // shortID shortens a container ID for logs and messages, as docker ps does.

@@ -47,7 +47,7 @@ func (in *Ingress) newProxy(e *egg) http.Handler {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) { in.proxyError(e, w, r, err) },
-		ErrorLog:     zap.NewStdLog(in.log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+		ErrorLog:     warnLog(in.log.With(zap.String("egg", e.name))),
 		BufferPool:   copyBuffers,
 	}
 }

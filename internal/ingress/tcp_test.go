@@ -278,7 +278,7 @@ func TestNoFailedConnectionAcrossTCPRollsUnderLoad(t *testing.T) {
 		}()
 	}
 	for roll := range 4 {
-		time.Sleep(100 * time.Millisecond)
+		waitForLoad(t, &conns, 50)
 		old := live[0]
 		live = append(live, newLineServer(t, fmt.Sprintf("r%d", roll)))
 		mustUpdate(t, in, tcpEgg(port, 0, live...))
@@ -290,14 +290,14 @@ func TestNoFailedConnectionAcrossTCPRollsUnderLoad(t *testing.T) {
 		live = live[1:]
 		mustUpdate(t, in, tcpEgg(port, 0, live...))
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitForLoad(t, &conns, 50)
 	close(stop)
 	wg.Wait()
 	t.Logf("%d connections, %d failed", conns.Load(), failures.Load())
 	if failures.Load() != 0 {
 		t.Fatalf("%d of %d connections failed; first: %v", failures.Load(), conns.Load(), firstFailure.Load())
 	}
-	if conns.Load() < 100 {
+	if conns.Load() < 5*50 {
 		t.Fatalf("only %d connections were made; the load proves nothing", conns.Load())
 	}
 }
