@@ -358,3 +358,41 @@ func TestNoFailedIdempotentRequestWhenABackendIsKilled(t *testing.T) {
 		t.Fatalf("%d of %d GETs failed; first: %v", failures.Load(), requests.Load(), firstFailure.Load())
 	}
 }
+
+func TestDrainTimeoutCutsUpgradedConnections(t *testing.T) {
+	in := startIngress(t, nil)
+	be := newTestBackend(t, "a")
+	mustUpdate(t, in, Table{Eggs: []Egg{{Name: "web", Routes: []Route{{Host: "web.localhost"}}, DrainTimeout: 100 * time.Millisecond,
+		Backends: []Backend{{ContainerID: "a", Addr: be.addr(), Healthy: true}}}}})
+	c, _ := newClient(t)
+	c.Timeout = 0 // a timeout wraps the body, which then is not writable
+	req, _ := http.NewRequest(http.MethodGet, "http://"+in.HTTPAddr().String()+"/ws", nil)
+	req.Host = "web.localhost"
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := c.Do(req)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	conn := resp.Body.(io.ReadWriteCloser)
+	defer conn.Close()
+	if err := in.Drain(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.Read(make([]byte, 1))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("read a byte from a connection that should be cut")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upgraded connection outlived the drain timeout")
+	}
+	if st := in.Status()[0]; st.InFlight != 0 {
+		t.Fatalf("%d still in flight after the cut", st.InFlight)
+	}
+}

@@ -185,31 +185,7 @@ func (in *Ingress) Update(t Table) error {
 	listed := make(map[string]bool)
 	routes := make(map[Route]*egg)
 	for _, spec := range t.Eggs {
-		e := in.eggs[spec.Name]
-		if e == nil {
-			e = in.newEgg(spec.Name)
-		}
-		e.drainTimeout = spec.DrainTimeout
-		if e.drainTimeout == 0 {
-			e.drainTimeout = in.cfg.DrainTimeout
-		}
-		e.backends = make([]*backend, 0, len(spec.Backends))
-		for _, s := range spec.Backends {
-			b := in.backends[s.ContainerID]
-			if b != nil && (b.addr != s.Addr || b.egg != e) {
-				in.forget(b)
-				b = nil
-			}
-			if b == nil {
-				b = newBackend(s.ContainerID, s.Addr, e, in.cfg.DialTimeout, in.eject)
-				in.backends[s.ContainerID] = b
-			}
-			b.healthy = s.Healthy
-			b.drainTimeout = e.drainTimeout
-			listed[s.ContainerID] = true
-			e.backends = append(e.backends, b)
-		}
-		e.rebuildPool(in.fenced)
+		e := in.updateEgg(spec, listed)
 		for _, r := range spec.Routes {
 			routes[r] = e
 		}
@@ -232,6 +208,37 @@ func (in *Ingress) Update(t Table) error {
 	in.eggs = eggs
 	in.routes.Store(newRouteTable(routes))
 	return in.syncPorts(t)
+}
+
+// updateEgg applies one egg's entry: its drain timeout, its backends (adding
+// the new ones to listed) and its pool. The caller holds mu.
+func (in *Ingress) updateEgg(spec Egg, listed map[string]bool) *egg {
+	e := in.eggs[spec.Name]
+	if e == nil {
+		e = in.newEgg(spec.Name)
+	}
+	e.drainTimeout = spec.DrainTimeout
+	if e.drainTimeout == 0 {
+		e.drainTimeout = in.cfg.DrainTimeout
+	}
+	e.backends = make([]*backend, 0, len(spec.Backends))
+	for _, s := range spec.Backends {
+		b := in.backends[s.ContainerID]
+		if b != nil && (b.addr != s.Addr || b.egg != e) {
+			in.forget(b) // same container, new address or egg: a new backend
+			b = nil
+		}
+		if b == nil {
+			b = newBackend(s.ContainerID, s.Addr, e, in.cfg.DialTimeout, in.eject)
+			in.backends[s.ContainerID] = b
+		}
+		b.healthy = s.Healthy
+		b.drainTimeout = e.drainTimeout
+		listed[s.ContainerID] = true
+		e.backends = append(e.backends, b)
+	}
+	e.rebuildPool(in.fenced)
+	return e
 }
 
 func (in *Ingress) newEgg(name string) *egg {

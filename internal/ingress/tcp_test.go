@@ -301,3 +301,16 @@ func TestNoFailedConnectionAcrossTCPRollsUnderLoad(t *testing.T) {
 		t.Fatalf("only %d connections were made; the load proves nothing", conns.Load())
 	}
 }
+
+func TestGoneClosesOpenConnections(t *testing.T) {
+	in := startIngress(t, nil)
+	port := freePort(t)
+	a := newLineServer(t, "a")
+	mustUpdate(t, in, tcpEgg(port, 0, a))
+	_, c, r := whoAnswers(t, port)
+	in.Gone("a")
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.ReadByte(); err != io.EOF {
+		t.Fatalf("read after Gone = %v, want EOF", err)
+	}
+}
