@@ -53,6 +53,8 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newValidateCmd(),
 		newGraphCmd(),
+		newServerCmd(),
+		newAgentCmd(),
 	)
 	return root
 }

@@ -1,0 +1,603 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/reconcile"
+)
+
+// ControlPlane is the control plane as the agent needs it. HTTPClient is the
+// real one; tests use an httptest server behind it, or a fake.
+type ControlPlane interface {
+	// DesiredState long-polls the host's desired state: it returns at once
+	// when the server's version differs from version, else waits up to wait
+	// for a change (ErrNotModified, or the same state, when none came).
+	DesiredState(ctx context.Context, version string, wait time.Duration) (contract.DesiredState, error)
+	// ReportStatus sends a status report (also the heartbeat).
+	ReportStatus(ctx context.Context, r contract.StatusReport) error
+}
+
+// Optional capabilities of the Docker client (the real adapter has them all;
+// the in-memory fake has none of the first three).
+type (
+	// workloadSetter is told the desired workloads before each converge, so
+	// that its health monitor probes their containers as their specs say.
+	workloadSetter interface {
+		SetWorkloads(specs []contract.WorkloadSpec)
+	}
+	// housekeeper removes what the desired state no longer wants besides
+	// containers: volumes marked for deletion, networks nothing uses.
+	housekeeper interface {
+		RemoveVolumes(ctx context.Context, vols []contract.VolumeSpec) error
+		PruneNetworks(ctx context.Context, keep []string) error
+	}
+	// taskReporter tells the last failure of each background task.
+	taskReporter interface {
+		Failures() []docker.TaskFailure
+	}
+)
+
+// Config wires an Agent. Start from DefaultConfig.
+type Config struct {
+	// HostID is this host's ID (from the join).
+	HostID string
+	// DataDir holds the desired-state cache, its seal key and the agent's
+	// memory (crash history, failed rollouts).
+	DataDir string
+	// Docker is the host's Docker, as the converge engine drives it.
+	Docker docker.Client
+	// ControlPlane is where the desired state comes from and status goes.
+	ControlPlane ControlPlane
+	// Events, if set, is Docker's event stream: a container that dies or
+	// changes health triggers a converge at once.
+	Events EventSource
+	// Router, if set, is the ingress: it gets the routing table after each
+	// converge and hears at once of containers that died. Inspector finds
+	// the containers' addresses for it (required with Router).
+	Router    Router
+	Inspector Inspector
+	// Changes, if set, is the signal the Docker adapter fires when a task
+	// ends or a container's health changes (engine.Config.OnChange =
+	// Changes.Fire); the agent makes its own otherwise.
+	Changes *Signal
+	// Logger receives the agent's logs (none when nil).
+	Logger *zap.Logger
+	// Now is the clock handed to the converge engine (time.Now when nil).
+	Now func() time.Time
+
+	// ConvergeInterval is the period of the timer converge (30s).
+	ConvergeInterval time.Duration
+	// ConvergeTimeout bounds one converge's calls (2m): a hung Docker call
+	// fails the converge instead of stopping the loop.
+	ConvergeTimeout time.Duration
+	// HeartbeatInterval is the period of the status heartbeat (2s).
+	HeartbeatInterval time.Duration
+	// PollWait is how long the server may hold a desired-state long poll (30s).
+	PollWait time.Duration
+	// PollRetryMin and PollRetryMax bound the jittered back-off between
+	// failed polls (500ms, 30s).
+	PollRetryMin, PollRetryMax time.Duration
+	// LogLines is how many log lines of a failed container go in the report (20).
+	LogLines int
+}
+
+// DefaultConfig returns the timings `hatch agent` uses.
+func DefaultConfig() Config {
+	return Config{
+		ConvergeInterval:  30 * time.Second,
+		ConvergeTimeout:   2 * time.Minute,
+		HeartbeatInterval: 2 * time.Second,
+		PollWait:          30 * time.Second,
+		PollRetryMin:      500 * time.Millisecond,
+		PollRetryMax:      30 * time.Second,
+		LogLines:          20,
+	}
+}
+
+// Validate reports every setting that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.HostID == "" {
+		errs = append(errs, errors.New("no host ID"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("no data directory"))
+	}
+	if c.Docker == nil {
+		errs = append(errs, errors.New("no Docker client"))
+	}
+	if c.ControlPlane == nil {
+		errs = append(errs, errors.New("no control plane client"))
+	}
+	if c.Router != nil && c.Inspector == nil {
+		errs = append(errs, errors.New("a router needs an inspector to find container addresses"))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ConvergeInterval", c.ConvergeInterval}, {"ConvergeTimeout", c.ConvergeTimeout},
+		{"HeartbeatInterval", c.HeartbeatInterval}, {"PollWait", c.PollWait},
+		{"PollRetryMin", c.PollRetryMin}, {"PollRetryMax", c.PollRetryMax}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
+		}
+	}
+	if c.PollRetryMax < c.PollRetryMin {
+		errs = append(errs, errors.New("PollRetryMax is below PollRetryMin"))
+	}
+	if c.LogLines < 0 {
+		errs = append(errs, errors.New("LogLines is negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("agent config: %w", err)
+	}
+	return nil
+}
+
+// Agent is one host's agent: the poller, the converge loop, the heartbeat
+// and the Docker event watcher, each on a goroutine the Agent owns between
+// Start and Close. Its methods are safe for concurrent use.
+type Agent struct {
+	cfg     Config
+	log     *zap.Logger
+	now     func() time.Time
+	cache   *Cache
+	changes *Signal // a converge is wanted
+	report  *Signal // a status report is wanted now
+	docker  *logKeeper
+	addrs   *addressBook
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex // guards desired, status and started
+	desired *contract.DesiredState
+	status  *contract.StatusReport
+	started bool
+
+	// Owned by the loop goroutine (and by Close once the loop has ended).
+	memFile   memoryFile
+	mem       *memory
+	crashLogs map[string]crashLog
+}
+
+// crashLog is the log tail of one crash of a container, told apart from the
+// next by the end of its back-off (which moves with every crash).
+type crashLog struct {
+	until time.Time
+	lines []string
+}
+
+// New returns an agent with the desired state and memory it kept in its data
+// directory, if any. It starts nothing: see Start.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.With(zap.String("host", cfg.HostID))
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	changes := cfg.Changes
+	if changes == nil {
+		changes = NewSignal()
+	}
+	cache, err := OpenCache(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg: cfg, log: log, now: now, cache: cache,
+		changes: changes, report: NewSignal(),
+		docker:    newLogKeeper(cfg.Docker, cfg.LogLines),
+		memFile:   memoryFile{path: filepath.Join(cfg.DataDir, stateFile)},
+		crashLogs: map[string]crashLog{},
+	}
+	if cfg.Inspector != nil {
+		a.addrs = newAddressBook(cfg.Inspector)
+	}
+	if a.mem, err = a.memFile.load(); err != nil {
+		return nil, err
+	}
+	d, ok, err := cache.Load()
+	switch {
+	case err != nil:
+		// A cache that cannot be read is not worth refusing to start for:
+		// the control plane sends the state again.
+		log.Error("desired-state cache unreadable; waiting for the control plane", zap.Error(err))
+	case ok && d.HostID != cfg.HostID:
+		log.Warn("cached desired state is for another host; ignoring it", zap.String("cached_host", d.HostID))
+	case ok:
+		a.desired = &d
+		log.Info("desired state loaded from the cache", zap.String("version", d.Version), zap.Int("workloads", len(d.Workloads)))
+	}
+	return a, nil
+}
+
+// Start launches the agent's goroutines and asks for a first converge (from
+// the cached state, if any: the control plane may be down). It fails if the
+// agent was started before.
+func (a *Agent) Start() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started {
+		return errors.New("agent already started")
+	}
+	a.started = true
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	a.goRun(func() { a.loop(ctx) })
+	a.goRun(func() { a.poll(ctx) })
+	a.goRun(func() { a.heartbeat(ctx) })
+	if a.cfg.Events != nil {
+		a.goRun(func() {
+			watchEvents(ctx, a.cfg.Events, a.cfg.HostID, a.log, a.onEvent, a.changes.Fire)
+		})
+	}
+	a.changes.Fire()
+	return nil
+}
+
+func (a *Agent) goRun(fn func()) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		fn()
+	}()
+}
+
+// Close stops the agent's goroutines, waits for them (or for ctx), and saves
+// its memory. Containers keep running: a restarted agent adopts them.
+func (a *Agent) Close(ctx context.Context) error {
+	a.mu.Lock()
+	started := a.started
+	a.mu.Unlock()
+	if !started {
+		return nil
+	}
+	a.cancel()
+	done := make(chan struct{})
+	go func() { a.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("close agent: %w", ctx.Err())
+	}
+	if err := a.memFile.save(a.mem); err != nil {
+		return fmt.Errorf("close agent: %w", err)
+	}
+	return nil
+}
+
+// Notify asks for a converge (coalesced with any already pending).
+func (a *Agent) Notify() { a.changes.Fire() }
+
+// Status returns the last status report built, if any.
+func (a *Agent) Status() (contract.StatusReport, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.status == nil {
+		return contract.StatusReport{}, false
+	}
+	return *a.status, true
+}
+
+// Desired returns the desired state the agent converges towards, if it has
+// one.
+func (a *Agent) Desired() (contract.DesiredState, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.desired == nil {
+		return contract.DesiredState{}, false
+	}
+	return *a.desired, true
+}
+
+// loop converges once per wake-up: a signalled change or the timer. One
+// converge at a time, by construction: this goroutine is the only caller.
+func (a *Agent) loop(ctx context.Context) {
+	timer := time.NewTicker(a.cfg.ConvergeInterval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.changes.C():
+		case <-timer.C:
+		}
+		a.convergeSafely(ctx)
+	}
+}
+
+// convergeSafely runs one converge, turning a panic into a logged error so
+// that one bad converge does not end the agent.
+func (a *Agent) convergeSafely(ctx context.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.log.Error("converge panicked; the loop goes on", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			a.setErrorStatus(fmt.Errorf("converge panicked: %v", r))
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.ConvergeTimeout)
+	defer cancel()
+	a.converge(ctx)
+}
+
+// converge is one pass: converge towards the desired state (or only observe
+// when there is none), remove the volumes and networks no longer wanted,
+// feed the ingress, remember, and build the status report.
+func (a *Agent) converge(ctx context.Context) {
+	desired, known := a.Desired()
+	if !known {
+		// Never heard of a desired state: change nothing, report what is.
+		desired = contract.DesiredState{HostID: a.cfg.HostID}
+	}
+	if ws, ok := a.cfg.Docker.(workloadSetter); ok {
+		ws.SetWorkloads(desired.Workloads)
+	}
+	now := a.now()
+	var errs []error
+	var plan reconcile.Plan
+	if known {
+		var err error
+		plan, err = reconcile.Converge(ctx, a.docker, desired, a.mem.History, now, reconcile.Options{Logger: a.log})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("converge: %w", err))
+		}
+		a.noteFailures(ctx, plan)
+		errs = append(errs, a.housekeep(ctx, desired))
+	}
+	actual, err := a.cfg.Docker.List(ctx)
+	if err != nil {
+		errs = append(errs, err)
+		a.log.Warn("converge failed", zap.Error(errors.Join(errs...)))
+		a.setErrorStatus(errs...)
+		return
+	}
+	if known {
+		errs = append(errs, a.route(ctx, desired, actual))
+	}
+	errs = append(errs, a.memFile.save(a.mem))
+
+	lines := errorLines(errs...)
+	if tr, ok := a.cfg.Docker.(taskReporter); ok {
+		lines = append(lines, taskErrors(tr.Failures())...)
+	}
+	report := buildReport(desired, actual, a.mem, lines, now)
+	a.attachCrashLogs(ctx, &report)
+	a.mu.Lock()
+	a.status = &report
+	a.mu.Unlock()
+	a.report.Fire()
+
+	switch {
+	case errors.Join(errs...) != nil:
+		a.log.Warn("converged with errors", zap.Int("steps", len(plan.Steps)), zap.Strings("errors", errorLines(errs...)))
+	case !plan.Empty():
+		a.log.Info("converged", zap.Int("steps", len(plan.Steps)), zap.Int("failures", len(plan.Failures)), zap.String("version", desired.Version))
+	}
+}
+
+// noteFailures keeps, for each rollout the plan gave up on, the last log
+// lines of its failing container, and forgets those of rollouts the history
+// no longer counts as failed (the spec changed since).
+func (a *Agent) noteFailures(ctx context.Context, plan reconcile.Plan) {
+	stopped := a.docker.take()
+	for _, f := range plan.Failures {
+		id := failureContainer(plan, f)
+		lines, ok := stopped[id]
+		if !ok {
+			lines = a.docker.tail(ctx, id)
+		}
+		a.mem.FailureLogs[f.WorkloadID] = failureLog{SpecHash: f.SpecHash, ContainerID: id, Lines: lines}
+		a.log.Warn("rollout failed", zap.String("workload", f.WorkloadID), zap.String("spec", f.SpecHash),
+			zap.String("reason", f.Reason), zap.String("container", id))
+	}
+	for id, fl := range a.mem.FailureLogs {
+		if f, ok := a.mem.History.FailedRollouts[id]; !ok || f.SpecHash != fl.SpecHash {
+			delete(a.mem.FailureLogs, id)
+		}
+	}
+}
+
+// housekeep deletes the volumes the desired state marks for deletion and the
+// networks no desired workload uses (and no container holds).
+func (a *Agent) housekeep(ctx context.Context, desired contract.DesiredState) error {
+	hk, ok := a.cfg.Docker.(housekeeper)
+	if !ok {
+		return nil
+	}
+	var keep []string
+	for _, w := range desired.Workloads {
+		keep = append(keep, w.Networks...)
+	}
+	slices.Sort(keep)
+	return errors.Join(hk.RemoveVolumes(ctx, desired.Volumes), hk.PruneNetworks(ctx, slices.Compact(keep)))
+}
+
+// route gives the ingress the routing table for what runs now.
+func (a *Agent) route(ctx context.Context, desired contract.DesiredState, actual []docker.Container) error {
+	if a.cfg.Router == nil {
+		return nil
+	}
+	a.addrs.keepOnly(actual)
+	t := routingTable(desired, actual, func(c docker.Container, w contract.WorkloadSpec) string {
+		return a.addrs.lookup(ctx, c, w)
+	})
+	if err := a.cfg.Router.Update(t); err != nil {
+		return fmt.Errorf("update ingress: %w", err)
+	}
+	return nil
+}
+
+// attachCrashLogs adds the log tail of crashed and crash-looping containers,
+// read once per exit.
+func (a *Agent) attachCrashLogs(ctx context.Context, r *contract.StatusReport) {
+	live := make(map[string]bool, len(r.Containers))
+	for i := range r.Containers {
+		c := &r.Containers[i]
+		live[c.ContainerID] = true
+		if c.LogTail != nil || !wantsLogTail(*c) {
+			continue
+		}
+		cl, ok := a.crashLogs[c.ContainerID]
+		if !ok || !cl.until.Equal(c.CrashLoopUntil) {
+			cl = crashLog{until: c.CrashLoopUntil, lines: a.docker.tail(ctx, c.ContainerID)}
+			a.crashLogs[c.ContainerID] = cl
+		}
+		c.LogTail = cl.lines
+	}
+	for id := range a.crashLogs {
+		if !live[id] {
+			delete(a.crashLogs, id)
+		}
+	}
+}
+
+// setErrorStatus records a converge that failed before it could see the
+// containers: the last report's containers stay, with the new errors.
+func (a *Agent) setErrorStatus(errs ...error) {
+	a.mu.Lock()
+	r := contract.StatusReport{HostID: a.cfg.HostID, Time: a.now()}
+	if a.status != nil {
+		r = *a.status
+	}
+	r.Errors = errorLines(errs...)
+	a.status = &r
+	a.mu.Unlock()
+	a.report.Fire()
+}
+
+// onEvent handles one Docker event: a container that is gone leaves the
+// ingress at once (before any converge), then a converge looks at it.
+func (a *Agent) onEvent(kind containerEvent, containerID string) {
+	if kind == eventGone && a.cfg.Router != nil {
+		a.cfg.Router.Gone(containerID)
+	}
+	a.changes.Fire()
+}
+
+// poll long-polls the desired state until ctx ends. A new version is cached
+// and converged towards; errors are retried with jittered exponential
+// back-off, logged when the control plane becomes unreachable and again when
+// it is back.
+func (a *Agent) poll(ctx context.Context) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = a.cfg.PollRetryMin, a.cfg.PollRetryMax, 0
+	b.RandomizationFactor = 0.5
+	failing := false
+	for ctx.Err() == nil {
+		version := ""
+		if d, ok := a.Desired(); ok {
+			version = d.Version
+		}
+		began := time.Now()
+		d, err := a.cfg.ControlPlane.DesiredState(ctx, version, a.cfg.PollWait)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = a.accept(d, version)
+		}
+		switch {
+		case err == nil || errors.Is(err, ErrNotModified):
+			if failing {
+				a.log.Info("control plane reachable again")
+				failing = false
+			}
+			b.Reset()
+			// A server that answers "unchanged" at once, again and again,
+			// must not make the agent spin.
+			if (err != nil || d.Version == version) && time.Since(began) < a.cfg.PollRetryMin {
+				sleep(ctx, b.NextBackOff())
+			}
+		default:
+			wait := b.NextBackOff()
+			if !failing {
+				a.log.Warn("cannot get the desired state; containers keep running, converging from the cache",
+					zap.Error(err), zap.Duration("retry_in", wait))
+				failing = true
+			} else {
+				a.log.Debug("desired state poll failed", zap.Error(err), zap.Duration("retry_in", wait))
+			}
+			sleep(ctx, wait)
+		}
+	}
+}
+
+// accept takes a desired state from the control plane: a new version is
+// cached and converged towards at once.
+func (a *Agent) accept(d contract.DesiredState, held string) error {
+	if d.HostID != a.cfg.HostID {
+		return fmt.Errorf("desired state for host %q, but this is host %q", d.HostID, a.cfg.HostID)
+	}
+	if d.Version == "" {
+		d.Seal()
+	}
+	if d.Version == held {
+		return nil
+	}
+	if err := a.cache.Save(d); err != nil {
+		// Still converge towards it: the cache only matters in an outage.
+		a.log.Error("cannot cache the desired state", zap.Error(err))
+	}
+	a.mu.Lock()
+	a.desired = &d
+	a.mu.Unlock()
+	a.log.Info("new desired state", zap.String("version", d.Version), zap.Int("workloads", len(d.Workloads)))
+	a.changes.Fire()
+	return nil
+}
+
+// heartbeat sends the latest status report every HeartbeatInterval, and at
+// once after each converge. It runs on its own goroutine so that a slow
+// control plane never holds up a converge, and a long converge never
+// silences the heartbeat.
+func (a *Agent) heartbeat(ctx context.Context) {
+	t := time.NewTicker(a.cfg.HeartbeatInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-a.report.C():
+		}
+		r, ok := a.Status()
+		if !ok {
+			r = contract.StatusReport{HostID: a.cfg.HostID}
+		}
+		r.Time = a.now()
+		rctx, cancel := context.WithTimeout(ctx, max(a.cfg.HeartbeatInterval, 5*time.Second))
+		err := a.cfg.ControlPlane.ReportStatus(rctx, r)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			a.log.Warn("cannot report status", zap.Error(err))
+			failing = true
+		case err == nil && failing:
+			a.log.Info("status reported again")
+			failing = false
+		}
+	}
+}

@@ -1,0 +1,338 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/docker/fake"
+)
+
+func TestConvergesToANewDesiredStateAndCachesIt(t *testing.T) {
+	f, cp, dir := newFake(t), newFakeControlPlane(), t.TempDir()
+	w := web(3)
+	w.Secrets = []contract.SecretFile{{Name: "api_key", Handle: "h1", Value: "s3cr3t-value"}}
+	cp.set(desiredState(w))
+	a := startAgent(t, testConfig(t, f, cp, dir))
+
+	eventually(t, "three replicas run", func() error {
+		if n := running(f.All(), w); n != 3 {
+			return fmt.Errorf("%d running", n)
+		}
+		return nil
+	})
+	want := desiredState(w).Version
+	eventually(t, "a report of the three", func() error {
+		r, _ := cp.lastReport()
+		if r.Version != want || len(r.Containers) != 3 || r.HostID != testHost {
+			return fmt.Errorf("last report: version %q, %d containers", r.Version, len(r.Containers))
+		}
+		return nil
+	})
+
+	info, err := os.Stat(filepath.Join(dir, cacheFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("cache mode %v, want 0600", info.Mode().Perm())
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, cacheFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "s3cr3t-value") {
+		t.Error("the cache holds the secret value in clear")
+	}
+	if d, ok := a.Desired(); !ok || d.Version != want {
+		t.Errorf("agent holds version %q, want %q", d.Version, want)
+	}
+}
+
+func TestConvergesFromTheCacheAfterARestartWhileTheControlPlaneIsDown(t *testing.T) {
+	f, cp, dir := newFake(t), newFakeControlPlane(), t.TempDir()
+	w := web(2)
+	cp.set(desiredState(w))
+	first, err := New(testConfig(t, f, cp, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "two replicas run", func() error {
+		if n := running(f.All(), w); n != 2 {
+			return fmt.Errorf("%d running", n)
+		}
+		return nil
+	})
+	if err := first.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	// While no agent runs, the control plane goes away and a replica dies.
+	cp.setDown(true)
+	victim := f.All()[0].ID
+	if err := f.Crash(victim, 137); err != nil {
+		t.Fatal(err)
+	}
+	before := len(f.Events())
+
+	startAgent(t, testConfig(t, f, cp, dir))
+	eventually(t, "the crashed replica is restarted from the cached state", func() error {
+		if n := running(f.All(), w); n != 2 {
+			return fmt.Errorf("%d running", n)
+		}
+		return nil
+	})
+	for _, e := range f.Events()[before:] {
+		if e.Kind == fake.EventStop || e.Kind == fake.EventDrain || e.Kind == fake.EventRemove {
+			t.Errorf("with the control plane down the agent removed something: %+v", e)
+		}
+	}
+}
+
+func TestAnAgentWithoutDesiredStateChangesNothing(t *testing.T) {
+	f, cp, dir := newFake(t), newFakeControlPlane(), t.TempDir()
+	// A container of this host's that no desired state mentions: with a
+	// desired state it would be removed; without one it must stay.
+	id := f.Add(docker.Container{
+		Name:   "hatch-shop-old-0",
+		Labels: docker.Labels(testHost, web(1), 0, "oldhash"),
+		State:  contract.StateRunning, Healthy: true,
+	})
+	a := startAgent(t, testConfig(t, f, cp, dir))
+
+	eventually(t, "the container is reported", func() error {
+		r, ok := a.Status()
+		if !ok || len(r.Containers) != 1 || r.Containers[0].ContainerID != id {
+			return fmt.Errorf("status %+v", r)
+		}
+		return nil
+	})
+	a.Notify()
+	time.Sleep(50 * time.Millisecond)
+	if ev := f.Events(); len(ev) != 0 {
+		t.Errorf("an agent that never had a desired state acted: %+v", ev)
+	}
+}
+
+func TestTriggersDuringAConvergeCoalesceIntoOneMore(t *testing.T) {
+	gate := make(chan struct{})
+	d := &countingDocker{Client: newFake(t), gate: gate}
+	a := startAgent(t, testConfig(t, d, newFakeControlPlane(), t.TempDir()))
+
+	eventually(t, "the first converge is under way", func() error {
+		if n := d.listCount(); n != 1 {
+			return fmt.Errorf("%d lists", n)
+		}
+		return nil
+	})
+	for range 10 {
+		a.Notify()
+	}
+	close(gate)
+	eventually(t, "one more converge", func() error {
+		if n := d.listCount(); n != 2 {
+			return fmt.Errorf("%d lists", n)
+		}
+		return nil
+	})
+	time.Sleep(100 * time.Millisecond)
+	if n := d.listCount(); n != 2 {
+		t.Errorf("10 triggers during one converge gave %d more converges, want 1", n-1)
+	}
+}
+
+func TestAPanicInAConvergeIsRecoveredAndTheLoopGoesOn(t *testing.T) {
+	f, cp := newFake(t), newFakeControlPlane()
+	d := &countingDocker{Client: f, panicOn: 1}
+	w := web(2)
+	a := startAgent(t, testConfig(t, d, cp, t.TempDir()))
+
+	eventually(t, "the panic is in the status", func() error {
+		r, _ := a.Status()
+		if !slices.ContainsFunc(r.Errors, func(e string) bool { return strings.Contains(e, "converge panicked") }) {
+			return fmt.Errorf("errors %q", r.Errors)
+		}
+		return nil
+	})
+	cp.set(desiredState(w))
+	eventually(t, "later converges work", func() error {
+		if n := running(f.All(), w); n != 2 {
+			return fmt.Errorf("%d running", n)
+		}
+		return nil
+	})
+}
+
+func TestTheHeartbeatGoesOnDuringALongConverge(t *testing.T) {
+	gate := make(chan struct{})
+	defer close(gate)
+	d := &countingDocker{Client: newFake(t), gate: gate}
+	cp := newFakeControlPlane()
+	startAgent(t, testConfig(t, d, cp, t.TempDir()))
+
+	eventually(t, "the converge is stuck", func() error {
+		if d.listCount() != 1 {
+			return fmt.Errorf("no list yet")
+		}
+		return nil
+	})
+	_, before := cp.lastReport()
+	eventually(t, "heartbeats while the converge is stuck", func() error {
+		if _, n := cp.lastReport(); n < before+3 {
+			return fmt.Errorf("%d heartbeats", n-before)
+		}
+		return nil
+	})
+	r, _ := cp.lastReport()
+	if r.HostID != testHost || r.Time.IsZero() {
+		t.Errorf("heartbeat %+v: want the host ID and a time", r)
+	}
+}
+
+func TestADesiredStateForAnotherHostIsRefused(t *testing.T) {
+	f, cp := newFake(t), newFakeControlPlane()
+	other := desiredState(web(1))
+	other.HostID = "host-b"
+	other.Seal()
+	cp.set(other)
+	a := startAgent(t, testConfig(t, f, cp, t.TempDir()))
+
+	time.Sleep(100 * time.Millisecond)
+	if _, ok := a.Desired(); ok {
+		t.Error("the agent took another host's desired state")
+	}
+	if n := len(f.All()); n != 0 {
+		t.Errorf("%d containers started from another host's state", n)
+	}
+}
+
+// TestAFailedRolloutIsNotRetriedAfterARestart drives the fake's simulated
+// clock: a replacement that never turns healthy fails the rollout after its
+// progress deadline, the old container keeps serving, the status says why
+// with the replacement's last log lines, and a restarted agent (converging
+// from its cache and its memory) does not try that spec again.
+func TestAFailedRolloutIsNotRetriedAfterARestart(t *testing.T) {
+	f := fake.New(testHost, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), fake.DefaultTiming())
+	cp, dir := newFakeControlPlane(), t.TempDir()
+	v1 := web(1)
+	v1.Rollout.ProgressDeadline = 10 * time.Second
+	cp.set(desiredState(v1))
+	cfg := testConfig(t, f, cp, dir)
+	cfg.Now = f.Now
+	first, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// tick moves the clock and waits for a converge that saw the new time.
+	tick := func(a *Agent) {
+		f.Advance(time.Second)
+		target := f.Now()
+		a.Notify()
+		eventually(t, "a converge at "+target.Format(time.TimeOnly), func() error {
+			if r, _ := a.Status(); !r.Time.Equal(target) {
+				return fmt.Errorf("last converge at %s", r.Time.Format(time.TimeOnly))
+			}
+			return nil
+		})
+	}
+	healthyV1 := func() string {
+		for _, c := range f.All() {
+			if c.SpecHash == contract.SpecHash(v1) && c.State == contract.StateRunning && c.Healthy {
+				return c.ID
+			}
+		}
+		return ""
+	}
+	for i := 0; i < 20 && healthyV1() == ""; i++ {
+		tick(first)
+	}
+	old := healthyV1()
+	if old == "" {
+		t.Fatal("v1 never turned healthy")
+	}
+
+	v2 := v1
+	v2.Env = map[string]string{"VERSION": "2"}
+	f.SetBehaviour(contract.SpecHash(v2), fake.Behaviour{NeverHealthy: true})
+	cp.set(desiredState(v2))
+	eventually(t, "v2 is desired", func() error {
+		if d, _ := first.Desired(); d.Version != desiredState(v2).Version {
+			return fmt.Errorf("version %s", d.Version)
+		}
+		return nil
+	})
+	logLines := []string{"panic: cannot open config", "exit status 2"}
+	failure := func(a *Agent) (contract.ContainerStatus, bool) {
+		r, _ := a.Status()
+		for _, c := range r.Containers {
+			if c.RolloutFailure != "" {
+				return c, true
+			}
+		}
+		return contract.ContainerStatus{}, false
+	}
+	for i := 0; i < 30; i++ {
+		for _, c := range f.All() {
+			if c.SpecHash == contract.SpecHash(v2) {
+				f.SetLogs(c.ID, logLines)
+			}
+		}
+		if _, failed := failure(first); failed {
+			break
+		}
+		tick(first)
+	}
+	c, failed := failure(first)
+	if !failed {
+		t.Fatal("the rollout never failed")
+	}
+	if !strings.Contains(c.RolloutFailure, "progress deadline") || !slices.Equal(c.LogTail, logLines) {
+		t.Errorf("failure %q with log %q; want the deadline and %q", c.RolloutFailure, c.LogTail, logLines)
+	}
+	for range 5 {
+		tick(first)
+	}
+	if err := first.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	starts := func() int {
+		n := 0
+		for _, e := range f.Events() {
+			if e.Kind == fake.EventCreate && e.SpecHash == contract.SpecHash(v2) {
+				n++
+			}
+		}
+		return n
+	}
+	before := starts()
+
+	cp.setDown(true)
+	cfg2 := testConfig(t, f, cp, dir)
+	cfg2.Now = f.Now
+	second := startAgent(t, cfg2)
+	for range 15 {
+		tick(second)
+	}
+	if n := starts(); n != before {
+		t.Errorf("the restarted agent started v2 again (%d containers, was %d)", n, before)
+	}
+	if healthyV1() != old {
+		t.Error("the old container does not serve any more")
+	}
+	c, failed = failure(second)
+	if !failed || !slices.Equal(c.LogTail, logLines) {
+		t.Errorf("after a restart the status says %+v; want the failure and its log", c)
+	}
+}

@@ -1,0 +1,119 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/fsutil"
+	"github.com/hatchery/hatchery/internal/seal"
+)
+
+// Cache keeps the last desired state on disk, so that an agent restarted
+// while the control plane is unreachable still converges. It is written
+// atomically with mode 0600, and every secret value in it is sealed
+// (AES-GCM) with a key kept in its own file beside it: the cache file alone
+// reveals no secret.
+type Cache struct {
+	path string
+	box  *seal.Box
+}
+
+// cachedState is the file's format: the desired state with sealed secret
+// values. Format is bumped if the layout ever changes.
+type cachedState struct {
+	Format int                   `json:"format"`
+	State  contract.DesiredState `json:"state"`
+}
+
+const cacheFormat = 1
+
+// OpenCache returns the cache kept in dataDir, creating its seal key if
+// there is none yet.
+func OpenCache(dataDir string) (*Cache, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	box, err := seal.LoadOrCreate(filepath.Join(dataDir, sealKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("desired-state cache: %w", err)
+	}
+	return &Cache{path: filepath.Join(dataDir, cacheFile), box: box}, nil
+}
+
+// Save writes d, its secret values sealed, replacing the previous state
+// atomically. d is not modified.
+func (c *Cache) Save(d contract.DesiredState) error {
+	sealed := withSecrets(d, func(v contract.SecretValue) (contract.SecretValue, error) {
+		return contract.SecretValue(c.box.Seal([]byte(v))), nil
+	})
+	data, err := json.Marshal(cachedState{Format: cacheFormat, State: sealed.state})
+	if err != nil {
+		return fmt.Errorf("encode desired-state cache: %w", err)
+	}
+	if err := fsutil.WriteFileAtomic(c.path, data, 0o600); err != nil {
+		return fmt.Errorf("write desired-state cache: %w", err)
+	}
+	return nil
+}
+
+// Load reads the cached state. A missing file is not an error: ok is false
+// (a fresh agent that has never heard from the control plane).
+func (c *Cache) Load() (d contract.DesiredState, ok bool, err error) {
+	data, err := os.ReadFile(c.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return contract.DesiredState{}, false, nil
+	}
+	if err != nil {
+		return contract.DesiredState{}, false, fmt.Errorf("read desired-state cache: %w", err)
+	}
+	var cs cachedState
+	if err := json.Unmarshal(data, &cs); err != nil {
+		return contract.DesiredState{}, false, fmt.Errorf("desired-state cache %s: %w", c.path, err)
+	}
+	if cs.Format != cacheFormat {
+		return contract.DesiredState{}, false, fmt.Errorf("desired-state cache %s: format %d, want %d", c.path, cs.Format, cacheFormat)
+	}
+	opened := withSecrets(cs.State, func(v contract.SecretValue) (contract.SecretValue, error) {
+		plain, err := c.box.Open(string(v))
+		return contract.SecretValue(plain), err
+	})
+	if opened.err != nil {
+		return contract.DesiredState{}, false, fmt.Errorf("desired-state cache %s: %w", c.path, opened.err)
+	}
+	return opened.state, true, nil
+}
+
+type transformed struct {
+	state contract.DesiredState
+	err   error
+}
+
+// withSecrets returns a copy of d whose secret values went through fn, the
+// first error fn returned, and d itself untouched (its secret slices are
+// cloned before they are written to).
+func withSecrets(d contract.DesiredState, fn func(contract.SecretValue) (contract.SecretValue, error)) transformed {
+	out := d
+	out.Workloads = slices.Clone(d.Workloads)
+	var firstErr error
+	for i := range out.Workloads {
+		w := &out.Workloads[i]
+		if len(w.Secrets) == 0 {
+			continue
+		}
+		w.Secrets = slices.Clone(w.Secrets)
+		for j := range w.Secrets {
+			v, err := fn(w.Secrets[j].Value)
+			if err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("secret %s of %s: %w", w.Secrets[j].Name, w.ID(), err)
+			}
+			w.Secrets[j].Value = v
+		}
+	}
+	return transformed{state: out, err: firstErr}
+}

@@ -1,0 +1,35 @@
+// Package agent is the host agent (`hatch agent`): it pulls this host's
+// desired state from the control plane, keeps it on disk, converges the
+// host's Docker containers towards it with reconcile.Converge, and reports
+// what runs back to the control plane.
+//
+// The pieces, each a small named part of Agent:
+//
+//   - Join (join.go) trades a join token for a host identity over TLS pinned
+//     to the CA fingerprint the token carries; the identity, host token and CA
+//     are kept in the data directory, so later starts need only that.
+//   - The poller long-polls the desired state, with jittered back-off on
+//     errors, and caches every new state atomically (mode 0600, secret values
+//     sealed with a key kept beside the cache).
+//   - The loop converges, one converge at a time, when the desired state
+//     changes, when Docker reports a container died or changed health, when a
+//     task of the Docker adapter ends, and every ConvergeInterval. Triggers
+//     that arrive during a converge coalesce into one more (Signal). A panic
+//     in a converge is recovered, logged with its stack, and the loop goes on.
+//   - The heartbeat sends the latest status report every HeartbeatInterval
+//     from its own goroutine, and at once after each converge, so a slow or
+//     unreachable control plane never delays a converge.
+//
+// Invariants:
+//   - An agent that has never received a desired state (none cached either)
+//     changes nothing: it only observes and reports.
+//   - When the control plane is unreachable, containers keep running and the
+//     agent converges from its cache, also right after a restart.
+//   - Crash history and failed-rollout markers (reconcile.History, with the
+//     failing containers' last log lines) are persisted after every converge
+//     that changed them, so a restarted agent neither forgets a crash loop
+//     nor retries a failed rollout; running containers are adopted, never
+//     recreated when up to date (reconcile's rules see to that).
+//   - Agent.Start launches every goroutine the agent owns and Agent.Close
+//     stops and waits for all of them.
+package agent

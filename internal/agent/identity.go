@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/hatchery/hatchery/internal/fsutil"
+	"github.com/hatchery/hatchery/internal/pki"
+)
+
+// Files the agent keeps in its data directory.
+const (
+	identityFile = "identity.json"
+	caFile       = "ca.pem"
+	cacheFile    = "desired-state.json"
+	sealKeyFile  = "seal.key"
+	stateFile    = "agent-state.json"
+)
+
+// Identity is who this agent is to the control plane, as the join gave it.
+// It is kept in the data directory (mode 0600: it holds the host token), so
+// that every later start needs only --data-dir.
+type Identity struct {
+	// Server is the control plane's base URL, "https://host:port".
+	Server string `json:"server"`
+	HostID string `json:"host_id"`
+	// Name is the host name given at join (`--name`), used in placement.
+	Name string `json:"name,omitempty"`
+	// Token is the host token, "hatch-host.<secret>.<fingerprint>".
+	Token string `json:"token"`
+	// CAFingerprint is the hex SHA-256 of the control plane's CA: the
+	// agent's only trust anchor.
+	CAFingerprint string `json:"ca_fingerprint"`
+}
+
+// Validate reports an identity that cannot be used to talk to the server.
+func (id Identity) Validate() error {
+	switch {
+	case id.Server == "":
+		return errors.New("identity: no server URL")
+	case id.HostID == "":
+		return errors.New("identity: no host ID")
+	case id.Token == "":
+		return errors.New("identity: no host token")
+	}
+	if _, err := pki.ClientConfig(id.CAFingerprint, "localhost"); err != nil {
+		return fmt.Errorf("identity: %w", err)
+	}
+	return nil
+}
+
+// LoadIdentity reads the identity kept in dataDir. A missing file is not an
+// error: ok is false and the agent must join.
+func LoadIdentity(dataDir string) (id Identity, ok bool, err error) {
+	path := filepath.Join(dataDir, identityFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Identity{}, false, nil
+	}
+	if err != nil {
+		return Identity{}, false, fmt.Errorf("read identity: %w", err)
+	}
+	if err := json.Unmarshal(data, &id); err != nil {
+		return Identity{}, false, fmt.Errorf("identity %s: %w (remove the file and join again)", path, err)
+	}
+	if err := id.Validate(); err != nil {
+		return Identity{}, false, fmt.Errorf("%s: %w (remove the file and join again)", path, err)
+	}
+	return id, true, nil
+}
+
+// SaveIdentity writes the identity, and the server's CA certificate (PEM)
+// when known, into dataDir atomically. The identity file is 0600.
+func SaveIdentity(dataDir string, id Identity, caPEM []byte) error {
+	if err := id.Validate(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	data, err := json.MarshalIndent(id, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode identity: %w", err)
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(dataDir, identityFile), append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write identity: %w", err)
+	}
+	if len(caPEM) > 0 {
+		if err := fsutil.WriteFileAtomic(filepath.Join(dataDir, caFile), caPEM, 0o644); err != nil {
+			return fmt.Errorf("write CA certificate: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/hatchery/hatchery/internal/fsutil"
+	"github.com/hatchery/hatchery/internal/reconcile"
+)
+
+// memory is what the agent remembers across restarts, beyond the desired
+// state: the converge engine's History (restarts and back-off of each
+// container, failed rollouts) and the last log lines of each failed
+// rollout's container, which is gone by the time a restarted agent reports.
+type memory struct {
+	History *reconcile.History `json:"history"`
+	// FailureLogs are the last log lines of the container whose rollout
+	// failed, by workload ID.
+	FailureLogs map[string]failureLog `json:"failure_logs,omitempty"`
+}
+
+type failureLog struct {
+	SpecHash    string   `json:"spec_hash"`
+	ContainerID string   `json:"container_id,omitempty"`
+	Lines       []string `json:"lines,omitempty"`
+}
+
+func newMemory() *memory {
+	return &memory{History: reconcile.NewHistory(), FailureLogs: map[string]failureLog{}}
+}
+
+// memoryFile persists memory atomically, skipping writes that would not
+// change the file (a converge that changed nothing costs no fsync).
+type memoryFile struct {
+	path string
+	last []byte // the content last read or written
+}
+
+// load reads the memory; a missing file is a fresh start.
+func (f *memoryFile) load() (*memory, error) {
+	data, err := os.ReadFile(f.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return newMemory(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read agent state: %w", err)
+	}
+	m := newMemory()
+	if err := json.Unmarshal(data, m); err != nil {
+		return nil, fmt.Errorf("agent state %s: %w (move it away to start afresh)", f.path, err)
+	}
+	if m.History == nil {
+		m.History = reconcile.NewHistory()
+	}
+	if m.FailureLogs == nil {
+		m.FailureLogs = map[string]failureLog{}
+	}
+	f.last = data
+	return m, nil
+}
+
+// save writes m if it differs from what the file holds.
+func (f *memoryFile) save(m *memory) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode agent state: %w", err)
+	}
+	if bytes.Equal(data, f.last) {
+		return nil
+	}
+	if err := fsutil.WriteFileAtomic(f.path, data, 0o600); err != nil {
+		return fmt.Errorf("write agent state: %w", err)
+	}
+	f.last = data
+	return nil
+}

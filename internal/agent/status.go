@@ -1,0 +1,141 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/reconcile"
+)
+
+// buildReport assembles the status report from what a converge saw: each
+// container's state, health, restarts and crash loop (reconcile.Status), the
+// log tail of the failed rollout on its workload's containers, and the
+// errors. Pure; the log tails of crashed containers are added after.
+func buildReport(desired contract.DesiredState, actual []docker.Container, mem *memory, errs []string, now time.Time) contract.StatusReport {
+	r := contract.StatusReport{
+		HostID:     desired.HostID,
+		Version:    desired.Version,
+		Time:       now,
+		Containers: reconcile.Status(desired, actual, mem.History, now),
+		Errors:     errs,
+	}
+	for i := range r.Containers {
+		c := &r.Containers[i]
+		if c.RolloutFailure != "" {
+			if fl, ok := mem.FailureLogs[c.WorkloadID]; ok {
+				c.LogTail = fl.Lines
+			}
+		}
+	}
+	return r
+}
+
+// wantsLogTail reports whether a container's log belongs in the report: it
+// crashed, or it is crash-looping.
+func wantsLogTail(s contract.ContainerStatus) bool {
+	return s.ContainerID != "" && (s.State == contract.StateCrashed || !s.CrashLoopUntil.IsZero())
+}
+
+// errorLines splits joined errors into one line each, for the report.
+func errorLines(errs ...error) []string {
+	var out []string
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		for line := range strings.SplitSeq(err.Error(), "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				out = append(out, line)
+			}
+		}
+	}
+	return out
+}
+
+// taskErrors formats the Docker adapter's failed tasks (a pull or build that
+// failed, a stop that did not happen), oldest first.
+func taskErrors(fs []docker.TaskFailure) []string {
+	slices.SortFunc(fs, func(a, b docker.TaskFailure) int { return a.At.Compare(b.At) })
+	out := make([]string, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, fmt.Sprintf("%s: %v", f.Task, f.Err))
+	}
+	return out
+}
+
+// logKeeper is the Docker client the agent hands to Converge: it passes every
+// call through, and keeps the last log lines of each container it is asked
+// to stop, read just before the stop. A failed replacement is stopped and
+// removed by the converge that gives up on it; these lines are all that is
+// left of it for the status report.
+type logKeeper struct {
+	docker.Client
+	logs  docker.LogReader // nil: the client cannot read logs
+	lines int
+
+	mu     sync.Mutex          // guards byID
+	byID   map[string][]string // since the last take
+	budget time.Duration
+}
+
+func newLogKeeper(c docker.Client, lines int) *logKeeper {
+	k := &logKeeper{Client: c, lines: lines, byID: map[string][]string{}, budget: 5 * time.Second}
+	k.logs, _ = c.(docker.LogReader)
+	return k
+}
+
+// Stop reads the container's last lines, then asks for the stop.
+func (k *logKeeper) Stop(ctx context.Context, req docker.StopRequest) error {
+	if k.logs != nil && req.ID != "" {
+		lctx, cancel := context.WithTimeout(ctx, k.budget)
+		lines, err := k.logs.Logs(lctx, req.ID, k.lines)
+		cancel()
+		if err == nil {
+			k.mu.Lock()
+			k.byID[req.ID] = lines
+			k.mu.Unlock()
+		}
+	}
+	return k.Client.Stop(ctx, req)
+}
+
+// take returns the lines kept since the last take, and forgets them.
+func (k *logKeeper) take() map[string][]string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := k.byID
+	k.byID = map[string][]string{}
+	return out
+}
+
+// tail reads a container's last lines now; nil if it cannot.
+func (k *logKeeper) tail(ctx context.Context, id string) []string {
+	if k.logs == nil || id == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.budget)
+	defer cancel()
+	lines, err := k.logs.Logs(ctx, id, k.lines)
+	if err != nil {
+		return nil
+	}
+	return lines
+}
+
+// failureContainer returns the container a plan's failure is about: the one
+// of the failed spec hash that the plan stops or restarts.
+func failureContainer(plan reconcile.Plan, f reconcile.Failure) string {
+	for _, s := range plan.Steps {
+		if s.WorkloadID == f.WorkloadID && s.SpecHash == f.SpecHash && s.ContainerID != "" &&
+			(s.Action == reconcile.ActionStop || s.Action == reconcile.ActionRestart) {
+			return s.ContainerID
+		}
+	}
+	return ""
+}

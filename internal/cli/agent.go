@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/hatchery/hatchery/internal/agent"
+)
+
+func newAgentCmd() *cobra.Command {
+	var (
+		opts   agent.Options
+		labels []string
+		debug  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "agent --server URL --join TOKEN [--name NAME] [--data-dir DIR]",
+		Short: "Run the host agent: converge this host's Docker containers to the control plane's desired state",
+		Long: "Run the host agent on a Docker host. The first start trades a join token (from\n" +
+			"`hatch token create --join`) for this host's identity, verifying the server against\n" +
+			"the CA fingerprint the token carries; the identity is kept in --data-dir, so later\n" +
+			"starts need only --data-dir. The agent keeps the last desired state there too: if\n" +
+			"the control plane is unreachable, containers keep running and the agent converges\n" +
+			"from its cache.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := parseLabels(labels)
+			if err != nil {
+				return err
+			}
+			opts.Labels = l
+			log, err := newDaemonLogger(debug)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			opts.Logger = log
+			return agent.Run(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Server, "server", "", "the control plane's URL, https://host:7700 (first start only)")
+	f.StringVar(&opts.JoinToken, "join", "", "a join token (first start only)")
+	f.StringVar(&opts.Name, "name", "", "this host's name, as placement names it")
+	f.StringVar(&opts.DataDir, "data-dir", "/var/lib/hatch", "where the identity, the desired-state cache and the crash history are kept")
+	f.StringVar(&opts.IngressAddr, "ingress-addr", ":8080", "where the ingress serves routed HTTP")
+	f.StringVar(&opts.AdminAddr, "admin-addr", "127.0.0.1:7701", "where /healthz and /metrics are served")
+	f.StringVar(&opts.PublishAddr, "publish-addr", "0.0.0.0", "the IP address published ports listen on")
+	f.StringVar(&opts.SecretDir, "secret-dir", "", "the tmpfs directory for secret files (default /dev/shm/hatch/<host ID>)")
+	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE put on every Docker object the agent creates (repeatable)")
+	f.DurationVar(&opts.ConvergeInterval, "converge-interval", 0, "the timer converge's period (default 30s)")
+	f.BoolVar(&debug, "debug", false, "log at debug level")
+	for _, hidden := range []string{"secret-dir", "label", "converge-interval"} {
+		_ = f.MarkHidden(hidden) // for tests and unusual hosts; the names exist, so this cannot fail
+	}
+	return cmd
+}
+
+// parseLabels reads KEY=VALUE pairs.
+func parseLabels(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--label %q: want KEY=VALUE", p)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// newDaemonLogger returns the JSON logger of a long-running command, on
+// stderr.
+func newDaemonLogger(debug bool) (*zap.Logger, error) {
+	cfg := zap.NewProductionConfig()
+	cfg.EncoderConfig.TimeKey = "time"
+	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	cfg.Sampling = nil
+	if debug {
+		cfg.Level = zap.NewAtomicLevelAt(zap.DebugLevel)
+	}
+	log, err := cfg.Build()
+	if err != nil {
+		return nil, fmt.Errorf("logger: %w", err)
+	}
+	return log, nil
+}
