@@ -268,14 +268,18 @@ func (s *slotPlanner) shouldRestart(m member) bool {
 	}
 }
 
-// oldRank orders stale containers by how much they are worth keeping.
+// oldRank orders stale containers by how much they are worth keeping: in
+// traffic first (passing its latest check before one that is only under the
+// failure threshold), then running, then the rest.
 func oldRank(m member) int {
-	switch m.st {
-	case stHealthy:
+	switch {
+	case m.st == stHealthy && m.c.Healthy:
+		return 4
+	case m.st == stHealthy:
 		return 3
-	case stBooting, stUnhealthy:
+	case m.st == stBooting || m.st == stUnhealthy:
 		return 2
-	case stUnknown:
+	case m.st == stUnknown:
 		return 1
 	default:
 		return 0
@@ -286,6 +290,8 @@ func oldRank(m member) int {
 func upRank(m member) int {
 	switch {
 	case m.ready:
+		return 7
+	case m.st == stHealthy && m.c.Healthy:
 		return 6
 	case m.st == stHealthy:
 		return 5

@@ -282,6 +282,14 @@ func (f *Fake) All() []docker.Container {
 	return f.snapshot(func(*ctr) bool { return true })
 }
 
+// Snapshot returns what List would return, without faults or a context: for
+// tests that check invariants while the engine runs.
+func (f *Fake) Snapshot() []docker.Container {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tasks.Overlay(f.snapshot(func(k *ctr) bool { return docker.Owned(k.labels, f.host) }))
+}
+
 // Events returns the lifecycle events so far.
 func (f *Fake) Events() []Event {
 	f.mu.Lock()
