@@ -1,0 +1,229 @@
+package agent
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/pki"
+)
+
+// tlsServer starts an HTTPS test server with a CA and serving certificate
+// made by pki, as the control plane has, and returns it with the CA's
+// fingerprint.
+func tlsServer(t *testing.T, h http.Handler) (*httptest.Server, string) {
+	t.Helper()
+	p, err := pki.LoadOrCreate(t.TempDir(), pki.DefaultNames(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = p.TLSConfig()
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv, p.Fingerprint()
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func TestJoinTradesTheJoinTokenForAHostIdentity(t *testing.T) {
+	var gotAuth, gotName string
+	hostTok := pki.NewToken(pki.KindHost, strings.Repeat("ab", 32)).String()
+	srv, fp := tlsServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/api/v1/join" {
+			writeJSON(w, 404, map[string]string{"error": "not_found"})
+			return
+		}
+		gotAuth = r.Header.Get("Authorization")
+		var body struct{ Name string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		gotName = body.Name
+		writeJSON(w, 200, map[string]string{"host_id": "h-123", "token": hostTok})
+	}))
+	joinTok := pki.NewToken(pki.KindJoin, fp).String()
+
+	id, caPEM, err := Join(t.Context(), srv.URL, joinTok, "edge-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotAuth != "Bearer "+joinTok || gotName != "edge-1" {
+		t.Errorf("server got Authorization %q and name %q", gotAuth, gotName)
+	}
+	want := Identity{Server: srv.URL, HostID: "h-123", Name: "edge-1", Token: hostTok, CAFingerprint: fp}
+	if id != want {
+		t.Errorf("identity %+v, want %+v", id, want)
+	}
+	block, _ := pem.Decode(caPEM)
+	if block == nil {
+		t.Fatal("no CA certificate kept from the join")
+	}
+	ca, err := x509.ParseCertificate(block.Bytes)
+	if err != nil || pki.Fingerprint(ca.Raw) != fp || !ca.IsCA {
+		t.Errorf("kept certificate is not the pinned CA (err %v)", err)
+	}
+}
+
+func TestJoinRefusesAServerWhoseCertificateDoesNotMatchTheToken(t *testing.T) {
+	var reached atomic.Bool
+	srv, _ := tlsServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Store(true)
+		writeJSON(w, 200, map[string]string{"host_id": "h", "token": "x"})
+	}))
+	otherCA := strings.Repeat("0f", 32)
+	_, _, err := Join(t.Context(), srv.URL, pki.NewToken(pki.KindJoin, otherCA).String(), "")
+	if !errors.Is(err, pki.ErrFingerprintMismatch) {
+		t.Errorf("join against another CA: %v, want ErrFingerprintMismatch", err)
+	}
+	if reached.Load() {
+		t.Error("the join token reached a server that failed verification")
+	}
+}
+
+func TestJoinRejectsTheWrongKindOfTokenAndPlainHTTP(t *testing.T) {
+	fp := strings.Repeat("0f", 32)
+	for _, tc := range []struct{ name, server, token, want string }{
+		{"admin token", "https://127.0.0.1:1", pki.NewToken(pki.KindAdmin, fp).String(), "join token"},
+		{"http URL", "http://127.0.0.1:1", pki.NewToken(pki.KindJoin, fp).String(), "https only"},
+		{"garbage token", "https://127.0.0.1:1", "hello", "malformed token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Join(t.Context(), tc.server, tc.token, "")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestJoinReportsTheServersError(t *testing.T) {
+	srv, fp := tlsServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 401, map[string]string{"error": "invalid_token", "message": "join token expired"})
+	}))
+	_, _, err := Join(t.Context(), srv.URL, pki.NewToken(pki.KindJoin, fp).String(), "")
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Code != "invalid_token" || apiErr.Message != "join token expired" {
+		t.Errorf("err %v, want the server's 401 invalid_token", err)
+	}
+}
+
+// hostServer is a control plane for one host: desired state with long-poll
+// semantics, status reports recorded.
+func hostServer(t *testing.T, state contract.DesiredState, reports chan<- contract.StatusReport) *HTTPClient {
+	t.Helper()
+	token := "hatch-host.secret." + strings.Repeat("ab", 32)
+	srv, fp := tlsServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			writeJSON(w, 401, map[string]string{"error": "unauthorized", "message": "bad host token"})
+			return
+		}
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/api/v1/hosts/h1/desired-state":
+			if r.URL.Query().Get("version") == state.Version {
+				wait, err := time.ParseDuration(r.URL.Query().Get("wait"))
+				if err != nil {
+					writeJSON(w, 400, map[string]string{"error": "bad_request", "message": err.Error()})
+					return
+				}
+				select {
+				case <-time.After(wait):
+				case <-r.Context().Done():
+				}
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+			writeJSON(w, 200, state)
+		case r.Method == http.MethodPost && r.URL.Path == "/api/v1/hosts/h1/status":
+			rep, err := contract.DecodeStatusReport(r.Body)
+			if err != nil {
+				writeJSON(w, 400, map[string]string{"error": "bad_request", "message": err.Error()})
+				return
+			}
+			reports <- rep
+			w.WriteHeader(http.StatusNoContent)
+		case r.Method == http.MethodGet && r.URL.Path == "/api/v1/blobs/sha256:abc":
+			_, _ = io.WriteString(w, "tar bytes")
+		default:
+			writeJSON(w, 404, map[string]string{"error": "not_found", "message": r.URL.Path})
+		}
+	}))
+	c, err := NewHTTPClient(Identity{Server: srv.URL, HostID: "h1", Token: token, CAFingerprint: fp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestDesiredStateLongPoll(t *testing.T) {
+	state := contract.DesiredState{HostID: "h1", Workloads: []contract.WorkloadSpec{web(2)}}
+	state.Seal()
+	c := hostServer(t, state, nil)
+
+	got, err := c.DesiredState(t.Context(), "", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != state.Version || len(got.Workloads) != 1 || got.Workloads[0].Replicas != 2 {
+		t.Errorf("got %+v", got)
+	}
+
+	began := time.Now()
+	_, err = c.DesiredState(t.Context(), state.Version, 300*time.Millisecond)
+	if !errors.Is(err, ErrNotModified) {
+		t.Errorf("same version: %v, want ErrNotModified", err)
+	}
+	if held := time.Since(began); held < 250*time.Millisecond {
+		t.Errorf("the server answered after %s; the wait was not sent", held)
+	}
+}
+
+func TestStatusReportAndBlob(t *testing.T) {
+	reports := make(chan contract.StatusReport, 1)
+	c := hostServer(t, contract.DesiredState{HostID: "h1"}, reports)
+	sent := contract.StatusReport{HostID: "h1", Version: "v9", Time: time.Now().UTC().Truncate(time.Second),
+		Containers: []contract.ContainerStatus{{WorkloadID: "a/b/c", Slot: 1, State: contract.StateRunning, Healthy: true}}}
+	if err := c.ReportStatus(t.Context(), sent); err != nil {
+		t.Fatal(err)
+	}
+	got := <-reports
+	if got.Version != sent.Version || !got.Time.Equal(sent.Time) || !reflect.DeepEqual(got.Containers, sent.Containers) {
+		t.Errorf("server got %+v, want %+v", got, sent)
+	}
+
+	rc, err := c.OpenBlob(t.Context(), "sha256:abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "tar bytes" {
+		t.Errorf("blob %q", b)
+	}
+	if _, err := c.OpenBlob(t.Context(), "sha256:missing"); err == nil {
+		t.Error("a missing blob gave no error")
+	}
+}
+
+func TestAWrongHostTokenIsAnAPIError(t *testing.T) {
+	c := hostServer(t, contract.DesiredState{HostID: "h1"}, nil)
+	c.token = "hatch-host.other." + strings.Repeat("ab", 32)
+	_, err := c.DesiredState(context.Background(), "", time.Second)
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Code != "unauthorized" {
+		t.Errorf("err %v, want a 401 APIError", err)
+	}
+}
