@@ -37,7 +37,7 @@ func (c *clock) Set(t time.Time) {
 
 // harness is a server on a real SQLite file and blob directory, behind httptest.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *Server
 	http  *httptest.Server
 	store *sqlite.Store
@@ -49,7 +49,7 @@ type harness struct {
 
 func fingerprint() string { return strings.Repeat("ab", 32) }
 
-func newHarness(t *testing.T, cfg Config, fakeClock *clock) *harness {
+func newHarness(t testing.TB, cfg Config, fakeClock *clock) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "hatch.db"), zaptest.NewLogger(t))
