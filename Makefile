@@ -26,7 +26,7 @@ test-docker:
 	echo "test-docker: $$(( $$(date +%s) - start ))s"; exit $$rc
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/reconcile/ ./internal/ingress/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/reconcile/ ./internal/ingress/ ./internal/server/
 
 lint:
 	$(GO) vet ./...

@@ -131,7 +131,7 @@ func wantError(t *testing.T, resp *http.Response, status int, code, mentions str
 }
 
 // gaugeValue reads a gauge.
-func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
+func gaugeValue(t testing.TB, g prometheus.Gauge) float64 {
 	t.Helper()
 	var m dto.Metric
 	if err := g.Write(&m); err != nil {
