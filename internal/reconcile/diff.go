@@ -18,38 +18,70 @@ import (
 // ordered by workload, then slot.
 func Diff(desired contract.DesiredState, actual []docker.Container, h *History, now time.Time) Plan {
 	d := differ{h: h, now: now}
-	byWorkload := make(map[string][]*docker.Container)
+	// Group this host's containers by workload: count, then fill one backing
+	// array, so that each container costs one map lookup.
+	type bucket struct {
+		n  int
+		cs []*docker.Container
+	}
+	groups := make(map[string]*bucket)
+	of := make([]*bucket, len(actual))
+	owned := 0
 	for i := range actual {
 		c := &actual[i]
-		if !docker.Owned(c.Labels, desired.HostID) {
-			continue // not ours: never in a plan, whatever it is
+		if !d.inScope(c, desired.HostID) {
+			continue
 		}
-		if c.Placeholder() && c.State != contract.StateBuilding {
-			continue // nothing to act on, and no work in progress either
+		b := groups[c.WorkloadID]
+		if b == nil {
+			b = &bucket{}
+			groups[c.WorkloadID] = b
 		}
-		byWorkload[c.WorkloadID] = append(byWorkload[c.WorkloadID], c)
+		b.n++
+		of[i] = b
+		owned++
+	}
+	backing := make([]*docker.Container, owned)
+	at := 0
+	for _, b := range groups {
+		b.cs = backing[at : at : at+b.n]
+		at += b.n
+	}
+	for i := range actual {
+		if b := of[i]; b != nil {
+			b.cs = append(b.cs, &actual[i])
+		}
+	}
+	byWorkload := func(id string) []*docker.Container {
+		if b := groups[id]; b != nil {
+			return b.cs
+		}
+		return nil
 	}
 
-	workloads := make([]*contract.WorkloadSpec, 0, len(desired.Workloads))
-	for i := range desired.Workloads {
-		workloads = append(workloads, &desired.Workloads[i])
+	type entry struct {
+		w  *contract.WorkloadSpec
+		id string
 	}
-	slices.SortStableFunc(workloads, func(a, b *contract.WorkloadSpec) int { return strings.Compare(a.ID(), b.ID()) })
+	workloads := make([]entry, 0, len(desired.Workloads))
+	for i := range desired.Workloads {
+		workloads = append(workloads, entry{&desired.Workloads[i], desired.Workloads[i].ID()})
+	}
+	slices.SortStableFunc(workloads, func(a, b entry) int { return strings.Compare(a.id, b.id) })
 	done := make(map[string]bool, len(workloads))
-	for _, w := range workloads {
-		id := w.ID()
-		if done[id] {
+	for _, e := range workloads {
+		if done[e.id] {
 			continue // a duplicate entry: the first one wins
 		}
-		done[id] = true
-		d.workload(w, id, byWorkload[id])
+		done[e.id] = true
+		d.workload(e.w, e.id, byWorkload(e.id))
 	}
 
 	// Containers of workloads no longer desired (or with no readable workload).
 	var extras []*docker.Container
-	for id, cs := range byWorkload {
+	for id, b := range groups {
 		if !done[id] {
-			extras = append(extras, cs...)
+			extras = append(extras, b.cs...)
 		}
 	}
 	slices.SortFunc(extras, func(a, b *docker.Container) int {
@@ -59,6 +91,15 @@ func Diff(desired contract.DesiredState, actual []docker.Container, h *History, 
 		d.remove(d.member(c, nil, ""), "extra")
 	}
 	return d.plan
+}
+
+// inScope reports whether Diff may consider c: this host's, and either a real
+// container or a start in progress.
+func (d *differ) inScope(c *docker.Container, hostID string) bool {
+	if !docker.Owned(c.Labels, hostID) {
+		return false // not ours: never in a plan, whatever it is
+	}
+	return !c.Placeholder() || c.State == contract.StateBuilding
 }
 
 // differ carries Diff's inputs and the plan being built.
@@ -84,7 +125,6 @@ const (
 // member is one container of a slot, classified.
 type member struct {
 	c        *docker.Container
-	hist     ContainerHistory
 	st       status
 	upToDate bool
 	// ready: the latest check passed and the container has been healthy for
@@ -93,7 +133,7 @@ type member struct {
 }
 
 func (d *differ) member(c *docker.Container, w *contract.WorkloadSpec, hash string) member {
-	m := member{c: c, hist: d.h.container(c.ID)}
+	m := member{c: c}
 	m.upToDate = w != nil && c.LabelError == "" && c.SpecHash == hash
 	retries, startPeriod := contract.DefaultHealthRetries, time.Duration(0)
 	if w != nil {
@@ -107,11 +147,10 @@ func (d *differ) member(c *docker.Container, w *contract.WorkloadSpec, hash stri
 	case contract.StateStarting:
 		m.st = stBooting
 	case contract.StateRunning:
-		everHealthy := !m.hist.HealthyStart.IsZero() && m.hist.HealthyStart.Equal(c.StartedAt)
 		switch {
 		case c.Healthy:
 			m.st = stHealthy
-		case !everHealthy:
+		case !d.everHealthy(m):
 			m.st = stBooting
 		case c.FailingStreak < retries || d.now.Sub(c.StartedAt) < startPeriod:
 			m.st = stHealthy
@@ -124,13 +163,28 @@ func (d *differ) member(c *docker.Container, w *contract.WorkloadSpec, hash stri
 		m.st = stUnknown
 	}
 	if m.st == stHealthy && c.Healthy {
-		since := m.hist.HealthySince
-		if since.IsZero() {
-			since = d.now
+		m.ready = true
+		if w != nil && w.Rollout.MinReady > 0 {
+			since := d.hist(m).HealthySince
+			if since.IsZero() {
+				since = d.now
+			}
+			m.ready = d.now.Sub(since) >= w.Rollout.MinReady
 		}
-		m.ready = w == nil || d.now.Sub(since) >= w.Rollout.MinReady
 	}
 	return m
+}
+
+// hist returns what the history holds for m. It is looked up only where a
+// rule needs it, which keeps the common case (a healthy container alone in its
+// slot) free of the lookup.
+func (d *differ) hist(m member) ContainerHistory { return d.h.container(m.c.ID) }
+
+// everHealthy reports whether m's current incarnation has passed a health
+// check: until it has, failing checks mean it is still booting.
+func (d *differ) everHealthy(m member) bool {
+	start := d.hist(m).HealthyStart
+	return !start.IsZero() && start.Equal(m.c.StartedAt)
 }
 
 func (d *differ) add(s Step) { d.plan.Steps = append(d.plan.Steps, s) }
@@ -155,7 +209,7 @@ func (d *differ) remove(m member, reason string) {
 // restart restarts an up-to-date container in place once its crash-loop
 // back-off allows; until then the status shows it crash-looping.
 func (d *differ) restart(m member, reason string) {
-	if d.now.Before(nextRestart(m.c, m.hist)) {
+	if d.now.Before(nextRestart(m.c, d.hist(m))) {
 		return
 	}
 	d.add(Step{Action: ActionRestart, WorkloadID: m.c.WorkloadID, BlobID: m.c.BlobID, ContainerID: m.c.ID,
@@ -188,15 +242,16 @@ func (d *differ) workload(w *contract.WorkloadSpec, id string, cs []*docker.Cont
 	hash := contract.SpecHash(*w)
 	first := len(d.plan.Steps)
 	n := max(w.Replicas, 0)
-	slots := make([][]member, n)
+	ms := make([]member, 0, len(cs))
 	for _, c := range cs {
 		m := d.member(c, w, hash)
 		if c.Slot >= n {
 			d.remove(m, "scale-down")
 			continue
 		}
-		slots[c.Slot] = append(slots[c.Slot], m)
+		ms = append(ms, m)
 	}
+	slices.SortStableFunc(ms, func(a, b member) int { return cmp.Compare(a.c.Slot, b.c.Slot) })
 	f, failedBefore := d.h.failed(id)
 	failed := failedBefore && f.SpecHash == hash
 	s := slotPlanner{d: d, w: w, id: id, hash: hash, failed: failed}
@@ -205,7 +260,13 @@ func (d *differ) workload(w *contract.WorkloadSpec, id string, cs []*docker.Cont
 	// rolls that wait for the surge limit, lowest slot first.
 	var waiting []int
 	midRoll := 0
-	for i, members := range slots {
+	next := 0
+	for i := range n {
+		start := next
+		for next < len(ms) && ms[next].c.Slot == i {
+			next++
+		}
+		members := ms[start:next]
 		var mid, wants bool
 		if w.Stateful() {
 			mid, wants = s.stateful(i, members)
@@ -246,8 +307,8 @@ type slotPlanner struct {
 // deadline, counted from its creation or its last restart, to become healthy.
 func (s *slotPlanner) deadlinePassed(m member) bool {
 	from := m.c.Created
-	if m.hist.LastRestart.After(from) {
-		from = m.hist.LastRestart
+	if last := s.d.hist(m).LastRestart; last.After(from) {
+		from = last
 	}
 	return !from.IsZero() && s.d.now.Sub(from) >= s.w.ProgressDeadline()
 }
@@ -319,16 +380,31 @@ func best(ms []member, rank func(member) int) {
 // replacement, which the caller allows within the surge limit.
 func (s *slotPlanner) stateless(slot int, members []member) (midRoll, wantsRoll bool) {
 	d := s.d
-	var olds, ups []member
-	for _, m := range members {
+	// Up-to-date first, then stale; what is not acted on (draining, or a
+	// stale start in progress) last, cut off.
+	group := func(m member) int {
 		switch {
 		case m.st == stDraining:
+			return 2
 		case m.upToDate:
-			ups = append(ups, m)
-		case m.st != stBuilding:
-			olds = append(olds, m)
+			return 0
+		case m.st == stBuilding:
+			return 2
+		default:
+			return 1
 		}
 	}
+	slices.SortStableFunc(members, func(a, b member) int { return cmp.Compare(group(a), group(b)) })
+	nUp, nOld := 0, 0
+	for _, m := range members {
+		switch group(m) {
+		case 0:
+			nUp++
+		case 1:
+			nOld++
+		}
+	}
+	ups, olds := members[:nUp], members[nUp:nUp+nOld]
 	// A stalled roll keeps at most one stale container: the best.
 	var keep *member
 	if len(olds) > 0 {
@@ -367,7 +443,7 @@ func (s *slotPlanner) stateless(slot int, members []member) (midRoll, wantsRoll 
 		}
 	}
 	midRoll = keep != nil
-	everHealthy := !u.hist.HealthyStart.IsZero()
+	everHealthy := !d.hist(u).HealthyStart.IsZero()
 
 	switch u.st {
 	case stBuilding:
@@ -495,7 +571,7 @@ func (s *slotPlanner) stateful(slot int, members []member) (midRoll, wantsRoll b
 			d.restart(c, "unhealthy")
 		case stExited, stUnknown:
 			if s.shouldRestart(c) {
-				if c.hist.HealthyStart.IsZero() && s.deadlinePassed(c) {
+				if d.hist(c).HealthyStart.IsZero() && s.deadlinePassed(c) {
 					d.fail(s.id, s.hash, s.deadlineReason())
 				}
 				d.restart(c, "crashed")
