@@ -82,8 +82,10 @@ func (t *rolloutTracker) events(host string, desired contract.DesiredState, prev
 		done = map[string]string{}
 		t.doneAt[host] = done
 	}
+	wanted := make(map[string]bool, len(desired.Workloads))
 	var out []store.Event
 	for _, w := range desired.Workloads {
+		wanted[w.ID()] = true
 		hash := contract.SpecHash(w)
 		if done[w.ID()] == hash {
 			continue
@@ -110,6 +112,11 @@ func (t *rolloutTracker) events(host string, desired contract.DesiredState, prev
 			continue
 		}
 		out = append(out, e)
+	}
+	for id := range done { // forget workloads the host no longer runs
+		if !wanted[id] {
+			delete(done, id)
+		}
 	}
 	return out
 }

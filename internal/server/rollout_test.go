@@ -99,3 +99,22 @@ func TestStatusReportsRecordRolloutEvents(t *testing.T) {
 		t.Fatalf("events %v lack rollout.done", types(evs))
 	}
 }
+
+func TestRolloutTrackerForgetsRemovedWorkloads(t *testing.T) {
+	web := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "web", Image: "web:1", Replicas: 1}
+	ready := contract.ContainerStatus{WorkloadID: web.ID(), Slot: 0, SpecHash: contract.SpecHash(web), State: contract.StateRunning, Healthy: true}
+	tr := newRolloutTracker()
+	tr.events("h1", contract.DesiredState{Workloads: []contract.WorkloadSpec{web}}, nil, []contract.ContainerStatus{ready}, time.Now())
+	if tr.doneAt["h1"][web.ID()] == "" {
+		t.Fatal("a finished rollout was not remembered")
+	}
+	tr.events("h1", contract.DesiredState{}, nil, nil, time.Now())
+	if _, ok := tr.doneAt["h1"][web.ID()]; ok {
+		t.Fatal("a workload gone from the desired state is still remembered")
+	}
+	// Put back, the same spec rolls out again and is reported again.
+	evs := tr.events("h1", contract.DesiredState{Workloads: []contract.WorkloadSpec{web}}, nil, []contract.ContainerStatus{ready}, time.Now())
+	if !slices.Equal(types(evs), []store.EventType{store.EventRolloutDone}) {
+		t.Fatalf("events %v, want rollout.done", types(evs))
+	}
+}
