@@ -180,3 +180,109 @@ func TestApplyRefusesToStartAWorkloadThatIsNotDesired(t *testing.T) {
 		t.Errorf("start of an undesired workload: %v, calls %v", err, g.calls)
 	}
 }
+
+// recorder is a docker.Client that keeps the requests it gets.
+type recorder struct {
+	mu       sync.Mutex
+	starts   []docker.StartRequest
+	stops    []docker.StopRequest
+	drains   []docker.StopRequest
+	restarts []docker.RestartRequest
+}
+
+func (r *recorder) List(context.Context) ([]docker.Container, error) { return nil, nil }
+func (r *recorder) Start(_ context.Context, q docker.StartRequest) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.starts = append(r.starts, q)
+	return nil
+}
+func (r *recorder) Drain(_ context.Context, q docker.StopRequest) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drains = append(r.drains, q)
+	return nil
+}
+func (r *recorder) Stop(_ context.Context, q docker.StopRequest) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stops = append(r.stops, q)
+	return nil
+}
+func (r *recorder) Restart(_ context.Context, q docker.RestartRequest) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.restarts = append(r.restarts, q)
+	return nil
+}
+
+func TestApplyPassesEachStepsSettings(t *testing.T) {
+	w := wl("web", 2, func(w *contract.WorkloadSpec) {
+		w.StopTimeout = 7 * time.Second
+		w.Rollout.DrainTimeout = 3 * time.Second
+	})
+	started := t0.Add(-time.Minute)
+	plan := Plan{Steps: []Step{
+		{Action: ActionStart, WorkloadID: w.ID(), ReplicaIndex: 1, SpecHash: up(w)},
+		{Action: ActionReplace, WorkloadID: w.ID(), ReplicaIndex: 0, SpecHash: up(w), ContainerID: "old"},
+		{Action: ActionRoll, WorkloadID: w.ID(), ReplicaIndex: 1, ContainerID: "r"},
+		{Action: ActionDrain, WorkloadID: "default/shop/gone", ReplicaIndex: 4, ContainerID: "g"},
+		{Action: ActionStop, WorkloadID: w.ID(), ReplicaIndex: 0, ContainerID: "s"},
+		{Action: ActionRestart, WorkloadID: w.ID(), ReplicaIndex: 0, ContainerID: "c", StartedAt: started},
+	}}
+	r := &recorder{}
+	if err := Apply(context.Background(), r, desiredOf(w), plan, Options{Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.starts) != 2 || r.starts[0].HostID != host || r.starts[0].Slot != 1 || r.starts[0].SpecHash != up(w) ||
+		r.starts[0].Spec.ID() != w.ID() || r.starts[0].Replace != "" || r.starts[1].Replace != "old" {
+		t.Errorf("starts: %+v", r.starts)
+	}
+	if len(r.drains) != 2 || r.drains[0].DrainTimeout != 3*time.Second || r.drains[0].StopTimeout != 7*time.Second {
+		t.Errorf("a drain did not get its workload's timeouts: %+v", r.drains)
+	}
+	if d := r.drains[1]; d.ID != "g" || d.DrainTimeout != contract.DefaultDrainTimeout || d.StopTimeout != contract.DefaultStopTimeout || d.Slot != 4 {
+		t.Errorf("a drain of an undesired workload did not get the defaults: %+v", d)
+	}
+	if len(r.stops) != 1 || r.stops[0].ID != "s" || r.stops[0].StopTimeout != 7*time.Second {
+		t.Errorf("stops: %+v", r.stops)
+	}
+	if len(r.restarts) != 1 || !r.restarts[0].StartedAt.Equal(started) || r.restarts[0].StopTimeout != 7*time.Second {
+		t.Errorf("restarts: %+v", r.restarts)
+	}
+}
+
+func TestConvergeCountsOnlyRestartsThatLanded(t *testing.T) {
+	f := fake.New(host, t0, fake.DefaultTiming())
+	id := f.Add(ctr("", web1, 0, up(web1), contract.StateCrashed))
+	f.SetFault(func(op fake.Op, _ string) error {
+		if op == fake.OpRestart {
+			return errors.New("engine busy")
+		}
+		return nil
+	})
+	h := NewHistory()
+	if _, err := Converge(context.Background(), f, desiredOf(web1), h, f.Now(), Options{}); err == nil {
+		t.Fatal("the failed restart was not reported")
+	}
+	if h.Containers[id].Restarts != 0 {
+		t.Errorf("a failed restart counted towards the back-off: %+v", h.Containers[id])
+	}
+	f.SetFault(nil)
+	p, err := Converge(context.Background(), f, desiredOf(web1), h, f.Now(), Options{})
+	if err != nil || len(p.Steps) != 1 || p.Steps[0].Action != ActionRestart {
+		t.Fatalf("retry: %v %v", render(p), err)
+	}
+	if h.Containers[id].Restarts != 1 || !h.Containers[id].LastRestart.Equal(f.Now()) {
+		t.Errorf("a landed restart was not counted: %+v", h.Containers[id])
+	}
+}
+
+func TestConvergeReportsAListFailure(t *testing.T) {
+	f := fake.New(host, t0, fake.DefaultTiming())
+	f.SetFault(func(op fake.Op, _ string) error { return errors.New("socket gone") })
+	if _, err := Converge(context.Background(), f, desiredOf(web1), nil, f.Now(), Options{}); err == nil ||
+		!strings.Contains(err.Error(), "list containers") {
+		t.Errorf("a list failure: %v", err)
+	}
+}
