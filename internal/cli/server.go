@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -59,7 +60,8 @@ func sqlitePath(storeFlag, dataDir string) (string, error) {
 	case strings.HasPrefix(storeFlag, "sqlite:") && len(storeFlag) > len("sqlite:"):
 		return strings.TrimPrefix(storeFlag, "sqlite:"), nil
 	case strings.HasPrefix(storeFlag, "postgres://"), strings.HasPrefix(storeFlag, "postgresql://"):
-		return "", fmt.Errorf("--store %s: the PostgreSQL store is not available yet; use sqlite:<path>", "postgres://...")
+		// The URL is not repeated: it may hold a password.
+		return "", errors.New("--store postgres://...: the PostgreSQL store is not available yet; use sqlite:<path>")
 	}
 	return "", fmt.Errorf("--store %q: want sqlite:<path>", storeFlag)
 }

@@ -73,6 +73,10 @@ func Open(ctx context.Context, path string, log *zap.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	// Enough connections for concurrent readers beside the one writer,
+	// without one connection (and page cache) per waiting request.
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(4)
 	s := &Store{db: db, log: log.With(zap.String("store", path))}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"reflect"
 	"slices"
@@ -87,7 +88,7 @@ func RunResourceStorage(t *testing.T, open Open) {
 
 	t.Run("a cancelled context writes nothing", func(t *testing.T) {
 		s := open(t)
-		c, cancel := contextWithCancel(t)
+		c, cancel := context.WithCancel(t.Context())
 		cancel()
 		if err := s.PutResource(c, "default/shop", &resource.Deployed{ID: "1", Type: "egg", Name: "web"}); err == nil {
 			t.Fatal("PutResource with a cancelled context succeeded")

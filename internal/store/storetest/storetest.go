@@ -98,7 +98,3 @@ func closedWithin(ch <-chan struct{}, d time.Duration) bool {
 		return false
 	}
 }
-
-func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
-	return context.WithCancel(t.Context())
-}
