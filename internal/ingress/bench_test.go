@@ -24,8 +24,13 @@ func benchSetup(b *testing.B) (direct, proxied string) {
 	return "http://" + be.addr() + "/", "http://" + in.HTTPAddr().String() + "/"
 }
 
-func benchClient(conns int) *http.Client {
-	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
+// benchClient returns a client of at most conns connections, closed when
+// the benchmark ends (before the ingress, whose Close would otherwise wait
+// for connections that never sent a request).
+func benchClient(b *testing.B, conns int) *http.Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
+	b.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
 }
 
 // fetch sends one GET for bench.localhost and reads the whole answer.
@@ -73,7 +78,7 @@ func BenchmarkAddedLatencyAt500RPS(b *testing.B) {
 	direct, proxied := benchSetup(b)
 	const perSecond = 500
 	const interval = time.Second / (2 * perSecond) // two paths share the schedule
-	clients := [2]*http.Client{benchClient(64), benchClient(64)}
+	clients := [2]*http.Client{benchClient(b, 64), benchClient(b, 64)}
 	urls := [2]string{direct, proxied}
 	for range 50 { // warm the connection pools
 		for p := range 2 {
@@ -138,7 +143,7 @@ func BenchmarkSaturationThroughput(b *testing.B) {
 	for iter := range b.N {
 		for k := range 2 {
 			p := (iter + k) % 2
-			c := benchClient(conns)
+			c := benchClient(b, conns)
 			var n, failures atomic.Int64
 			var wg sync.WaitGroup
 			start := time.Now()
