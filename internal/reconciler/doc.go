@@ -61,5 +61,7 @@
 // error occurs, the provider should wrap the returned error with
 // backoff.Permanent(err). A resource waiting out a backoff delay, or waiting for
 // a parent to become ready, does not hold a concurrency slot. Cancelling the
-// context stops retries and waits promptly.
+// context stops retries and waits promptly: nothing new starts, and the
+// operations already running (providers should honour the context) are
+// waited for and, if they succeeded, recorded.
 package reconciler

@@ -878,3 +878,31 @@ func TestNilLoggerDiscards(t *testing.T) {
 	e.r.Logger = nil
 	e.apply(t, mustGraph(t, shop("web:1")))
 }
+
+func TestCancelledRunDeletesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.apply(t, mustGraph(t, []*resource.Desired{egg("old", nil)}))
+	ctx, cancel := context.WithCancel(context.Background())
+	e.egg.Hook = func(_ context.Context, c reconcilertest.Call) error {
+		if c.Key == "egg/new" {
+			cancel() // the create still lands; the deletes must not start
+		}
+		return nil
+	}
+	res, _ := e.r.Reconcile(ctx, project, mustGraph(t, []*resource.Desired{egg("new", nil)}))
+	old, _ := res.Get("egg/old")
+	if old.Action != reconciler.ActionSkipped || !errors.Is(old.Err, context.Canceled) || !errors.Is(old.Err, reconciler.ErrSkipped) {
+		t.Fatalf("old: %s %v, want skipped because of the cancel", old.Action, old.Err)
+	}
+	if n := e.world.CountCalls(reconcilertest.OpDelete); n != 0 {
+		t.Fatalf("%d deletes after the cancel", n)
+	}
+	if nw, _ := res.Get("egg/new"); nw.Action != reconciler.ActionCreate {
+		t.Fatalf("new: %s, want the create that landed before the cancel recorded", nw.Action)
+	}
+	e.egg.Hook = nil
+	res = e.apply(t, mustGraph(t, []*resource.Desired{egg("new", nil)}))
+	if got := actions(res); !reflect.DeepEqual(got, map[string]reconciler.Action{"egg/new": reconciler.ActionUnchanged, "egg/old": reconciler.ActionDelete}) {
+		t.Fatalf("re-run: %v", got)
+	}
+}

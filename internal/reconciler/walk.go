@@ -405,7 +405,7 @@ func (w *walk) deleteUnwanted() {
 	case w.failures > 0:
 		cause = fmt.Errorf("%w: nothing is deleted, because %d desired resources failed or were skipped", ErrSkipped, w.failures)
 	case w.ctx.Err() != nil:
-		cause = w.ctx.Err()
+		cause = fmt.Errorf("%w: nothing is deleted: %w", ErrSkipped, w.ctx.Err())
 	}
 	if cause != nil {
 		for _, d := range w.dels {
