@@ -64,6 +64,8 @@ func (s *Server) routes() http.Handler {
 		{"GET /api/v1/projects", adminOnly, plain, 0, s.listProjects},
 		{"GET /api/v1/projects/{namespace}/{project}", adminOnly, plain, 0, s.getProject},
 	}
+	routes = append(routes, s.securityRoutes()...)
+	routes = append(routes, s.applyRoutes()...)
 	mux := http.NewServeMux()
 	for _, rt := range routes {
 		mux.Handle(rt.pattern, s.wrap(rt))
