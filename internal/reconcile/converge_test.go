@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -209,11 +210,17 @@ func TestConvergeUnhealthyIsRestartedInPlace(t *testing.T) {
 }
 
 func TestConvergeFailedRolloutKeepsTheOldServing(t *testing.T) {
+	for _, b := range []fake.Behaviour{{NeverHealthy: true}, {CrashAfter: 500 * time.Millisecond, ExitCode: 1}} {
+		t.Run(fmt.Sprintf("%+v", b), func(t *testing.T) { testFailedRollout(t, b) })
+	}
+}
+
+func testFailedRollout(t *testing.T, b fake.Behaviour) {
 	s := newSim(t, web1)
 	s.settle(60, nil)
 	oldID := s.only(web1, 0)[0].ID
 	bad := wl("web", 1, func(w *contract.WorkloadSpec) { w.Image = "img:broken" })
-	s.f.SetBehaviour(up(bad), fake.Behaviour{NeverHealthy: true})
+	s.f.SetBehaviour(up(bad), b)
 	s.desired = desiredOf(bad)
 	for range 6*60 + 10 {
 		s.tick(time.Second)

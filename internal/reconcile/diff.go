@@ -18,46 +18,7 @@ import (
 // ordered by workload, then slot.
 func Diff(desired contract.DesiredState, actual []docker.Container, h *History, now time.Time) Plan {
 	d := differ{h: h, now: now}
-	// Group this host's containers by workload: count, then fill one backing
-	// array, so that each container costs one map lookup.
-	type bucket struct {
-		n  int
-		cs []*docker.Container
-	}
-	groups := make(map[string]*bucket)
-	of := make([]*bucket, len(actual))
-	owned := 0
-	for i := range actual {
-		c := &actual[i]
-		if !d.inScope(c, desired.HostID) {
-			continue
-		}
-		b := groups[c.WorkloadID]
-		if b == nil {
-			b = &bucket{}
-			groups[c.WorkloadID] = b
-		}
-		b.n++
-		of[i] = b
-		owned++
-	}
-	backing := make([]*docker.Container, owned)
-	at := 0
-	for _, b := range groups {
-		b.cs = backing[at : at : at+b.n]
-		at += b.n
-	}
-	for i := range actual {
-		if b := of[i]; b != nil {
-			b.cs = append(b.cs, &actual[i])
-		}
-	}
-	byWorkload := func(id string) []*docker.Container {
-		if b := groups[id]; b != nil {
-			return b.cs
-		}
-		return nil
-	}
+	groups := groupByWorkload(actual, desired.HostID)
 
 	type entry struct {
 		w  *contract.WorkloadSpec
@@ -74,14 +35,14 @@ func Diff(desired contract.DesiredState, actual []docker.Container, h *History, 
 			continue // a duplicate entry: the first one wins
 		}
 		done[e.id] = true
-		d.workload(e.w, e.id, byWorkload(e.id))
+		d.workload(e.w, e.id, groups[e.id])
 	}
 
 	// Containers of workloads no longer desired (or with no readable workload).
 	var extras []*docker.Container
-	for id, b := range groups {
+	for id, cs := range groups {
 		if !done[id] {
-			extras = append(extras, b.cs...)
+			extras = append(extras, cs...)
 		}
 	}
 	slices.SortFunc(extras, func(a, b *docker.Container) int {
@@ -93,9 +54,53 @@ func Diff(desired contract.DesiredState, actual []docker.Container, h *History, 
 	return d.plan
 }
 
+// groupByWorkload returns the containers Diff may consider (see inScope) by
+// workload ID. It counts first, then fills one backing array, so that each
+// container costs one map lookup: Diff runs on every converge of a host that
+// may hold thousands of containers.
+func groupByWorkload(actual []docker.Container, hostID string) map[string][]*docker.Container {
+	type bucket struct {
+		n  int
+		cs []*docker.Container
+	}
+	buckets := make(map[string]*bucket)
+	of := make([]*bucket, len(actual))
+	total := 0
+	for i := range actual {
+		c := &actual[i]
+		if !inScope(c, hostID) {
+			continue
+		}
+		b := buckets[c.WorkloadID]
+		if b == nil {
+			b = &bucket{}
+			buckets[c.WorkloadID] = b
+		}
+		b.n++
+		of[i] = b
+		total++
+	}
+	backing := make([]*docker.Container, total)
+	at := 0
+	for _, b := range buckets {
+		b.cs = backing[at : at : at+b.n]
+		at += b.n
+	}
+	for i := range actual {
+		if b := of[i]; b != nil {
+			b.cs = append(b.cs, &actual[i])
+		}
+	}
+	groups := make(map[string][]*docker.Container, len(buckets))
+	for id, b := range buckets {
+		groups[id] = b.cs
+	}
+	return groups
+}
+
 // inScope reports whether Diff may consider c: this host's, and either a real
 // container or a start in progress.
-func (d *differ) inScope(c *docker.Container, hostID string) bool {
+func inScope(c *docker.Container, hostID string) bool {
 	if !docker.Owned(c.Labels, hostID) {
 		return false // not ours: never in a plan, whatever it is
 	}
@@ -303,9 +308,17 @@ type slotPlanner struct {
 	replaceTarget map[int]string
 }
 
-// deadlinePassed reports whether an up-to-date container has had its progress
-// deadline, counted from its creation or its last restart, to become healthy.
-func (s *slotPlanner) deadlinePassed(m member) bool {
+// overdue reports whether an up-to-date container's progress deadline,
+// counted from its creation, has passed: its rollout has failed unless it has
+// become healthy.
+func (s *slotPlanner) overdue(m member) bool {
+	return !m.c.Created.IsZero() && s.d.now.Sub(m.c.Created) >= s.w.ProgressDeadline()
+}
+
+// incarnationOverdue reports whether a container that was never healthy has
+// had the progress deadline since its creation or its last restart: each
+// restart of a replacement with nothing to fall back on gets a full deadline.
+func (s *slotPlanner) incarnationOverdue(m member) bool {
 	from := m.c.Created
 	if last := s.d.hist(m).LastRestart; last.After(from) {
 		from = last
@@ -457,12 +470,12 @@ func (s *slotPlanner) stateless(slot int, members []member) (midRoll, wantsRoll 
 			break // (re)starting: give it its chance
 		}
 		switch {
-		case keep != nil && (s.failed || s.deadlinePassed(u)):
+		case keep != nil && (s.failed || s.overdue(u)):
 			// The old container keeps serving; this spec is not tried again.
 			d.step(ActionStop, u, "rollout failed")
 			d.fail(s.id, s.hash, s.deadlineReason())
 			midRoll = false
-		case keep == nil && s.deadlinePassed(u):
+		case keep == nil && s.incarnationOverdue(u):
 			d.fail(s.id, s.hash, s.deadlineReason())
 			d.restart(u, "not healthy by the progress deadline")
 		}
@@ -470,12 +483,12 @@ func (s *slotPlanner) stateless(slot int, members []member) (midRoll, wantsRoll 
 		d.restart(u, "unhealthy")
 	case stExited, stUnknown:
 		switch {
-		case keep != nil && !everHealthy && (s.failed || s.deadlinePassed(u)):
+		case keep != nil && !everHealthy && (s.failed || s.overdue(u)):
 			d.step(ActionStop, u, "rollout failed")
 			d.fail(s.id, s.hash, s.deadlineReason())
 			midRoll = false
 		case s.shouldRestart(u):
-			if keep == nil && !everHealthy && s.deadlinePassed(u) {
+			if keep == nil && !everHealthy && s.overdue(u) {
 				d.fail(s.id, s.hash, s.deadlineReason())
 			}
 			d.restart(u, "crashed")
@@ -563,7 +576,7 @@ func (s *slotPlanner) stateful(slot int, members []member) (midRoll, wantsRoll b
 		midRoll = !c.ready
 		switch c.st {
 		case stBooting:
-			if c.c.State == contract.StateRunning && s.deadlinePassed(c) {
+			if c.c.State == contract.StateRunning && s.incarnationOverdue(c) {
 				d.fail(s.id, s.hash, s.deadlineReason())
 				d.restart(c, "not healthy by the progress deadline")
 			}
@@ -571,7 +584,7 @@ func (s *slotPlanner) stateful(slot int, members []member) (midRoll, wantsRoll b
 			d.restart(c, "unhealthy")
 		case stExited, stUnknown:
 			if s.shouldRestart(c) {
-				if d.hist(c).HealthyStart.IsZero() && s.deadlinePassed(c) {
+				if d.hist(c).HealthyStart.IsZero() && s.overdue(c) {
 					d.fail(s.id, s.hash, s.deadlineReason())
 				}
 				d.restart(c, "crashed")
