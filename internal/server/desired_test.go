@@ -176,7 +176,6 @@ func TestBadStatusReportsNameTheField(t *testing.T) {
 		{"malformed JSON", `{"host_id": "h1",`, "bad_request", "malformed", 400},
 		{"not JSON at all", `hello`, "bad_request", "malformed", 400},
 		{"an empty body", ``, "bad_request", "empty", 400},
-		{"an unknown field", `{"host_id":"h1","colour":"red"}`, "bad_request", "colour", 400},
 		{"a wrong type", `{"host_id":"h1","containers":[{"workload":"w","slot":"zero","state":"running"}]}`, "bad_request", "containers.slot", 400},
 		{"a bad time", `{"host_id":"h1","time":"yesterday"}`, "bad_request", "time", 400},
 		{"another host's id", `{"host_id":"h2"}`, "bad_request", "host_id", 400},
@@ -192,6 +191,20 @@ func TestBadStatusReportsNameTheField(t *testing.T) {
 	}
 	if _, err := h.store.Host(t.Context(), "h1"); err == nil {
 		t.Fatal("a refused report still made the host")
+	}
+}
+
+// An agent one version ahead of the server sends fields the server does not
+// know: the contract promises they are ignored, not refused.
+func TestStatusReportWithUnknownFieldsIsAccepted(t *testing.T) {
+	h := newHarness(t, DefaultConfig(), nil)
+	resp := h.do("POST", "/api/v1/hosts/h1/status", strings.NewReader(`{"host_id":"h1","colour":"red","containers":[]}`))
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("status %d for a report with an unknown field, want 2xx", resp.StatusCode)
+	}
+	resp.Body.Close()
+	if _, err := h.store.Host(t.Context(), "h1"); err != nil {
+		t.Fatalf("the report was not stored: %v", err)
 	}
 }
 

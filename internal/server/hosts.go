@@ -146,7 +146,7 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) postStatus(w http.ResponseWriter, r *http.Request) error {
 	host := r.PathValue("id")
 	var report contract.StatusReport
-	if err := decodeJSON(r, &report); err != nil {
+	if err := decodeContract(r, &report); err != nil {
 		return err
 	}
 	if report.HostID == "" {

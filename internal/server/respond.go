@@ -52,9 +52,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decodeJSON reads exactly one JSON value into v, refusing unknown fields,
 // and turns every failure into a 400 (413 past the body limit) naming the
 // field at fault.
-func decodeJSON(r *http.Request, v any) error {
+func decodeJSON(r *http.Request, v any) error { return decodeBody(r, v, true) }
+
+// decodeContract is decodeJSON for the agent's wire types (package contract),
+// which ignore unknown fields so that an agent one version ahead of the server
+// is still understood.
+func decodeContract(r *http.Request, v any) error { return decodeBody(r, v, false) }
+
+func decodeBody(r *http.Request, v any, strict bool) error {
 	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
