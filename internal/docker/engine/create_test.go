@@ -21,6 +21,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/ingress"
 )
 
 func fullSpec() contract.WorkloadSpec {
@@ -291,3 +292,6 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// The agent hands its ingress to the Engine as it is.
+var _ Ingress = (*ingress.Ingress)(nil)

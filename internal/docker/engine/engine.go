@@ -49,16 +49,16 @@ type BlobSource interface {
 	OpenBlob(ctx context.Context, digest string) (io.ReadCloser, error)
 }
 
-// Ingress is the agent's proxy as the Engine sees it: before a container
-// stops, it is taken out of traffic and its requests in flight may finish.
-// The ingress puts a container back into traffic by itself once it is healthy
-// again (after a restart).
+// Ingress is the agent's proxy as the Engine sees it (*ingress.Ingress is
+// one): a container leaves traffic before it stops.
 type Ingress interface {
-	// Exclude takes the container out of traffic; requests in flight go on.
-	Exclude(containerID string)
-	// WaitIdle returns once the container has no request in flight through
-	// the ingress, or when ctx is done.
-	WaitIdle(ctx context.Context, containerID string) error
+	// Drain takes the container out of traffic and returns once its requests
+	// in flight have finished, the ingress's own drain timeout passed, or ctx
+	// is done.
+	Drain(ctx context.Context, containerID string) error
+	// Gone says the container stopped or is about to restart: it leaves
+	// traffic at once, and rejoins only once the ingress sees it healthy again.
+	Gone(containerID string)
 }
 
 // Config configures an Engine.

@@ -134,16 +134,19 @@ type monitor struct {
 	onChange func()
 	wake     chan struct{} // one slot: "the targets changed"
 
-	mu      sync.Mutex        // guards entries
+	mu      sync.Mutex        // guards entries and gens
 	entries map[string]*entry // by container ID
+	gens    int               // the last gen given out
 }
 
 type entry struct {
-	target   target
-	res      result
-	due      time.Time
-	inflight bool
-	gen      int // bumped when the target changes, so a late result of an old one is dropped
+	target target
+	res    result
+	due    time.Time
+	// gen identifies the target (unique in the monitor), so that the late
+	// result of a probe of an earlier target, or of a forgotten entry, is
+	// dropped; probing is the gen of the probe in flight, 0 for none.
+	gen, probing int
 }
 
 func newMonitor(check func(context.Context, target) error, concurrency int, now func() time.Time, onChange func()) *monitor {
@@ -185,15 +188,17 @@ func (m *monitor) forget(id string) {
 }
 
 func (m *monitor) setLocked(id string, t target) {
+	m.gens++
 	if e, ok := m.entries[id]; ok {
 		if e.target == t {
 			return
 		}
-		e.target, e.res, e.due = t, result{}, m.now()
-		e.gen++
+		// A probe of the old target may still be in flight: it keeps the
+		// entry busy until it returns, and its result is dropped.
+		e.target, e.res, e.due, e.gen = t, result{}, m.now(), m.gens
 		return
 	}
-	m.entries[id] = &entry{target: t, due: m.now()}
+	m.entries[id] = &entry{target: t, due: m.now(), gen: m.gens}
 }
 
 func (m *monitor) poke() {
@@ -239,7 +244,7 @@ func (m *monitor) launchDue(ctx context.Context, wg *sync.WaitGroup) time.Time {
 	now := m.now()
 	next := now.Add(time.Second)
 	for id, e := range m.entries {
-		if e.inflight {
+		if e.probing != 0 {
 			continue
 		}
 		if e.due.After(now) {
@@ -248,7 +253,7 @@ func (m *monitor) launchDue(ctx context.Context, wg *sync.WaitGroup) time.Time {
 			}
 			continue
 		}
-		e.inflight = true
+		e.probing = e.gen
 		wg.Add(1)
 		go func(id string, t target, gen int) {
 			defer wg.Done()
@@ -274,14 +279,17 @@ func (m *monitor) launchDue(ctx context.Context, wg *sync.WaitGroup) time.Time {
 func (m *monitor) record(id string, gen int, passed bool) {
 	m.mu.Lock()
 	e, ok := m.entries[id]
+	if ok && e.probing == gen {
+		e.probing = 0
+	}
 	if !ok || e.gen != gen {
 		m.mu.Unlock()
-		return // forgotten or changed meanwhile
+		m.poke() // the new target, if any, is due
+		return   // forgotten or changed meanwhile: the result is stale
 	}
 	now := m.now()
 	before := e.res
 	e.res = e.res.next(passed, now, e.target)
-	e.inflight = false
 	interval := e.target.probe.interval
 	if !e.res.passed {
 		interval = min(interval, startInterval)

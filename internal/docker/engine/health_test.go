@@ -263,14 +263,16 @@ func TestMonitorProbesEachTargetAndReportsChanges(t *testing.T) {
 		t.Fatalf("%d change notifications, want one for a turning healthy and one for b turning unhealthy", changes.Load())
 	}
 
-	// A restarted container (new start time) starts afresh.
-	s.set("b", false)
+	// A restarted container (new start time) starts afresh: still failing,
+	// its streak starts again instead of going on from the old one.
+	oldStreak := m.result("cb", b).streak
 	b2 := b
 	b2.startedAt = b.startedAt.Add(time.Second)
 	m.track("cb", b2)
-	if r := m.result("cb", b2); r.streak != 0 || r.healthy {
-		t.Fatalf("a restarted container kept its old result: %+v", r)
+	if r := m.result("cb", b2); r.streak > 1 || r.streak >= oldStreak || r.healthy {
+		t.Fatalf("a restarted container kept its old result (streak %d before): %+v", oldStreak, r)
 	}
+	s.set("b", false)
 	eventually(t, "b healthy after restart", func() bool { return m.result("cb", b2).healthy })
 	if r := m.result("cb", b); r.healthy || r.streak != 0 {
 		t.Fatalf("the result of the old incarnation is still served: %+v", r)
@@ -295,7 +297,7 @@ func TestMonitorNeverRunsTwoProbesOfOneContainerAtOnce(t *testing.T) {
 	m.track("ca", a)
 	time.Sleep(100 * time.Millisecond) // five intervals with the first probe hung
 	m.mu.Lock()
-	inflight := m.entries["ca"].inflight
+	inflight := m.entries["ca"].probing != 0
 	m.mu.Unlock()
 	close(s.block)
 	eventually(t, "the hung probe finished", func() bool { return s.count("a") >= 1 })
@@ -323,4 +325,32 @@ func TestMonitorRunReturnsWithProbesInFlight(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("run did not return after cancel with probes hung")
 	}
+}
+
+// A target that changes while its probe hangs (a container restarted during
+// a probe) must be probed again once the hung probe returns: the entry may
+// not stay busy forever, nor take the stale result.
+func TestMonitorProbesANewTargetAfterAStaleProbeReturns(t *testing.T) {
+	s := &scripted{fail: map[string]bool{"a": true}, calls: map[string]int{}, block: make(chan struct{})}
+	m := newMonitor(s.check, 4, time.Now, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	old := fastTarget("a")
+	m.track("c", old)
+	time.Sleep(30 * time.Millisecond) // the probe of old hangs
+	restarted := old
+	restarted.startedAt = old.startedAt.Add(time.Second)
+	m.track("c", restarted)
+	s.set("a", false)
+	close(s.block)
+	eventually(t, "the restarted container probed and healthy", func() bool { return m.result("c", restarted).healthy })
+
+	// Forgotten then tracked again: a fresh entry, not confused with the old.
+	m.forget("c")
+	again := restarted
+	again.startedAt = restarted.startedAt.Add(time.Second)
+	m.track("c", again)
+	eventually(t, "the re-tracked container healthy", func() bool { return m.result("c", again).healthy })
 }

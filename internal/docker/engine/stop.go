@@ -28,14 +28,15 @@ func (e *Engine) Stop(ctx context.Context, req docker.StopRequest) error {
 		return err
 	}
 	return e.run(docker.Task{Kind: docker.TaskStop, Container: c.ID}, func(ctx context.Context) error {
+		e.leaveTraffic(c.ID)
 		return e.stopAndRemove(ctx, c.ID, req.StopTimeout)
 	})
 }
 
 // Drain begins the graceful removal of a container that may be serving: out
-// of the ingress, then a wait until it is idle or req.DrainTimeout passed
-// (default 10s), then Stop. Without an ingress nothing can be in flight
-// through it, so the stop comes at once.
+// of the ingress, a wait until its requests in flight finished or
+// req.DrainTimeout passed (default 10s), then Stop. Without an ingress
+// nothing can be in flight through it, so the stop comes at once.
 func (e *Engine) Drain(ctx context.Context, req docker.StopRequest) error {
 	c, err := e.inspectOwned(ctx, "drain "+describe(req.WorkloadID, req.Slot), req.ID)
 	if c == nil {
@@ -43,19 +44,19 @@ func (e *Engine) Drain(ctx context.Context, req docker.StopRequest) error {
 	}
 	return e.run(docker.Task{Kind: docker.TaskDrain, Container: c.ID}, func(ctx context.Context) error {
 		if e.cfg.Ingress != nil && c.State != nil && c.State.Running {
-			e.cfg.Ingress.Exclude(c.ID)
 			timeout := req.DrainTimeout
 			if timeout <= 0 {
 				timeout = contract.DefaultDrainTimeout
 			}
-			wctx, cancel := context.WithTimeout(ctx, timeout)
-			err := e.cfg.Ingress.WaitIdle(wctx, c.ID)
+			dctx, cancel := context.WithTimeout(ctx, timeout)
+			err := e.cfg.Ingress.Drain(dctx, c.ID)
 			cancel()
 			if err != nil && ctx.Err() == nil {
 				e.log.Info("drain timeout reached, stopping with requests in flight",
 					zap.String("workload", req.WorkloadID), zap.Int("slot", req.Slot), zap.Duration("drain_timeout", timeout))
 			}
 		}
+		e.leaveTraffic(c.ID)
 		return e.stopAndRemove(ctx, c.ID, req.StopTimeout)
 	})
 }
@@ -73,9 +74,7 @@ func (e *Engine) Restart(ctx context.Context, req docker.RestartRequest) error {
 		return nil // someone restarted it since the caller looked
 	}
 	return e.run(docker.Task{Kind: docker.TaskRestart, Container: c.ID}, func(ctx context.Context) error {
-		if e.cfg.Ingress != nil {
-			e.cfg.Ingress.Exclude(c.ID)
-		}
+		e.leaveTraffic(c.ID)
 		e.mon.forget(c.ID)
 		if err := e.stop(ctx, c.ID, req.StopTimeout); err != nil {
 			return fmt.Errorf("restart %s: %w", what, err)
@@ -87,6 +86,13 @@ func (e *Engine) Restart(ctx context.Context, req docker.RestartRequest) error {
 		e.log.Info("restarted container", zap.String("workload", req.WorkloadID), zap.Int("slot", req.Slot), zap.String("id", short(c.ID)))
 		return nil
 	})
+}
+
+// leaveTraffic tells the ingress, if any, that the container stops serving.
+func (e *Engine) leaveTraffic(id string) {
+	if e.cfg.Ingress != nil {
+		e.cfg.Ingress.Gone(id)
+	}
 }
 
 // stop sends the container's stop signal and kills it after timeout (the
