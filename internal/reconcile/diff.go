@@ -18,7 +18,7 @@ import (
 // ordered by workload, then slot.
 func Diff(desired contract.DesiredState, actual []docker.Container, h *History, now time.Time) Plan {
 	d := differ{h: h, now: now}
-	groups := groupByWorkload(actual, desired.HostID)
+	index, groups := groupByWorkload(actual, desired.HostID)
 
 	type entry struct {
 		w  *contract.WorkloadSpec
@@ -29,20 +29,23 @@ func Diff(desired contract.DesiredState, actual []docker.Container, h *History, 
 		workloads = append(workloads, entry{&desired.Workloads[i], desired.Workloads[i].ID()})
 	}
 	slices.SortStableFunc(workloads, func(a, b entry) int { return strings.Compare(a.id, b.id) })
-	done := make(map[string]bool, len(workloads))
-	for _, e := range workloads {
-		if done[e.id] {
+	for i, e := range workloads {
+		if i > 0 && workloads[i-1].id == e.id {
 			continue // a duplicate entry: the first one wins
 		}
-		done[e.id] = true
-		d.workload(e.w, e.id, groups[e.id])
+		var cs []*docker.Container
+		if g, ok := index[e.id]; ok {
+			cs = groups[g].cs
+			groups[g].desired = true
+		}
+		d.workload(e.w, e.id, cs)
 	}
 
 	// Containers of workloads no longer desired (or with no readable workload).
 	var extras []*docker.Container
-	for id, cs := range groups {
-		if !done[id] {
-			extras = append(extras, cs...)
+	for _, g := range groups {
+		if !g.desired {
+			extras = append(extras, g.cs...)
 		}
 	}
 	slices.SortFunc(extras, func(a, b *docker.Container) int {
@@ -54,48 +57,49 @@ func Diff(desired contract.DesiredState, actual []docker.Container, h *History, 
 	return d.plan
 }
 
-// groupByWorkload returns the containers Diff may consider (see inScope) by
-// workload ID. It counts first, then fills one backing array, so that each
-// container costs one map lookup: Diff runs on every converge of a host that
-// may hold thousands of containers.
-func groupByWorkload(actual []docker.Container, hostID string) map[string][]*docker.Container {
-	type bucket struct {
-		n  int
-		cs []*docker.Container
-	}
-	buckets := make(map[string]*bucket)
-	of := make([]*bucket, len(actual))
+// group is the containers of one workload ID.
+type group struct {
+	cs      []*docker.Container
+	desired bool // the workload is desired (and planned as such)
+}
+
+// groupByWorkload groups the containers Diff may consider (see inScope) by
+// workload ID: index maps an ID to its group. It counts first, then fills one
+// backing array, so that each container costs one map lookup: Diff runs on
+// every converge of a host that may hold thousands of containers.
+func groupByWorkload(actual []docker.Container, hostID string) (index map[string]int, groups []group) {
+	index = make(map[string]int)
+	var counts []int
+	of := make([]int32, len(actual)) // group index + 1; 0: out of scope
 	total := 0
 	for i := range actual {
 		c := &actual[i]
 		if !inScope(c, hostID) {
 			continue
 		}
-		b := buckets[c.WorkloadID]
-		if b == nil {
-			b = &bucket{}
-			buckets[c.WorkloadID] = b
+		g, ok := index[c.WorkloadID]
+		if !ok {
+			g = len(counts)
+			index[c.WorkloadID] = g
+			counts = append(counts, 0)
 		}
-		b.n++
-		of[i] = b
+		counts[g]++
+		of[i] = int32(g + 1)
 		total++
 	}
 	backing := make([]*docker.Container, total)
+	groups = make([]group, len(counts))
 	at := 0
-	for _, b := range buckets {
-		b.cs = backing[at : at : at+b.n]
-		at += b.n
+	for g, n := range counts {
+		groups[g].cs = backing[at : at : at+n]
+		at += n
 	}
 	for i := range actual {
-		if b := of[i]; b != nil {
-			b.cs = append(b.cs, &actual[i])
+		if g := of[i]; g > 0 {
+			groups[g-1].cs = append(groups[g-1].cs, &actual[i])
 		}
 	}
-	groups := make(map[string][]*docker.Container, len(buckets))
-	for id, b := range buckets {
-		groups[id] = b.cs
-	}
-	return groups
+	return index, groups
 }
 
 // inScope reports whether Diff may consider c: this host's, and either a real
