@@ -62,14 +62,19 @@ func BenchmarkDiff(b *testing.B) {
 		// and a median shrugs off the iterations a neighbour slowed down.
 		ds, small, hs := benchHost(100)
 		dl, large, hl := benchHost(1000)
+		_, _ = Diff(ds, small, hs, t0), Diff(dl, large, hl, t0) // warm up
 		var costSmall, costLarge []time.Duration
 		for b.Loop() {
-			start := time.Now()
-			_ = Diff(ds, small, hs, t0)
-			costSmall = append(costSmall, time.Since(start))
-			start = time.Now()
-			_ = Diff(dl, large, hl, t0)
-			costLarge = append(costLarge, time.Since(start))
+			// Several rounds per iteration, so that even -benchtime 3x
+			// gives the medians enough samples.
+			for range 5 {
+				start := time.Now()
+				_ = Diff(ds, small, hs, t0)
+				costSmall = append(costSmall, time.Since(start))
+				start = time.Now()
+				_ = Diff(dl, large, hl, t0)
+				costLarge = append(costLarge, time.Since(start))
+			}
 		}
 		s, l := median(costSmall), median(costLarge)
 		b.ReportMetric(float64(l)/(10*float64(s)), "scaling")
