@@ -19,6 +19,10 @@ import (
 type decoder struct {
 	*problems
 	interp interpolation
+	// flattened memoizes flatten per mapping node: merge keys may name the
+	// same anchor many times over, and without it a few lines of YAML that
+	// merge an anchor twice at each of 40 levels would take 2^40 steps.
+	flattened map[*yaml.Node][]field
 }
 
 // field is one key/value pair of a mapping, aliases and merge keys resolved.
@@ -43,7 +47,7 @@ func (d *decoder) fields(n *yaml.Node, what string, valid ...string) []field {
 	}
 	var out []field
 	seen := map[string]int{}
-	for _, f := range flatten(n) {
+	for _, f := range d.flatten(n) {
 		if first, dup := seen[f.Key]; dup {
 			d.errorf(f.Line, "%s: %q is set twice (first on line %d)", what, f.Key, first)
 			continue
@@ -60,13 +64,26 @@ func (d *decoder) fields(n *yaml.Node, what string, valid ...string) []field {
 
 // flatten lists a mapping's pairs, with the pairs of YAML merge keys
 // ("<<: *defaults") placed first so that the mapping's own keys override them.
-func flatten(n *yaml.Node) []field {
+func (d *decoder) flatten(n *yaml.Node) []field {
+	if fs, done := d.flattened[n]; done {
+		return fs
+	}
+	if d.flattened == nil {
+		d.flattened = map[*yaml.Node][]field{}
+	}
+	d.flattened[n] = nil // a mapping merging itself adds nothing
+	fs := d.flattenOnce(n)
+	d.flattened[n] = fs
+	return fs
+}
+
+func (d *decoder) flattenOnce(n *yaml.Node) []field {
 	var merged, own []field
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
 			for _, src := range mergeSources(v) {
-				merged = append(merged, flatten(src)...)
+				merged = append(merged, d.flatten(src)...)
 			}
 			continue
 		}

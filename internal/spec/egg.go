@@ -79,6 +79,10 @@ func (d *decoder) egg(f field, dir string) *Egg {
 		d.errorf(f.Line, "%s is empty: give it at least build: or image:", what)
 		return e
 	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n.Line, "%s must be a mapping of its settings, for example {image: nginx:1.27}, not %s", what, describe(n))
+		return e
+	}
 	for _, g := range d.fields(n, what) {
 		switch hint, compose := composeNames[g.Key]; {
 		case contains(eggFields, g.Key):
@@ -598,6 +602,10 @@ func (ed *eggDecoder) dependsOn(n *yaml.Node, what string) {
 	}
 	for _, f := range ed.fields(n, what) {
 		dep := DependsOn{Egg: f.Key, Line: f.Line}
+		if v := resolve(f.Value); v.Kind == yaml.ScalarNode && !isNull(v) {
+			ed.errorf(f.Line, "%s %s: write %s: {condition: %s}", what, f.Key, f.Key, v.Value)
+			continue
+		}
 		for _, c := range ed.fields(f.Value, what+" "+f.Key, "condition") {
 			v, ok := ed.plain(c.Value, what+" "+f.Key+" condition")
 			if !ok {

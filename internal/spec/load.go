@@ -164,6 +164,9 @@ func (d *decoder) project(root *yaml.Node, p *Project) {
 		d.interp.defined["egg"][f.Key] = true
 		named = append(named, f)
 	}
+	if len(entries) == 0 && resolve(eggs.Value).Kind == yaml.MappingNode {
+		d.errorf(eggs.Line, "eggs is empty: a project needs at least one egg to run")
+	}
 	for _, f := range named {
 		p.Eggs = append(p.Eggs, d.egg(f, p.Dir))
 	}

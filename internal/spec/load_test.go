@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -410,6 +411,21 @@ func TestParseReportsErrors(t *testing.T) {
 			want: []want{{"image: httpd", []string{`"image" is set twice (first on line 4)`}}},
 		},
 		{
+			name: "an egg that is not a mapping",
+			src:  "project: shop\neggs:\n  web: nginx\n",
+			want: []want{{"web:", []string{`egg "web" must be a mapping of its settings`, "{image: nginx:1.27}"}}},
+		},
+		{
+			name: "no eggs at all",
+			src:  "project: shop\neggs: {}\n",
+			want: []want{{"eggs:", []string{"eggs is empty"}}},
+		},
+		{
+			name: "a condition without its key",
+			src:  "project: shop\neggs:\n  web: {image: x, depends_on: {db: healthy}}\n  db: {image: y}\n",
+			want: []want{{"web:", []string{`depends_on db: write db: {condition: healthy}`}}},
+		},
+		{
 			name: "a list where a mapping belongs",
 			src:  "project: shop\neggs:\n  - web\n",
 			want: []want{{"- web", []string{"eggs must be a mapping", "not a list"}}},
@@ -693,5 +709,43 @@ func TestSuggest(t *testing.T) {
 		if got := suggest(word, valid); got != want {
 			t.Errorf("suggest(%q) = %q, want %q", word, got, want)
 		}
+	}
+}
+
+// Merge keys may name one anchor many times over: each mapping is flattened
+// once, so this file (2^40 merges if expanded naively) loads at once.
+func TestMergeKeysAreNotExpandedExponentially(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("project: shop\nx-0: &a0 {team: shop}\n")
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&b, "x-%d: &a%d {<<: [*a%d, *a%d]}\n", i, i, i-1, i-1)
+	}
+	b.WriteString("eggs:\n  web:\n    image: nginx\n    labels:\n      <<: *a40\n      tier: front\n")
+	p, err := parse(b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Eggs[0].Labels; !reflect.DeepEqual(got, map[string]string{"team": "shop", "tier": "front"}) {
+		t.Fatalf("labels = %v", got)
+	}
+}
+
+// A mapping's own keys override merged ones, and the first merged source
+// wins over the next, as YAML's merge keys say.
+func TestMergeKeyPrecedence(t *testing.T) {
+	p, err := parse(`project: shop
+x-a: &a {image: a, port: 1, replicas: 2}
+x-b: &b {image: b, port: 2, user: b}
+eggs:
+  web:
+    <<: [*a, *b]
+    port: 3
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := p.Eggs[0]
+	if web.Image != "a" || web.Port != 3 || web.Replicas != 2 || web.User != "b" {
+		t.Fatalf("merged egg = image %q, port %d, replicas %d, user %q", web.Image, web.Port, web.Replicas, web.User)
 	}
 }
