@@ -103,10 +103,11 @@ func (d *decoder) egg(f field, dir string) *Egg {
 	if len(e.Networks) == 0 {
 		e.Networks = []string{DefaultNetwork}
 	}
-	if e.Stateful() && e.lines["rollout.order"] == 0 {
-		e.Rollout.Order = StopFirst
-	} else if e.Rollout.Order == "" {
+	if e.Rollout.Order == "" { // not written, or reported as wrong
 		e.Rollout.Order = StartFirst
+		if e.Stateful() {
+			e.Rollout.Order = StopFirst
+		}
 	}
 	return e
 }

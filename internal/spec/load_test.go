@@ -200,6 +200,11 @@ func TestParseReportsErrors(t *testing.T) {
 			want: []want{{"order: start-first", []string{`egg "db" mounts volume "pgdata"`, "stop-first", "remove rollout.order"}}},
 		},
 		{
+			name: "a bad order on a stateful egg is reported once",
+			src:  "project: shop\neggs:\n  db:\n    image: postgres\n    volumes: [\"pgdata:/data\"]\n    rollout: {order: first}\nvolumes:\n  pgdata: {}\n",
+			want: []want{{"order: first", []string{`"first" is not an order`}}},
+		},
+		{
 			name: "an undefined egg in depends_on",
 			src:  "project: shop\neggs:\n  web:\n    image: nginx\n    depends_on: [db]\n",
 			want: []want{{"depends_on", []string{`egg "web" depends on "db", which is not defined`}}},
