@@ -27,6 +27,8 @@ test-docker:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/reconcile/ ./internal/ingress/ ./internal/server/
+	# The agent's figures on the real Docker Engine: one measurement each.
+	$(GO) test -tags docker -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/e2e/
 
 lint:
 	$(GO) vet ./...

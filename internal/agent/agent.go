@@ -392,6 +392,8 @@ func (a *Agent) converge(ctx context.Context) {
 		a.log.Warn("converged with errors", zap.Int("steps", len(plan.Steps)), zap.Strings("errors", errorLines(errs...)))
 	case !plan.Empty():
 		a.log.Info("converged", zap.Int("steps", len(plan.Steps)), zap.Int("failures", len(plan.Failures)), zap.String("version", desired.Version))
+	case known:
+		a.log.Debug("converged: nothing to do", zap.String("version", desired.Version))
 	}
 }
 

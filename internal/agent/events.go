@@ -65,7 +65,7 @@ func watchEvents(ctx context.Context, src EventSource, hostID string, log *zap.L
 		}
 		first = false
 		began := time.Now()
-		err := followEvents(ctx, src, opts, hostID, onEvent)
+		err := followEvents(ctx, src, opts, hostID, log, onEvent)
 		if ctx.Err() != nil {
 			return
 		}
@@ -81,7 +81,7 @@ func watchEvents(ctx context.Context, src EventSource, hostID string, log *zap.L
 }
 
 // followEvents reads one subscription until it fails or ctx ends.
-func followEvents(ctx context.Context, src EventSource, opts events.ListOptions, hostID string, onEvent func(containerEvent, string)) error {
+func followEvents(ctx context.Context, src EventSource, opts events.ListOptions, hostID string, log *zap.Logger, onEvent func(containerEvent, string)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the subscription
 	msgs, errs := src.Events(ctx, opts)
@@ -99,6 +99,7 @@ func followEvents(ctx context.Context, src EventSource, opts events.ListOptions,
 				continue // the filter did this already; a second check is cheap
 			}
 			if kind := classify(m.Action); kind != eventIgnored {
+				log.Debug("docker event", zap.String("action", string(m.Action)), zap.String("container", m.Actor.ID))
 				onEvent(kind, m.Actor.ID)
 			}
 		}
