@@ -98,12 +98,52 @@ type Projects interface {
 	ListResources(ctx context.Context, project string) ([]*resource.Deployed, error)
 }
 
-// Tokens keeps the hashes of named tokens; the tokens themselves are never
-// stored.
+// Tokens keeps what authenticates callers: the hashes of named tokens (the
+// admin token), join tokens, and the identities of the hosts that joined with
+// their host tokens' hashes. The tokens themselves are never stored.
 type Tokens interface {
 	// TokenHash returns the hash stored under name, or ErrNotFound.
 	TokenHash(ctx context.Context, name string) (string, error)
 	// CreateTokenHash stores a hash under a new name; an existing name gives
 	// ErrExists and is left as it was.
 	CreateTokenHash(ctx context.Context, name, hash string, at time.Time) error
+
+	// CreateJoinToken stores a new join token (Uses 0, not revoked); an ID or
+	// hash already stored gives ErrExists.
+	CreateJoinToken(ctx context.Context, t JoinToken) error
+	// JoinTokenByHash returns the join token whose secret has the hash,
+	// usable or not, or ErrNotFound.
+	JoinTokenByHash(ctx context.Context, hash string) (JoinToken, error)
+	// ListJoinTokens returns every join token, oldest first.
+	ListJoinTokens(ctx context.Context) ([]JoinToken, error)
+	// RevokeJoinToken revokes a join token and returns it; a token revoked
+	// already keeps its first RevokedAt. An unknown ID gives ErrNotFound.
+	RevokeJoinToken(ctx context.Context, id string, at time.Time) (JoinToken, error)
+
+	// JoinHost spends one use of the join token whose secret has joinHash and
+	// records the host h, in one transaction: the host also appears in the
+	// host list (unknown, never seen, until it reports), with a host.joined
+	// event. A join token not usable at h.JoinedAt gives ErrNotFound; a name
+	// held by a host not removed, or equal to another host's ID, gives
+	// ErrExists; either way nothing changes.
+	JoinHost(ctx context.Context, joinHash string, h HostIdentity) error
+	// HostByTokenHash returns the host whose token's secret has the hash,
+	// removed or not, or ErrNotFound.
+	HostByTokenHash(ctx context.Context, hash string) (HostIdentity, error)
+	// FindHost returns the host with the ID, else the host not removed with
+	// that name, else the one removed last with that name, or ErrNotFound.
+	FindHost(ctx context.Context, idOrName string) (HostIdentity, error)
+	// ListHostIdentities returns every host that joined, removed ones
+	// included, sorted by name, then by when they joined.
+	ListHostIdentities(ctx context.Context) ([]HostIdentity, error)
+	// RemoveHost revokes the host's token from at on, with a host.removed
+	// event, and returns the host; a host removed already keeps its first
+	// RemovedAt (and no event). An unknown ID gives ErrNotFound.
+	RemoveHost(ctx context.Context, id string, at time.Time) (HostIdentity, error)
+}
+
+// HostIdentities is what placement needs of the joined hosts: their names,
+// and which were removed (their replicas go elsewhere).
+type HostIdentities interface {
+	ListHostIdentities(ctx context.Context) ([]HostIdentity, error)
 }

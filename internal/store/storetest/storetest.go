@@ -53,6 +53,8 @@ func Run(t *testing.T, open Open) {
 	t.Run("ApplyHistory", func(t *testing.T) { RunApplyHistory(t, open) })
 	t.Run("Projects", func(t *testing.T) { RunProjects(t, open) })
 	t.Run("Tokens", func(t *testing.T) { RunTokens(t, open) })
+	t.Run("JoinTokens", func(t *testing.T) { RunJoinTokens(t, open) })
+	t.Run("HostIdentities", func(t *testing.T) { RunHostIdentities(t, open) })
 }
 
 // t0 is a fixed starting time with whole milliseconds.

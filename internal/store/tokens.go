@@ -1,0 +1,76 @@
+package store
+
+import "time"
+
+// The events of joining and removing hosts.
+const (
+	// EventHostJoined: a host traded a join token for its identity.
+	EventHostJoined EventType = "host.joined"
+	// EventHostRemoved: `hatch hosts remove` revoked a host's token; its
+	// replicas are to be placed elsewhere.
+	EventHostRemoved EventType = "host.removed"
+)
+
+// JoinToken is a token an agent trades for a host identity, as stored: the
+// hash of its secret and how long and how often it may be used. The token
+// itself is printed once and never stored.
+type JoinToken struct {
+	// ID names the token in `hatch token list` and `hatch token revoke`.
+	ID string
+	// Hash is the hex SHA-256 of the token's secret (pki.HashSecret).
+	Hash      string
+	CreatedAt time.Time
+	// ExpiresAt is when the token stops being accepted.
+	ExpiresAt time.Time
+	// MaxUses is how many hosts may join with it; Uses how many did.
+	MaxUses int
+	Uses    int
+	// RevokedAt is when it was revoked; zero while it was not.
+	RevokedAt time.Time
+}
+
+// The states of a join token, as State names them.
+const (
+	JoinTokenActive  = "active"
+	JoinTokenExpired = "expired"
+	JoinTokenUsedUp  = "used up"
+	JoinTokenRevoked = "revoked"
+)
+
+// State says whether the token is usable at the given time, and if not, why.
+// Revocation is said first, then use, then expiry: the reason a person acted
+// on before the one that merely happened.
+func (t JoinToken) State(at time.Time) string {
+	switch {
+	case !t.RevokedAt.IsZero():
+		return JoinTokenRevoked
+	case t.Uses >= t.MaxUses:
+		return JoinTokenUsedUp
+	case !at.Before(t.ExpiresAt):
+		return JoinTokenExpired
+	}
+	return JoinTokenActive
+}
+
+// Usable reports whether a host may join with the token at the given time.
+func (t JoinToken) Usable(at time.Time) bool { return t.State(at) == JoinTokenActive }
+
+// HostIdentity is a host that joined: its ID (what desired states, labels and
+// routes name), its name (unique among hosts not removed; what placement
+// names), and the hash of its host token.
+type HostIdentity struct {
+	ID   string
+	Name string
+	// TokenHash is the hex SHA-256 of the host token's secret.
+	TokenHash string
+	// JoinToken is the ID of the join token the host joined with.
+	JoinToken string
+	JoinedAt  time.Time
+	// RemovedAt is when `hatch hosts remove` revoked the host's token; zero
+	// while the host is a member. A removed host's token is refused, and its
+	// name may be taken by a new host.
+	RemovedAt time.Time
+}
+
+// Removed reports whether the host was removed.
+func (h HostIdentity) Removed() bool { return !h.RemovedAt.IsZero() }
