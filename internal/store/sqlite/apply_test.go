@@ -1,0 +1,11 @@
+package sqlite
+
+import (
+	"testing"
+
+	"github.com/hatchery/hatchery/internal/store/storetest"
+)
+
+func TestApplyProtocolConformance(t *testing.T) {
+	storetest.RunApply(t, func(t *testing.T) storetest.ApplyStore { return openTemp(t) })
+}
