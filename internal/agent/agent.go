@@ -550,10 +550,13 @@ func (a *Agent) accept(d contract.DesiredState, held string) error {
 	if d.HostID != a.cfg.HostID {
 		return fmt.Errorf("desired state for host %q, but this is host %q", d.HostID, a.cfg.HostID)
 	}
-	if d.Version == "" {
-		d.Seal()
+	if d.Version == "" && (len(d.Workloads) > 0 || len(d.Volumes) > 0) {
+		d.Seal() // a server that sent no version: the content's hash is one
 	}
 	if d.Version == held {
+		// Unchanged; or, with nothing held, the empty state (version "") of
+		// a host the control plane has never given anything: an agent that
+		// holds nothing stays hands-off rather than converging to nothing.
 		return nil
 	}
 	if err := a.cache.Save(d); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/docker"
 	"github.com/hatchery/hatchery/internal/docker/fake"
+	"github.com/hatchery/hatchery/internal/reconcile"
 )
 
 func TestConvergesToANewDesiredStateAndCachesIt(t *testing.T) {
@@ -334,5 +335,68 @@ func TestAFailedRolloutIsNotRetriedAfterARestart(t *testing.T) {
 	c, failed = failure(second)
 	if !failed || !slices.Equal(c.LogTail, logLines) {
 		t.Errorf("after a restart the status says %+v; want the failure and its log", c)
+	}
+}
+
+func TestTheServersEmptyStateMeansNothingToANewAgentAndEverythingGoneToAnOldOne(t *testing.T) {
+	// The control plane answers a host it has given nothing with
+	// {"host_id": ...} and version "": an agent holding nothing stays
+	// hands-off (a container of its own that no state mentions stays).
+	f, cp := newFake(t), newFakeControlPlane()
+	id := f.Add(docker.Container{Name: "hatch-shop-old-0", Labels: docker.Labels(testHost, web(1), 0, "oldhash"),
+		State: contract.StateRunning, Healthy: true})
+	cp.setRaw(contract.DesiredState{HostID: testHost})
+	a := startAgent(t, testConfig(t, f, cp, t.TempDir()))
+	time.Sleep(100 * time.Millisecond)
+	if _, ok := a.Desired(); ok {
+		t.Error("the empty state of a host never given anything was taken as a desired state")
+	}
+	if len(f.Events()) != 0 {
+		t.Errorf("the agent acted on %s: %+v", id, f.Events())
+	}
+
+	// Once it has been given workloads, the empty state (everything
+	// destroyed) removes them.
+	cp.set(desiredState(web(2)))
+	eventually(t, "two replicas run", func() error {
+		if n := running(f.All(), web(2)); n != 2 {
+			return fmt.Errorf("%d running", n)
+		}
+		return nil
+	})
+	cp.setRaw(contract.DesiredState{HostID: testHost})
+	eventually(t, "everything is removed", func() error {
+		if cs := f.All(); len(cs) != 0 {
+			return fmt.Errorf("%d containers left", len(cs))
+		}
+		return nil
+	})
+}
+
+func TestBuildReport(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	w := web(1)
+	hash := contract.SpecHash(w)
+	d := desiredState(w)
+	serving := docker.FromLabels("c1", "n1", docker.Labels(testHost, w, 0, "oldhash"))
+	serving.State, serving.Healthy = contract.StateRunning, true
+	tampered := docker.FromLabels("c2", "n2", map[string]string{docker.LabelManaged: "true", docker.LabelHost: testHost})
+	tampered.State = contract.StateRunning
+	mem := newMemory()
+	mem.History.RecordFailure(reconcile.Failure{WorkloadID: w.ID(), SpecHash: hash, Reason: "not healthy within the progress deadline (5m0s)"}, now)
+	mem.FailureLogs[w.ID()] = failureLog{SpecHash: hash, ContainerID: "c0", Lines: []string{"boom"}}
+
+	r := buildReport(d, []docker.Container{serving, tampered}, mem, []string{"converge: list: timeout"}, now)
+	if r.HostID != testHost || r.Version != d.Version || !r.Time.Equal(now) {
+		t.Errorf("header %+v", r)
+	}
+	if len(r.Containers) != 1 || r.Containers[0].ContainerID != "c1" {
+		t.Fatalf("containers %+v, want c1 only (c2 has no workload label)", r.Containers)
+	}
+	if c := r.Containers[0]; c.RolloutFailure == "" || !slices.Equal(c.LogTail, []string{"boom"}) || !c.Healthy {
+		t.Errorf("c1 %+v: want healthy, with the failed rollout and its log", c)
+	}
+	if len(r.Errors) != 2 || r.Errors[0] != "converge: list: timeout" || !strings.Contains(r.Errors[1], "c2 has no io.hatchery.workload label") {
+		t.Errorf("errors %q", r.Errors)
 	}
 }

@@ -37,6 +37,11 @@ func newFakeControlPlane() *fakeControlPlane {
 
 func (cp *fakeControlPlane) set(d contract.DesiredState) {
 	d.Seal()
+	cp.setRaw(d)
+}
+
+// setRaw hands out d as it is, version included.
+func (cp *fakeControlPlane) setRaw(d contract.DesiredState) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	cp.state = &d

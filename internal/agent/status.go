@@ -18,12 +18,16 @@ import (
 // log tail of the failed rollout on its workload's containers, and the
 // errors. Pure; the log tails of crashed containers are added after.
 func buildReport(desired contract.DesiredState, actual []docker.Container, mem *memory, errs []string, now time.Time) contract.StatusReport {
-	r := contract.StatusReport{
-		HostID:     desired.HostID,
-		Version:    desired.Version,
-		Time:       now,
-		Containers: reconcile.Status(desired, actual, mem.History, now),
-		Errors:     errs,
+	r := contract.StatusReport{HostID: desired.HostID, Version: desired.Version, Time: now, Errors: errs}
+	for _, c := range reconcile.Status(desired, actual, mem.History, now) {
+		if c.WorkloadID == "" {
+			// The control plane refuses a report with such an entry; the
+			// converge removes the container, and the errors say why.
+			r.Errors = append(r.Errors, fmt.Sprintf("container %s has no %s label: left out of the report, and removed by the converge",
+				c.ContainerID, docker.LabelWorkload))
+			continue
+		}
+		r.Containers = append(r.Containers, c)
 	}
 	for i := range r.Containers {
 		c := &r.Containers[i]
