@@ -95,8 +95,29 @@ func (n *node) parentKeys() []string {
 // discovered collects what the Graph interface says about one key.
 type discovered struct {
 	res     *resource.Desired
-	parents map[string]resource.Condition // parent key -> strongest condition
+	parents []edge // each parent once, with the strongest condition asked of it
 	refs    []resource.Ref
+}
+
+type edge struct {
+	parent string
+	cond   resource.Condition
+}
+
+// addParent records an edge, keeping a condition beyond "created" if the
+// parent was already there with one, and reports whether the parent is new.
+// (A resource has a handful of parents: a slice beats a map.)
+func (d *discovered) addParent(parent string, cond resource.Condition) bool {
+	for i := range d.parents {
+		if d.parents[i].parent == parent {
+			if d.parents[i].cond == resource.ConditionCreated {
+				d.parents[i].cond = cond
+			}
+			return false
+		}
+	}
+	d.parents = append(d.parents, edge{parent: parent, cond: cond})
+	return true
 }
 
 // checkGraph discovers the graph from its leaves and refuses it, listing every
@@ -109,23 +130,19 @@ func checkGraph(g Graph, reg Registry) (*checkedGraph, error) {
 	dup := map[string]bool{}
 	var queue []string
 
-	// visit records one sighting of a resource; the same key seen again must be
-	// the same resource (an implementation may hand out copies).
-	visit := func(r *resource.Desired, seenInList map[string]bool) {
-		if r == nil {
-			errs = append(errs, errors.New("graph holds a nil resource"))
-			return
-		}
-		key := r.Key()
-		if seenInList[key] && !dup[key] {
+	duplicate := func(key string) {
+		if !dup[key] {
 			dup[key] = true
 			errs = append(errs, &graph.DuplicateError{Key: key})
 		}
-		seenInList[key] = true
+	}
+	// visit records one sighting of a resource; the same key seen again must be
+	// the same resource (an implementation may hand out copies).
+	visit := func(r *resource.Desired) {
+		key := r.Key()
 		if d, ok := found[key]; ok {
-			if d.res != r && !sameDesired(d.res, r) && !dup[key] {
-				dup[key] = true
-				errs = append(errs, &graph.DuplicateError{Key: key})
+			if d.res != r && !sameDesired(d.res, r) {
+				duplicate(key)
 			}
 			return
 		}
@@ -135,24 +152,32 @@ func checkGraph(g Graph, reg Registry) (*checkedGraph, error) {
 
 	leaves := map[string]bool{}
 	for _, r := range g.LeafResources() {
-		visit(r, leaves)
+		if r == nil {
+			errs = append(errs, errors.New("graph holds a nil resource"))
+			continue
+		}
+		if leaves[r.Key()] {
+			duplicate(r.Key())
+		}
+		leaves[r.Key()] = true
+		visit(r)
 	}
 	for len(queue) > 0 {
 		key := queue[0]
 		queue = queue[1:]
 		d := found[key]
-		d.parents = map[string]resource.Condition{}
-		listed := map[string]bool{}
 		for _, p := range g.ParentResources(key) {
-			visit(p, listed)
-			if p != nil {
-				d.parents[p.Key()] = resource.ConditionCreated
+			if p == nil {
+				errs = append(errs, fmt.Errorf("%s: graph holds a nil parent", key))
+				continue
 			}
+			if !d.addParent(p.Key(), resource.ConditionCreated) {
+				duplicate(p.Key()) // listed twice among one resource's parents
+			}
+			visit(p)
 		}
 		for _, dep := range g.DependenciesOf(key) {
-			if prev, ok := d.parents[dep.Parent]; !ok || prev == resource.ConditionCreated {
-				d.parents[dep.Parent] = dep.Condition
-			}
+			d.addParent(dep.Parent, dep.Condition)
 		}
 		refs, err := resource.Refs(d.res.Inputs)
 		if err != nil {
@@ -160,9 +185,7 @@ func checkGraph(g Graph, reg Registry) (*checkedGraph, error) {
 		}
 		d.refs = refs
 		for _, ref := range refs {
-			if _, ok := d.parents[ref.Key]; !ok {
-				d.parents[ref.Key] = resource.ConditionCreated
-			}
+			d.addParent(ref.Key, resource.ConditionCreated)
 		}
 	}
 
@@ -204,33 +227,24 @@ func checkGraph(g Graph, reg Registry) (*checkedGraph, error) {
 // conditions on each edge against the parent's schema.
 func linkParents(cg *checkedGraph, n *node, d *discovered) []error {
 	var errs []error
-	refKeys := map[string]string{}
-	for _, ref := range d.refs {
-		refKeys[ref.Key] = ref.String()
-	}
-	parentKeys := make([]string, 0, len(d.parents))
-	for k := range d.parents {
-		parentKeys = append(parentKeys, k)
-	}
-	sort.Strings(parentKeys)
-	for _, pk := range parentKeys {
-		p, ok := cg.byKey[pk]
+	slices.SortFunc(d.parents, func(a, b edge) int { return strings.Compare(a.parent, b.parent) })
+	for _, e := range d.parents {
+		p, ok := cg.byKey[e.parent]
 		if !ok {
-			errs = append(errs, &graph.MissingError{Child: n.key, Parent: pk, Ref: refKeys[pk]})
+			errs = append(errs, &graph.MissingError{Child: n.key, Parent: e.parent, Ref: refTo(d.refs, e.parent)})
 			continue
 		}
 		n.parents = append(n.parents, p)
 		p.children = append(p.children, n) // keys visited in order: stays sorted
-		cond := d.parents[pk]
-		if cond == resource.ConditionCreated || p.provider == nil {
+		if e.cond == resource.ConditionCreated || p.provider == nil {
 			continue
 		}
 		supported := p.provider.Schema().Conditions
-		if !slices.Contains(supported, cond) {
-			errs = append(errs, &ConditionError{Parent: pk, Child: n.key, Condition: cond, Supported: supported})
+		if !slices.Contains(supported, e.cond) {
+			errs = append(errs, &ConditionError{Parent: e.parent, Child: n.key, Condition: e.cond, Supported: supported})
 			continue
 		}
-		n.waits = append(n.waits, readiness{parent: p, cond: cond})
+		n.waits = append(n.waits, readiness{parent: p, cond: e.cond})
 	}
 	for _, ref := range d.refs {
 		p, ok := cg.byKey[ref.Key]
@@ -243,6 +257,17 @@ func linkParents(cg *checkedGraph, n *node, d *discovered) []error {
 		}
 	}
 	return errs
+}
+
+// refTo returns the first reference to key, as written, or "" if the edge
+// came from a dependency alone.
+func refTo(refs []resource.Ref, key string) string {
+	for _, r := range refs {
+		if r.Key == key {
+			return r.String()
+		}
+	}
+	return ""
 }
 
 // sort orders the nodes parents first (Kahn's algorithm, ties by key), or
