@@ -572,7 +572,7 @@ func (a *Agent) accept(d contract.DesiredState, held string) error {
 }
 
 // heartbeat sends the latest status report every HeartbeatInterval, and at
-// once after each converge. It runs on its own goroutine so that a slow
+// once after each converge, from the first converge (or failed attempt) on. It runs on its own goroutine so that a slow
 // control plane never holds up a converge, and a long converge never
 // silences the heartbeat.
 func (a *Agent) heartbeat(ctx context.Context) {
@@ -588,7 +588,9 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		}
 		r, ok := a.Status()
 		if !ok {
-			r = contract.StatusReport{HostID: a.cfg.HostID}
+			// Nothing seen yet: an empty report would tell the control plane
+			// that nothing runs here. The first converge comes at once.
+			continue
 		}
 		r.Time = a.now()
 		rctx, cancel := context.WithTimeout(ctx, max(a.cfg.HeartbeatInterval, 5*time.Second))

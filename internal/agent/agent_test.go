@@ -176,13 +176,20 @@ func TestAPanicInAConvergeIsRecoveredAndTheLoopGoesOn(t *testing.T) {
 func TestTheHeartbeatGoesOnDuringALongConverge(t *testing.T) {
 	gate := make(chan struct{})
 	defer close(gate)
-	d := &countingDocker{Client: newFake(t), gate: gate}
+	d := &countingDocker{Client: newFake(t), gate: gate, blockFrom: 2}
 	cp := newFakeControlPlane()
-	startAgent(t, testConfig(t, d, cp, t.TempDir()))
+	a := startAgent(t, testConfig(t, d, cp, t.TempDir()))
 
-	eventually(t, "the converge is stuck", func() error {
-		if d.listCount() != 1 {
-			return fmt.Errorf("no list yet")
+	eventually(t, "a first converge", func() error {
+		if _, ok := a.Status(); !ok {
+			return fmt.Errorf("no status yet")
+		}
+		return nil
+	})
+	a.Notify()
+	eventually(t, "the second converge is stuck", func() error {
+		if d.listCount() != 2 {
+			return fmt.Errorf("%d lists", d.listCount())
 		}
 		return nil
 	})
@@ -196,6 +203,18 @@ func TestTheHeartbeatGoesOnDuringALongConverge(t *testing.T) {
 	r, _ := cp.lastReport()
 	if r.HostID != testHost || r.Time.IsZero() {
 		t.Errorf("heartbeat %+v: want the host ID and a time", r)
+	}
+}
+
+func TestNoReportBeforeTheFirstConvergeHasSeenTheHost(t *testing.T) {
+	gate := make(chan struct{})
+	defer close(gate)
+	d := &countingDocker{Client: newFake(t), gate: gate}
+	cp := newFakeControlPlane()
+	startAgent(t, testConfig(t, d, cp, t.TempDir()))
+	time.Sleep(10 * testConfig(t, d, cp, "").HeartbeatInterval)
+	if _, n := cp.lastReport(); n != 0 {
+		t.Errorf("%d reports before the agent saw any container: they would say nothing runs", n)
 	}
 }
 

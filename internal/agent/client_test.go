@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -29,6 +30,7 @@ func tlsServer(t *testing.T, h http.Handler) (*httptest.Server, string) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are what some tests want
 	srv.TLS = p.TLSConfig()
 	srv.StartTLS()
 	t.Cleanup(srv.Close)

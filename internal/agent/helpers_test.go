@@ -200,10 +200,11 @@ func running(cs []docker.Container, w contract.WorkloadSpec) int {
 // blocking or panicking in them.
 type countingDocker struct {
 	docker.Client
-	mu      sync.Mutex
-	lists   int
-	gate    chan struct{} // if non-nil, each List waits for a receive from it... closed to release all
-	panicOn int           // the List call number (1-based) that panics; 0 none
+	mu        sync.Mutex
+	lists     int
+	gate      chan struct{} // if non-nil, Lists from number blockFrom on wait until it is closed
+	blockFrom int           // 1-based; 0 means 1
+	panicOn   int           // the List call number (1-based) that panics; 0 none
 }
 
 func (d *countingDocker) List(ctx context.Context) ([]docker.Container, error) {
@@ -214,7 +215,7 @@ func (d *countingDocker) List(ctx context.Context) ([]docker.Container, error) {
 	if n == p {
 		panic("injected panic in List")
 	}
-	if gate != nil {
+	if gate != nil && n >= max(d.blockFrom, 1) {
 		select {
 		case <-gate:
 		case <-ctx.Done():

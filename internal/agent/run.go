@@ -37,8 +37,6 @@ type Options struct {
 	ConvergeInterval time.Duration
 
 	Logger *zap.Logger
-	// Ready, if set, is called once everything listens and the agent runs.
-	Ready func(ingressAddr, adminAddr string)
 }
 
 // Run is `hatch agent`: it joins (first start) or loads the identity, then
@@ -105,11 +103,8 @@ func Run(ctx context.Context, opts Options) error {
 	if err := a.Start(); err != nil {
 		return err
 	}
-	ingressAddr, adminAddr := addrString(in.HTTPAddr()), addrString(in.AdminAddr())
-	log.Info("agent running", zap.String("server", id.Server), zap.String("ingress", ingressAddr), zap.String("admin", adminAddr))
-	if opts.Ready != nil {
-		opts.Ready(ingressAddr, adminAddr)
-	}
+	log.Info("agent running", zap.String("server", id.Server),
+		zap.String("ingress", addrString(in.HTTPAddr())), zap.String("admin", addrString(in.AdminAddr())))
 	<-ctx.Done()
 	log.Info("agent stopping; containers keep running")
 	closeWithin(log, "agent", 15*time.Second, a.Close)
