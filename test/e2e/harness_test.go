@@ -339,7 +339,9 @@ func (e *env) containers(ctx context.Context, w *contract.WorkloadSpec) ([]obser
 
 // get asks the container at ip for path on the app's port.
 func get(ctx context.Context, ip, path string) (int, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	// Generous for a loaded CI machine: a timeout here would read as an
+	// unhealthy container.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	code, body, err := dockertest.Get(ctx, "http://"+ip+":8080"+path)
 	return code, strings.TrimSpace(body), err
