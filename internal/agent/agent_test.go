@@ -419,3 +419,24 @@ func TestBuildReport(t *testing.T) {
 		t.Errorf("errors %q", r.Errors)
 	}
 }
+
+func TestACrashedContainersLastLinesAreReported(t *testing.T) {
+	f, cp := newFake(t), newFakeControlPlane()
+	job := web(1)
+	job.Egg, job.Restart = "job", contract.RestartNo // left crashed: no restart
+	id := f.Add(docker.Container{Name: "hatch-shop-job-0", Labels: docker.Labels(testHost, job, 0, contract.SpecHash(job)),
+		State: contract.StateCrashed, ExitCode: 3})
+	f.SetLogs(id, []string{"line 1", "fatal: no database"})
+	cp.set(desiredState(job))
+	startAgent(t, testConfig(t, f, cp, t.TempDir()))
+
+	eventually(t, "the crash is reported with its log", func() error {
+		r, _ := cp.lastReport()
+		for _, c := range r.Containers {
+			if c.ContainerID == id && c.State == contract.StateCrashed && slices.Equal(c.LogTail, []string{"line 1", "fatal: no database"}) {
+				return nil
+			}
+		}
+		return fmt.Errorf("report %+v", r.Containers)
+	})
+}
