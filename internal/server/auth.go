@@ -18,9 +18,11 @@ import (
 type Principal struct {
 	// Admin may do everything.
 	Admin bool
-	// HostID is set for a host's own token (the join issue issues them): it
-	// may read its desired state and blobs and report its status.
+	// HostID is set for a host's own token: it may read its desired state
+	// and the blobs that state references, and report its status.
 	HostID string
+	// JoinToken is the ID of a usable join token: it may only join.
+	JoinToken string
 }
 
 // ErrUnauthenticated is what an Authenticator returns for a token it does not accept.

@@ -16,7 +16,11 @@ import (
 
 // hostJSON is a host as the API shows it.
 type hostJSON struct {
-	ID         string    `json:"id"`
+	ID string `json:"id"`
+	// Name is the name the host joined with, and RemovedAt when `hatch
+	// hosts remove` revoked its token (see security.go).
+	Name       string    `json:"name,omitempty"`
+	RemovedAt  time.Time `json:"removed_at,omitzero"`
 	State      string    `json:"state"`
 	StateSince time.Time `json:"state_since"`
 	LastSeen   time.Time `json:"last_seen,omitzero"`
@@ -53,12 +57,17 @@ func (s *Server) listHosts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	identities, err := s.hostIdentities(r.Context())
+	if err != nil {
+		return err
+	}
 	out := make([]hostJSON, 0, len(hosts))
 	for _, h := range hosts {
 		v, _, err := s.hostView(r, h)
 		if err != nil {
 			return err
 		}
+		v.Name, v.RemovedAt = identities[h.ID].Name, identities[h.ID].RemovedAt
 		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"hosts": out})
@@ -78,6 +87,11 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	identities, err := s.hostIdentities(r.Context())
+	if err != nil {
+		return err
+	}
+	v.Name, v.RemovedAt = identities[id].Name, identities[id].RemovedAt
 	writeJSON(w, http.StatusOK, struct {
 		hostJSON
 		Status *contract.StatusReport `json:"status"`

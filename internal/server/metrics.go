@@ -15,6 +15,10 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	waiters  prometheus.Gauge
 	hosts    *prometheus.GaugeVec
+	// authFailures counts tokens refused (401); authLimited requests refused
+	// because their address failed too often (429).
+	authFailures prometheus.Counter
+	authLimited  prometheus.Counter
 }
 
 func newMetrics(blobs *blob.Store) *metrics {
@@ -37,8 +41,16 @@ func newMetrics(blobs *blob.Store) *metrics {
 			Name: "hatch_hosts",
 			Help: "Hosts by liveness state, as of the last liveness check.",
 		}, []string{"state"}),
+		authFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hatch_auth_failures_total",
+			Help: "Requests refused for a missing or invalid token (401).",
+		}),
+		authLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hatch_auth_rate_limited_total",
+			Help: "Requests refused because their address failed to authenticate too often (429).",
+		}),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.waiters, m.hosts,
+	m.registry.MustRegister(m.requests, m.duration, m.waiters, m.hosts, m.authFailures, m.authLimited,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hatch_blob_bytes",
 			Help: "Bytes of stored blobs.",

@@ -32,9 +32,6 @@ func hostOrAdmin(p Principal, r *http.Request) bool {
 	return p.Admin || (p.HostID != "" && p.HostID == r.PathValue("id"))
 }
 
-// anyPrincipal lets every authenticated caller in (hosts fetch blobs).
-func anyPrincipal(Principal, *http.Request) bool { return true }
-
 func (s *Server) fixed(d time.Duration) func(*http.Request) time.Duration {
 	return func(*http.Request) time.Duration { return d }
 }
@@ -49,30 +46,35 @@ func (s *Server) waitPlusMargin(r *http.Request) time.Duration {
 	return wait + s.cfg.WaitMargin
 }
 
-func (s *Server) routes() http.Handler {
+// routeTable is every endpoint that needs a token: the auth matrix test
+// walks it, so that no endpoint escapes it.
+func (s *Server) routeTable() []route {
 	plain, body := s.fixed(s.cfg.RequestTimeout), s.cfg.MaxBodyBytes
 	blobs := s.fixed(s.cfg.BlobTimeout)
+	metricsHandler := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
 	routes := []route{
 		{"GET /api/v1/hosts", adminOnly, plain, 0, s.listHosts},
-		{"GET /api/v1/hosts/{id}", hostOrAdmin, plain, 0, s.getHost},
+		{"GET /api/v1/hosts/{id}", adminOnly, plain, 0, s.getHost},
 		{"GET /api/v1/hosts/{id}/desired-state", hostOrAdmin, s.waitPlusMargin, 0, s.getDesiredState},
 		{"POST /api/v1/hosts/{id}/status", hostOrAdmin, plain, body, s.postStatus},
 		{"PUT /api/v1/blobs/{digest}", adminOnly, blobs, s.cfg.MaxBlobBytes, s.putBlob},
-		{"HEAD /api/v1/blobs/{digest}", anyPrincipal, plain, 0, s.headBlob},
-		{"GET /api/v1/blobs/{digest}", anyPrincipal, blobs, 0, s.getBlob},
+		{"HEAD /api/v1/blobs/{digest}", s.hostBlobOrAdmin, plain, 0, s.headBlob},
+		{"GET /api/v1/blobs/{digest}", s.hostBlobOrAdmin, blobs, 0, s.getBlob},
 		{"GET /api/v1/events", adminOnly, s.eventsDeadline, 0, s.getEvents},
 		{"GET /api/v1/projects", adminOnly, plain, 0, s.listProjects},
 		{"GET /api/v1/projects/{namespace}/{project}", adminOnly, plain, 0, s.getProject},
+		{"GET /metrics", adminOnly, plain, 0,
+			func(w http.ResponseWriter, r *http.Request) error { metricsHandler.ServeHTTP(w, r); return nil }},
 	}
 	routes = append(routes, s.securityRoutes()...)
-	routes = append(routes, s.applyRoutes()...)
+	return append(routes, s.applyRoutes()...)
+}
+
+func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	for _, rt := range routes {
+	for _, rt := range s.routeTable() {
 		mux.Handle(rt.pattern, s.wrap(rt))
 	}
-	metricsHandler := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
-	mux.Handle("GET /metrics", s.wrap(route{pattern: "GET /metrics", access: adminOnly, deadline: plain,
-		handle: func(w http.ResponseWriter, r *http.Request) error { metricsHandler.ServeHTTP(w, r); return nil }}))
 	mux.Handle("GET /healthz", s.instrument("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
@@ -91,8 +93,7 @@ func (s *Server) outer(mux *http.ServeMux) http.Handler {
 		}
 		// No route: authenticate first, so that an unknown caller learns
 		// nothing about which paths exist.
-		if _, err := s.deps.Auth.Authenticate(r.Context(), bearer(r.Header.Get("Authorization"))); err != nil {
-			s.unauthorized(w)
+		if _, ok := s.authenticate(w, r); !ok {
 			return
 		}
 		probe := &statusOnly{header: http.Header{}}
@@ -117,19 +118,23 @@ func (p *statusOnly) Header() http.Header         { return p.header }
 func (p *statusOnly) Write(b []byte) (int, error) { return len(b), nil }
 func (p *statusOnly) WriteHeader(status int)      { p.status = status }
 
-func (s *Server) unauthorized(w http.ResponseWriter) {
+// unauthorized answers 401; a refusal's own reason (a join token used up, a
+// host removed) is told to the token's holder.
+func (s *Server) unauthorized(w http.ResponseWriter, err error) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="hatch"`)
-	writeError(w, errorf(http.StatusUnauthorized, "unauthorized",
-		"missing or invalid token: send Authorization: Bearer <token> (the admin token is in the server's data dir)"))
+	msg := "missing or invalid token: send Authorization: Bearer <token> (the admin token is in the server's data dir)"
+	if r := (*refusal)(nil); errors.As(err, &r) {
+		msg = r.reason
+	}
+	writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "%s", msg))
 }
 
 // wrap applies a route's rules: authentication and access, deadline, body
 // limit, and the mapping of the handler's error to a response.
 func (s *Server) wrap(rt route) http.Handler {
 	return s.instrument(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
-		p, err := s.deps.Auth.Authenticate(r.Context(), bearer(r.Header.Get("Authorization")))
-		if err != nil {
-			s.unauthorized(w)
+		p, ok := s.authenticate(w, r)
+		if !ok {
 			return
 		}
 		if !rt.access(p, r) {

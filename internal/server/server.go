@@ -57,6 +57,11 @@ type Config struct {
 	BlobGCInterval time.Duration
 	// ShutdownTimeout bounds how long Serve waits for requests in flight.
 	ShutdownTimeout time.Duration
+	// AuthFailureBurst is how many failed authentications in a row a client
+	// address may make before it is answered 429; one is forgiven every
+	// AuthFailureRefill.
+	AuthFailureBurst  int
+	AuthFailureRefill time.Duration
 }
 
 // DefaultConfig returns the defaults documented in docs/API.md.
@@ -73,6 +78,9 @@ func DefaultConfig() Config {
 		BlobGrace:       time.Hour,
 		BlobGCInterval:  10 * time.Minute,
 		ShutdownTimeout: 30 * time.Second,
+
+		AuthFailureBurst:  20,
+		AuthFailureRefill: time.Second,
 	}
 }
 
@@ -85,6 +93,7 @@ func (c Config) Validate() error {
 		{"liveness timeout", c.LivenessTimeout}, {"max wait", c.MaxWait}, {"wait margin", c.WaitMargin},
 		{"request timeout", c.RequestTimeout}, {"blob timeout", c.BlobTimeout}, {"keep-alive", c.KeepAlive},
 		{"blob grace", c.BlobGrace}, {"blob gc interval", c.BlobGCInterval}, {"shutdown timeout", c.ShutdownTimeout},
+		{"auth failure refill", c.AuthFailureRefill},
 	} {
 		if d.v <= 0 {
 			return fmt.Errorf("server config: %s must be positive, not %v", d.name, d.v)
@@ -92,6 +101,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes <= 0 || c.MaxBlobBytes <= 0 {
 		return fmt.Errorf("server config: body and blob size limits must be positive")
+	}
+	if c.AuthFailureBurst < 1 {
+		return fmt.Errorf("server config: auth failure burst must be at least 1, not %d", c.AuthFailureBurst)
 	}
 	return nil
 }
@@ -110,6 +122,12 @@ type Deps struct {
 	// Box opens the secret values sealed in stored desired states.
 	Box  *seal.Box
 	Auth Authenticator
+	// Tokens keeps join tokens and joined hosts; without it (tests of other
+	// concerns) the join and token endpoints do not exist.
+	Tokens store.Tokens
+	// Fingerprint is the served CA's fingerprint, which every token the
+	// server issues carries; required with Tokens.
+	Fingerprint string
 	// Logger may be nil (no logs).
 	Logger *zap.Logger
 	// Now is the clock; nil means time.Now.
@@ -119,7 +137,12 @@ type Deps struct {
 func (d Deps) validate() error {
 	if d.Liveness == nil || d.Statuses == nil || d.Desired == nil || d.Events == nil || d.Retention == nil ||
 		d.Applies == nil || d.Projects == nil || d.Blobs == nil || d.Box == nil || d.Auth == nil {
-		return errors.New("server: every dependency but Logger and Now must be set")
+		return errors.New("server: every dependency but Logger, Now and Tokens must be set")
+	}
+	if d.Tokens != nil {
+		if err := checkFingerprint(d.Fingerprint); err != nil {
+			return fmt.Errorf("server: the tokens it issues need the CA's fingerprint: %w", err)
+		}
 	}
 	return nil
 }
@@ -136,6 +159,7 @@ type Server struct {
 
 	liveness *liveness
 	rollouts *rolloutTracker
+	limiter  *failureLimiter
 
 	// closing is closed by Drain: long-polls and streams return when it is.
 	closing   chan struct{}
@@ -168,6 +192,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		metrics:  newMetrics(deps.Blobs),
 		closing:  make(chan struct{}),
 		rollouts: newRolloutTracker(),
+		limiter:  newFailureLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRefill),
 	}
 	s.liveness = &liveness{store: deps.Liveness, timeout: cfg.LivenessTimeout, now: now, log: log.With(zap.String("component", "liveness")), hosts: s.metrics.hosts}
 	s.handler = s.routes()

@@ -74,3 +74,13 @@ type HostIdentity struct {
 
 // Removed reports whether the host was removed.
 func (h HostIdentity) Removed() bool { return !h.RemovedAt.IsZero() }
+
+// JoinTokenID is the ID of the join token whose secret has the hash (hex):
+// its first 16 digits. Whoever holds a token can so name it (to revoke it),
+// and the ID tells nothing that would help to forge one.
+func JoinTokenID(hash string) string {
+	if len(hash) < 16 {
+		return hash
+	}
+	return hash[:16]
+}

@@ -1,0 +1,212 @@
+package server
+
+import (
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/resource"
+)
+
+// audience is who may call an endpoint.
+type audience int
+
+const (
+	// adminAudience: the admin token only.
+	adminAudience audience = iota
+	// ownHostAudience: the admin, and a host token for its own {id}.
+	ownHostAudience
+	// blobAudience: the admin, and a host whose desired state references {digest}.
+	blobAudience
+	// joinAudience: a usable join token only.
+	joinAudience
+)
+
+// audiences says who may call each endpoint of the server. The matrix walks
+// the server's own route table and fails on an endpoint missing here: a new
+// endpoint must say who may call it.
+var audiences = map[string]audience{
+	"GET /api/v1/hosts":                          adminAudience,
+	"GET /api/v1/hosts/{id}":                     adminAudience,
+	"GET /api/v1/hosts/{id}/desired-state":       ownHostAudience,
+	"POST /api/v1/hosts/{id}/status":             ownHostAudience,
+	"PUT /api/v1/blobs/{digest}":                 adminAudience,
+	"HEAD /api/v1/blobs/{digest}":                blobAudience,
+	"GET /api/v1/blobs/{digest}":                 blobAudience,
+	"GET /api/v1/events":                         adminAudience,
+	"GET /api/v1/projects":                       adminAudience,
+	"GET /api/v1/projects/{namespace}/{project}": adminAudience,
+	"GET /metrics":                               adminAudience,
+	"POST /api/v1/join":                          joinAudience,
+	"POST /api/v1/join-tokens":                   adminAudience,
+	"GET /api/v1/join-tokens":                    adminAudience,
+	"DELETE /api/v1/join-tokens/{id}":            adminAudience,
+	"DELETE /api/v1/hosts/{id}":                  adminAudience,
+}
+
+// admitted is the status of a request let in, for the endpoints whose
+// request the matrix knows how to make right. Others are checked to be
+// neither refused (401, 403, 429) nor unrouted (404 no endpoint, 405).
+var admitted = map[string]int{
+	"GET /api/v1/hosts":                          200,
+	"GET /api/v1/hosts/{id}":                     200,
+	"GET /api/v1/hosts/{id}/desired-state":       200,
+	"POST /api/v1/hosts/{id}/status":             204,
+	"PUT /api/v1/blobs/{digest}":                 200, // it is there already
+	"HEAD /api/v1/blobs/{digest}":                200,
+	"GET /api/v1/blobs/{digest}":                 200,
+	"GET /api/v1/events":                         200,
+	"GET /api/v1/projects":                       200,
+	"GET /api/v1/projects/{namespace}/{project}": 200,
+	"GET /metrics":                               200,
+	"POST /api/v1/join":                          201,
+	"POST /api/v1/join-tokens":                   201,
+	"GET /api/v1/join-tokens":                    200,
+	"DELETE /api/v1/join-tokens/{id}":            200,
+	"DELETE /api/v1/hosts/{id}":                  200,
+}
+
+// caller is one kind of token the matrix tries.
+type caller struct {
+	name  string
+	token string
+	// known says whether the server accepts the token at all (else 401).
+	known bool
+	// in says whether the caller may call an endpoint of the audience (else 403).
+	in func(audience) bool
+}
+
+// matrixWorld is one server with every kind of token, and the names the
+// paths are made of.
+type matrixWorld struct {
+	sh          *secureHarness
+	callers     []caller
+	alpha       string // the right host's ID
+	digest      string // a blob alpha's desired state references
+	joinTokenID string
+	alphaReport string
+}
+
+func newMatrixWorld(t *testing.T) *matrixWorld {
+	sh := newSecureHarness(t, DefaultConfig())
+	w := &matrixWorld{sh: sh}
+	live, liveID := sh.createJoinToken(time.Hour, 100)
+	w.joinTokenID = liveID
+	expired, _ := sh.createJoinToken(time.Minute, 100)
+	alpha, alphaTok := sh.join(live, "alpha")
+	_, betaTok := sh.join(live, "beta")
+	gone, goneTok := sh.join(live, "gone")
+	decode[hostIdentityJSON](t, sh.do("DELETE", "/api/v1/hosts/"+gone, nil), http.StatusOK)
+	sh.clock.Set(sh.clock.Now().Add(2 * time.Minute)) // expired expires; live lives on
+	w.alpha = alpha
+	w.digest = sh.putBlob("FROM scratch\n")
+	sh.setDesired(alpha, w.digest)
+	if err := sh.store.PutResource(t.Context(), "default/shop", &resource.Deployed{ID: "w1", Type: "egg", Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	w.alphaReport = `{"host_id": "` + alpha + `", "version": "", "containers": []}`
+
+	never := func(audience) bool { return false }
+	w.callers = []caller{
+		{"no token", "", false, never},
+		{"a malformed token", "hatch-admin.not-a-token", false, never},
+		{"an expired join token", expired, false, never},
+		{"a removed host's token", goneTok, false, never},
+		{"another host's token", betaTok, true, never},
+		{"a usable join token", live, true, func(a audience) bool { return a == joinAudience }},
+		{"the right host's token", alphaTok, true, func(a audience) bool { return a == ownHostAudience || a == blobAudience }},
+		// The admin goes last: its calls may change the world (remove alpha).
+		{"the admin token", sh.token, true, func(a audience) bool { return a != joinAudience }},
+	}
+	return w
+}
+
+var wildcard = regexp.MustCompile(`\{[a-z]+\}`)
+
+// request makes the method, path and body of a call to the endpoint.
+func (w *matrixWorld) request(pattern string) (method, path string, body io.Reader) {
+	method, path, _ = strings.Cut(pattern, " ")
+	values := map[string]string{"{digest}": w.digest, "{namespace}": "default", "{project}": "shop", "{id}": w.alpha}
+	if strings.HasPrefix(path, "/api/v1/join-tokens/") {
+		values["{id}"] = w.joinTokenID
+	}
+	path = wildcard.ReplaceAllStringFunc(path, func(name string) string {
+		if v, ok := values[name]; ok {
+			return v
+		}
+		return "x"
+	})
+	switch pattern {
+	case "POST /api/v1/hosts/{id}/status":
+		return method, path, strings.NewReader(w.alphaReport)
+	case "PUT /api/v1/blobs/{digest}":
+		return method, path, strings.NewReader("FROM scratch\n")
+	case "POST /api/v1/join":
+		return method, path, strings.NewReader(`{"name": "n` + time.Now().Format("150405.000000000") + `"}`)
+	}
+	if method == "POST" || method == "PUT" {
+		return method, path, strings.NewReader(`{}`)
+	}
+	return method, path, nil
+}
+
+// TestAuthMatrix calls every endpoint of the server with every kind of token
+// and checks each answer: 401 for a token not accepted, 403 for one that may
+// not call the endpoint, and the endpoint's own answer otherwise. The limit
+// on failed authentications is out of reach (the harness's default).
+func TestAuthMatrix(t *testing.T) {
+	probe := newSecureHarness(t, DefaultConfig())
+	for _, rt := range probe.srv.routeTable() {
+		who, ok := audiences[rt.pattern]
+		if !ok {
+			t.Errorf("endpoint %s is not in the auth matrix: add it to audiences (and admitted) in auth_matrix_test.go", rt.pattern)
+			continue
+		}
+		t.Run(rt.pattern, func(t *testing.T) {
+			w := newMatrixWorld(t) // each endpoint its own world: admin calls change it
+			for _, c := range w.callers {
+				method, path, body := w.request(rt.pattern)
+				resp := w.sh.doAs(c.token, method, path, body)
+				text := readAll(t, resp.Body)
+				switch {
+				case c.in(who):
+					checkAdmitted(t, rt.pattern, c.name, resp, text)
+				case c.known:
+					checkRefused(t, rt.pattern, c.name, resp, text, http.StatusForbidden, "forbidden")
+				default:
+					checkRefused(t, rt.pattern, c.name, resp, text, http.StatusUnauthorized, "unauthorized")
+				}
+			}
+			w.sh.checkNoSecretLeaked()
+		})
+	}
+}
+
+func checkAdmitted(t *testing.T, pattern, who string, resp *http.Response, body string) {
+	t.Helper()
+	if want, known := admitted[pattern]; known {
+		if resp.StatusCode != want {
+			t.Errorf("%s with %s: %d %s, want %d", pattern, who, resp.StatusCode, body, want)
+		}
+		return
+	}
+	for _, refused := range []string{`"unauthorized"`, `"forbidden"`, `"rate_limited"`, `"method_not_allowed"`, "no endpoint"} {
+		if strings.Contains(body, refused) {
+			t.Errorf("%s with %s: %d %s, want it let in", pattern, who, resp.StatusCode, body)
+		}
+	}
+}
+
+func checkRefused(t *testing.T, pattern, who string, resp *http.Response, body string, status int, code string) {
+	t.Helper()
+	wantBody := `"error":"` + code + `"`
+	if resp.Request.Method == "HEAD" {
+		wantBody = "" // a HEAD answer has no body; its headers still say JSON
+	}
+	if resp.StatusCode != status || !strings.Contains(body, wantBody) || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("%s with %s: %d %s, want %d with a JSON %s error", pattern, who, resp.StatusCode, body, status, code)
+	}
+}
