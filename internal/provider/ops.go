@@ -1,0 +1,216 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/scheduler"
+)
+
+// The egg operations the control plane runs outside an apply. Each takes the
+// egg's deployed record, writes the hosts' desired states, and returns the
+// record to store in its place; the caller holds the project's lease and
+// stores the record (with resource.updated, the change shows in the project).
+
+// RestartEgg bumps the egg's revision, which is part of its spec hash: the
+// same spec rolls again (hatch rollout restart; also how a failed rollout is
+// retried).
+func (s *Set) RestartEgg(ctx context.Context, project string, rec *resource.Deployed) (*resource.Deployed, error) {
+	if err := checkEgg(rec); err != nil {
+		return nil, err
+	}
+	e, err := newEggSpec(project, rec.Name, rec.Inputs, rec.Source, revisionOf(rec.Outputs)+1)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := s.place(ctx, project, e)
+	if err != nil {
+		return nil, err
+	}
+	next := cloneRecord(rec)
+	next.Outputs = eggOutputs(e, pl, previousOf(rec.Outputs))
+	return next, nil
+}
+
+// Revert puts back the inputs the egg had before its last spec change
+// (rollout.auto_revert, after a failed rollout). The record it returns has
+// those inputs, so the next plan shows the file's spec as a change again, and
+// no previous spec: a revert is never reverted. ok is false when there is
+// nothing to go back to.
+func (s *Set) Revert(ctx context.Context, project string, rec *resource.Deployed) (next *resource.Deployed, ok bool, err error) {
+	if err := checkEgg(rec); err != nil {
+		return nil, false, err
+	}
+	prev := previousOf(rec.Outputs)
+	if prev == nil {
+		return nil, false, nil
+	}
+	e, err := newEggSpec(project, rec.Name, prev.Inputs, prev.Source, revisionOf(rec.Outputs))
+	if err != nil {
+		return nil, false, err
+	}
+	pl, err := s.place(ctx, project, e)
+	if err != nil {
+		return nil, false, err
+	}
+	next = cloneRecord(rec)
+	next.Inputs, next.Source = prev.Inputs, prev.Source
+	next.Outputs = eggOutputs(e, pl, nil)
+	return next, true, nil
+}
+
+// Reschedule places the project's eggs again with their deployed inputs,
+// parents first: replicas leave hosts down past the reschedule delay or
+// removed, unplaced replicas find room, and an egg placed beside another
+// follows it. The scheduler keeps every valid slot, so an egg with nothing to
+// move writes nothing. It returns the records that changed.
+func (s *Set) Reschedule(ctx context.Context, project string, recs []*resource.Deployed) ([]*resource.Deployed, error) {
+	hosts := map[string][]string{} // egg name -> its hosts, as of this pass
+	for _, r := range recs {
+		if r.Type == "egg" {
+			hosts[r.Name] = hostsOf(r.Outputs)
+		}
+	}
+	var changed []*resource.Deployed
+	var errs []error
+	for _, rec := range eggsInOrder(recs) {
+		inputs := withBesideHosts(rec.Inputs, hosts)
+		e, err := newEggSpec(project, rec.Name, inputs, rec.Source, revisionOf(rec.Outputs))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		pl, err := s.place(ctx, project, e)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("place %s: %w", rec.Key(), err))
+			continue
+		}
+		hosts[rec.Name] = pl.hosts
+		outputs := eggOutputs(e, pl, previousOf(rec.Outputs))
+		if resource.Equal(outputs, rec.Outputs) && resource.Equal(inputs, rec.Inputs) {
+			continue
+		}
+		next := cloneRecord(rec)
+		next.Inputs, next.Outputs = inputs, outputs
+		changed = append(changed, next)
+	}
+	return changed, errors.Join(errs...)
+}
+
+// Hosts lists the fleet.
+func (s *Set) Hosts(ctx context.Context) ([]scheduler.Host, error) { return s.fleet.Hosts(ctx) }
+
+// HostClass is how placement treats a host now: "live" (takes replicas),
+// "waiting" (keeps its replicas: unknown, or down for less than the
+// reschedule delay) or "gone" (its stateless replicas move: down past the
+// delay, or removed).
+func (s *Set) HostClass(h scheduler.Host, now time.Time) string {
+	switch {
+	case h.Removed || h.State == scheduler.HostDown && now.Sub(h.DownSince) >= s.delay:
+		return "gone"
+	case h.State == scheduler.HostLive:
+		return "live"
+	}
+	return "waiting"
+}
+
+// NeedsPlacing reports whether Reschedule may change the project: one of its
+// eggs runs on a host that is gone or not listed, or has replicas unplaced
+// while a host is live.
+func (s *Set) NeedsPlacing(recs []*resource.Deployed, hosts []scheduler.Host, now time.Time) bool {
+	class := make(map[string]string, len(hosts))
+	anyLive := false
+	for _, h := range hosts {
+		class[h.ID] = s.HostClass(h, now)
+		anyLive = anyLive || class[h.ID] == "live"
+	}
+	for _, r := range recs {
+		if r.Type != "egg" || r.Pending {
+			continue
+		}
+		if intOf(r.Outputs["unplaced"]) > 0 && anyLive {
+			return true
+		}
+		for _, h := range hostsOf(r.Outputs) {
+			if c, ok := class[h]; !ok || c == "gone" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func checkEgg(rec *resource.Deployed) error {
+	switch {
+	case rec == nil || rec.Type != "egg":
+		return errors.New("not an egg")
+	case rec.Pending:
+		return fmt.Errorf("egg %s was never created: apply the project first", rec.Name)
+	}
+	return nil
+}
+
+// eggsInOrder returns the deployed eggs, each after the eggs it depends on
+// (by the parents recorded), ties by name.
+func eggsInOrder(recs []*resource.Deployed) []*resource.Deployed {
+	byKey := map[string]*resource.Deployed{}
+	for _, r := range recs {
+		if r.Type == "egg" && !r.Pending {
+			byKey[r.Key()] = r
+		}
+	}
+	var out []*resource.Deployed
+	done := map[string]bool{}
+	var visit func(key string, depth int)
+	visit = func(key string, depth int) {
+		r, ok := byKey[key]
+		if !ok || done[key] || depth > len(byKey) { // depth: a recorded cycle cannot loop forever
+			return
+		}
+		done[key] = true
+		for _, p := range slices.Sorted(slices.Values(r.Parents)) {
+			visit(p, depth+1)
+		}
+		out = append(out, r)
+	}
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+		visit(key, 0)
+	}
+	return out
+}
+
+// withBesideHosts returns inputs with placement.beside's hosts set to where
+// those eggs run now.
+func withBesideHosts(inputs map[string]any, hosts map[string][]string) map[string]any {
+	out := resource.Clone(inputs)
+	pl, _ := out["placement"].(map[string]any)
+	beside, _ := pl["beside"].([]any)
+	for _, b := range beside {
+		m, ok := b.(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _ := m["egg"].(string)
+		if hs, ok := hosts[name]; ok {
+			list := make([]any, len(hs))
+			for i, h := range hs {
+				list[i] = h
+			}
+			m["hosts"] = list
+		}
+	}
+	return out
+}
+
+func cloneRecord(r *resource.Deployed) *resource.Deployed {
+	c := *r
+	c.Inputs = resource.Clone(r.Inputs)
+	c.Outputs = resource.Clone(r.Outputs)
+	c.Parents = slices.Clone(r.Parents)
+	return &c
+}

@@ -1,0 +1,143 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/reconciler"
+	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/scheduler"
+	"github.com/hatchery/hatchery/internal/seal"
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+// StatusReader reads the hosts' latest status reports (readiness).
+type StatusReader interface {
+	Status(ctx context.Context, hostID string) (store.Status, error)
+}
+
+// RecordReader lists a project's deployed resources (an egg reads its routes'
+// records, so that its routes follow it wherever it runs).
+type RecordReader interface {
+	ListResources(ctx context.Context, project string) ([]*resource.Deployed, error)
+}
+
+// EventRecorder appends to the event log.
+type EventRecorder interface {
+	AppendEvent(ctx context.Context, e store.Event) (int64, error)
+}
+
+// Deps are what a Set works with.
+type Deps struct {
+	Desired  store.DesiredStates
+	Statuses StatusReader
+	Records  RecordReader
+	Events   EventRecorder
+	Secrets  store.SecretValues
+	Fleet    Fleet
+	// Box seals secret values at rest and keys their fingerprints.
+	Box *seal.Box
+	// Scheduler is the placement policy; zero means scheduler.DefaultConfig().
+	Scheduler scheduler.Config
+	// SecretGrace is how long a staged secret value not in use is kept (a
+	// pending plan may need it); zero means DefaultSecretGrace.
+	SecretGrace time.Duration
+	Logger      *zap.Logger      // nil: no logs
+	Now         func() time.Time // nil: time.Now
+}
+
+// DefaultSecretGrace keeps staged secret values as long as a plan lives by
+// default.
+const DefaultSecretGrace = time.Hour
+
+// Set is the five providers over one store, and the egg operations outside an
+// apply. It is safe for concurrent use: every change of desired states holds
+// its lock (see the package doc).
+type Set struct {
+	states   *states
+	statuses StatusReader
+	records  RecordReader
+	events   EventRecorder
+	secrets  store.SecretValues
+	box      *seal.Box
+	sched    *scheduler.Scheduler
+	delay    time.Duration // the scheduler's reschedule delay
+	fleet    Fleet
+	grace    time.Duration
+	log      *zap.Logger
+	now      func() time.Time
+}
+
+// New returns a Set; every dependency but Scheduler, SecretGrace, Logger and
+// Now must be given.
+func New(d Deps) (*Set, error) {
+	if d.Desired == nil || d.Statuses == nil || d.Records == nil || d.Events == nil || d.Secrets == nil ||
+		d.Fleet == nil || d.Box == nil {
+		return nil, errors.New("provider: Desired, Statuses, Records, Events, Secrets, Fleet and Box must be set")
+	}
+	cfg := d.Scheduler
+	if cfg == (scheduler.Config{}) {
+		cfg = scheduler.DefaultConfig()
+	}
+	sched, err := scheduler.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Set{statuses: d.Statuses, records: d.Records, events: d.Events, secrets: d.Secrets, box: d.Box,
+		sched: sched, delay: cfg.RescheduleDelay, fleet: d.Fleet, grace: d.SecretGrace, log: d.Logger, now: d.Now}
+	if s.grace <= 0 {
+		s.grace = DefaultSecretGrace
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.states = &states{desired: d.Desired, fleet: d.Fleet, box: d.Box, log: s.log}
+	return s, nil
+}
+
+// Options change how a Registry's providers act, per apply.
+type Options struct {
+	// DeleteVolumes makes a volume's deletion delete its data (hatch destroy
+	// --volumes); without it a deleted volume is retained on its host.
+	DeleteVolumes bool
+}
+
+// Registry returns the providers of the five types for one apply.
+func (s *Set) Registry(opts Options) reconciler.Registry {
+	return reconciler.Registry{
+		"egg":     eggProvider{s},
+		"volume":  volumeProvider{s, opts},
+		"network": networkProvider{},
+		"secret":  secretProvider{s},
+		"route":   routeProvider{s},
+	}
+}
+
+// splitProject splits "<namespace>/<project>".
+func splitProject(project string) (namespace, name string, err error) {
+	ns, name, ok := strings.Cut(project, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("project %q: want <namespace>/<project>", project)
+	}
+	return ns, name, nil
+}
+
+// workloadID is an egg's workload ID, namespace/project/egg.
+func workloadID(project, egg string) string { return project + "/" + egg }
+
+// event records an event; a failure is logged, not returned: the change it
+// describes has landed and is what matters.
+func (s *Set) event(ctx context.Context, e store.Event) {
+	e.Time = s.now()
+	if _, err := s.events.AppendEvent(ctx, e); err != nil {
+		s.log.Warn("event not recorded", zap.String("type", string(e.Type)), zap.Error(err))
+	}
+}

@@ -1,0 +1,199 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/scheduler"
+	"github.com/hatchery/hatchery/internal/seal"
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+// states reads and changes the hosts' desired states.
+type states struct {
+	// mu serialises every read-modify-write of desired states (update), so
+	// two providers placing eggs at once never overwrite each other's work.
+	mu      sync.Mutex
+	desired store.DesiredStates
+	fleet   Fleet
+	box     *seal.Box
+	log     *zap.Logger
+}
+
+// view is the fleet as one operation sees it: the hosts the scheduler knows
+// and the desired state of each.
+type view struct {
+	hosts  []scheduler.Host                  // as the fleet lists them, Placed left empty
+	states map[string]*contract.DesiredState // by host ID, one per listed host
+	loaded map[string]string                 // host ID -> content version when loaded
+	before map[string]int                    // host ID -> replicas when loaded
+}
+
+// read loads the view without the lock: for readiness and previews, which
+// change nothing.
+func (s *states) read(ctx context.Context) (*view, error) {
+	hosts, err := s.fleet.Hosts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list hosts: %w", err)
+	}
+	v := &view{hosts: hosts, states: make(map[string]*contract.DesiredState, len(hosts)), loaded: map[string]string{}, before: map[string]int{}}
+	for _, h := range hosts {
+		stored, err := s.desired.DesiredState(ctx, h.ID)
+		if err != nil {
+			return nil, err
+		}
+		d, err := store.DecodeDesiredState(s.box, stored)
+		if err != nil {
+			return nil, err
+		}
+		v.states[h.ID] = &d
+		v.loaded[h.ID] = d.ComputeVersion()
+		v.before[h.ID] = replicas(d)
+	}
+	return v, nil
+}
+
+// update runs change on the view under the lock and then writes the states
+// whose content changed. If change fails nothing is written.
+func (s *states) update(ctx context.Context, change func(v *view) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, err := s.read(ctx)
+	if err != nil {
+		return err
+	}
+	if err := change(v); err != nil {
+		return err
+	}
+	return s.commit(ctx, v)
+}
+
+// commit writes the changed states, those of hosts gaining replicas first.
+func (s *states) commit(ctx context.Context, v *view) error {
+	type write struct {
+		host  string
+		delta int
+	}
+	var writes []write
+	for id, d := range v.states {
+		d.Seal()
+		if d.Version == v.loaded[id] {
+			continue
+		}
+		writes = append(writes, write{id, replicas(*d) - v.before[id]})
+	}
+	slices.SortFunc(writes, func(a, b write) int {
+		if a.delta != b.delta {
+			return b.delta - a.delta
+		}
+		return strings.Compare(a.host, b.host)
+	})
+	for _, w := range writes {
+		enc, err := store.EncodeDesiredState(s.box, *v.states[w.host])
+		if err != nil {
+			return err
+		}
+		if _, err := s.desired.PutDesiredState(ctx, enc); err != nil {
+			return err
+		}
+		v.loaded[w.host] = enc.Version
+		s.log.Debug("desired state written", zap.String("host", w.host), zap.String("version", enc.Version))
+	}
+	return nil
+}
+
+// replicas counts a state's replicas.
+func replicas(d contract.DesiredState) int {
+	n := 0
+	for _, w := range d.Workloads {
+		n += w.Replicas
+	}
+	return n
+}
+
+// scheduled returns the hosts for the scheduler, each with the workloads it
+// holds as allocations.
+func (v *view) scheduled() []scheduler.Host {
+	out := make([]scheduler.Host, len(v.hosts))
+	for i, h := range v.hosts {
+		h.Placed = nil
+		for _, w := range v.states[h.ID].Workloads {
+			h.Placed = append(h.Placed, scheduler.Allocation{Workload: w.ID(), Slots: w.Replicas, PerSlot: perSlot(w)})
+		}
+		out[i] = h
+	}
+	return out
+}
+
+// perSlot is what one slot of a workload requested.
+func perSlot(w contract.WorkloadSpec) scheduler.Resources {
+	return scheduler.Resources{Memory: w.Resources.MemoryBytes, MilliCPU: w.Resources.NanoCPUs / 1_000_000}
+}
+
+// host returns the listed host with the ID.
+func (v *view) host(id string) (scheduler.Host, bool) {
+	for _, h := range v.hosts {
+		if h.ID == id {
+			return h, true
+		}
+	}
+	return scheduler.Host{}, false
+}
+
+// name returns a host's name for messages, its ID if it is not listed.
+func (v *view) name(id string) string {
+	if h, ok := v.host(id); ok && h.Name != "" {
+		return h.Name
+	}
+	return id
+}
+
+// slotsOf returns where a workload runs now: host ID -> slots.
+func (v *view) slotsOf(id string) map[string]int {
+	out := map[string]int{}
+	for host, d := range v.states {
+		if w, ok := d.Workload(id); ok && w.Replicas > 0 {
+			out[host] = w.Replicas
+		}
+	}
+	return out
+}
+
+// workloadsOf returns a workload's entry on each host that has one.
+func (v *view) workloadsOf(id string) map[string]contract.WorkloadSpec {
+	out := map[string]contract.WorkloadSpec{}
+	for host, d := range v.states {
+		if w, ok := d.Workload(id); ok {
+			out[host] = w
+		}
+	}
+	return out
+}
+
+// setWorkload makes specs (host ID -> the workload's entry there) the
+// workload's only entries.
+func (v *view) setWorkload(id string, specs map[string]contract.WorkloadSpec) {
+	for host, d := range v.states {
+		d.Workloads = slices.DeleteFunc(d.Workloads, func(w contract.WorkloadSpec) bool { return w.ID() == id })
+		if w, ok := specs[host]; ok {
+			d.Workloads = append(d.Workloads, w)
+			slices.SortFunc(d.Workloads, func(a, b contract.WorkloadSpec) int { return strings.Compare(a.ID(), b.ID()) })
+		}
+	}
+}
+
+// anyLive reports whether some host takes new replicas.
+func (v *view) anyLive() bool {
+	for _, h := range v.hosts {
+		if h.State == scheduler.HostLive && !h.Removed {
+			return true
+		}
+	}
+	return false
+}

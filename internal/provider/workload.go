@@ -1,0 +1,198 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/scheduler"
+)
+
+// eggSpec is an egg as the provider works on it: its identity, its typed
+// inputs, and what is not an input (the source blob, the revision).
+type eggSpec struct {
+	namespace, project, name string
+	in                       eggInputs
+	source                   string // blob digest, if built from one
+	revision                 int
+}
+
+// newEggSpec decodes an egg's resolved inputs.
+func newEggSpec(project, name string, inputs map[string]any, source string, revision int) (eggSpec, error) {
+	ns, proj, err := splitProject(project)
+	if err != nil {
+		return eggSpec{}, backoff.Permanent(err)
+	}
+	in, err := decode[eggInputs]("egg/"+name, inputs)
+	if err != nil {
+		return eggSpec{}, err
+	}
+	return eggSpec{namespace: ns, project: proj, name: name, in: in, source: source, revision: revision}, nil
+}
+
+func (e eggSpec) id() string { return e.namespace + "/" + e.project + "/" + e.name }
+
+// address is the egg's address output: its name (always one of its aliases on
+// its networks) and port.
+func (e eggSpec) address() string {
+	if e.in.Port == 0 {
+		return e.name
+	}
+	return e.name + ":" + strconv.Itoa(e.in.Port)
+}
+
+// schedulerEgg is the egg as the scheduler places it.
+func (e eggSpec) schedulerEgg(current map[string]int) scheduler.Egg {
+	egg := scheduler.Egg{
+		Namespace: e.namespace, Project: e.project, Name: e.name,
+		Replicas:   e.in.Replicas,
+		PerReplica: e.in.Resources.request(),
+		Volume:     e.in.Placement.Volume,
+		VolumeHost: e.in.Placement.VolumeHost,
+		Placement:  e.in.Placement.Hosts,
+		Current:    current,
+	}
+	for _, b := range e.in.Placement.Beside {
+		egg.Beside = append(egg.Beside, scheduler.Peer{Egg: b.Egg, HostIDs: b.Hosts})
+	}
+	return egg
+}
+
+// handlePattern finds secret handles (see secretHandle) in env values.
+var handlePattern = regexp.MustCompile(`hatch-secret:([A-Za-z0-9_.-]+):([A-Za-z0-9_.-]+):([0-9a-f]{32})`)
+
+// secrets returns the secrets the egg's containers get: those it mounts and
+// those its env references (a secret used only in env still travels as a
+// SecretFile, since that is the only place a value is carried, sealed), by
+// name, each with its handle.
+func (e eggSpec) secrets() []contract.SecretFile {
+	byName := map[string]string{}
+	for _, s := range e.in.Secrets {
+		byName[s.Name] = s.Handle
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.in.Env)) {
+		for _, m := range handlePattern.FindAllStringSubmatch(e.in.Env[k], -1) {
+			if _, ok := byName[m[1]]; !ok {
+				byName[m[1]] = m[0]
+			}
+		}
+	}
+	out := make([]contract.SecretFile, 0, len(byName))
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		out = append(out, contract.SecretFile{Name: name, Handle: byName[name]})
+	}
+	return out
+}
+
+// workload returns what host runs of the egg: slots of it, with the Docker
+// names its networks and volumes have there. values maps a secret handle to
+// its value; a handle without one is an error unless values is nil (a
+// preview, where only handles matter).
+func (e eggSpec) workload(host string, slots int, values map[string]contract.SecretValue) (contract.WorkloadSpec, error) {
+	in := e.in
+	w := contract.WorkloadSpec{
+		Namespace: e.namespace, Project: e.project, Egg: e.name,
+		Image:      in.Image,
+		Replicas:   slots,
+		Revision:   e.revision,
+		Command:    in.Command,
+		Entrypoint: in.Entrypoint,
+		User:       in.User,
+		WorkingDir: in.WorkingDir,
+		Env:        in.Env,
+		Port:       in.Port,
+		Aliases:    in.Aliases,
+		Restart:    contract.RestartPolicy(in.Restart),
+		Tmpfs:      in.Tmpfs,
+		ReadOnly:   in.ReadOnly,
+		CapAdd:     in.CapAdd,
+		CapDrop:    in.CapDrop,
+		Labels:     in.Labels,
+		StopSignal: in.StopSignal,
+		Resources: contract.Resources{
+			MemoryBytes: in.Resources.Memory,
+			NanoCPUs:    int64(math.Round(in.Resources.CPUs * 1e9)),
+			PIDs:        in.Resources.Pids,
+		},
+	}
+	var errs []error
+	parse := func(field, s string) time.Duration {
+		d, err := duration(field, s)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return d
+	}
+	w.StopTimeout = parse("stop_timeout", in.StopTimeout)
+	w.Rollout = contract.Rollout{
+		Order:            contract.RolloutOrder(in.Rollout.Order),
+		MaxSurge:         in.Rollout.MaxSurge.slots(slots),
+		MinReady:         parse("rollout.min_ready", in.Rollout.MinReady),
+		DrainTimeout:     parse("rollout.drain_timeout", in.Rollout.DrainTimeout),
+		ProgressDeadline: parse("rollout.progress_deadline", in.Rollout.ProgressDeadline),
+		AutoRevert:       in.Rollout.AutoRevert,
+	}
+	if b := in.Build; b != nil {
+		w.BlobID = e.source
+		w.Build = &contract.BuildSpec{Dockerfile: b.Dockerfile, Args: b.Args, Target: b.Target}
+	}
+	if h := in.Health; h != nil {
+		w.Health = contract.HealthCheck{
+			HTTP: h.HTTP, TCP: h.TCP, Cmd: h.Cmd, Retries: h.Retries,
+			Interval:    parse("health.interval", h.Interval),
+			Timeout:     parse("health.timeout", h.Timeout),
+			StartPeriod: parse("health.start_period", h.StartPeriod),
+		}
+	}
+	for _, p := range in.Ports {
+		w.Ports = append(w.Ports, contract.PublishedPort{HostPort: p.Published, ContainerPort: p.Target, Protocol: p.Protocol})
+	}
+	for _, m := range in.Volumes {
+		switch m.Type {
+		case "volume":
+			w.Volumes = append(w.Volumes, contract.VolumeMount{Name: m.Source, Target: m.Target, ReadOnly: m.ReadOnly,
+				DockerName: docker.VolumeName(host, e.namespace, e.project, m.Source)})
+		case "bind":
+			w.Binds = append(w.Binds, contract.BindMount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+		default:
+			errs = append(errs, fmt.Errorf("volumes: mount type %q is neither volume nor bind", m.Type))
+		}
+	}
+	for _, n := range in.Networks {
+		w.Networks = append(w.Networks, docker.NetworkName(host, e.namespace, e.project, n))
+	}
+	w.Secrets = e.secrets()
+	for i := range w.Secrets {
+		if values == nil {
+			continue
+		}
+		v, ok := values[w.Secrets[i].Handle]
+		if !ok {
+			errs = append(errs, fmt.Errorf("secret %s: no value for its handle", w.Secrets[i].Name))
+		}
+		w.Secrets[i].Value = v
+	}
+	if len(errs) > 0 {
+		return contract.WorkloadSpec{}, backoff.Permanent(fmt.Errorf("egg %s: %w", e.name, errors.Join(errs...)))
+	}
+	return w, nil
+}
+
+// specHash is the egg's spec hash independent of any host: what changes it
+// is what rolls the egg's containers everywhere.
+func (e eggSpec) specHash() string {
+	w, err := e.workload("", 1, nil)
+	if err != nil {
+		return ""
+	}
+	return contract.SpecHash(w)
+}
