@@ -56,8 +56,9 @@ func BenchmarkRollThreeReplicas(b *testing.B) {
 			solo := e.workload(fmt.Sprintf("solo%d", i), 1, "v1")
 			began := time.Now()
 			e.set(append(slices.Clone(solos), solo)...)
-			e.waitServing(solo, "v1", time.Minute)
+			e.waitAllSlotsServe(solo, "v1", time.Minute) // polled as the rolls are
 			starts = append(starts, time.Since(began))
+			e.waitServing(solo, "v1", time.Minute)
 			solos = append(solos, solo)
 		}
 		slices.Sort(starts)
