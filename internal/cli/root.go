@@ -55,6 +55,8 @@ func newRootCmd() *cobra.Command {
 		newGraphCmd(),
 		newServerCmd(),
 		newAgentCmd(),
+		newTokenCmd(),
+		newHostsCmd(),
 	)
 	return root
 }

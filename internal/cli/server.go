@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hatchery/hatchery/internal/blob"
-	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
@@ -27,6 +28,12 @@ type serverOptions struct {
 	dataDir  string
 	store    string
 	liveness time.Duration
+	tls      tlsOptions
+	// cliConfig is where the local CLI config is written ("" for the user's
+	// config dir, "-" for nowhere).
+	cliConfig         string
+	authFailureBurst  int
+	authFailureRefill time.Duration
 }
 
 func newServerCmd() *cobra.Command {
@@ -35,9 +42,16 @@ func newServerCmd() *cobra.Command {
 		Use:   "server",
 		Short: "Run the control plane",
 		Long: `Run the control plane: the API agents pull their desired state from and report
-to, and the CLI talks to. At first start it makes an admin token, prints it once
-and writes it to <data-dir>/admin-token (mode 0600). SIGINT or SIGTERM shut it
-down gracefully.`,
+to, and the CLI talks to. It serves HTTPS: at first start it makes a private CA in
+<data-dir>/tls and a serving certificate for this machine's names and addresses
+(more with --tls-name), or uses --tls-cert/--tls-key. Every token it prints carries
+the CA's fingerprint, and clients verify the server against it.
+
+At first start it also makes an admin token, prints it once and writes it to
+<data-dir>/admin-token (mode 0600), and writes the CLI config of this machine
+(~/.config/hatch/config.json, or --cli-config), so that hatch token create --join
+and the other commands work here without flags. SIGINT or SIGTERM shut it down
+gracefully.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServer(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -49,6 +63,15 @@ down gracefully.`,
 	f.StringVar(&opts.store, "store", "", "store: sqlite:<path> (default sqlite:<data-dir>/hatch.db)")
 	f.DurationVar(&opts.liveness, "liveness-timeout", server.DefaultConfig().LivenessTimeout,
 		"how long a host may go without a report before it is marked down")
+	f.StringVar(&opts.tls.certFile, "tls-cert", "", "serve this certificate (PEM, its chain after it) instead of one from the server's own CA")
+	f.StringVar(&opts.tls.keyFile, "tls-key", "", "the private key of --tls-cert (PEM)")
+	f.StringArrayVar(&opts.tls.names, "tls-name", nil, "an extra host name or IP address the serving certificate covers (repeatable)")
+	f.BoolVar(&opts.tls.insecureHTTP, "insecure-http", false, "serve plain HTTP (tokens travel in the clear): for a server on loopback only")
+	f.StringVar(&opts.cliConfig, "cli-config", "", `where to write the CLI config of this machine (default <user config dir>/hatch/config.json; "-" for nowhere)`)
+	f.IntVar(&opts.authFailureBurst, "auth-failure-burst", server.DefaultConfig().AuthFailureBurst,
+		"failed authentications a client address may make in a row before it is answered 429")
+	f.DurationVar(&opts.authFailureRefill, "auth-failure-refill", server.DefaultConfig().AuthFailureRefill,
+		"how often one failed authentication of an address is forgiven")
 	return cmd
 }
 
@@ -69,6 +92,7 @@ func sqlitePath(storeFlag, dataDir string) (string, error) {
 func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer) error {
 	cfg := server.DefaultConfig()
 	cfg.LivenessTimeout = opts.liveness
+	cfg.AuthFailureBurst, cfg.AuthFailureRefill = opts.authFailureBurst, opts.authFailureRefill
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -95,23 +119,27 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	// The CA's fingerprint goes into every token, so that clients can pin the
-	// server once it serves TLS.
-	tlsMaterial, err := pki.LoadOrCreate(filepath.Join(opts.dataDir, "tls"), pki.DefaultNames(), time.Now())
+	// The fingerprint goes into every token, so that clients can pin the server.
+	transport, err := loadServing(opts.tls, opts.dataDir, opts.listen, time.Now())
 	if err != nil {
 		return err
 	}
 	tokenPath := filepath.Join(opts.dataDir, "admin-token")
-	hash, fresh, err := server.EnsureAdminToken(ctx, st, tokenPath, tlsMaterial.Fingerprint(), time.Now())
+	hash, fresh, err := server.EnsureAdminToken(ctx, st, tokenPath, transport.fingerprint, time.Now())
 	if err != nil {
 		return err
 	}
 	if fresh != "" {
 		fmt.Fprintf(stdout, "admin token (shown once, kept in %s):\n  %s\n", tokenPath, fresh)
 	}
+	adminToken, err := repinTokenFile(tokenPath, transport.fingerprint)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(cfg, server.Deps{
 		Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
-		Blobs: blobs, Box: box, Auth: server.NewAdminToken(hash), Logger: log,
+		Blobs: blobs, Box: box, Auth: server.NewTokenAuth(hash, st, nil), Tokens: st, Fingerprint: transport.fingerprint,
+		Logger: log,
 	})
 	if err != nil {
 		return err
@@ -120,12 +148,42 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	url := localURL(ln.Addr(), transport)
+	if transport.tls != nil {
+		ln = tls.NewListener(ln, transport.tls)
+	} else if !onLoopback(ln.Addr()) {
+		log.Warn("serving plain HTTP on a non-loopback address: tokens travel in the clear; drop --insecure-http to serve HTTPS",
+			zap.String("listen", ln.Addr().String()))
+	}
+	if err := writeLocalCLIConfig(opts.cliConfig, client.Config{Server: url, Token: adminToken}, stdout); err != nil {
+		log.Warn("CLI config not written", zap.Error(err))
+	}
+	fmt.Fprintf(stdout, "CA fingerprint %s\n", transport.fingerprint)
+	fmt.Fprintf(stdout, "server URL on this machine: %s\n", url)
 	fmt.Fprintf(stdout, "hatch server listening on %s\n", ln.Addr())
 	if err := srv.Serve(ctx, ln); err != nil {
 		return err
 	}
 	log.Info("server stopped")
 	return nil
+}
+
+// writeLocalCLIConfig writes the CLI config where --cli-config says: by
+// default the user's config dir (none for a user without a home, as a
+// service may be), "-" for nowhere.
+func writeLocalCLIConfig(flag string, cfg client.Config, stdout io.Writer) error {
+	path := flag
+	switch flag {
+	case "-":
+		return nil
+	case "":
+		dir, err := os.UserConfigDir()
+		if err != nil {
+			return fmt.Errorf("no user config dir (%w): pass --cli-config", err)
+		}
+		path = client.UserConfigPath(dir)
+	}
+	return writeCLIConfig(path, cfg, stdout)
 }
 
 // newServerLogger logs JSON lines at info level to w.

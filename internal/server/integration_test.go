@@ -21,6 +21,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/pki"
 )
 
 // buildHatch builds the real binary into a temporary directory.
@@ -44,7 +45,7 @@ type process struct {
 
 func startServer(t *testing.T, bin, dataDir string) *process {
 	t.Helper()
-	cmd := exec.Command(bin, "server", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--liveness-timeout", "2s")
+	cmd := exec.Command(bin, "server", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--liveness-timeout", "2s", "--cli-config", "-")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -62,8 +63,13 @@ func startServer(t *testing.T, bin, dataDir string) *process {
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		line := sc.Text()
-		if addr, ok := strings.CutPrefix(line, "hatch server listening on "); ok {
-			p.url = "http://" + addr
+		if url, ok := strings.CutPrefix(line, "server URL on this machine: "); ok {
+			p.url = url
+		}
+		if _, ok := strings.CutPrefix(line, "hatch server listening on "); ok {
+			if !strings.HasPrefix(p.url, "https://") {
+				t.Fatalf("the server serves %q, want https by default", p.url)
+			}
 			go io.Copy(io.Discard, out)
 			return p
 		}
@@ -153,7 +159,7 @@ func TestSIGKILLDuringWritesLosesNothingAcknowledged(t *testing.T) {
 	token := strings.TrimSpace(string(tokenBytes))
 	hosts := []string{"h1", "h2", "h3"}
 
-	w := &writer{url: first.url, token: token, client: &http.Client{Timeout: 10 * time.Second},
+	w := &writer{url: first.url, token: token, client: pinnedClient(t, token),
 		acked: map[string]int{}, sent: map[string]int{}, blobs: map[string][]byte{}}
 	var wg sync.WaitGroup
 	for _, h := range hosts {
@@ -188,7 +194,7 @@ func TestSIGKILLDuringWritesLosesNothingAcknowledged(t *testing.T) {
 	if strings.Contains(second.stdout, "admin token") {
 		t.Fatal("a restart printed the admin token again")
 	}
-	w2 := &writer{url: second.url, token: token, client: &http.Client{Timeout: 10 * time.Second},
+	w2 := &writer{url: second.url, token: token, client: pinnedClient(t, token),
 		acked: map[string]int{}, sent: map[string]int{}, blobs: map[string][]byte{}}
 
 	// Every acknowledged report is there (or the one in flight at the kill).
@@ -210,7 +216,7 @@ func TestSIGKILLDuringWritesLosesNothingAcknowledged(t *testing.T) {
 	for d, content := range w.blobs {
 		req, _ := http.NewRequest("GET", second.url+"/api/v1/blobs/"+d, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := w2.client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,6 +262,21 @@ func TestSIGKILLDuringWritesLosesNothingAcknowledged(t *testing.T) {
 	if err := second.cmd.Wait(); err != nil {
 		t.Fatalf("graceful shutdown: %v", err)
 	}
+}
+
+// pinnedClient trusts only the server whose CA the token's fingerprint names,
+// as every client of the real server must.
+func pinnedClient(t *testing.T, token string) *http.Client {
+	t.Helper()
+	tok, err := pki.ParseToken(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg, err := pki.ClientConfig(tok.Fingerprint, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
 }
 
 func getJSON(t *testing.T, w *writer, path string, v any) {

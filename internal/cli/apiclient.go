@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/pki"
+)
+
+// apiFlags are the --server and --token flags of every command that talks
+// to the control plane; what they leave unsaid is looked up as client.Lookup
+// says (HATCH_SERVER/HATCH_TOKEN, ./.hatch, the user's config dir).
+type apiFlags struct {
+	server, token string
+}
+
+func (f *apiFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.server, "server", "", "the control plane's URL (default: $"+client.EnvServer+", ./.hatch, ~/.config/hatch)")
+	cmd.Flags().StringVar(&f.token, "token", "", "the admin token (default: $"+client.EnvToken+", ./.hatch, ~/.config/hatch)")
+}
+
+// client returns an API client for the server found.
+func (f *apiFlags) client() (*client.Client, error) {
+	cfg, err := client.DefaultLookup(f.server, f.token).Resolve()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg)
+}
+
+// apiTimeout bounds one plain API call of the CLI.
+const apiTimeout = 30 * time.Second
+
+// callAPI runs fn with an API client and a deadline, and turns the errors a
+// user can cause into one line saying what to do.
+func (f *apiFlags) callAPI(ctx context.Context, fn func(context.Context, *client.Client) error) error {
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	return explainAPIError(c.Server(), fn(ctx, c))
+}
+
+// explainAPIError adds what to do to the errors of talking to the server.
+func explainAPIError(server string, err error) error {
+	var apiErr *client.APIError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pki.ErrFingerprintMismatch):
+		return fmt.Errorf("%s is not the server the token was made by (its certificate does not match the token's fingerprint): "+
+			"check --server, or use a token of that server", server)
+	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("%s refused the token: %s (the admin token is in the server's <data-dir>/admin-token)", server, apiErr.Message)
+	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusForbidden:
+		return fmt.Errorf("%s: this token may not do that (%s): use the admin token", server, apiErr.Message)
+	case errors.As(err, &apiErr):
+		return errors.New(apiErr.Message)
+	}
+	return fmt.Errorf("cannot reach the control plane at %s: %w", server, err)
+}

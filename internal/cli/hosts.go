@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hatchery/hatchery/internal/client"
+)
+
+func newHostsCmd() *cobra.Command {
+	var api apiFlags
+	cmd := &cobra.Command{
+		Use:   "hosts",
+		Short: "List the hosts: name, ID, liveness, last report",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return api.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+				hosts, err := c.Hosts(ctx)
+				if err != nil {
+					return err
+				}
+				return printHosts(cmd.OutOrStdout(), hosts, time.Now())
+			})
+		},
+	}
+	api.register(cmd)
+	cmd.AddCommand(newHostsRemoveCmd())
+	return cmd
+}
+
+func printHosts(w io.Writer, hosts []client.Host, now time.Time) error {
+	if len(hosts) == 0 {
+		_, err := fmt.Fprintln(w, "no hosts: on a Docker host, run `hatch agent --server URL --join TOKEN` "+
+			"with a token from `hatch token create --join`")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tID\tSTATE\tLAST SEEN")
+	for _, h := range hosts {
+		state := h.State
+		if !h.RemovedAt.IsZero() {
+			state = "removed"
+		}
+		seen := "never"
+		if !h.LastSeen.IsZero() {
+			seen = now.Sub(h.LastSeen).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", h.Name, h.ID, state, seen)
+	}
+	return tw.Flush()
+}
+
+func newHostsRemoveCmd() *cobra.Command {
+	var api apiFlags
+	cmd := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Remove a host: its token is refused at once and its replicas go elsewhere",
+		Long: "Remove a host: its agent's token is refused from its next request on, and its\n" +
+			"replicas are placed on the other hosts. Its containers keep running: stop the agent\n" +
+			"and remove them on that machine. To bring it back, join it again with a new join token.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return api.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+				h, err := c.RemoveHost(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "host %s (%s) removed: its token is refused; its containers keep running "+
+					"until you stop them on that machine\n", h.Name, h.ID)
+				return err
+			})
+		},
+	}
+	api.register(cmd)
+	return cmd
+}

@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/fsutil"
+	"github.com/hatchery/hatchery/internal/pki"
+)
+
+// serving is how the server is reached: its TLS configuration (nil for
+// plain HTTP) and the fingerprint every token it issues carries.
+type serving struct {
+	tls         *tls.Config
+	fingerprint string
+	// leaf is the serving certificate, to pick the address the local CLI
+	// config names (nil for plain HTTP).
+	leaf *x509.Certificate
+}
+
+// tlsOptions are hatch server's transport flags.
+type tlsOptions struct {
+	certFile, keyFile string
+	names             []string
+	insecureHTTP      bool
+}
+
+// loadServing makes the server's transport. By default the CA kept in
+// <data-dir>/tls signs a serving certificate for the machine's names and
+// addresses, the listen address and the extra names; --tls-cert/--tls-key use
+// the operator's certificate instead, and the last certificate of its chain
+// is the one tokens pin. --insecure-http serves plain HTTP, tokens still
+// carrying the CA's fingerprint so that they stay the same once TLS is on.
+func loadServing(opts tlsOptions, dataDir, listen string, now time.Time) (serving, error) {
+	if (opts.certFile == "") != (opts.keyFile == "") {
+		return serving{}, errors.New("--tls-cert and --tls-key go together: give both, or neither to use the server's own CA")
+	}
+	if opts.certFile != "" {
+		if opts.insecureHTTP {
+			return serving{}, errors.New("--insecure-http serves plain HTTP: it cannot be used with --tls-cert")
+		}
+		pair, err := tls.LoadX509KeyPair(opts.certFile, opts.keyFile)
+		if err != nil {
+			return serving{}, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		leaf, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			return serving{}, fmt.Errorf("--tls-cert: %w", err)
+		}
+		pinned := pair.Certificate[len(pair.Certificate)-1]
+		return serving{
+			tls:         &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}},
+			fingerprint: pki.Fingerprint(pinned),
+			leaf:        leaf,
+		}, nil
+	}
+	material, err := pki.LoadOrCreate(filepath.Join(dataDir, "tls"), certNames(listen, opts.names), now)
+	if err != nil {
+		return serving{}, err
+	}
+	if opts.insecureHTTP {
+		return serving{fingerprint: material.Fingerprint()}, nil
+	}
+	cfg := material.TLSConfig()
+	return serving{tls: cfg, fingerprint: material.Fingerprint(), leaf: cfg.Certificates[0].Leaf}, nil
+}
+
+// certNames are the names the serving certificate covers: the defaults
+// (localhost, loopback, the host name), the machine's addresses, the listen
+// address when it is a specific one, and the extra names.
+func certNames(listen string, extra []string) []string {
+	names := pki.DefaultNames()
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipNet, ok := a.(*net.IPNet); ok && ipNet.IP.IsGlobalUnicast() {
+				names = append(names, ipNet.IP.String())
+			}
+		}
+	}
+	if host, _, err := net.SplitHostPort(listen); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			names = append(names, host)
+		}
+	}
+	names = append(names, extra...)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// localURL is the URL a CLI on this machine reaches the server at: the
+// listen address when it is a specific one, else the loopback address (or,
+// for an operator's certificate that does not cover it, its first name).
+func localURL(addr net.Addr, srv serving) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	if srv.tls == nil {
+		return "http://" + net.JoinHostPort(host, port)
+	}
+	if srv.leaf != nil && srv.leaf.VerifyHostname(host) != nil {
+		switch {
+		case srv.leaf.VerifyHostname("localhost") == nil:
+			host = "localhost"
+		case len(srv.leaf.DNSNames) > 0:
+			host = srv.leaf.DNSNames[0]
+		case len(srv.leaf.IPAddresses) > 0:
+			host = srv.leaf.IPAddresses[0].String()
+		}
+	}
+	return "https://" + net.JoinHostPort(host, port)
+}
+
+// onLoopback reports whether a listen address is a loopback one.
+func onLoopback(addr net.Addr) bool {
+	host, _, err := net.SplitHostPort(addr.String())
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
+}
+
+// repinTokenFile makes the token file carry the fingerprint the server now
+// serves (after a switch to --tls-cert, say): the secret, and so the stored
+// hash, stay. It returns the token as the file now holds it.
+func repinTokenFile(path, fingerprint string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read admin token: %w", err)
+	}
+	tok, err := pki.ParseToken(string(data))
+	if err != nil {
+		return "", fmt.Errorf("admin token file %s: %w", path, err)
+	}
+	if tok.Fingerprint == fingerprint {
+		return tok.String(), nil
+	}
+	tok.Fingerprint = fingerprint
+	if err := fsutil.WriteFileAtomic(path, []byte(tok.String()+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write admin token: %w", err)
+	}
+	return tok.String(), nil
+}
+
+// writeCLIConfig writes the config the CLI of this machine finds the server
+// with (see client.Lookup). A file that holds another server's admin token is
+// left as it is: it is someone's way to another control plane.
+func writeCLIConfig(path string, cfg client.Config, stdout io.Writer) error {
+	old, ok, err := client.Load(path)
+	if err != nil {
+		return err
+	}
+	if old == cfg {
+		return nil
+	}
+	if ok && !sameSecret(old.Token, cfg.Token) {
+		fmt.Fprintf(stdout, "%s names another server: left as it is (use --server and --token, or %s and %s)\n",
+			path, client.EnvServer, client.EnvToken)
+		return nil
+	}
+	if err := client.Save(path, cfg); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "CLI config written to %s: hatch commands on this machine use this server\n", path)
+	return nil
+}
+
+// sameSecret reports whether two tokens have the same secret (a token file
+// and its copy, perhaps with another fingerprint).
+func sameSecret(a, b string) bool {
+	ta, errA := pki.ParseToken(a)
+	tb, errB := pki.ParseToken(b)
+	return errA == nil && errB == nil && pki.EqualHash(ta.Hash(), tb.Hash())
+}

@@ -1,0 +1,369 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/agent"
+	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/pki"
+)
+
+// syncBuffer is a bytes.Buffer safe to write from the server's goroutine
+// while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// runningServer is `hatch server` run in-process.
+type runningServer struct {
+	url            string
+	stdout, stderr *syncBuffer
+	stop           func() int // stops it and returns its exit code
+}
+
+// startServer runs `hatch server` with args until the test ends (or stop).
+func startServer(t *testing.T, args ...string) *runningServer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &runningServer{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, append([]string{"server", "--listen", "127.0.0.1:0"}, args...), s.stdout, s.stderr)
+	}()
+	var once sync.Once
+	code := 0
+	s.stop = func() int {
+		once.Do(func() { cancel(); code = <-done })
+		return code
+	}
+	t.Cleanup(func() { s.stop() })
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.stdout.String(), "hatch server listening on") {
+		select {
+		case code := <-done:
+			t.Fatalf("hatch server exited with %d: %s%s", code, s.stdout, s.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hatch server did not start: %s%s", s.stdout, s.stderr)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, line := range strings.Split(s.stdout.String(), "\n") {
+		if url, ok := strings.CutPrefix(line, "server URL on this machine: "); ok {
+			s.url = url
+		}
+	}
+	return s
+}
+
+// isolate gives the test its own working directory and user config dir, and
+// clears the HATCH_ variables, so that the CLI finds only what the test made.
+func isolate(t *testing.T) (configDir string) {
+	t.Helper()
+	configDir = t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", configDir)
+	t.Setenv(client.EnvServer, "")
+	t.Setenv(client.EnvToken, "")
+	t.Chdir(t.TempDir())
+	return configDir
+}
+
+func TestHatchServerServesHTTPSAndTheCLIOnItsMachineNeedsNoFlags(t *testing.T) {
+	configDir := isolate(t)
+	dataDir := t.TempDir()
+	srv := startServer(t, "--data-dir", dataDir)
+	if !strings.HasPrefix(srv.url, "https://127.0.0.1:") {
+		t.Fatalf("server URL %q, want https on loopback", srv.url)
+	}
+	adminToken := strings.TrimSpace(readFile(t, filepath.Join(dataDir, "admin-token")))
+	if !strings.Contains(srv.stdout.String(), adminToken) {
+		t.Fatal("the first start did not print the admin token")
+	}
+	cfg, ok, err := client.Load(client.UserConfigPath(configDir))
+	if err != nil || !ok || cfg.Server != srv.url || cfg.Token != adminToken {
+		t.Fatalf("CLI config %+v, %v, %v; want the server's URL and admin token", cfg, ok, err)
+	}
+	if !strings.Contains(srv.stdout.String(), client.UserConfigPath(configDir)) {
+		t.Error("hatch server did not say where it wrote the CLI config")
+	}
+
+	code, joinToken, errOut := run(t, "token", "create", "--join", "--ttl", "10m", "--uses", "2")
+	joinToken = strings.TrimSpace(joinToken)
+	tok, err := pki.ParseToken(joinToken)
+	if code != 0 || err != nil || tok.Kind != pki.KindJoin {
+		t.Fatalf("hatch token create --join = %d %q %s", code, joinToken, errOut)
+	}
+	if adminTok, _ := pki.ParseToken(adminToken); tok.Fingerprint != adminTok.Fingerprint {
+		t.Fatal("the join token carries another fingerprint than the admin token")
+	}
+
+	// An agent joins with it, verifying the server against the fingerprint.
+	id, caPEM, err := agent.Join(t.Context(), srv.url, joinToken, "alpha")
+	if err != nil || len(caPEM) == 0 {
+		t.Fatalf("agent join: %v", err)
+	}
+	code, out, errOut := run(t, "hosts")
+	if code != 0 || !strings.Contains(out, "alpha") || !strings.Contains(out, id.HostID) {
+		t.Fatalf("hatch hosts = %d %q %s", code, out, errOut)
+	}
+	code, out, _ = run(t, "token", "list")
+	if code != 0 || !strings.Contains(out, tokenListLine(joinToken)) || strings.Contains(out, tok.Secret) {
+		t.Fatalf("hatch token list = %d %q; want the token's ID with 1/2 uses, never its secret", code, out)
+	}
+	code, out, errOut = run(t, "token", "revoke", joinToken)
+	if code != 0 || !strings.Contains(out, "revoked") {
+		t.Fatalf("hatch token revoke = %d %q %s", code, out, errOut)
+	}
+	if _, _, err := agent.Join(t.Context(), srv.url, joinToken, "beta"); err == nil || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("join with a revoked token: %v, want refused as revoked", err)
+	}
+
+	// Removing the host refuses its token at its next request.
+	cp, err := agent.NewHTTPClient(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := contract.StatusReport{HostID: id.HostID, Time: time.Now()}
+	if err := cp.ReportStatus(t.Context(), report); err != nil {
+		t.Fatalf("a joined host's report: %v", err)
+	}
+	code, out, errOut = run(t, "hosts", "remove", "alpha")
+	if code != 0 || !strings.Contains(out, "removed") {
+		t.Fatalf("hatch hosts remove = %d %q %s", code, out, errOut)
+	}
+	var apiErr *agent.APIError
+	if err := cp.ReportStatus(t.Context(), report); !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
+		t.Fatalf("a removed host's report: %v, want 401", err)
+	}
+	code, _, errOut = run(t, "hosts", "remove", "gamma")
+	if code != 1 || !strings.Contains(errOut, "gamma") || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("hatch hosts remove gamma = %d %q, want one line naming it", code, errOut)
+	}
+
+	if code := srv.stop(); code != 0 {
+		t.Fatalf("hatch server exited %d: %s", code, srv.stderr)
+	}
+	for _, secret := range []string{adminToken, joinToken, id.Token, tok.Secret} {
+		if strings.Contains(srv.stderr.String(), secret) {
+			t.Fatalf("a token appears in the server's log:\n%s", srv.stderr)
+		}
+	}
+
+	// A restart prints no token and leaves the CLI config as it was.
+	again := startServer(t, "--data-dir", dataDir)
+	if strings.Contains(again.stdout.String(), adminToken) || strings.Contains(again.stdout.String(), "admin token") {
+		t.Fatalf("a restart printed the admin token: %s", again.stdout)
+	}
+	if code, _, errOut := run(t, "hosts"); code != 0 {
+		t.Fatalf("hatch hosts after a restart = %d %s", code, errOut)
+	}
+}
+
+// tokenListLine is how `hatch token list` shows a join token used once of two.
+func tokenListLine(joinToken string) string {
+	id, _ := joinTokenID(joinToken)
+	return id + "  active  1/2"
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestAnotherServersCLIConfigIsLeftAlone(t *testing.T) {
+	configDir := isolate(t)
+	path := client.UserConfigPath(configDir)
+	theirs := client.Config{Server: "https://cp.example.com:7700", Token: pki.NewToken(pki.KindAdmin, strings.Repeat("ab", 32)).String()}
+	if err := client.Save(path, theirs); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, "--data-dir", t.TempDir())
+	if got, _, _ := client.Load(path); got != theirs {
+		t.Fatalf("the CLI config of another server was replaced by %+v", got)
+	}
+	if !strings.Contains(srv.stdout.String(), "names another server") {
+		t.Fatalf("hatch server did not say it left the config alone: %s", srv.stdout)
+	}
+}
+
+func TestInsecureHTTPServesPlainHTTPOnLoopback(t *testing.T) {
+	isolate(t)
+	srv := startServer(t, "--data-dir", t.TempDir(), "--insecure-http")
+	if !strings.HasPrefix(srv.url, "http://127.0.0.1:") {
+		t.Fatalf("server URL %q, want http on loopback", srv.url)
+	}
+	if code, out, errOut := run(t, "token", "list"); code != 0 || !strings.Contains(out, "no join tokens") {
+		t.Fatalf("hatch token list over plain HTTP on loopback = %d %q %s", code, out, errOut)
+	}
+	if strings.Contains(srv.stderr.String(), "non-loopback") {
+		t.Fatal("a loopback server warned about plain HTTP on a non-loopback address")
+	}
+}
+
+func TestAnOperatorsCertificateIsServedAndPinned(t *testing.T) {
+	isolate(t)
+	dataDir := t.TempDir()
+	first := startServer(t, "--data-dir", dataDir)
+	first.stop()
+	caToken := strings.TrimSpace(readFile(t, filepath.Join(dataDir, "admin-token")))
+
+	certFile, keyFile, fingerprint := operatorCertificate(t)
+	srv := startServer(t, "--data-dir", dataDir, "--tls-cert", certFile, "--tls-key", keyFile)
+	token := strings.TrimSpace(readFile(t, filepath.Join(dataDir, "admin-token")))
+	tok, _ := pki.ParseToken(token)
+	if tok.Fingerprint != fingerprint || !sameSecret(token, caToken) {
+		t.Fatalf("admin token after the switch pins %s, want the operator's %s with the same secret", tok.Fingerprint, fingerprint)
+	}
+	if !strings.Contains(srv.stdout.String(), fingerprint) {
+		t.Fatal("hatch server did not print the fingerprint it serves")
+	}
+	code, joinToken, errOut := run(t, "token", "create", "--join")
+	if code != 0 {
+		t.Fatalf("hatch token create --join = %d %s", code, errOut)
+	}
+	if jt, _ := pki.ParseToken(strings.TrimSpace(joinToken)); jt.Fingerprint != fingerprint {
+		t.Fatal("the join token does not pin the operator's certificate")
+	}
+	// A token pinning the old CA does not trust the operator's certificate.
+	code, _, errOut = run(t, "hosts", "--server", srv.url, "--token", caToken)
+	if code != 1 || !strings.Contains(errOut, "not the server the token was made by") {
+		t.Fatalf("hatch hosts with a token of the old CA = %d %q", code, errOut)
+	}
+}
+
+// operatorCertificate writes a self-signed certificate for 127.0.0.1 and
+// its key, as an operator's own would be, and returns its fingerprint.
+func operatorCertificate(t *testing.T) (certFile, keyFile, fingerprint string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(7),
+		Subject:      pkix.Name{CommonName: "cp.example.com"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"cp.example.com"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, pki.Fingerprint(der)
+}
+
+func TestServerTransportFlagsThatCannotWorkAreRefused(t *testing.T) {
+	isolate(t)
+	certFile, keyFile, _ := operatorCertificate(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-cert", certFile}, "go together"},
+		{[]string{"--tls-key", keyFile}, "go together"},
+		{[]string{"--tls-cert", certFile, "--tls-key", keyFile, "--insecure-http"}, "cannot be used with --tls-cert"},
+		{[]string{"--tls-cert", keyFile, "--tls-key", certFile}, "--tls-cert/--tls-key"},
+		{[]string{"--auth-failure-burst", "0"}, "auth failure burst"},
+	} {
+		args := append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, tc.args...)
+		code, _, errOut := run(t, args...)
+		if code != 1 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("hatch %v = %d %q, want an error mentioning %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+func TestCertNamesCoverTheListenAddressAndTheExtraNames(t *testing.T) {
+	names := certNames("10.1.2.3:7700", []string{"cp.example.com", "192.0.2.9", "localhost"})
+	for _, want := range []string{"localhost", "127.0.0.1", "::1", "10.1.2.3", "cp.example.com", "192.0.2.9"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("certNames = %v, missing %s", names, want)
+		}
+	}
+	if n := len(names); n != len(slices.Compact(slices.Clone(names))) {
+		t.Errorf("certNames has duplicates: %v", names)
+	}
+	for _, name := range certNames(":7700", nil) {
+		if name == "" || name == "::" || name == "0.0.0.0" {
+			t.Errorf("certNames of an unspecified listen address holds %q", name)
+		}
+	}
+}
+
+// tlsConfigStub marks a serving as TLS in tests of localURL.
+var tlsConfigStub tls.Config
+
+func TestLocalURLPicksAnAddressTheCertificateCovers(t *testing.T) {
+	leaf := &x509.Certificate{DNSNames: []string{"cp.example.com"}}
+	loopback := &x509.Certificate{IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	tcp := func(s string) net.Addr { a, _ := net.ResolveTCPAddr("tcp", s); return a }
+	tlsOn := serving{tls: &tlsConfigStub, leaf: loopback}
+	for _, tc := range []struct {
+		addr net.Addr
+		srv  serving
+		want string
+	}{
+		{tcp("[::]:7700"), tlsOn, "https://127.0.0.1:7700"},
+		{tcp("127.0.0.1:7700"), tlsOn, "https://127.0.0.1:7700"},
+		{tcp("10.0.0.5:7700"), serving{tls: &tlsConfigStub}, "https://10.0.0.5:7700"},
+		{tcp("0.0.0.0:7700"), serving{tls: &tlsConfigStub, leaf: leaf}, "https://cp.example.com:7700"},
+		{tcp("127.0.0.1:7700"), serving{}, "http://127.0.0.1:7700"},
+	} {
+		if got := localURL(tc.addr, tc.srv); got != tc.want {
+			t.Errorf("localURL(%s) = %s, want %s", tc.addr, got, tc.want)
+		}
+	}
+}
