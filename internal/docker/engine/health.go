@@ -21,8 +21,10 @@ const (
 	// startInterval is how often a container is probed before its first
 	// passing check: a healthy start is seen within a fraction of a second
 	// instead of an interval. (Docker 25 has start_interval for this; API
-	// 1.41 does not, so the agent's own probes do it.)
-	startInterval = 250 * time.Millisecond
+	// 1.41 does not, so the agent's own probes do it.) Each slot of a roll
+	// waits for this detection, so it is short: a probe of a local container
+	// costs well under a millisecond, and it stops at the first pass.
+	startInterval = 50 * time.Millisecond
 )
 
 // probe is how the agent checks one workload's containers itself: an HTTP GET
