@@ -159,8 +159,8 @@ func (ed *eggDecoder) field(g field, what string) {
 	case "aliases":
 		if v, ok := ed.plainList(g.Value, what, "[shop-web]"); ok {
 			for _, a := range v {
-				if !nameRE.MatchString(a) {
-					ed.errorf(g.Line, "%s: %q must be 1 to 40 lower-case letters, digits or hyphens", what, a)
+				if !aliasRE.MatchString(a) {
+					ed.errorf(g.Line, "%s: %q must be 1 to 63 letters, digits, hyphens, underscores or dots, not starting with a hyphen or a dot", what, a)
 				}
 			}
 			e.Aliases = v

@@ -1,0 +1,10 @@
+package spec
+
+import "regexp"
+
+// aliasRE is the rule for an egg's aliases: names other eggs reach it by on
+// its networks, which Docker resolves as DNS names. It is wider than the rule
+// for egg names because Compose service names, which the Compose loader keeps
+// as aliases so that an application's configuration keeps working, may hold
+// capitals, dots and underscores (my_db, Auth.Service).
+var aliasRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$`)
