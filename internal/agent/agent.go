@@ -64,10 +64,8 @@ type Config struct {
 	// changes health triggers a converge at once.
 	Events EventSource
 	// Router, if set, is the ingress: it gets the routing table after each
-	// converge and hears at once of containers that died. Inspector finds
-	// the containers' addresses for it (required with Router).
-	Router    Router
-	Inspector Inspector
+	// converge and hears at once of containers that died.
+	Router Router
 	// Changes, if set, is the signal the Docker adapter fires when a task
 	// ends or a container's health changes (engine.Config.OnChange =
 	// Changes.Fire); the agent makes its own otherwise.
@@ -121,9 +119,6 @@ func (c Config) Validate() error {
 	if c.ControlPlane == nil {
 		errs = append(errs, errors.New("no control plane client"))
 	}
-	if c.Router != nil && c.Inspector == nil {
-		errs = append(errs, errors.New("a router needs an inspector to find container addresses"))
-	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -157,7 +152,6 @@ type Agent struct {
 	changes *Signal // a converge is wanted
 	report  *Signal // a status report is wanted now
 	docker  *logKeeper
-	addrs   *addressBook
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -209,9 +203,6 @@ func New(cfg Config) (*Agent, error) {
 		docker:    newLogKeeper(cfg.Docker, cfg.LogLines),
 		memFile:   memoryFile{path: filepath.Join(cfg.DataDir, stateFile)},
 		crashLogs: map[string]crashLog{},
-	}
-	if cfg.Inspector != nil {
-		a.addrs = newAddressBook(cfg.Inspector)
 	}
 	if a.mem, err = a.memFile.load(); err != nil {
 		return nil, err
@@ -439,11 +430,7 @@ func (a *Agent) route(ctx context.Context, desired contract.DesiredState, actual
 	if a.cfg.Router == nil {
 		return nil
 	}
-	a.addrs.keepOnly(actual)
-	t := routingTable(desired, actual, func(c docker.Container, w contract.WorkloadSpec) string {
-		return a.addrs.lookup(ctx, c, w)
-	})
-	if err := a.cfg.Router.Update(t); err != nil {
+	if err := a.cfg.Router.Update(routingTable(desired, actual)); err != nil {
 		return fmt.Errorf("update ingress: %w", err)
 	}
 	return nil

@@ -9,9 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/network"
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/docker"
@@ -74,15 +72,6 @@ func (r *fakeRouter) snapshot() (ingress.Table, []string) {
 	return r.table, slices.Clone(r.gone)
 }
 
-// fakeInspector gives every container an address derived from its ID.
-type fakeInspector struct{}
-
-func (fakeInspector) ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error) {
-	return container.InspectResponse{NetworkSettings: &container.NetworkSettings{
-		Networks: map[string]*network.EndpointSettings{"net": {IPAddress: "10.0.0." + id[len(id)-1:]}},
-	}}, nil
-}
-
 func dieEvent(c docker.Container, host string) events.Message {
 	attrs := maps.Clone(c.Labels)
 	attrs[docker.LabelHost] = host
@@ -97,7 +86,7 @@ func TestDockerEventsDriveConvergesAndTheIngress(t *testing.T) {
 	w.Routes = []contract.Route{{Host: "shop.localhost"}}
 	cp.set(desiredState(w))
 	cfg := testConfig(t, d, cp, t.TempDir())
-	cfg.Events, cfg.Router, cfg.Inspector = ev, router, fakeInspector{}
+	cfg.Events, cfg.Router = ev, router
 	startAgent(t, cfg)
 
 	eventually(t, "the ingress routes to both replicas", func() error {
@@ -168,6 +157,9 @@ func TestRoutingTable(t *testing.T) {
 	ctr := func(w contract.WorkloadSpec, id string, st contract.ContainerState, healthy bool) docker.Container {
 		c := docker.FromLabels(id, "n-"+id, docker.Labels(testHost, w, 0, "any"))
 		c.State, c.Healthy = st, healthy
+		if id != "" && id != "c4" { // c4 has no address yet
+			c.IP = "10.0.0." + id[1:]
+		}
 		return c
 	}
 	foreign := ctr(withRoutes, "c9", contract.StateRunning, true)
@@ -183,13 +175,7 @@ func TestRoutingTable(t *testing.T) {
 		ctr(plain, "c5", contract.StateRunning, true),
 		ctr(portOnly, "c6", contract.StateRunning, true),
 	}
-	addr := func(c docker.Container, w contract.WorkloadSpec) string {
-		if c.ID == "c4" {
-			return ""
-		}
-		return "10.0.0." + c.ID[1:]
-	}
-	got := routingTable(desired, actual, addr)
+	got := routingTable(desired, actual)
 	want := ingress.Table{Eggs: []ingress.Egg{
 		{
 			Name:         "default/shop/web",

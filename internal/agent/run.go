@@ -92,7 +92,7 @@ func Run(ctx context.Context, opts Options) error {
 	cfg := DefaultConfig()
 	cfg.HostID, cfg.DataDir, cfg.Logger = id.HostID, opts.DataDir, log
 	cfg.Docker, cfg.ControlPlane, cfg.Events, cfg.Changes = eng, cp, cli, changes
-	cfg.Router, cfg.Inspector = in, cli
+	cfg.Router = in
 	if opts.ConvergeInterval > 0 {
 		cfg.ConvergeInterval = opts.ConvergeInterval
 	}

@@ -115,6 +115,10 @@ type Container struct {
 	LabelError string
 
 	State contract.ContainerState
+	// IP is the container's address on its workload's first network (the one
+	// it was created on), where the ingress and the agent's probes reach it;
+	// empty when it is not running.
+	IP string
 	// Healthy is the result of the latest health check (true for a running
 	// container without a health check).
 	Healthy bool

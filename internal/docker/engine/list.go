@@ -93,9 +93,10 @@ func (e *Engine) observe(c *container.InspectResponse) (docker.Container, target
 		return dc, target{}, false
 	}
 	w, known := e.workload(dc.WorkloadID)
+	dc.IP = containerAddr(c, w)
 	if known {
 		if p, ok := agentProbe(w); ok {
-			t := target{probe: p, addr: containerAddr(c, w), startedAt: dc.StartedAt}
+			t := target{probe: p, addr: dc.IP, startedAt: dc.StartedAt}
 			return dc, t, true
 		}
 	}
@@ -107,7 +108,7 @@ func (e *Engine) observe(c *container.InspectResponse) (docker.Container, target
 		return dc, target{}, false
 	}
 	if known && w.Port > 0 {
-		t := target{probe: tcpOnPort(w), addr: containerAddr(c, w), startedAt: dc.StartedAt}
+		t := target{probe: tcpOnPort(w), addr: dc.IP, startedAt: dc.StartedAt}
 		return dc, t, true
 	}
 	dc.Healthy = true // running, and nothing more to check

@@ -602,6 +602,7 @@ func (f *Fake) view(k *ctr) docker.Container {
 		c.State = contract.StateStarting
 	default:
 		c.State = contract.StateRunning
+		c.IP = fmt.Sprintf("10.0.%d.%d", k.seq/250, 1+k.seq%250)
 		interval := max(f.timing.CheckInterval, time.Millisecond)
 		switch {
 		case !k.failingSince.IsZero():
