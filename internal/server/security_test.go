@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -225,4 +227,35 @@ func TestAHostReadsOnlyTheBlobsItsDesiredStateReferences(t *testing.T) {
 	if got := readable(alphaTok, b); !slices.Equal(got, ok) {
 		t.Errorf("alpha's new blob: %v, want %v", got, ok)
 	}
+}
+
+// brokenLookup is a token store that cannot be read.
+type brokenLookup struct{}
+
+var errStoreDown = errors.New("database is locked")
+
+func (brokenLookup) JoinTokenByHash(context.Context, string) (store.JoinToken, error) {
+	return store.JoinToken{}, errStoreDown
+}
+
+func (brokenLookup) HostByTokenHash(context.Context, string) (store.HostIdentity, error) {
+	return store.HostIdentity{}, errStoreDown
+}
+
+func TestAStoreFailureWhileAuthenticatingIsAServerErrorNotAFailedAuthentication(t *testing.T) {
+	sh := newSecureHarness(t, DefaultConfig())
+	sh.srv.limiter = newFailureLimiter(1, time.Hour) // one counted failure would lock the address out
+	adminHash := pki.HashSecret(strings.Split(sh.token, ".")[1])
+	sh.srv.deps.Auth = NewTokenAuth(adminHash, brokenLookup{}, sh.clock.Now)
+	hostTok := pki.NewToken(pki.KindHost, fingerprint()).String()
+	for range 3 {
+		wantError(t, sh.doAs(hostTok, "GET", "/api/v1/hosts/h1/desired-state", nil), http.StatusInternalServerError, "internal", "log")
+	}
+	// The admin token needs no lookup: it still works, and the address was not limited.
+	decode[map[string]any](t, sh.do("GET", "/api/v1/hosts", nil), http.StatusOK)
+	if !strings.Contains(sh.logs.String(), errStoreDown.Error()) {
+		t.Fatal("the store failure was not logged")
+	}
+	sh.remember(hostTok)
+	sh.checkNoSecretLeaked()
 }
