@@ -75,6 +75,9 @@ type Config struct {
 	// Now is the clock handed to the converge engine (time.Now when nil).
 	Now func() time.Time
 
+	// Capacity, if known, is reported with every status for the scheduler.
+	Capacity *contract.HostCapacity
+
 	// ConvergeInterval is the period of the timer converge (30s).
 	ConvergeInterval time.Duration
 	// ConvergeTimeout bounds one converge's calls (2m): a hung Docker call
@@ -372,6 +375,7 @@ func (a *Agent) converge(ctx context.Context) {
 		lines = append(lines, taskErrors(tr.Failures())...)
 	}
 	report := buildReport(desired, actual, a.mem, lines, now)
+	report.Capacity = a.cfg.Capacity
 	a.attachCrashLogs(ctx, &report)
 	a.mu.Lock()
 	a.status = &report
@@ -464,7 +468,7 @@ func (a *Agent) attachCrashLogs(ctx context.Context, r *contract.StatusReport) {
 // containers: the last report's containers stay, with the new errors.
 func (a *Agent) setErrorStatus(errs ...error) {
 	a.mu.Lock()
-	r := contract.StatusReport{HostID: a.cfg.HostID, Time: a.now()}
+	r := contract.StatusReport{HostID: a.cfg.HostID, Time: a.now(), Capacity: a.cfg.Capacity}
 	if a.status != nil {
 		r = *a.status
 	}

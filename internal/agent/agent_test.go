@@ -20,7 +20,9 @@ func TestConvergesToANewDesiredStateAndCachesIt(t *testing.T) {
 	w := web(3)
 	w.Secrets = []contract.SecretFile{{Name: "api_key", Handle: "h1", Value: "s3cr3t-value"}}
 	cp.set(desiredState(w))
-	a := startAgent(t, testConfig(t, f, cp, dir))
+	cfg := testConfig(t, f, cp, dir)
+	cfg.Capacity = &contract.HostCapacity{MemoryBytes: 8 << 30, MilliCPU: 4000}
+	a := startAgent(t, cfg)
 
 	eventually(t, "three replicas run", func() error {
 		if n := running(f.All(), w); n != 3 {
@@ -33,6 +35,9 @@ func TestConvergesToANewDesiredStateAndCachesIt(t *testing.T) {
 		r, _ := cp.lastReport()
 		if r.Version != want || len(r.Containers) != 3 || r.HostID != testHost {
 			return fmt.Errorf("last report: version %q, %d containers", r.Version, len(r.Containers))
+		}
+		if r.Capacity == nil || *r.Capacity != *cfg.Capacity {
+			return fmt.Errorf("last report's capacity %+v, want %+v", r.Capacity, cfg.Capacity)
 		}
 		return nil
 	})

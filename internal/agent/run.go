@@ -10,6 +10,7 @@ import (
 	"github.com/docker/docker/client"
 	"go.uber.org/zap"
 
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/docker/engine"
 	"github.com/hatchery/hatchery/internal/ingress"
 )
@@ -93,6 +94,11 @@ func Run(ctx context.Context, opts Options) error {
 	cfg.HostID, cfg.DataDir, cfg.Logger = id.HostID, opts.DataDir, log
 	cfg.Docker, cfg.ControlPlane, cfg.Events, cfg.Changes = eng, cp, cli, changes
 	cfg.Router = in
+	if info, err := cli.Info(ctx); err != nil {
+		log.Warn("cannot read the host's capacity from Docker; the scheduler will not know it", zap.Error(err))
+	} else {
+		cfg.Capacity = &contract.HostCapacity{MemoryBytes: info.MemTotal, MilliCPU: int64(info.NCPU) * 1000}
+	}
 	if opts.ConvergeInterval > 0 {
 		cfg.ConvergeInterval = opts.ConvergeInterval
 	}

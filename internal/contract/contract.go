@@ -148,6 +148,16 @@ type StatusReport struct {
 	Containers []ContainerStatus `json:"containers,omitempty"`
 	// Errors are the last converge's errors, one line each.
 	Errors []string `json:"errors,omitempty"`
+	// Capacity is what the host offers containers, for the scheduler; nil
+	// when the agent could not tell.
+	Capacity *HostCapacity `json:"capacity,omitempty"`
+}
+
+// HostCapacity is a host's total memory and CPU, as its Docker Engine reports.
+type HostCapacity struct {
+	MemoryBytes int64 `json:"memory_bytes"`
+	// MilliCPU is thousandths of a CPU: 2 cores are 2000.
+	MilliCPU int64 `json:"milli_cpu"`
 }
 
 // ContainerStatus is one container (or slot being built) in a status report.
