@@ -128,6 +128,9 @@ type Deps struct {
 	// Fingerprint is the served CA's fingerprint, which every token the
 	// server issues carries; required with Tokens.
 	Fingerprint string
+	// Apply runs plans, applies, rollouts and rescheduling; without it (tests
+	// of other concerns) those endpoints and loops do not exist.
+	Apply *ApplyDeps
 	// Logger may be nil (no logs).
 	Logger *zap.Logger
 	// Now is the clock; nil means time.Now.
@@ -138,6 +141,11 @@ func (d Deps) validate() error {
 	if d.Liveness == nil || d.Statuses == nil || d.Desired == nil || d.Events == nil || d.Retention == nil ||
 		d.Applies == nil || d.Projects == nil || d.Blobs == nil || d.Box == nil || d.Auth == nil {
 		return errors.New("server: every dependency but Logger, Now and Tokens must be set")
+	}
+	if d.Apply != nil {
+		if err := d.Apply.validate(); err != nil {
+			return err
+		}
 	}
 	if d.Tokens != nil {
 		if err := checkFingerprint(d.Fingerprint); err != nil {
@@ -160,6 +168,7 @@ type Server struct {
 	liveness *liveness
 	rollouts *rolloutTracker
 	limiter  *failureLimiter
+	applies  *applier // nil without Deps.Apply
 
 	// closing is closed by Drain: long-polls and streams return when it is.
 	closing   chan struct{}
@@ -195,6 +204,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		limiter:  newFailureLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRefill),
 	}
 	s.liveness = &liveness{store: deps.Liveness, timeout: cfg.LivenessTimeout, now: now, log: log.With(zap.String("component", "liveness")), hosts: s.metrics.hosts}
+	if deps.Apply != nil {
+		s.applies = newApplier(s, *deps.Apply)
+	}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -213,6 +225,11 @@ func (s *Server) Start(ctx context.Context) error {
 	s.stop = cancel
 	s.loops.Go(func() { s.liveness.run(loopCtx) })
 	s.loops.Go(func() { s.collectBlobs(loopCtx) })
+	if s.applies != nil {
+		if err := s.applies.start(ctx, loopCtx); err != nil {
+			return fmt.Errorf("start applies: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -1,0 +1,246 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/blob"
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/provider"
+	"github.com/hatchery/hatchery/internal/seal"
+	"github.com/hatchery/hatchery/internal/spec"
+	"github.com/hatchery/hatchery/internal/store"
+	"github.com/hatchery/hatchery/internal/store/sqlite"
+)
+
+// applyHarness is a server with the apply protocol, on a real SQLite file,
+// whose hosts are simulated by posting status reports.
+type applyHarness struct {
+	*harness
+	t    *testing.T // shadows harness.t: decode needs a *testing.T
+	dir  string
+	once sync.Once
+}
+
+type applyOptions struct {
+	dir      string      // reuse a data dir (a restart); "" for a new one
+	serverID string      // "" for "srv-test"
+	logger   *zap.Logger // nil: the test's log
+	clock    *clock      // nil: the real clock
+}
+
+func newApplyHarness(t *testing.T, o applyOptions) *applyHarness {
+	t.Helper()
+	if o.dir == "" {
+		o.dir = t.TempDir()
+	}
+	if o.serverID == "" {
+		o.serverID = "srv-test"
+	}
+	log := o.logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	st, err := sqlite.Open(t.Context(), filepath.Join(o.dir, "hatch.db"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := blob.Open(filepath.Join(o.dir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, err := seal.New(bytes.Repeat([]byte{1}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now
+	if o.clock != nil {
+		now = o.clock.Now
+	}
+	set, err := provider.New(provider.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
+		Fleet: provider.StoreFleet{List: st, Identities: st}, Box: box, Logger: log, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := pki.NewToken(pki.KindAdmin, fingerprint())
+	deps := Deps{Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
+		Blobs: blobs, Box: box, Auth: NewAdminToken(tok.Hash()), Logger: log, Now: now,
+		Apply: &ApplyDeps{Resources: st, Plans: st, Leases: st, Providers: set, ServerID: o.serverID,
+			Config: ApplyConfig{RescheduleInterval: 20 * time.Millisecond, RevertRetry: 20 * time.Millisecond,
+				Backoff: func() backoff.BackOff {
+					return backoff.NewExponentialBackOff(backoff.WithInitialInterval(10*time.Millisecond),
+						backoff.WithMaxInterval(50*time.Millisecond), backoff.WithMaxElapsedTime(20*time.Second))
+				}}}}
+	srv, err := New(DefaultConfig(), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	h := &applyHarness{harness: &harness{t: t, srv: srv, http: hs, store: st, blobs: blobs, box: box, token: tok.String(), clock: o.clock}, t: t, dir: o.dir}
+	t.Cleanup(h.stop)
+	return h
+}
+
+// stop shuts the server down gracefully and closes its store; once.
+func (h *applyHarness) stop() {
+	h.once.Do(func() {
+		h.srv.Close()
+		h.http.Close()
+		h.store.Close()
+	})
+}
+
+// report posts a host's status report: the host is up from then on.
+func (h *applyHarness) report(host string, containers ...contract.ContainerStatus) {
+	h.t.Helper()
+	body, _ := json.Marshal(contract.StatusReport{HostID: host, Time: time.Now(), Containers: containers})
+	resp := h.do("POST", "/api/v1/hosts/"+host+"/status", bytes.NewReader(body))
+	if resp.StatusCode != http.StatusNoContent {
+		h.t.Fatalf("report of %s: status %d", host, resp.StatusCode)
+	}
+}
+
+// healthy reports every workload the host should run as healthy at its spec.
+func (h *applyHarness) healthy(host string) {
+	h.t.Helper()
+	var cs []contract.ContainerStatus
+	for _, w := range h.desired(host).Workloads {
+		for slot := range w.Replicas {
+			cs = append(cs, contract.ContainerStatus{WorkloadID: w.ID(), Slot: slot, State: contract.StateRunning,
+				Healthy: true, SpecHash: contract.SpecHash(w), ContainerID: fmt.Sprintf("c-%s-%d", w.Egg, slot)})
+		}
+	}
+	h.report(host, cs...)
+}
+
+// desired reads a host's desired state as its agent does.
+func (h *applyHarness) desired(host string) contract.DesiredState {
+	h.t.Helper()
+	return decode[contract.DesiredState](h.t, h.do("GET", "/api/v1/hosts/"+host+"/desired-state", nil), http.StatusOK)
+}
+
+// planBody turns a hatch.yaml into a plan request, as the CLI would.
+func planBody(t *testing.T, yaml string, secrets map[string]string) []byte {
+	t.Helper()
+	p, err := spec.Parse([]byte(yaml), "hatch.yaml", spec.Options{})
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	rs, deps := p.Resources()
+	req := planRequest{Resources: []desiredJSON{}, Dependencies: []dependencyJSON{}, Secrets: secrets}
+	for _, r := range rs {
+		req.Resources = append(req.Resources, desiredJSON{Type: r.Type, Name: r.Name, Inputs: r.Inputs, Source: r.Source})
+	}
+	for _, d := range deps {
+		req.Dependencies = append(req.Dependencies, dependencyJSON{Parent: d.Parent, Child: d.Child, Condition: string(d.Condition)})
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// plan posts a plan of yaml for project ("<namespace>/<project>").
+func (h *applyHarness) plan(project, yaml string, secrets map[string]string) planJSON {
+	h.t.Helper()
+	return decode[planJSON](h.t, h.do("POST", "/api/v1/projects/"+project+"/plan", bytes.NewReader(planBody(h.t, yaml, secrets))), http.StatusCreated)
+}
+
+type applyStarted struct {
+	Apply struct {
+		ID int64 `json:"id"`
+	} `json:"apply"`
+	Events string `json:"events"`
+}
+
+// apply starts the apply of a plan.
+func (h *applyHarness) apply(project, planID string) applyStarted {
+	h.t.Helper()
+	return decode[applyStarted](h.t, h.applyResp(project, planID), http.StatusAccepted)
+}
+
+func (h *applyHarness) applyResp(project, planID string) *http.Response {
+	h.t.Helper()
+	return h.do("POST", "/api/v1/projects/"+project+"/apply", strings.NewReader(`{"plan":"`+planID+`"}`))
+}
+
+// follow reads an apply's event stream to its end and returns its steps.
+func (h *applyHarness) follow(path string) []progressJSON {
+	h.t.Helper()
+	resp := h.do("GET", path, nil)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		h.t.Fatalf("GET %s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	return readSteps(h.t, resp)
+}
+
+func readSteps(t *testing.T, resp *http.Response) []progressJSON {
+	t.Helper()
+	var steps []progressJSON
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var p progressJSON
+		if err := json.Unmarshal([]byte(data), &p); err != nil {
+			t.Fatalf("step %s: %v", data, err)
+		}
+		steps = append(steps, p)
+		if p.Status == "finished" {
+			return steps
+		}
+	}
+	t.Fatalf("the stream ended without a finished step: %+v (%v)", steps, sc.Err())
+	return nil
+}
+
+// applyAndWait plans, applies and follows to the end; it returns the last step.
+func (h *applyHarness) applyAndWait(project, yaml string, secrets map[string]string) progressJSON {
+	h.t.Helper()
+	p := h.plan(project, yaml, secrets)
+	steps := h.follow(h.apply(project, p.ID).Events)
+	return steps[len(steps)-1]
+}
+
+// wantSucceeded checks an apply's last step.
+func wantSucceeded(t *testing.T, last progressJSON) {
+	t.Helper()
+	if last.Outcome != string(store.ApplySucceeded) {
+		t.Fatalf("apply finished %s: %s", last.Outcome, last.Message)
+	}
+}
+
+// eventsOf lists the events of a type.
+func (h *applyHarness) eventsOf(typ store.EventType) []store.Event {
+	h.t.Helper()
+	evs, err := h.store.ListEvents(h.t.Context(), 0, 1000)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []store.Event
+	for _, e := range evs {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -1,0 +1,447 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/provider"
+	"github.com/hatchery/hatchery/internal/reconciler"
+	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+const shopYAML = `
+project: shop
+eggs:
+  web:
+    image: web:1
+    replicas: 2
+    port: 8080
+    routes: [shop.localhost]
+`
+
+func TestPlanThenApplyDeploysTheProjectAndStreamsItsProgress(t *testing.T) {
+	h := newApplyHarness(t, applyOptions{})
+	h.report("h1")
+	h.report("h2")
+	p := h.plan("default/shop", shopYAML, nil)
+	if !p.HasChanges || p.Summary["create"] != 3 || !strings.HasPrefix(p.ID, "plan-") {
+		t.Fatalf("plan %+v, want 3 creates", p)
+	}
+	for _, c := range p.Changes {
+		if c.Action != "+" {
+			t.Fatalf("change %+v, want +", c)
+		}
+	}
+	if len(p.Hosts) != 2 || !slices.Contains(p.Hosts[0].Steps, "start web: 1 replica") {
+		t.Fatalf("host steps %+v, want web started on both hosts", p.Hosts)
+	}
+	started := h.apply("default/shop", p.ID)
+	steps := h.follow(started.Events)
+	last := steps[len(steps)-1]
+	wantSucceeded(t, last)
+	var created []string
+	for _, s := range steps {
+		if s.Action == "create" && s.Status == "done" {
+			created = append(created, s.Resource)
+		}
+	}
+	slices.Sort(created)
+	if !slices.Equal(created, []string{"egg/web", "network/default", "route/shop.localhost"}) {
+		t.Fatalf("created %v", created)
+	}
+	for _, host := range []string{"h1", "h2"} {
+		w, ok := h.desired(host).Workload("default/shop/web")
+		if !ok || w.Replicas != 1 || len(w.Routes) != 1 {
+			t.Fatalf("%s runs %+v, want one replica of web with its route", host, w)
+		}
+	}
+	// The apply is in the history, with its progress.
+	got := decode[struct {
+		Apply    applyJSON      `json:"apply"`
+		Progress []progressJSON `json:"progress"`
+	}](t, h.do("GET", "/api/v1/projects/default/shop/applies/"+strconv.FormatInt(started.Apply.ID, 10), nil), http.StatusOK)
+	if got.Apply.Outcome != "succeeded" || len(got.Progress) != len(steps) {
+		t.Fatalf("GET apply = %+v with %d steps, want succeeded with %d", got.Apply, len(got.Progress), len(steps))
+	}
+	// Re-planning the same file changes nothing.
+	again := h.plan("default/shop", shopYAML, nil)
+	if again.HasChanges || again.Summary["unchanged"] != 3 || len(again.Hosts) != 0 {
+		t.Fatalf("second plan %+v, want nothing to do", again)
+	}
+}
+
+func TestAStalePlanIsRefusedAndAPlanIsUsedOnce(t *testing.T) {
+	h := newApplyHarness(t, applyOptions{})
+	h.report("h1")
+	first := h.plan("default/shop", shopYAML, nil)
+	second := h.plan("default/shop", strings.Replace(shopYAML, "web:1", "web:2", 1), nil)
+	wantSucceeded(t, lastStep(h.follow(h.apply("default/shop", second.ID).Events)))
+	wantError(t, h.applyResp("default/shop", first.ID), http.StatusConflict, "stale_plan", "plan again")
+	wantError(t, h.applyResp("default/shop", second.ID), http.StatusNotFound, "not_found", second.ID)
+	wantError(t, h.applyResp("default/other", first.ID), http.StatusBadRequest, "bad_request", "not of default/other")
+	// A stale plan leaves the project unlocked.
+	wantSucceeded(t, h.applyAndWait("default/shop", shopYAML, nil))
+}
+
+func lastStep(steps []progressJSON) progressJSON { return steps[len(steps)-1] }
+
+const waitingYAML = `
+project: shop
+eggs:
+  db:
+    image: db:1
+  web:
+    image: web:1
+    depends_on: {db: {condition: healthy}}
+`
+
+func TestASecondApplyFailsAtOnceNamingTheHolderAndSinceWhen(t *testing.T) {
+	h := newApplyHarness(t, applyOptions{})
+	h.report("h1")
+	first := h.plan("default/shop", waitingYAML, nil)
+	other := h.plan("default/shop", waitingYAML, nil)
+	started := h.apply("default/shop", first.ID) // waits for db to be healthy
+	begun := time.Now()
+	resp := h.applyResp("default/shop", other.ID)
+	if took := time.Since(begun); took > 2*time.Second {
+		t.Fatalf("the second apply took %v to be refused", took)
+	}
+	e := decode[errorBody](t, resp, http.StatusConflict)
+	if e.Error != "locked" || !strings.Contains(e.Message, "apply of "+first.ID) || !strings.Contains(e.Message, "since "+time.Now().UTC().Format("2006-01-02T")) {
+		t.Fatalf("error %+v, want locked by the first apply, with since when", e)
+	}
+	// A rollout restart waits for nobody either.
+	wantError(t, h.do("POST", "/api/v1/projects/default/shop/eggs/db/restart", nil), http.StatusConflict, "locked", first.ID)
+	// Other projects are not locked.
+	wantSucceeded(t, h.applyAndWait("default/other", "project: other\neggs:\n  x: {image: x:1}\n", nil))
+	h.healthy("h1") // db becomes healthy: the first apply goes on
+	wantSucceeded(t, lastStep(h.follow(started.Events)))
+	wantSucceeded(t, h.applyAndWait("default/shop", strings.Replace(waitingYAML, "web:1", "web:2", 1), nil))
+}
+
+func TestAServerKilledMidApplyLeavesNothingLockedAndAReapplyCompletes(t *testing.T) {
+	dir := t.TempDir()
+	h := newApplyHarness(t, applyOptions{dir: dir, serverID: "srv-1"})
+	h.report("h1")
+	// The state a kill leaves: db created, web's create recorded pending and
+	// cut short, the lease and the apply record as they were.
+	ctx := context.Background()
+	_, err := h.store.AcquireLease(ctx, store.Lease{Project: "default/shop", Token: "dead", Holder: "apply of plan-dead",
+		Server: "srv-1", Since: time.Now(), Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.store.StartApply(ctx, "default/shop", nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	killed := killDuring(t, h, "egg/web", waitingYAML)
+	if web := findRecord(t, h, "default/shop", "egg/web"); web == nil || !web.Pending {
+		t.Fatalf("egg/web after the kill: %+v, want a pending record", web)
+	}
+	wantError(t, h.applyResp("default/shop", h.plan("default/shop", waitingYAML, nil).ID), http.StatusConflict, "locked", "plan-dead")
+	killed()
+	h.stop()
+
+	// The server restarts: its lease is released and the apply it ran is failed.
+	h = newApplyHarness(t, applyOptions{dir: dir, serverID: "srv-1"})
+	applies, err := h.store.Applies(ctx, "default/shop")
+	if err != nil || len(applies) != 1 || applies[0].Outcome != store.ApplyFailed || !strings.Contains(applies[0].Message, "interrupted") {
+		t.Fatalf("applies after the restart: %+v, %v", applies, err)
+	}
+	pendingID := findRecord(t, h, "default/shop", "egg/web").ID
+	h.report("h1")
+	h.healthy("h1")
+	p := h.plan("default/shop", waitingYAML, nil)
+	if p.Summary["create"] != 1 || p.Summary["unchanged"] != 2 {
+		t.Fatalf("plan after the restart %+v, want web created again and the rest unchanged", p.Summary)
+	}
+	wantSucceeded(t, lastStep(h.follow(h.apply("default/shop", p.ID).Events)))
+	web := findRecord(t, h, "default/shop", "egg/web")
+	if web.Pending || web.ID != pendingID {
+		t.Fatalf("egg/web %+v, want created with the pending record's ID %s", web, pendingID)
+	}
+	d := h.desired("h1")
+	if len(d.Workloads) != 2 {
+		t.Fatalf("h1 runs %d workloads, want db and web once each: %+v", len(d.Workloads), d.Workloads)
+	}
+}
+
+// killDuring runs the project's apply on the harness's store directly and
+// stops it in the middle of key's create, as a kill would: the create never
+// returns, so nothing after it is recorded. It returns a function that lets
+// the stuck goroutine go.
+func killDuring(t *testing.T, h *applyHarness, key, yaml string) func() {
+	t.Helper()
+	var req planRequest
+	if err := json.Unmarshal(planBody(t, yaml, nil), &req); err != nil {
+		t.Fatal(err)
+	}
+	g, err := buildGraph(req.Resources, req.Dependencies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := h.srv.applies.deps.Providers.Registry(provider.Options{})
+	entered, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	typ, _, _ := strings.Cut(key, "/")
+	reg[typ] = &stuckProvider{Provider: readyProvider{reg[typ]}, only: key, entered: entered, release: release}
+	rec := &reconciler.Reconciler{Resources: h.store, Registry: reg}
+	go func() {
+		defer close(done)
+		_, _ = rec.Reconcile(context.Background(), "default/shop", g)
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the apply never reached " + key)
+	}
+	return func() { close(release); <-done }
+}
+
+// stuckProvider never returns from the create of one resource until released,
+// and then fails it for good: a process killed in the middle of the call
+// records nothing after it.
+type stuckProvider struct {
+	reconciler.Provider
+	only             string
+	entered, release chan struct{}
+}
+
+func (p *stuckProvider) Create(ctx context.Context, project string, r *resource.Deployed) (map[string]any, error) {
+	if p.only != "" && r.Key() != p.only {
+		return p.Provider.Create(ctx, project, r)
+	}
+	close(p.entered)
+	<-p.release
+	return nil, backoff.Permanent(context.Canceled)
+}
+
+// readyProvider reports every condition met, so the kill test does not wait
+// for reports.
+type readyProvider struct{ reconciler.Provider }
+
+func (readyProvider) Ready(context.Context, string, *resource.Deployed, resource.Condition) (bool, string, error) {
+	return true, "", nil
+}
+
+func findRecord(t *testing.T, h *applyHarness, project, key string) *resource.Deployed {
+	t.Helper()
+	recs, err := h.store.ListResources(t.Context(), project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Key() == key {
+			return r
+		}
+	}
+	return nil
+}
+
+const revertYAML = `
+project: shop
+eggs:
+  web:
+    image: web:1
+    rollout: {auto_revert: true}
+  other:
+    image: other:1
+`
+
+func TestAFailedRolloutIsRevertedWhenTheEggAsks(t *testing.T) {
+	h := newApplyHarness(t, applyOptions{})
+	h.report("h1")
+	wantSucceeded(t, h.applyAndWait("default/shop", revertYAML, nil))
+	h.healthy("h1")
+	v2 := strings.NewReplacer("web:1", "web:2", "other:1", "other:2").Replace(revertYAML)
+	wantSucceeded(t, h.applyAndWait("default/shop", v2, nil))
+	// The agent reports both new specs failed.
+	var cs []contract.ContainerStatus
+	for _, w := range h.desired("h1").Workloads {
+		cs = append(cs, contract.ContainerStatus{WorkloadID: w.ID(), Slot: 0, State: contract.StateRunning,
+			SpecHash: contract.SpecHash(w), RolloutFailure: "not healthy within its progress deadline"})
+	}
+	h.report("h1", cs...)
+	eventually(t, "web is reverted", func() bool { return len(h.eventsOf(store.EventRolloutReverted)) == 1 })
+	d := h.desired("h1")
+	if w, _ := d.Workload("default/shop/web"); w.Image != "web:1" {
+		t.Fatalf("web runs %s after the revert, want web:1", w.Image)
+	}
+	if w, _ := d.Workload("default/shop/other"); w.Image != "other:2" {
+		t.Fatalf("other (no auto_revert) runs %s, want other:2 still", w.Image)
+	}
+	ev := h.eventsOf(store.EventRolloutReverted)[0]
+	if ev.Resource != "egg/web" || ev.Host != "h1" || !strings.Contains(ev.Message, "not healthy within its progress deadline") {
+		t.Fatalf("event %+v", ev)
+	}
+	// The deployed record says what runs, so a plan of the file shows the change again.
+	p := h.plan("default/shop", v2, nil)
+	for _, c := range p.Changes {
+		if c.Key == "egg/web" && (c.Action != "~" || !slices.Contains(c.Changed, "image")) {
+			t.Fatalf("plan shows %+v for web, want ~ image", c)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // no second revert follows
+	if n := len(h.eventsOf(store.EventRolloutReverted)); n != 1 {
+		t.Fatalf("%d reverts, want 1", n)
+	}
+}
+
+func TestRolloutRestartBumpsTheRevisionAndNothingElse(t *testing.T) {
+	h := newApplyHarness(t, applyOptions{})
+	h.report("h1")
+	wantSucceeded(t, h.applyAndWait("default/shop", revertYAML, nil))
+	before := map[string]string{}
+	for _, w := range h.desired("h1").Workloads {
+		before[w.Egg] = contract.SpecHash(w)
+	}
+	got := decode[map[string]any](t, h.do("POST", "/api/v1/projects/default/shop/eggs/web/restart", nil), http.StatusOK)
+	if got["revision"] != float64(1) {
+		t.Fatalf("restart answered %v, want revision 1", got)
+	}
+	for _, w := range h.desired("h1").Workloads {
+		if rolled := contract.SpecHash(w) != before[w.Egg]; rolled != (w.Egg == "web") || w.Egg == "web" && w.Revision != 1 {
+			t.Fatalf("%s: rolled=%v revision=%d", w.Egg, rolled, w.Revision)
+		}
+	}
+	if evs := h.eventsOf(store.EventRolloutRestarted); len(evs) != 1 || evs[0].Resource != "egg/web" {
+		t.Fatalf("events %+v", evs)
+	}
+	if p := h.plan("default/shop", revertYAML, nil); p.HasChanges {
+		t.Fatalf("after a restart the plan shows changes: %+v", p.Changes)
+	}
+	decode[map[string]any](t, h.do("POST", "/api/v1/projects/default/shop/eggs/web/restart", nil), http.StatusOK)
+	if w, _ := h.desired("h1").Workload("default/shop/web"); w.Revision != 2 {
+		t.Fatalf("revision %d after a second restart", w.Revision)
+	}
+	wantError(t, h.do("POST", "/api/v1/projects/default/shop/eggs/nope/restart", nil), http.StatusNotFound, "not_found", "egg/nope")
+}
+
+func TestStatelessReplicasMoveOffAHostDownPastTheDelay(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	h := newApplyHarness(t, applyOptions{clock: clk})
+	h.report("h1")
+	h.report("h2")
+	wantSucceeded(t, h.applyAndWait("default/shop", shopYAML, nil))
+	if _, err := h.store.MarkHostDown(t.Context(), "h2", clk.Now().Add(time.Hour), clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // several rounds of the loop, within the delay
+	if w, _ := h.desired("h2").Workload("default/shop/web"); w.Replicas != 1 {
+		t.Fatal("replicas moved before the reschedule delay passed")
+	}
+	clk.Set(clk.Now().Add(3 * time.Second))
+	eventually(t, "web moves to h1, recorded", func() bool {
+		w, _ := h.desired("h1").Workload("default/shop/web")
+		_, onH2 := h.desired("h2").Workload("default/shop/web")
+		return w.Replicas == 2 && !onH2 && len(h.eventsOf(store.EventEggRescheduled)) > 0
+	})
+	if w, _ := h.desired("h1").Workload("default/shop/web"); len(w.Routes) != 1 {
+		t.Fatalf("the moved replicas lost their route: %+v", w.Routes)
+	}
+	evs := h.eventsOf(store.EventEggRescheduled)
+	if len(evs) != 1 || evs[0].Resource != "egg/web" {
+		t.Fatalf("rescheduled events %+v", evs)
+	}
+	// h2 comes back: nothing moves back.
+	h.report("h2")
+	time.Sleep(100 * time.Millisecond)
+	if w, _ := h.desired("h1").Workload("default/shop/web"); w.Replicas != 2 {
+		t.Fatalf("h1 runs %d replicas after h2 returned, want 2", w.Replicas)
+	}
+	if p := h.plan("default/shop", shopYAML, nil); p.HasChanges {
+		t.Fatalf("the plan after a reschedule shows changes: %+v", p.Changes)
+	}
+}
+
+func TestDestroyWithVolumesDeletesThemAndWithoutKeepsThem(t *testing.T) {
+	h := newApplyHarness(t, applyOptions{})
+	h.report("h1")
+	yaml := "project: data\neggs:\n  db: {image: pg:1, volumes: [\"pgdata:/d\"]}\nvolumes:\n  pgdata: {}\n"
+	wantSucceeded(t, h.applyAndWait("default/data", yaml, nil))
+	destroy := func(body string) planJSON {
+		return decode[planJSON](t, h.do("POST", "/api/v1/projects/default/data/destroy", strings.NewReader(body)), http.StatusCreated)
+	}
+	p := destroy(`{}`)
+	if p.Summary["delete"] != 3 || !p.Destroy {
+		t.Fatalf("destroy plan %+v", p)
+	}
+	wantSucceeded(t, lastStep(h.follow(h.apply("default/data", p.ID).Events)))
+	if d := h.desired("h1"); len(d.Workloads) != 0 || len(d.Volumes) != 1 || d.Volumes[0].Delete {
+		t.Fatalf("after destroy: %+v, want no workload and pgdata kept", d)
+	}
+	p = destroy(`{"volumes": true}`)
+	if !p.HasChanges || len(p.Hosts) != 1 || !strings.Contains(strings.Join(p.Hosts[0].Steps, ";"), "delete volume pgdata") {
+		t.Fatalf("destroy --volumes plan %+v, want pgdata deleted", p)
+	}
+	wantSucceeded(t, lastStep(h.follow(h.apply("default/data", p.ID).Events)))
+	if d := h.desired("h1"); len(d.Volumes) != 1 || !d.Volumes[0].Delete {
+		t.Fatalf("after destroy --volumes: %+v", d.Volumes)
+	}
+}
+
+func TestBadPlanRequestsNameTheField(t *testing.T) {
+	h := newApplyHarness(t, applyOptions{})
+	post := func(path, body string) *http.Response {
+		return h.do("POST", path, strings.NewReader(body))
+	}
+	const p = "/api/v1/projects/default/shop/plan"
+	wantError(t, post(p, `{"resources":[{"type":"secret","name":"k","inputs":{"env":"K"}}]}`), 400, "bad_request", "secrets.k")
+	wantError(t, post(p, `{"secrets":{"k":"v"}}`), 400, "bad_request", "secrets.k")
+	wantError(t, post(p, `{"resources":[{"type":"egg","name":"w","inputs":{}}],"destroy":true}`), 400, "bad_request", "resources")
+	wantError(t, post(p, `{"delete_volumes":true}`), 400, "bad_request", "delete_volumes")
+	wantError(t, post(p, `{"resources":[{"type":"gadget","name":"w","inputs":{}}]}`), 400, "bad_request", "unknown type")
+	wantError(t, post(p, `{"resources":[{"type":"egg","name":"w","inputs":{},"source":"sha256:`+strings.Repeat("a", 64)+`"}]}`),
+		400, "bad_request", "not uploaded")
+	wantError(t, post("/api/v1/projects/Default/shop/plan", `{}`), 400, "bad_request", "path")
+	wantError(t, post(p, `{"resources":[], "extra": 1}`), 400, "bad_request", "extra")
+}
+
+func TestAPlanKeepsItsBlobsFromCollection(t *testing.T) {
+	h := newApplyHarness(t, applyOptions{})
+	h.report("h1")
+	content := []byte("FROM scratch\n")
+	digest := digestOf(content)
+	if resp := h.do("PUT", "/api/v1/blobs/"+digest, bytes.NewReader(content)); resp.StatusCode/100 != 2 {
+		t.Fatalf("upload: %d", resp.StatusCode)
+	}
+	body := `{"resources":[{"type":"egg","name":"w","source":"` + digest + `","inputs":` + eggInputsJSON(t) + `}]}`
+	resp := h.do("POST", "/api/v1/projects/default/shop/plan", strings.NewReader(body))
+	plan := decode[planJSON](t, resp, http.StatusCreated)
+	refs, err := h.store.ReferencedBlobs(t.Context())
+	if err != nil || !slices.Contains(refs, digest) {
+		t.Fatalf("referenced blobs %v, want the plan's %s", refs, digest)
+	}
+	wantSucceeded(t, lastStep(h.follow(h.apply("default/shop", plan.ID).Events)))
+	if w, _ := h.desired("h1").Workload("default/shop/w"); w.BlobID != digest {
+		t.Fatalf("workload built from %q, want %s", w.BlobID, digest)
+	}
+}
+
+// eggInputsJSON is an egg's inputs, built from a blob, as spec writes them.
+func eggInputsJSON(t *testing.T) string {
+	t.Helper()
+	var req planRequest
+	if err := json.Unmarshal(planBody(t, "project: shop\neggs:\n  w: {build: ./w}\n", nil), &req); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range req.Resources {
+		if r.Type == "egg" {
+			r.Inputs["networks"] = []any{}
+			b, _ := json.Marshal(r.Inputs)
+			return string(b)
+		}
+	}
+	t.Fatal("no egg")
+	return ""
+}

@@ -1,0 +1,160 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+const secretYAML = `
+project: shop
+eggs:
+  web:
+    image: web:1
+    secrets: [api_key]
+    env: {API_KEY: "${secret.api_key}", MODE: prod}
+  plain:
+    image: plain:1
+secrets:
+  api_key: {env: API_KEY}
+`
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) Sync() error { return nil }
+
+func (b *syncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+// TestSecretValuesNeverLeak runs a project with a secret through plan,
+// apply, a rotation, rollouts and every read of the API, logging everything
+// at debug level, then looks for the values in every answer, every log line,
+// every event and the database files: none may hold them, while the desired
+// state the host's agent reads does.
+func TestSecretValuesNeverLeak(t *testing.T) {
+	values := []string{"s3cr3t-VALUE-one-7f1c", "s3cr3t-VALUE-two-9d2e"}
+	logs := &syncBuffer{}
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zap.DebugLevel))
+	h := newApplyHarness(t, applyOptions{logger: log})
+	var answers bytes.Buffer
+	read := func(resp *http.Response) []byte {
+		t.Helper()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers.Write(b)
+		return b
+	}
+	call := func(method, path, body string) []byte {
+		t.Helper()
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		return read(h.do(method, path, r))
+	}
+
+	h.report("h1")
+	for i, v := range values {
+		var plan planJSON
+		body := planBody(t, secretYAML, map[string]string{"api_key": v})
+		if err := json.Unmarshal(call("POST", "/api/v1/projects/default/shop/plan", string(body)), &plan); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range plan.Changes {
+			if c.Key == "secret/api_key" && (c.Inputs["value"] != sensitive || i == 1 && strings.Join(c.Changed, ",") != "value") {
+				t.Fatalf("the plan shows the secret as %+v, want its value (sensitive) and, on rotation, changed [value]", c)
+			}
+		}
+		var started applyStarted
+		if err := json.Unmarshal(call("POST", "/api/v1/projects/default/shop/apply", `{"plan":"`+plan.ID+`"}`), &started); err != nil {
+			t.Fatal(err)
+		}
+		resp := h.do("GET", started.Events, nil)
+		raw, _ := io.ReadAll(resp.Body)
+		answers.Write(raw)
+		if !strings.Contains(string(raw), `"outcome":"succeeded"`) {
+			t.Fatalf("apply %d: %s", i, raw)
+		}
+		call("GET", "/api/v1/projects/default/shop/applies/"+strconv.FormatInt(started.Apply.ID, 10), "")
+		// The agent gets the value: only in the desired state of its host.
+		d := h.desired("h1")
+		w, _ := d.Workload("default/shop/web")
+		if len(w.Secrets) != 1 || string(w.Secrets[0].Value) != v {
+			t.Fatalf("apply %d: the host gets secrets %+v, want the value", i, w.Secrets)
+		}
+		h.healthy("h1")
+	}
+	call("POST", "/api/v1/projects/default/shop/eggs/web/restart", "")
+	call("GET", "/api/v1/projects", "")
+	call("GET", "/api/v1/projects/default/shop", "")
+	call("GET", "/api/v1/hosts", "")
+	call("GET", "/api/v1/hosts/h1", "")
+	call("GET", "/api/v1/events?limit=1000", "")
+	call("GET", "/metrics", "")
+	destroy := call("POST", "/api/v1/projects/default/shop/destroy", `{}`)
+	var plan planJSON
+	if err := json.Unmarshal(destroy, &plan); err != nil {
+		t.Fatal(err)
+	}
+	resp := h.do("GET", h.apply("default/shop", plan.ID).Events, nil)
+	raw, _ := io.ReadAll(resp.Body)
+	answers.Write(raw)
+
+	evs, err := h.store.ListEvents(t.Context(), 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events bytes.Buffer
+	for _, e := range evs {
+		events.WriteString(e.Message + "\n")
+	}
+	if len(evs) < 10 || !strings.Contains(events.String(), "secret/api_key updated") {
+		t.Fatalf("only %d events, or none for the secret's update: the test would prove nothing", len(evs))
+	}
+	h.stop()
+	var files bytes.Buffer
+	matches, _ := filepath.Glob(filepath.Join(h.dir, "hatch.db*"))
+	for _, f := range matches {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files.Write(b)
+	}
+	if files.Len() == 0 || logs.buf.Len() == 0 || answers.Len() == 0 {
+		t.Fatal("nothing was captured")
+	}
+	for _, v := range values {
+		for what, b := range map[string][]byte{"an API answer": answers.Bytes(), "a log line": logs.Bytes(),
+			"an event": events.Bytes(), "the database files": files.Bytes()} {
+			if bytes.Contains(b, []byte(v)) {
+				t.Errorf("%s holds the secret value %s", what, v)
+			}
+		}
+	}
+}
