@@ -63,6 +63,12 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
+// secureDeps are what the tests of other concerns add to the secure
+// harness's dependencies, so that endpoints which exist only with their
+// dependencies (the apply endpoints need Deps.Apply) are in the route table
+// the auth matrix walks. Register one from an init func of a test file.
+var secureDeps []func(t *testing.T, d *Deps, st *sqlite.Store)
+
 func newSecureHarness(t *testing.T, cfg Config) *secureHarness {
 	t.Helper()
 	dir := t.TempDir()
@@ -89,6 +95,9 @@ func newSecureHarness(t *testing.T, cfg Config) *secureHarness {
 	deps := Deps{Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
 		Blobs: blobs, Box: box, Auth: NewTokenAuth(hash, st, clk.Now), Tokens: st, Fingerprint: fingerprint(),
 		Logger: log, Now: clk.Now}
+	for _, add := range secureDeps {
+		add(t, &deps, st)
+	}
 	srv, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
