@@ -136,10 +136,14 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
+	apply, err := applyDeps(st, box, opts.dataDir, log)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(cfg, server.Deps{
 		Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
 		Blobs: blobs, Box: box, Auth: server.NewTokenAuth(hash, st, nil), Tokens: st, Fingerprint: transport.fingerprint,
-		Logger: log,
+		Apply: apply, Logger: log,
 	})
 	if err != nil {
 		return err

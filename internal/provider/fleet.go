@@ -1,8 +1,12 @@
 package provider
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/scheduler"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -26,13 +30,16 @@ var DefaultCapacity = scheduler.Resources{Memory: 1 << 50, MilliCPU: 1 << 30}
 
 // StoreFleet is the Fleet of a store: liveness from the hosts table (a down
 // host's StateSince is when it went down), names and removals from the joined
-// hosts' identities.
+// hosts' identities, capacities from the hosts' latest status reports.
 type StoreFleet struct {
 	List HostLister
 	// Identities give hosts their names and say which were removed; nil, or a
 	// host without an identity, means the host is named by its ID.
 	Identities store.HostIdentities
-	// Capacity of every host; zero means DefaultCapacity.
+	// Reports give hosts the capacity their agents report; nil, or a host
+	// whose agent did not report one, means Capacity.
+	Reports StatusReader
+	// Capacity of a host that reported none; zero means DefaultCapacity.
 	Capacity scheduler.Resources
 }
 
@@ -70,7 +77,35 @@ func (f StoreFleet) Hosts(ctx context.Context) ([]scheduler.Host, error) {
 		if id, ok := ids[h.ID]; ok {
 			sh.Name, sh.Removed = id.Name, id.Removed()
 		}
+		if f.Reports != nil {
+			reported, err := f.reportedCapacity(ctx, h.ID)
+			if err != nil {
+				return nil, err
+			}
+			if reported != nil {
+				sh.Capacity = scheduler.Resources{Memory: reported.MemoryBytes, MilliCPU: reported.MilliCPU}
+			}
+		}
 		out = append(out, sh)
 	}
 	return out, nil
+}
+
+// reportedCapacity reads the capacity in a host's latest report, if any.
+func (f StoreFleet) reportedCapacity(ctx context.Context, host string) (*contract.HostCapacity, error) {
+	st, err := f.Reports.Status(ctx, host)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rep, err := contract.DecodeStatusReport(bytes.NewReader(st.Report))
+	if err != nil {
+		return nil, fmt.Errorf("host %s: stored report: %w", host, err)
+	}
+	if c := rep.Capacity; c == nil || c.MemoryBytes <= 0 || c.MilliCPU <= 0 {
+		return nil, nil
+	}
+	return rep.Capacity, nil
 }

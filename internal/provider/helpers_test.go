@@ -61,7 +61,7 @@ func newEnv(t *testing.T, hosts ...string) *env {
 	}
 	e := &env{t: t, st: st, box: box, clock: &clock{now: t0}}
 	e.set, err = New(Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet: StoreFleet{List: st, Identities: st}, Box: box, Logger: zaptest.NewLogger(t), Now: e.clock.Now})
+		Fleet: StoreFleet{List: st, Identities: st, Reports: st}, Box: box, Logger: zaptest.NewLogger(t), Now: e.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func newApplyHarness(t *testing.T, o applyOptions) *applyHarness {
 		now = o.clock.Now
 	}
 	set, err := provider.New(provider.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet: provider.StoreFleet{List: st, Identities: st}, Box: box, Logger: log, Now: now})
+		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st}, Box: box, Logger: log, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
