@@ -445,3 +445,23 @@ func eggInputsJSON(t *testing.T) string {
 	t.Fatal("no egg")
 	return ""
 }
+
+func TestHostsUnknownAfterARestartKeepTheirReplicas(t *testing.T) {
+	dir, clk := t.TempDir(), &clock{now: time.Now()}
+	h := newApplyHarness(t, applyOptions{dir: dir, clock: clk})
+	h.report("h1")
+	h.report("h2")
+	wantSucceeded(t, h.applyAndWait("default/shop", shopYAML, nil))
+	h.stop()
+
+	h = newApplyHarness(t, applyOptions{dir: dir, clock: clk})
+	h.report("h1") // h2 has not reported since the restart: unknown
+	clk.Set(clk.Now().Add(5 * time.Second))
+	time.Sleep(150 * time.Millisecond) // several rounds of the reschedule loop
+	if w, ok := h.desired("h2").Workload("default/shop/web"); !ok || w.Replicas != 1 {
+		t.Fatalf("h2, unknown since the restart, runs %+v; want its replica kept", w)
+	}
+	if evs := h.eventsOf(store.EventEggRescheduled); len(evs) != 0 {
+		t.Fatalf("rescheduled %+v", evs)
+	}
+}
