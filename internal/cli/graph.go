@@ -8,7 +8,8 @@ import (
 )
 
 func newGraphCmd() *cobra.Command {
-	var file, format string
+	var pf projectFiles
+	var format string
 	cmd := &cobra.Command{
 		Use:   "graph -f FILE [--format text|dot]",
 		Short: "Show a project's resources in the order they are deployed",
@@ -20,13 +21,13 @@ func newGraphCmd() *cobra.Command {
 			if format != "text" && format != "dot" {
 				return fmt.Errorf("unknown --format %q: use text or dot", format)
 			}
-			p, err := loadProject(cmd.ErrOrStderr(), file)
+			p, err := pf.load(cmd)
 			if err != nil {
 				return err
 			}
 			g, err := p.Graph()
 			if err != nil {
-				return fmt.Errorf("build the graph of %s: %w", file, err)
+				return fmt.Errorf("build the graph of %s: %w", &pf, err)
 			}
 			out := g.Text()
 			if format == "dot" {
@@ -36,7 +37,7 @@ func newGraphCmd() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "hatch.yaml", "the project file")
+	pf.register(cmd, "hatch.yaml", false)
 	cmd.Flags().StringVar(&format, "format", "text", "text or dot (Graphviz)")
 	return cmd
 }

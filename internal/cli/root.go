@@ -53,6 +53,7 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newValidateCmd(),
 		newGraphCmd(),
+		newConvertCmd(),
 		newServerCmd(),
 		newAgentCmd(),
 		newTokenCmd(),

@@ -12,16 +12,17 @@ import (
 )
 
 func newValidateCmd() *cobra.Command {
-	var file string
+	var pf projectFiles
 	cmd := &cobra.Command{
-		Use:   "validate -f FILE",
+		Use:   "validate -f FILE [-f FILE...] [--strict]",
 		Short: "Check a project file and report every problem with its line",
 		Long: "Check a project file as apply would, without deploying anything: every error is\n" +
 			"printed as file:line: message, and the exit code is 1 if there is one. Warnings\n" +
-			"are printed too, but do not fail the check.",
+			"are printed too, but do not fail the check unless --strict is given. -f also takes\n" +
+			"a compose.yaml, and several -f merge Compose files as docker compose does.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := loadProject(cmd.ErrOrStderr(), file)
+			p, err := pf.load(cmd)
 			if err != nil {
 				return err
 			}
@@ -31,11 +32,11 @@ func newValidateCmd() *cobra.Command {
 				return &exitError{code: 1}
 			}
 			resources, _ := p.Resources()
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d resources)\n", file, len(resources))
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d resources)\n", &pf, len(resources))
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "hatch.yaml", "the project file")
+	pf.register(cmd, "hatch.yaml", true)
 	return cmd
 }
 

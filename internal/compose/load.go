@@ -1,0 +1,188 @@
+package compose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hatchery/hatchery/internal/spec"
+)
+
+// Options are what the loader needs from the outside world.
+type Options struct {
+	// Environ is the environment Compose interpolates from, as KEY=value
+	// (os.Environ() in the CLI). It also holds COMPOSE_PROJECT_NAME,
+	// COMPOSE_PROFILES and COMPOSE_DISABLE_ENV_FILE, read as Compose reads
+	// them. The .env file beside the first Compose file adds the variables
+	// Environ lacks.
+	Environ []string
+	// Profiles are the profiles to enable; none means COMPOSE_PROFILES.
+	Profiles []string
+	// Strict turns every warning into an error: nothing of the file may be
+	// ignored or approximated.
+	Strict bool
+}
+
+// Load reads one or more Compose files, merged in order as `docker compose
+// -f a -f b` merges them, and maps the result to a checked spec.Project.
+//
+// Loading is compose-go's (interpolation, .env, env_file, profiles, extends,
+// include, merging, the project name). The mapping builds a spec.Project,
+// writes it as hatch.yaml with spec.Marshal and parses that text with
+// spec.Parse, so that a Compose project gets every check a hatch.yaml gets
+// and maps to exactly the resources of the hatch.yaml `hatch convert` prints.
+//
+// A Compose file that compose-go refuses gives its error, wrapped with the
+// files' names. Problems of the mapping, and of the converted project, are
+// an *spec.Error listing every one at its line of a Compose file (errors
+// found in the converted project point at the service and setting they come
+// from); warnings are in the Project, or in the *spec.Error with the errors.
+func Load(ctx context.Context, files []string, opts Options) (*spec.Project, error) {
+	if len(files) == 0 {
+		return nil, errors.New("load compose: no file given")
+	}
+	var findings []loader.UnsupportedAttribute
+	po, err := cli.NewProjectOptions(files,
+		cli.WithEnv(opts.Environ),
+		withDotEnv(filepath.Dir(files[0])),
+		cli.WithDefaultProfiles(opts.Profiles...),
+		cli.WithLoadOptions(
+			// Environments are resolved per service below, so that an error
+			// (a missing env_file) names its service.
+			func(o *loader.Options) { o.SkipResolveEnvironment = true },
+			loader.WithSupportedAttributes(supported, func(f []loader.UnsupportedAttribute) { findings = f }),
+		),
+	)
+	if err != nil {
+		return nil, &loadError{files, err}
+	}
+	cp, err := po.LoadProject(ctx)
+	if err != nil {
+		return nil, &loadError{files, err}
+	}
+	if err := resolveEnvironments(cp); err != nil {
+		return nil, &loadError{files, err}
+	}
+
+	contents := make([][]byte, len(files))
+	for i, f := range files {
+		contents[i], _ = os.ReadFile(f) // compose-go read it already; the lines are only a help
+	}
+	m := newMapper(cp, newLocator(files, contents))
+	m.unsupportedWarnings(findings)
+	p := m.project(files[0])
+	if len(m.errors) > 0 {
+		return nil, m.result()
+	}
+
+	converted, err := spec.Marshal(p)
+	if err != nil {
+		return nil, &loadError{files, err}
+	}
+	parsed, err := spec.Parse(converted, files[0], spec.Options{})
+	var perr *spec.Error
+	switch {
+	case errors.As(err, &perr):
+		m.adopt(converted, perr.Errors, perr.Warnings)
+	case err != nil:
+		return nil, &loadError{files, err}
+	default:
+		m.adopt(converted, nil, parsed.Warnings)
+	}
+	if opts.Strict {
+		m.errors = append(m.errors, m.warnings...)
+		m.warnings = nil
+	}
+	if len(m.errors) > 0 {
+		return nil, m.result()
+	}
+	sortDiagnostics(m.warnings)
+	parsed.Warnings = m.warnings
+	return parsed, nil
+}
+
+// loadError is an error of compose-go's, on one line (some of its messages
+// span several), after the files it is about.
+type loadError struct {
+	files []string
+	err   error
+}
+
+func (e *loadError) Error() string {
+	lines := strings.FieldsFunc(e.err.Error(), func(r rune) bool { return r == '\n' })
+	return fmt.Sprintf("load %s: %s", strings.Join(e.files, ", "), strings.Join(lines, " "))
+}
+
+func (e *loadError) Unwrap() error { return e.err }
+
+// withDotEnv reads the .env file of the project's directory, as Compose
+// does unless COMPOSE_DISABLE_ENV_FILE is true; the environment wins over it.
+func withDotEnv(dir string) cli.ProjectOptionsFn {
+	return func(o *cli.ProjectOptions) error {
+		if off, _ := strconv.ParseBool(o.Environment["COMPOSE_DISABLE_ENV_FILE"]); off {
+			return nil
+		}
+		path := filepath.Join(dir, ".env")
+		if info, err := os.Stat(path); err != nil || info.IsDir() {
+			return nil
+		}
+		o.EnvFiles = []string{path}
+		return cli.WithDotEnv(o)
+	}
+}
+
+// resolveEnvironments computes each service's environment from its
+// env_file and environment, one service at a time so that an error names it.
+func resolveEnvironments(cp *types.Project) error {
+	names := make([]string, 0, len(cp.Services))
+	for name := range cp.Services {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		one := types.Project{Environment: cp.Environment, Services: types.Services{name: cp.Services[name]}}
+		resolved, err := one.WithServicesEnvironmentResolved(true)
+		if err != nil {
+			return fmt.Errorf("service %q env_file: %w", name, err)
+		}
+		cp.Services[name] = resolved.Services[name]
+	}
+	return nil
+}
+
+// composeFileName matches the names Compose looks for, and their variants
+// (compose.prod.yaml, docker-compose.override.yml).
+var composeFileName = regexp.MustCompile(`^(docker-)?compose([.-][^/]*)?\.ya?ml$`)
+
+// IsComposeFile reports whether a project file is a Compose file rather than
+// a hatch.yaml: by its name (compose.yaml, docker-compose.yml...), else by
+// its content (a top-level services: and no eggs:). A file that cannot be
+// read is not one, so that the hatch.yaml loader reports the problem.
+func IsComposeFile(path string) bool {
+	base := filepath.Base(path)
+	if composeFileName.MatchString(base) {
+		return true
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var top map[string]yaml.Node
+	if yaml.Unmarshal(data, &top) != nil {
+		return false
+	}
+	_, services := top["services"]
+	_, eggs := top["eggs"]
+	return services && !eggs
+}

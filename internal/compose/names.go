@@ -1,0 +1,109 @@
+package compose
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Compose allows names that Hatchery does not: capitals and dots in any
+// name, and underscores in service names, which become parts of container
+// and DNS names. They are mapped to valid names; a service keeps its original
+// name as an alias, so that the application's configuration keeps working.
+
+var (
+	eggNameRE = regexp.MustCompile(`^[a-z0-9-]{1,40}$`)
+	keyNameRE = regexp.MustCompile(`^[a-z0-9_-]{1,40}$`)
+)
+
+// reservedEggNames cannot name an egg: ${secret.x} and the like would no
+// longer say which resource they mean (see package spec).
+var reservedEggNames = []string{"egg", "env", "network", "route", "secret", "volume"}
+
+// eggName maps a service name to an egg name: lower case, "_" and "." as "-".
+func eggName(service string) string {
+	return strings.Trim(strings.Map(func(r rune) rune {
+		switch {
+		case r == '_' || r == '.':
+			return '-'
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return r
+	}, service), "-")
+}
+
+// keyName maps a volume, network or secret name: lower case, "." as "-"
+// ("_" is valid there).
+func keyName(name string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '.':
+			return '-'
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return r
+	}, name)
+}
+
+// projectName maps a Compose project name ([a-z0-9_-], as Compose normalises
+// it) to a Hatchery one.
+func projectName(name string) string { return strings.Trim(strings.ReplaceAll(name, "_", "-"), "-") }
+
+// nameMap maps the names of one kind (services, volumes...) and reports the
+// ones that cannot be mapped.
+type nameMap struct {
+	to   map[string]string // Compose name -> Hatchery name
+	from map[string]string // Hatchery name -> Compose name
+}
+
+// nameRule maps one kind of name and says what a valid one is.
+type nameRule struct {
+	what  string // "service", "volume"...
+	rule  string // what valid names are made of, for messages
+	apply func(string) string
+	valid *regexp.Regexp
+}
+
+var (
+	serviceNames = nameRule{"service", "lower-case letters, digits and hyphens", eggName, eggNameRE}
+	keyNames     = func(what string) nameRule {
+		return nameRule{what, "lower-case letters, digits, hyphens and underscores", keyName, keyNameRE}
+	}
+)
+
+// mapNames maps every name and returns a problem per name that is invalid or
+// that collides with another once mapped, in name order.
+func (r nameRule) mapNames(names []string) (nameMap, []string) {
+	sort.Strings(names)
+	m := nameMap{to: map[string]string{}, from: map[string]string{}}
+	var problems []string
+	for _, name := range names {
+		mapped := r.apply(name)
+		switch {
+		case !r.valid.MatchString(mapped):
+			problems = append(problems, fmt.Sprintf("%s %q becomes %q, but Hatchery names are 1 to 40 %s: rename it", r.what, name, mapped, r.rule))
+			continue
+		case r.what == "service" && contains(reservedEggNames, mapped):
+			problems = append(problems, fmt.Sprintf("service %q: the name %q is reserved in Hatchery (so are %s): rename the service", name, mapped, strings.Join(reservedEggNames, ", ")))
+			continue
+		}
+		if other, taken := m.from[mapped]; taken {
+			problems = append(problems, fmt.Sprintf("%ss %q and %q both become %q in Hatchery: rename one of them", r.what, other, name, mapped))
+			continue
+		}
+		m.to[name], m.from[mapped] = mapped, name
+	}
+	return m, problems
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
