@@ -38,8 +38,8 @@ func goldenCases(t *testing.T) []goldenCase {
 	}
 	var cases []goldenCase
 	for _, dir := range dirs {
-		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-			continue
+		if info, err := os.Stat(dir); err != nil || !info.IsDir() || filepath.Base(dir) == "rapid" {
+			continue // rapid keeps its failing cases there
 		}
 		c := goldenCase{dir: dir, files: []string{filepath.Join(dir, "compose.yaml")}}
 		if data, err := os.ReadFile(filepath.Join(dir, "files")); err == nil {

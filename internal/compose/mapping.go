@@ -311,13 +311,14 @@ func (sm *serviceMapper) ports() {
 	e := sm.egg
 	for _, p := range sm.s.Ports {
 		mapping := fmt.Sprintf("%s:%d", p.Published, p.Target)
+		if p.Protocol != "" && p.Protocol != "tcp" {
+			sm.warnAt("ports", "%s/%s is not published: Hatchery publishes tcp ports only", mapping, p.Protocol)
+			continue
+		}
 		if e.Port == 0 {
 			e.Port = int(p.Target)
 		}
 		switch {
-		case p.Protocol != "" && p.Protocol != "tcp":
-			sm.warnAt("ports", "%s/%s is not published: Hatchery publishes tcp ports only", mapping, p.Protocol)
-			continue
 		case p.Published == "":
 			sm.warnAt("ports", "%d has no published port (Compose would pick one): Hatchery publishes fixed ports only, so it is reachable on port %d from the project's networks only", p.Target, p.Target)
 			continue

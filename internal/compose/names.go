@@ -67,12 +67,12 @@ type nameRule struct {
 	valid *regexp.Regexp
 }
 
-var (
-	serviceNames = nameRule{"service", "lower-case letters, digits and hyphens", eggName, eggNameRE}
-	keyNames     = func(what string) nameRule {
-		return nameRule{what, "lower-case letters, digits, hyphens and underscores", keyName, keyNameRE}
-	}
-)
+var serviceNames = nameRule{"service", "lower-case letters, digits and hyphens", eggName, eggNameRE}
+
+// keyNames is the rule of volume, network and secret names.
+func keyNames(what string) nameRule {
+	return nameRule{what, "lower-case letters, digits, hyphens and underscores", keyName, keyNameRE}
+}
 
 // mapNames maps every name and returns a problem per name that is invalid or
 // that collides with another once mapped, in name order.

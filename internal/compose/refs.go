@@ -35,26 +35,28 @@ func (en encoder) withRefs(s string) (string, error) {
 	var out strings.Builder
 	for i := 0; i < len(s); {
 		rest := s[i:]
-		end := strings.IndexByte(rest, '}')
-		if !strings.HasPrefix(rest, "${") || end < 0 {
+		if !strings.HasPrefix(rest, "${") {
 			out.WriteByte(s[i])
 			i++
 			continue
 		}
-		inner := rest[2:end]
-		ref, isRef, err := en.ref(inner)
-		switch {
-		case err != nil:
-			return "", err
-		case !isRef:
-			out.WriteString("$${")
-			i += 2
-			continue
-		case strings.HasSuffix(s[:i], "$"):
-			return "", fmt.Errorf(`a literal "$" right before $${%s} cannot be expressed: put another character between them`, inner)
+		if end := strings.IndexByte(rest, '}'); end > 0 {
+			inner := rest[2:end]
+			ref, isRef, err := en.ref(inner)
+			if err != nil {
+				return "", err
+			}
+			if isRef {
+				if strings.HasSuffix(s[:i], "$") {
+					return "", fmt.Errorf(`a literal "$" right before $${%s} cannot be expressed: put another character between them`, inner)
+				}
+				out.WriteString(ref.String())
+				i += end + 1
+				continue
+			}
 		}
-		out.WriteString(ref.String())
-		i += end + 1
+		out.WriteString("$${") // a literal "${"
+		i += 2
 	}
 	return out.String(), nil
 }
