@@ -162,7 +162,7 @@ func (m *mapper) relative(path string) string {
 	return filepath.ToSlash(path)
 }
 
-// service maps one service. Its fields are set in full, with spec's
+// egg maps one service. Its fields are set in full, with spec's
 // defaults where Compose says nothing, so that spec.Marshal writes only what
 // the Compose file sets.
 func (m *mapper) egg(s types.ServiceConfig, name string) *spec.Egg {
