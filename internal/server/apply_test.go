@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -125,6 +126,7 @@ func TestASecondApplyFailsAtOnceNamingTheHolderAndSinceWhen(t *testing.T) {
 	wantError(t, h.do("POST", "/api/v1/projects/default/shop/eggs/db/restart", nil), http.StatusConflict, "locked", first.ID)
 	// Other projects are not locked.
 	wantSucceeded(t, h.applyAndWait("default/other", "project: other\neggs:\n  x: {image: x:1}\n", nil))
+	h.waitPlaced("h1", "default/shop/db")
 	h.healthy("h1") // db becomes healthy: the first apply goes on
 	wantSucceeded(t, lastStep(h.follow(started.Events)))
 	wantSucceeded(t, h.applyAndWait("default/shop", strings.Replace(waitingYAML, "web:1", "web:2", 1), nil))
@@ -464,4 +466,54 @@ func TestHostsUnknownAfterARestartKeepTheirReplicas(t *testing.T) {
 	if evs := h.eventsOf(store.EventEggRescheduled); len(evs) != 0 {
 		t.Fatalf("rescheduled %+v", evs)
 	}
+}
+
+func TestAnApplyGoesOnWhenItsClientLeaves(t *testing.T) {
+	h := newApplyHarness(t, applyOptions{})
+	h.report("h1")
+	p := h.plan("default/shop", waitingYAML, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, "POST", h.http.URL+"/api/v1/projects/default/shop/apply",
+		strings.NewReader(`{"plan":"`+p.ID+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+h.token)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("apply with Accept: text/event-stream answered %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+	if !strings.HasPrefix(line, "id: ") {
+		t.Fatalf("the stream starts with %q", line)
+	}
+	cancel() // the client goes away while the apply waits for db
+	resp.Body.Close()
+	h.waitPlaced("h1", "default/shop/db")
+	h.healthy("h1")
+	eventually(t, "the apply succeeds without its client", func() bool {
+		applies, err := h.store.Applies(t.Context(), "default/shop")
+		return err == nil && len(applies) == 1 && applies[0].Outcome == store.ApplySucceeded
+	})
+	if _, ok := h.desired("h1").Workload("default/shop/web"); !ok {
+		t.Fatal("web, created after the client left, is not in h1's desired state")
+	}
+}
+
+// waitPlaced waits until the host's desired state holds the workload.
+func (h *applyHarness) waitPlaced(host, workload string) {
+	h.t.Helper()
+	eventually(h.t, workload+" is placed on "+host, func() bool {
+		stored, err := h.store.DesiredState(h.t.Context(), host)
+		if err != nil || stored.Doc == nil {
+			return false
+		}
+		d, err := contract.DecodeDesiredState(bytes.NewReader(stored.Doc))
+		_, ok := d.Workload(workload)
+		return err == nil && ok
+	})
 }
