@@ -84,11 +84,25 @@ func TestConvertAHatchYAML(t *testing.T) {
 	if code != 0 || errOut != "" || !strings.HasPrefix(out, "project: shop\neggs:\n") {
 		t.Fatalf("hatch convert = %d %q %q", code, out, errOut)
 	}
-	path := filepath.Join(filepath.Dir(shop), "converted-by-test.yaml")
+	// Beside what the shop's file names (build contexts, the secret's file).
+	dir := t.TempDir()
+	entries, err := os.ReadDir(filepath.Dir(shop))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		abs, err := filepath.Abs(filepath.Join(filepath.Dir(shop), e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(abs, filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "converted.yaml")
 	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.Remove(path) })
 	if code, out, errOut := run(t, "validate", "-f", path); code != 0 || out != path+": ok (10 resources)\n" {
 		t.Fatalf("the canonical shop does not validate: %d %q %q", code, out, errOut)
 	}
@@ -116,7 +130,7 @@ func TestValidateAComposeFileChecksItsSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errOut := run(t, "validate", "-f", path)
-	if code != 1 || !strings.Contains(errOut, `secret "key": its file `+filepath.Join(dir, "key.txt")+" does not exist") {
+	if code != 1 || !strings.HasPrefix(errOut, path+`:6: secret "key": its file `+filepath.Join(dir, "key.txt")+" does not exist") {
 		t.Fatalf("hatch validate = %d %q", code, errOut)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "key.txt"), []byte("s3cret"), 0o600); err != nil {

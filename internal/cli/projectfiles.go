@@ -18,6 +18,9 @@ import (
 type projectFiles struct {
 	files  []string
 	strict bool
+	// composed is the Compose project load loaded, if it did: it checks
+	// sources at the Compose files' lines.
+	composed *compose.Project
 }
 
 // register adds -f, with its default, and --strict when the command offers
@@ -56,5 +59,16 @@ func (pf *projectFiles) load(cmd *cobra.Command) (*spec.Project, error) {
 		return nil, err
 	}
 	printDiagnostics(w, "warning: ", p.Warnings)
-	return p, nil
+	pf.composed = p
+	return p.Project, nil
+}
+
+// checkSources checks what apply reads of the project load returned: its
+// build contexts and its secrets' files and variables.
+func (pf *projectFiles) checkSources(p *spec.Project) []spec.Diagnostic {
+	env := spec.Environment{LookupEnv: os.LookupEnv, Stat: os.Stat}
+	if pf.composed != nil && pf.composed.Project == p {
+		return pf.composed.CheckSources(env)
+	}
+	return p.CheckSources(env)
 }

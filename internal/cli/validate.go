@@ -26,7 +26,7 @@ func newValidateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			problems := p.CheckSources(spec.Environment{LookupEnv: os.LookupEnv, Stat: os.Stat})
+			problems := pf.checkSources(p)
 			if len(problems) > 0 {
 				printDiagnostics(cmd.ErrOrStderr(), "", problems)
 				return &exitError{code: 1}

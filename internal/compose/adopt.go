@@ -35,8 +35,20 @@ type anchor struct {
 
 // adopt takes the diagnostics of the converted project as the mapping's own.
 func (m *mapper) adopt(converted []byte, errs, warnings []spec.Diagnostic) {
+	move := m.mover(converted)
+	for _, d := range errs {
+		m.errors = append(m.errors, move(d))
+	}
+	for _, d := range warnings {
+		m.warnings = append(m.warnings, move(d))
+	}
+}
+
+// mover returns the function that moves a diagnostic of the converted
+// project to the Compose setting its line comes from.
+func (m *mapper) mover(converted []byte) func(spec.Diagnostic) spec.Diagnostic {
 	anchors := m.anchors(converted)
-	move := func(d spec.Diagnostic) spec.Diagnostic {
+	return func(d spec.Diagnostic) spec.Diagnostic {
 		path := []string{}
 		i := sort.Search(len(anchors), func(i int) bool { return anchors[i].line > d.Line })
 		if i > 0 {
@@ -44,12 +56,6 @@ func (m *mapper) adopt(converted []byte, errs, warnings []spec.Diagnostic) {
 		}
 		d.File, d.Line = m.loc.find(path...)
 		return d
-	}
-	for _, d := range errs {
-		m.errors = append(m.errors, move(d))
-	}
-	for _, d := range warnings {
-		m.warnings = append(m.warnings, move(d))
 	}
 }
 

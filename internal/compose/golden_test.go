@@ -72,7 +72,7 @@ func TestConvertGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
-			got, err := spec.Marshal(p)
+			got, err := spec.Marshal(p.Project)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestConvertGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the converted hatch.yaml does not load: %v", err)
 			}
-			sameResources(t, p, back)
+			sameResources(t, p.Project, back)
 		})
 	}
 }

@@ -34,8 +34,28 @@ type Options struct {
 	Strict bool
 }
 
+// Project is a Compose project mapped to Hatchery: the spec.Project, and the
+// way from its lines (those of the converted hatch.yaml) back to the Compose
+// files, for the checks made after loading.
+type Project struct {
+	*spec.Project
+	move func(spec.Diagnostic) spec.Diagnostic
+}
+
+// CheckSources is spec.Project's CheckSources (build contexts, secrets'
+// files and variables), with each problem at the line of the Compose setting
+// it is about.
+func (p *Project) CheckSources(env spec.Environment) []spec.Diagnostic {
+	problems := p.Project.CheckSources(env)
+	for i, d := range problems {
+		problems[i] = p.move(d)
+	}
+	sortDiagnostics(problems)
+	return problems
+}
+
 // Load reads one or more Compose files, merged in order as `docker compose
-// -f a -f b` merges them, and maps the result to a checked spec.Project.
+// -f a -f b` merges them, and maps the result to a checked Project.
 //
 // Loading is compose-go's (interpolation, .env, env_file, profiles, extends,
 // include, merging, the project name). The mapping builds a spec.Project,
@@ -48,7 +68,7 @@ type Options struct {
 // an *spec.Error listing every one at its line of a Compose file (errors
 // found in the converted project point at the service and setting they come
 // from); warnings are in the Project, or in the *spec.Error with the errors.
-func Load(ctx context.Context, files []string, opts Options) (*spec.Project, error) {
+func Load(ctx context.Context, files []string, opts Options) (*Project, error) {
 	if len(files) == 0 {
 		return nil, errors.New("load compose: no file given")
 	}
@@ -109,7 +129,7 @@ func Load(ctx context.Context, files []string, opts Options) (*spec.Project, err
 	}
 	sortDiagnostics(m.warnings)
 	parsed.Warnings = m.warnings
-	return parsed, nil
+	return &Project{Project: parsed, move: m.mover(converted)}, nil
 }
 
 // loadError is an error of compose-go's, on one line (some of its messages

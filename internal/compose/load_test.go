@@ -28,7 +28,7 @@ func writeFiles(t *testing.T, files map[string]string) string {
 	return dir
 }
 
-func load(t *testing.T, src string, opts Options) *spec.Project {
+func load(t *testing.T, src string, opts Options) *Project {
 	t.Helper()
 	dir := writeFiles(t, map[string]string{"compose.yaml": src})
 	p, err := Load(context.Background(), []string{filepath.Join(dir, "compose.yaml")}, opts)
@@ -268,7 +268,7 @@ secrets:
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameResources(t, fromHatch, fromCompose)
+	sameResources(t, fromHatch, fromCompose.Project)
 }
 
 // Several -f files merge as Compose merges them, .env and the environment
@@ -376,6 +376,31 @@ func TestIsComposeFile(t *testing.T) {
 	} {
 		if got := IsComposeFile(tc.path); got != tc.want {
 			t.Errorf("IsComposeFile(%s) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+}
+
+// What apply reads is checked at the lines of the Compose file: a build
+// context and a secret's file that do not exist.
+func TestCheckSourcesAtComposeLines(t *testing.T) {
+	src := "services:\n  web:\n    build: ./web\n    secrets: [key]\n  db: {image: postgres}\nsecrets:\n  key:\n    file: ./key.txt\n"
+	dir := writeFiles(t, map[string]string{"compose.yaml": src})
+	file := filepath.Join(dir, "compose.yaml")
+	p, err := Load(context.Background(), []string{file}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems := p.CheckSources(spec.Environment{LookupEnv: func(string) (string, bool) { return "", false }, Stat: os.Stat})
+	want := []string{
+		file + `:3: egg "web" build: the context ` + filepath.Join(dir, "web") + " does not exist",
+		file + `:7: secret "key": its file ` + filepath.Join(dir, "key.txt") + " does not exist",
+	}
+	if len(problems) != len(want) {
+		t.Fatalf("problems %v, want %d", problems, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(problems[i].String(), w) {
+			t.Errorf("problem %d = %q, want %q", i, problems[i], w)
 		}
 	}
 }
