@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hatchery/hatchery/internal/spec"
 )
 
 // The Compose golden cases, converted by the compose package's tests.
@@ -172,5 +174,33 @@ func TestGraphOfAComposeFile(t *testing.T) {
 	}
 	if !strings.Contains(out, "<- egg/db (healthy), egg/migrate (completed), network/default\n") {
 		t.Errorf("egg/app's parents and conditions are not shown:\n%s", out)
+	}
+}
+
+func TestConvertEnablesProfiles(t *testing.T) {
+	path := filepath.Join(composeCases, "profiles", "compose.yaml")
+	for _, tc := range []struct {
+		args []string
+		eggs []string
+	}{
+		{nil, []string{"app", "db"}},
+		{[]string{"--profile", "debug"}, []string{"adminer", "app", "db"}},
+		{[]string{"--profile", "debug", "--profile", "tools"}, []string{"adminer", "app", "db", "migrate"}},
+	} {
+		code, out, errOut := run(t, append([]string{"convert", "-f", path}, tc.args...)...)
+		if code != 0 {
+			t.Fatalf("hatch convert %v = %d %q", tc.args, code, errOut)
+		}
+		p, err := spec.Parse([]byte(out), path, spec.Options{})
+		if err != nil {
+			t.Fatalf("the output does not load: %v", err)
+		}
+		var eggs []string
+		for _, e := range p.Eggs {
+			eggs = append(eggs, e.Name)
+		}
+		if strings.Join(eggs, ",") != strings.Join(tc.eggs, ",") {
+			t.Errorf("hatch convert %v gives eggs %v, want %v", tc.args, eggs, tc.eggs)
+		}
 	}
 }

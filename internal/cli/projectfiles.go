@@ -16,8 +16,9 @@ import (
 // -f merges them. A Compose file is recognised by its name (compose.yaml,
 // docker-compose.yml...) or by its content (services: and no eggs:).
 type projectFiles struct {
-	files  []string
-	strict bool
+	files    []string
+	profiles []string
+	strict   bool
 	// composed is the Compose project load loaded, if it did: it checks
 	// sources at the Compose files' lines.
 	composed *compose.Project
@@ -28,6 +29,7 @@ type projectFiles struct {
 func (pf *projectFiles) register(cmd *cobra.Command, defaultFile string, strict bool) {
 	cmd.Flags().StringArrayVarP(&pf.files, "file", "f", []string{defaultFile},
 		"the project file: a hatch.yaml, or a compose.yaml (repeat -f to merge several Compose files)")
+	cmd.Flags().StringArrayVar(&pf.profiles, "profile", nil, "a Compose profile to enable, repeatable (default: COMPOSE_PROFILES)")
 	if strict {
 		cmd.Flags().BoolVar(&pf.strict, "strict", false, "treat every warning as an error (for a Compose file: every setting Hatchery ignores or approximates)")
 	}
@@ -48,7 +50,7 @@ func (pf *projectFiles) load(cmd *cobra.Command) (*spec.Project, error) {
 		}
 		return p, err
 	}
-	p, err := compose.Load(cmd.Context(), pf.files, compose.Options{Environ: os.Environ(), Strict: pf.strict})
+	p, err := compose.Load(cmd.Context(), pf.files, compose.Options{Environ: os.Environ(), Profiles: pf.profiles, Strict: pf.strict})
 	var problems *spec.Error
 	if errors.As(err, &problems) {
 		printDiagnostics(w, "", problems.Errors)

@@ -33,9 +33,9 @@ type anchor struct {
 	path []string
 }
 
-// adopt takes the diagnostics of the converted project as the mapping's own.
-func (m *mapper) adopt(converted []byte, errs, warnings []spec.Diagnostic) {
-	move := m.mover(converted)
+// adopt takes the diagnostics of the converted project as the mapping's
+// own, moved to the Compose files.
+func (m *mapper) adopt(move func(spec.Diagnostic) spec.Diagnostic, errs, warnings []spec.Diagnostic) {
 	for _, d := range errs {
 		m.errors = append(m.errors, move(d))
 	}

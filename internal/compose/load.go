@@ -72,6 +72,39 @@ func Load(ctx context.Context, files []string, opts Options) (*Project, error) {
 	if len(files) == 0 {
 		return nil, errors.New("load compose: no file given")
 	}
+	cp, findings, err := loadCompose(ctx, files, opts)
+	if err != nil {
+		return nil, &loadError{files, err}
+	}
+	contents := make([][]byte, len(files))
+	for i, f := range files {
+		contents[i], _ = os.ReadFile(f) // compose-go read it already; the lines are only a help
+	}
+	m := newMapper(cp, newLocator(files, contents))
+	m.unsupportedWarnings(findings)
+	p := m.project(files[0])
+	if len(m.errors) > 0 {
+		return nil, m.result()
+	}
+	parsed, move, err := m.convert(p)
+	if err != nil {
+		return nil, &loadError{files, err}
+	}
+	if opts.Strict {
+		m.errors = append(m.errors, m.warnings...)
+		m.warnings = nil
+	}
+	if len(m.errors) > 0 {
+		return nil, m.result()
+	}
+	sortDiagnostics(m.warnings)
+	parsed.Warnings = m.warnings
+	return &Project{Project: parsed, move: move}, nil
+}
+
+// loadCompose is compose-go's part: the files loaded, merged and
+// interpolated, and the attributes of them the mapping does not read.
+func loadCompose(ctx context.Context, files []string, opts Options) (*types.Project, []loader.UnsupportedAttribute, error) {
 	var findings []loader.UnsupportedAttribute
 	po, err := cli.NewProjectOptions(files,
 		cli.WithEnv(opts.Environ),
@@ -85,51 +118,39 @@ func Load(ctx context.Context, files []string, opts Options) (*Project, error) {
 		),
 	)
 	if err != nil {
-		return nil, &loadError{files, err}
+		return nil, nil, err
 	}
 	cp, err := po.LoadProject(ctx)
 	if err != nil {
-		return nil, &loadError{files, err}
+		return nil, nil, err
 	}
 	if err := resolveEnvironments(cp); err != nil {
-		return nil, &loadError{files, err}
+		return nil, nil, err
 	}
+	return cp, findings, nil
+}
 
-	contents := make([][]byte, len(files))
-	for i, f := range files {
-		contents[i], _ = os.ReadFile(f) // compose-go read it already; the lines are only a help
-	}
-	m := newMapper(cp, newLocator(files, contents))
-	m.unsupportedWarnings(findings)
-	p := m.project(files[0])
-	if len(m.errors) > 0 {
-		return nil, m.result()
-	}
-
+// convert writes the mapped project as hatch.yaml and parses it, taking the
+// diagnostics of that parse as the mapping's own. It returns the parsed
+// project, or nil if it has errors, and the function that moves a later
+// diagnostic of it to the Compose files.
+func (m *mapper) convert(p *spec.Project) (*spec.Project, func(spec.Diagnostic) spec.Diagnostic, error) {
 	converted, err := spec.Marshal(p)
 	if err != nil {
-		return nil, &loadError{files, err}
+		return nil, nil, err
 	}
-	parsed, err := spec.Parse(converted, files[0], spec.Options{})
+	move := m.mover(converted)
+	parsed, err := spec.Parse(converted, p.File, spec.Options{})
 	var perr *spec.Error
 	switch {
 	case errors.As(err, &perr):
-		m.adopt(converted, perr.Errors, perr.Warnings)
+		m.adopt(move, perr.Errors, perr.Warnings)
 	case err != nil:
-		return nil, &loadError{files, err}
+		return nil, nil, err
 	default:
-		m.adopt(converted, nil, parsed.Warnings)
+		m.adopt(move, nil, parsed.Warnings)
 	}
-	if opts.Strict {
-		m.errors = append(m.errors, m.warnings...)
-		m.warnings = nil
-	}
-	if len(m.errors) > 0 {
-		return nil, m.result()
-	}
-	sortDiagnostics(m.warnings)
-	parsed.Warnings = m.warnings
-	return &Project{Project: parsed, move: m.mover(converted)}, nil
+	return parsed, move, nil
 }
 
 // loadError is an error of compose-go's, on one line (some of its messages
