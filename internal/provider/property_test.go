@@ -1,0 +1,127 @@
+package provider
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/hatchery/hatchery/internal/resource"
+)
+
+// TestPlacementInvariantsOverRandomHistories applies random projects to a
+// random fleet whose hosts go down and come back, rescheduling as the control
+// plane does, and checks after every step that each egg has exactly its
+// replicas placed whenever a host is live, that nothing runs on a host gone
+// past the reschedule delay, that every stored version is its content's, and
+// that applying the same project again writes nothing.
+func TestPlacementInvariantsOverRandomHistories(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		hosts := make([]string, rapid.IntRange(1, 4).Draw(rt, "hosts"))
+		for i := range hosts {
+			hosts[i] = fmt.Sprintf("h%d", i+1)
+		}
+		e := newEnv(t, hosts...)
+		defer e.st.Close()
+		eggs := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"a", "b", "c"}), 1, 3, rapid.ID[string]).Draw(rt, "eggs")
+		down := map[string]bool{}
+		var yaml string
+		for step := range rapid.IntRange(1, 8).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 2).Draw(rt, fmt.Sprintf("op%d", step)) {
+			case 0: // apply the project with new replica counts
+				var b strings.Builder
+				b.WriteString("project: p\neggs:\n")
+				for _, egg := range eggs {
+					fmt.Fprintf(&b, "  %s: {image: %s:1, replicas: %d}\n", egg, egg, rapid.IntRange(0, 5).Draw(rt, "replicas"))
+				}
+				yaml = b.String()
+				_, err := e.reconciler(Options{}).Reconcile(t.Context(), "default/p", e.project("default/p", yaml, nil))
+				if err != nil && len(down) < len(hosts) {
+					rt.Fatalf("apply with a live host: %v", err)
+				}
+			case 1: // a host goes down and stays down past the delay
+				h := rapid.SampledFrom(hosts).Draw(rt, "down")
+				if !down[h] {
+					e.down(h)
+					down[h] = true
+				}
+				e.clock.Advance(3 * time.Second)
+			case 2: // a host comes back
+				h := rapid.SampledFrom(hosts).Draw(rt, "up")
+				e.up(h)
+				delete(down, h)
+			}
+			recs := mustList(t, e, "default/p")
+			changed, err := e.set.Reschedule(t.Context(), "default/p", recs)
+			if err != nil && len(down) < len(hosts) {
+				rt.Fatalf("reschedule with a live host: %v", err)
+			}
+			for _, r := range changed {
+				if err := e.st.PutResource(t.Context(), "default/p", r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkPlacement(rt, e, hosts, down, mustList(t, e, "default/p"))
+		}
+		if yaml == "" || len(down) == len(hosts) {
+			return
+		}
+		versions := make([]string, len(hosts))
+		for i, h := range hosts {
+			versions[i] = e.version(h)
+		}
+		if _, err := e.reconciler(Options{}).Reconcile(t.Context(), "default/p", e.project("default/p", yaml, nil)); err != nil {
+			rt.Fatalf("re-apply: %v", err)
+		}
+		for i, h := range hosts {
+			if v := e.version(h); v != versions[i] {
+				rt.Fatalf("re-applying the same project rewrote %s", h)
+			}
+		}
+	})
+}
+
+func checkPlacement(rt *rapid.T, e *env, hosts []string, down map[string]bool, recs []*resource.Deployed) {
+	anyLive := len(down) < len(hosts)
+	for _, h := range hosts {
+		stored, err := e.st.DesiredState(e.t.Context(), h)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		d := e.state(h)
+		if stored.Version != "" && stored.Version != d.ComputeVersion() {
+			rt.Fatalf("%s: stored version %s is not its content's %s", h, stored.Version, d.ComputeVersion())
+		}
+		for _, w := range d.Workloads {
+			if down[h] && anyLive && w.Replicas > 0 {
+				rt.Fatalf("%s is down past the delay but runs %d of %s", h, w.Replicas, w.Egg)
+			}
+		}
+	}
+	for _, r := range recs {
+		if r.Type != "egg" || r.Pending {
+			continue
+		}
+		want := intOf(r.Inputs["replicas"])
+		got := 0
+		var on []string
+		for _, h := range hosts {
+			if w, ok := e.state(h).Workload("default/p/" + r.Name); ok {
+				got += w.Replicas
+				on = append(on, h)
+				if w.Replicas == 0 {
+					rt.Fatalf("%s has an entry with no replica on %s", r.Name, h)
+				}
+			}
+		}
+		if got > want || anyLive && got != want {
+			rt.Fatalf("egg %s: %d replicas placed, want %d (down: %v)", r.Name, got, want, down)
+		}
+		if !slices.Equal(on, hostsOf(r.Outputs)) {
+			rt.Fatalf("egg %s runs on %v but its hosts output says %v", r.Name, on, hostsOf(r.Outputs))
+		}
+	}
+}
