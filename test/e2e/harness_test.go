@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -252,6 +253,30 @@ func (p *agentProc) logCount(msg string, with ...string) int {
 		}
 	}
 	return n
+}
+
+// logField returns the string field key of the agent's last log line with
+// the message msg, or "" if there is none yet. The agent logs the addresses
+// it listens on this way ("agent running": "ingress", "admin").
+func (p *agentProc) logField(msg, key string) string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return ""
+	}
+	needle := []byte(`"msg":"` + msg + `"`)
+	lines := bytes.Split(b, []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		if !bytes.Contains(lines[i], needle) {
+			continue
+		}
+		var fields map[string]any
+		if json.Unmarshal(lines[i], &fields) != nil {
+			continue
+		}
+		v, _ := fields[key].(string)
+		return v
+	}
+	return ""
 }
 
 func containsAll(line []byte, parts []string) bool {

@@ -1,0 +1,196 @@
+//go:build docker
+
+package e2e
+
+import (
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The ingress's figures on the real Docker Engine (`make bench`, not CI):
+// the same container, in the same run, asked directly on its bridge address
+// and through the agent's ingress on loopback, so that the difference is
+// what the ingress costs. Run with -benchtime 1x: one iteration is a whole
+// measurement.
+
+// ingressPaths are the two ways to the same container's GET /version.
+type ingressPaths [2]struct {
+	name string
+	url  string
+	host string // the Host header; empty for the URL's own
+}
+
+const (
+	pathDirect  = 0
+	pathIngress = 1
+)
+
+// ingressBenchEnv starts an agent running one replica of the routed test
+// app and returns the direct and ingress paths to it.
+func ingressBenchEnv(b *testing.B) ingressPaths {
+	b.Helper()
+	e := newEnv(b, envOptions{noForeign: true})
+	e.startJoined()
+	addr := e.ingressAddr()
+	w := e.routedWorkload(1, "v1", freePort(b))
+	e.set(w)
+	c := e.waitServing(w, "v1", time.Minute)[0]
+	e.waitIngressServes(ingressTarget{http: addr, tcp: e.publishedAddr(w)}, []observed{c})
+	var p ingressPaths
+	p[pathDirect].name, p[pathDirect].url = "direct", "http://"+c.IP+":8080/version"
+	p[pathIngress].name, p[pathIngress].url, p[pathIngress].host = "ingress", "http://"+addr+"/version", routeHost
+	return p
+}
+
+// benchClient is a client of up to conns keep-alive connections, closed
+// when the benchmark ends.
+func benchClient(b *testing.B, conns int) *http.Client {
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, DisableCompression: true}
+	b.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Timeout: loadTimeout, Transport: tr}
+}
+
+// percentile of sorted durations, by the nearest-rank method.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(float64(len(sorted))*p+0.999999) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkIngressAddedLatencyAt500RPS sends 500 requests per second to the
+// container directly and 500 per second through the ingress, interleaved on
+// one schedule (a request every millisecond, alternating) so both paths see
+// the same machine at the same moments; each request starts at its
+// scheduled time on its own goroutine, whatever the others do (an open
+// loop, so a slow answer cannot hide the ones queued behind it). One
+// iteration is 4 s of schedule: 2,000 requests per path. Reports p50 and
+// p99 of each path and the p99 the ingress adds (target ≤ 1 ms).
+func BenchmarkIngressAddedLatencyAt500RPS(b *testing.B) {
+	paths := ingressBenchEnv(b)
+	const perSecond = 500
+	const window = 4 * time.Second
+	const interval = time.Second / (2 * perSecond)
+	clients := [2]*http.Client{benchClient(b, 64), benchClient(b, 64)}
+	for range 200 { // fill both connection pools before measuring
+		for p := range paths {
+			if _, err := send(clients[p], http.MethodGet, paths[p].url, paths[p].host, ""); err != nil {
+				b.Fatalf("warm-up %s: %v", paths[p].name, err)
+			}
+		}
+	}
+	var mu sync.Mutex // guards lat
+	var lat [2][]time.Duration
+	var failed [2]atomic.Int64
+	b.ResetTimer()
+	for range b.N {
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range int(window / interval) {
+			time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
+			p := i % 2
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t0 := time.Now()
+				if _, err := send(clients[p], http.MethodGet, paths[p].url, paths[p].host, ""); err != nil {
+					failed[p].Add(1)
+					return
+				}
+				d := time.Since(t0)
+				mu.Lock()
+				lat[p] = append(lat[p], d)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	}
+	b.StopTimer()
+	for p := range paths {
+		if n := failed[p].Load(); n != 0 {
+			b.Fatalf("%d of %d requests failed on the %s path", n, int64(len(lat[p]))+n, paths[p].name)
+		}
+		slices.Sort(lat[p])
+	}
+	d, in := lat[pathDirect], lat[pathIngress]
+	b.ReportMetric(float64(len(in)), "requests/path")
+	b.ReportMetric(millis(percentile(d, .50)), "direct-p50-ms")
+	b.ReportMetric(millis(percentile(d, .99)), "direct-p99-ms")
+	b.ReportMetric(millis(percentile(in, .50)), "ingress-p50-ms")
+	b.ReportMetric(millis(percentile(in, .99)), "ingress-p99-ms")
+	b.ReportMetric(millis(percentile(in, .99)-percentile(d, .99)), "added-p99-ms")
+	b.ReportMetric(0, "ns/op") // an iteration is 4 s of schedule: its time says nothing
+}
+
+// BenchmarkIngressSaturationThroughput drives the container as hard as 8
+// keep-alive connections can, each sending its next request as soon as the
+// last one is answered: 2 s directly, 2 s through the ingress, twice, the
+// order swapped the second time so that a drift of the machine's load
+// weighs on both paths alike. Reports requests per second on each path and
+// ingress over direct (target ≥ 0.25).
+func BenchmarkIngressSaturationThroughput(b *testing.B) {
+	paths := ingressBenchEnv(b)
+	const conns = 8
+	const phase = 2 * time.Second
+	var done [2]int64
+	var took [2]time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for round := range 2 {
+			for k := range 2 {
+				p := (round + k) % 2
+				n, d, err := saturate(b, paths[p].url, paths[p].host, conns, phase)
+				if err != nil {
+					b.Fatalf("%s path: %v", paths[p].name, err)
+				}
+				done[p] += n
+				took[p] += d
+			}
+		}
+	}
+	b.StopTimer()
+	direct := float64(done[pathDirect]) / took[pathDirect].Seconds()
+	ingress := float64(done[pathIngress]) / took[pathIngress].Seconds()
+	b.ReportMetric(float64(done[pathIngress]), "ingress-requests")
+	b.ReportMetric(direct, "direct-req/s")
+	b.ReportMetric(ingress, "ingress-req/s")
+	b.ReportMetric(ingress/direct, "ingress/direct")
+	b.ReportMetric(0, "ns/op") // an iteration is 8 s of load: its time says nothing
+}
+
+// saturate runs conns closed-loop clients against url for d and returns the
+// requests answered and the time they took; any failure is an error.
+func saturate(b *testing.B, url, host string, conns int, d time.Duration) (int64, time.Duration, error) {
+	c := benchClient(b, conns)
+	defer c.CloseIdleConnections()
+	var n atomic.Int64
+	var mu sync.Mutex // guards firstErr
+	var firstErr error
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				if _, err := send(c, http.MethodGet, url, host, ""); err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return n.Load(), time.Since(start), firstErr
+}
