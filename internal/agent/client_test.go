@@ -44,8 +44,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func TestJoinTradesTheJoinTokenForAHostIdentity(t *testing.T) {
-	var gotAuth, gotName string
-	hostTok := pki.NewToken(pki.KindHost, strings.Repeat("ab", 32)).String()
+	var gotAuth, gotName, hostTok string
 	srv, fp := tlsServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != "/api/v1/join" {
 			writeJSON(w, 404, map[string]string{"error": "not_found"})
@@ -58,6 +57,7 @@ func TestJoinTradesTheJoinTokenForAHostIdentity(t *testing.T) {
 		writeJSON(w, 200, map[string]string{"host_id": "h-123", "token": hostTok})
 	}))
 	joinTok := pki.NewToken(pki.KindJoin, fp).String()
+	hostTok = pki.NewToken(pki.KindHost, fp).String()
 
 	id, caPEM, err := Join(t.Context(), srv.URL, joinTok, "edge-1")
 	if err != nil {
@@ -100,7 +100,7 @@ func TestJoinRejectsTheWrongKindOfTokenAndPlainHTTP(t *testing.T) {
 	fp := strings.Repeat("0f", 32)
 	for _, tc := range []struct{ name, server, token, want string }{
 		{"admin token", "https://127.0.0.1:1", pki.NewToken(pki.KindAdmin, fp).String(), "join token"},
-		{"http URL", "http://127.0.0.1:1", pki.NewToken(pki.KindJoin, fp).String(), "https only"},
+		{"plain http beyond loopback", "http://hatch.invalid:1", pki.NewToken(pki.KindJoin, fp).String(), "loopback"},
 		{"garbage token", "https://127.0.0.1:1", "hello", "malformed token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,7 +127,7 @@ func TestJoinReportsTheServersError(t *testing.T) {
 // semantics, status reports recorded.
 func hostServer(t *testing.T, state contract.DesiredState, reports chan<- contract.StatusReport) *HTTPClient {
 	t.Helper()
-	token := "hatch-host.secret." + strings.Repeat("ab", 32)
+	var token string // set below, before any request, once the CA is known
 	srv, fp := tlsServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+token {
 			writeJSON(w, 401, map[string]string{"error": "unauthorized", "message": "bad host token"})
@@ -163,6 +163,7 @@ func hostServer(t *testing.T, state contract.DesiredState, reports chan<- contra
 			writeJSON(w, 404, map[string]string{"error": "not_found", "message": r.URL.Path})
 		}
 	}))
+	token = "hatch-host.secret." + fp
 	c, err := NewHTTPClient(Identity{Server: srv.URL, HostID: "h1", Token: token, CAFingerprint: fp})
 	if err != nil {
 		t.Fatal(err)
@@ -222,8 +223,16 @@ func TestStatusReportAndBlob(t *testing.T) {
 
 func TestAWrongHostTokenIsAnAPIError(t *testing.T) {
 	c := hostServer(t, contract.DesiredState{HostID: "h1"}, nil)
-	c.token = "hatch-host.other." + strings.Repeat("ab", 32)
-	_, err := c.DesiredState(context.Background(), "", time.Second)
+	right, err := pki.ParseToken(c.api.Token())
+	if err != nil {
+		t.Fatal(err)
+	}
+	right.Secret = "other"
+	wrong, err := NewHTTPClient(Identity{Server: c.api.Server(), HostID: "h1", Token: right.String(), CAFingerprint: right.Fingerprint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = wrong.DesiredState(context.Background(), "", time.Second)
 	var apiErr *APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Code != "unauthorized" {
 		t.Errorf("err %v, want a 401 APIError", err)

@@ -47,8 +47,14 @@ func (id Identity) Validate() error {
 	case id.Token == "":
 		return errors.New("identity: no host token")
 	}
-	if _, err := pki.ClientConfig(id.CAFingerprint, "localhost"); err != nil {
-		return fmt.Errorf("identity: %w", err)
+	tok, err := pki.ParseToken(id.Token)
+	if err != nil {
+		return fmt.Errorf("identity: host token: %w", err)
+	}
+	if tok.Kind != pki.KindHost || tok.Fingerprint != id.CAFingerprint {
+		// The client pins the fingerprint the token carries: it must be
+		// the CA this identity was joined to.
+		return errors.New("identity: the host token does not belong to the CA fingerprint kept beside it")
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -45,7 +46,8 @@ func newAgentCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&opts.Server, "server", "", "the control plane's URL, https://host:7700 (first start only)")
 	f.StringVar(&opts.JoinToken, "join", "", "a join token (first start only)")
-	f.StringVar(&opts.Name, "name", "", "this host's name, as placement names it")
+	hostname, _ := os.Hostname() // without one, the server names the host after its ID
+	f.StringVar(&opts.Name, "name", hostname, "this host's name, as placement names it (first start only)")
 	f.StringVar(&opts.DataDir, "data-dir", "/var/lib/hatch", "where the identity, the desired-state cache and the crash history are kept")
 	f.StringVar(&opts.IngressAddr, "ingress-addr", ":8080", "where the ingress serves routed HTTP")
 	f.StringVar(&opts.AdminAddr, "admin-addr", "127.0.0.1:7701", "where /healthz and /metrics are served")

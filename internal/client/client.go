@@ -81,6 +81,9 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// Token returns the token the client presents.
+func (c *Client) Token() string { return c.token }
+
 // Server returns the server's base URL.
 func (c *Client) Server() string { return c.base.String() }
 
