@@ -58,6 +58,12 @@ func newRootCmd() *cobra.Command {
 		newAgentCmd(),
 		newTokenCmd(),
 		newHostsCmd(),
+		newPlanCmd(),
+		newApplyCmd(),
+		newStatusCmd(),
+		newDestroyCmd(),
+		newEventsCmd(),
+		newRolloutCmd(),
 	)
 	return root
 }

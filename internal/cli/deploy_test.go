@@ -1,0 +1,390 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/spec"
+)
+
+// fakeAPI plays the control plane's project endpoints over HTTP, recording
+// what the CLI sends. Each status poll (GET /hosts) moves the fleet one step
+// along the states the test gives.
+type fakeAPI struct {
+	mu        sync.Mutex // guards every field below
+	blobs     map[string]bool
+	puts      int
+	plans     []planRequest
+	answer    plan
+	applied   []string
+	steps     []applyStep
+	outcome   string
+	fleet     [][]hostState // successive states; the last one stays
+	polls     int
+	restarted []string
+}
+
+func newFakeAPI(t *testing.T) (*fakeAPI, projectAPI) {
+	t.Helper()
+	f := &fakeAPI{blobs: map[string]bool{}, outcome: "succeeded",
+		answer: plan{ID: "plan-1", HasChanges: true, Changes: []planChange{{Action: "+", Key: "egg/web"}}}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("HEAD /api/v1/blobs/{digest}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if !f.blobs[r.PathValue("digest")] {
+			w.WriteHeader(http.StatusNotFound)
+		}
+	})
+	mux.HandleFunc("PUT /api/v1/blobs/{digest}", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.blobs[r.PathValue("digest")] = true
+		f.puts++
+		w.WriteHeader(http.StatusCreated)
+	})
+	mux.HandleFunc("POST /api/v1/projects/{ns}/{p}/plan", func(w http.ResponseWriter, r *http.Request) {
+		var req planRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.plans = append(f.plans, req)
+		writeTestJSON(w, http.StatusCreated, f.answer)
+	})
+	mux.HandleFunc("POST /api/v1/projects/{ns}/{p}/destroy", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		writeTestJSON(w, http.StatusCreated, f.answer)
+	})
+	mux.HandleFunc("POST /api/v1/projects/{ns}/{p}/apply", func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Plan string }
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.applied = append(f.applied, req.Plan)
+		writeTestJSON(w, http.StatusAccepted, map[string]any{"apply": map[string]any{"id": 7}})
+	})
+	mux.HandleFunc("GET /api/v1/projects/{ns}/{p}/applies/7/events", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		steps, outcome := f.steps, f.outcome
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i, s := range steps {
+			s.Seq = int64(i + 1)
+			data, _ := json.Marshal(s)
+			fmt.Fprintf(w, "id: %d\nevent: progress\ndata: %s\n\n", s.Seq, data)
+		}
+		data, _ := json.Marshal(applyStep{Seq: int64(len(steps) + 1), Status: "finished", Outcome: outcome, Message: "apply " + outcome})
+		fmt.Fprintf(w, ": keep-alive\n\nid: %d\nevent: done\ndata: %s\n\n", len(steps)+1, data)
+	})
+	mux.HandleFunc("POST /api/v1/projects/{ns}/{p}/eggs/{egg}/restart", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.restarted = append(f.restarted, r.PathValue("egg"))
+		writeTestJSON(w, http.StatusOK, map[string]any{"egg": r.PathValue("egg"), "revision": 2})
+	})
+	mux.HandleFunc("GET /api/v1/projects/{ns}/{p}", func(w http.ResponseWriter, r *http.Request) {
+		writeTestJSON(w, http.StatusOK, deployedProject{Namespace: r.PathValue("ns"), Name: r.PathValue("p")})
+	})
+	mux.HandleFunc("GET /api/v1/hosts", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.polls++
+		var hosts []client.Host
+		for _, h := range f.current() {
+			hosts = append(hosts, client.Host{ID: h.ID, Name: h.Name, State: h.State})
+		}
+		writeTestJSON(w, http.StatusOK, map[string]any{"hosts": hosts})
+	})
+	mux.HandleFunc("GET /api/v1/hosts/{id}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, h := range f.current() {
+			if h.ID == r.PathValue("id") {
+				writeTestJSON(w, http.StatusOK, map[string]any{"id": h.ID, "status": h.Report})
+				return
+			}
+		}
+		http.NotFound(w, r)
+	})
+	mux.HandleFunc("GET /api/v1/hosts/{id}/desired-state", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, h := range f.current() {
+			if h.ID == r.PathValue("id") {
+				writeTestJSON(w, http.StatusOK, h.Desired)
+				return
+			}
+		}
+		http.NotFound(w, r)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	tok := pki.NewToken(pki.KindAdmin, strings.Repeat("ab", 32)).String()
+	c, err := client.New(client.Config{Server: srv.URL, Token: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return f, projectAPI{c: c}
+}
+
+// current is the fleet as of the last poll; mu must be held.
+func (f *fakeAPI) current() []hostState {
+	if len(f.fleet) == 0 {
+		return nil
+	}
+	return f.fleet[min(f.polls, len(f.fleet))-1]
+}
+
+func writeTestJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// testProject writes a project with a built egg and a secret read from a
+// file, and loads it.
+func testProject(t *testing.T) *spec.Project {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"hatch.yaml": "project: demo\neggs:\n  web:\n    build: ./web\n    secrets: [key]\n  worker:\n    build: ./web\n" +
+			"secrets:\n  key: {file: ./key.txt}\n",
+		"web/Dockerfile": "FROM scratch\n",
+		"web/app":        "binary",
+		"key.txt":        "s3cret-value",
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := spec.Load(filepath.Join(dir, "hatch.yaml"), spec.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func testDeployer(api projectAPI, out io.Writer) *deployer {
+	return &deployer{api: api, out: out, in: strings.NewReader(""), now: func() time.Time { return now }, poll: time.Millisecond}
+}
+
+// readyFleet returns a fleet going from nothing ready to every egg ready.
+func readyFleet(eggs ...string) [][]hostState {
+	var ws []contract.WorkloadSpec
+	var ready []contract.ContainerStatus
+	for _, e := range eggs {
+		w := workload(e, 1)
+		ws = append(ws, w)
+		ready = append(ready, running(w, 0, true))
+	}
+	return [][]hostState{{host("local", "up", ws)}, {host("local", "up", ws, ready...)}}
+}
+
+func TestDeployUploadsPlansAppliesAndFollowsTheRollout(t *testing.T) {
+	f, api := newFakeAPI(t)
+	f.steps = []applyStep{{Resource: "egg/web", Action: "create", Status: "started"}, {Resource: "egg/web", Action: "create", Status: "done"},
+		{Resource: "egg/worker", Action: "wait healthy", Status: "waiting", Message: "0/1 replicas healthy"}}
+	f.fleet = readyFleet("web", "worker")
+	var out bytes.Buffer
+	err := testDeployer(api, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default", yes: true})
+	if err != nil {
+		t.Fatalf("deploy = %v\n%s", err, out.String())
+	}
+	if f.puts != 1 {
+		t.Errorf("%d uploads, want 1: both eggs share one build context", f.puts)
+	}
+	if len(f.plans) != 1 || len(f.applied) != 1 || f.applied[0] != "plan-1" {
+		t.Fatalf("plans %d, applied %v", len(f.plans), f.applied)
+	}
+	req := f.plans[0]
+	if req.Secrets["key"] != "s3cret-value" {
+		t.Errorf("secrets sent = %v, want the file's value", req.Secrets)
+	}
+	for _, r := range req.Resources {
+		if r.Type == "egg" && !strings.HasPrefix(r.Source, "sha256:") {
+			t.Errorf("egg %s has source %q, want the uploaded context's digest", r.Name, r.Source)
+		}
+	}
+	for _, s := range []string{"+ egg/web created", "… egg/worker: 0/1 replicas healthy", "web: 1/1 healthy at the new spec, done", "default/demo is ready: web 1/1, worker 1/1."} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("output lacks %q:\n%s", s, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "s3cret-value") {
+		t.Error("the secret's value was printed")
+	}
+}
+
+func TestDeployUploadsNothingTheServerHas(t *testing.T) {
+	f, api := newFakeAPI(t)
+	f.fleet = readyFleet("web", "worker")
+	p := testProject(t)
+	d := testDeployer(api, io.Discard)
+	if err := d.deploy(context.Background(), p, deployOptions{namespace: "default", yes: true}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	d.out = &out
+	if err := d.deploy(context.Background(), p, deployOptions{namespace: "default", yes: true, noWait: true}); err != nil {
+		t.Fatal(err)
+	}
+	if f.puts != 1 || !strings.Contains(out.String(), "unchanged, already on the server") {
+		t.Fatalf("%d uploads over two deploys of one context, output:\n%s", f.puts, out.String())
+	}
+}
+
+func TestDeployWithNobodyToAskAppliesNothingWithoutYes(t *testing.T) {
+	f, api := newFakeAPI(t)
+	err := testDeployer(api, io.Discard).deploy(context.Background(), testProject(t), deployOptions{namespace: "default"})
+	if err == nil || !strings.Contains(err.Error(), "--yes") {
+		t.Fatalf("deploy = %v, want an error saying to use --yes", err)
+	}
+	if len(f.applied) != 0 {
+		t.Fatal("a plan was applied without confirmation")
+	}
+}
+
+func TestDeployOnATerminalAppliesOnlyOnYes(t *testing.T) {
+	for answer, wantApplied := range map[string]bool{"n\n": false, "yes\n": true} {
+		t.Run(strings.TrimSpace(answer), func(t *testing.T) {
+			f, api := newFakeAPI(t)
+			f.fleet = readyFleet("web", "worker")
+			d := testDeployer(api, io.Discard)
+			d.interactive, d.in = true, strings.NewReader(answer)
+			err := d.deploy(context.Background(), testProject(t), deployOptions{namespace: "default"})
+			if applied := len(f.applied) == 1; applied != wantApplied {
+				t.Fatalf("answer %q: applied %v (err %v)", answer, applied, err)
+			}
+			if !wantApplied && !errors.Is(err, errNotConfirmed) {
+				t.Fatalf("deploy = %v, want errNotConfirmed", err)
+			}
+		})
+	}
+}
+
+func TestDeployExplainsAFailedRollout(t *testing.T) {
+	f, api := newFakeAPI(t)
+	w := workload("web", 1)
+	bad := running(w, 0, false)
+	bad.RolloutFailure, bad.LogTail = "not healthy within the progress deadline (1m0s)", []string{"listening on :9999", "still no traffic"}
+	ok := running(workload("worker", 1), 0, true)
+	f.fleet = [][]hostState{{host("local", "up", []contract.WorkloadSpec{w, workload("worker", 1)}, bad, ok)}}
+	var out bytes.Buffer
+	err := testDeployer(api, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default", yes: true})
+	if !errors.Is(err, errApplyFailed) {
+		t.Fatalf("deploy = %v, want errApplyFailed", err)
+	}
+	for _, s := range []string{"The rollout of web failed on local: not healthy within the progress deadline (1m0s)", "  | listening on :9999\n  | still no traffic\n", "hatch rollout restart demo/web"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("output lacks %q:\n%s", s, out.String())
+		}
+	}
+}
+
+func TestDeployReportsAFailedApplyAndFollowsNoRollout(t *testing.T) {
+	f, api := newFakeAPI(t)
+	f.outcome = "failed"
+	f.steps = []applyStep{{Resource: "egg/web", Action: "create", Status: "failed", Message: "route demo.localhost is held by shop/web on local"}}
+	var out bytes.Buffer
+	err := testDeployer(api, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default", yes: true})
+	if !errors.Is(err, errApplyFailed) || f.polls != 0 {
+		t.Fatalf("deploy = %v after %d status polls, want errApplyFailed and none", err, f.polls)
+	}
+	if !strings.Contains(out.String(), "✗ egg/web: create failed: route demo.localhost is held") || !strings.Contains(out.String(), "Apply failed: apply failed") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
+func TestDeployWithoutChangesAppliesNothingAndStillFollows(t *testing.T) {
+	f, api := newFakeAPI(t)
+	f.answer = plan{ID: "plan-2", Changes: []planChange{{Action: "=", Key: "egg/web"}}}
+	f.fleet = readyFleet("web", "worker")
+	var out bytes.Buffer
+	if err := testDeployer(api, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.applied) != 0 || !strings.Contains(out.String(), "No changes") || !strings.Contains(out.String(), "is ready") {
+		t.Fatalf("applied %v, output:\n%s", f.applied, out.String())
+	}
+}
+
+func TestSecretsComeFromTheirFileOrVariable(t *testing.T) {
+	p := testProject(t)
+	p.Secrets = append(p.Secrets, &spec.Secret{Name: "token", Env: "HATCH_TEST_TOKEN"})
+	t.Setenv("HATCH_TEST_TOKEN", "from-env")
+	values, err := readSecrets(p)
+	if err != nil || values["key"] != "s3cret-value" || values["token"] != "from-env" {
+		t.Fatalf("readSecrets = %v, %v", values, err)
+	}
+	p.Secrets[1].Env = "HATCH_TEST_UNSET"
+	if _, err := readSecrets(p); err == nil || !strings.Contains(err.Error(), "$HATCH_TEST_UNSET is not set") {
+		t.Fatalf("readSecrets = %v, want an error naming the unset variable", err)
+	}
+}
+
+func TestStepLines(t *testing.T) {
+	tests := map[string]applyStep{
+		"  + egg/web created":              {Resource: "egg/web", Action: "create", Status: "done"},
+		"  ~ egg/web updated":              {Resource: "egg/web", Action: "update", Status: "done"},
+		"  - route/a.localhost deleted":    {Resource: "route/a.localhost", Action: "delete", Status: "done"},
+		"  ✓ egg/kv wait healthy":          {Resource: "egg/kv", Action: "wait healthy", Status: "done"},
+		"  ✗ egg/web: update failed: boom": {Resource: "egg/web", Action: "update", Status: "failed", Message: "boom"},
+		"  … egg/kv: 0/1 replicas healthy": {Resource: "egg/kv", Action: "wait healthy", Status: "waiting", Message: "0/1 replicas healthy"},
+		"":                                 {Resource: "egg/web", Action: "create", Status: "started"},
+	}
+	for want, s := range tests {
+		if got := stepLine(s); got != want {
+			t.Errorf("stepLine(%+v) = %q, want %q", s, got, want)
+		}
+	}
+	if got := stepLine(applyStep{Status: "started", Message: "apply 3 started"}); got != "" {
+		t.Errorf("the apply's own step printed %q", got)
+	}
+}
+
+func TestPrintPlanShowsChangesStepsAndCounts(t *testing.T) {
+	var b strings.Builder
+	printPlan(&b, "default/demo", plan{Changes: []planChange{
+		{Action: "+", Key: "egg/kv", Unknown: []string{"placement"}},
+		{Action: "~", Key: "egg/web", Changed: []string{"env", "replicas"}},
+		{Action: "-", Key: "route/old.localhost"},
+		{Action: "=", Key: "network/default"},
+	}, Hosts: []planHost{{Host: "h-1", Name: "local", Steps: []string{"roll web: 3 replicas, start-first, 1 at a time"}}, {Host: "h-2", Name: "idle"}}})
+	want := "Plan for default/demo:\n" +
+		"  + egg/kv [known after apply: placement]\n" +
+		"  ~ egg/web (env, replicas)\n" +
+		"  - route/old.localhost\n" +
+		"On the hosts:\n" +
+		"  local:\n" +
+		"    roll web: 3 replicas, start-first, 1 at a time\n" +
+		"1 to create, 1 to update, 1 to delete, 1 unchanged.\n"
+	if b.String() != want {
+		t.Fatalf("plan:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newStatusCmd() *cobra.Command {
+	var flags projectFlags
+	cmd := &cobra.Command{
+		Use:   "status [PROJECT]",
+		Short: "Show each egg: replicas ready/desired, hosts, rollout state, restarts and crash loops",
+		Long: "Show where each egg of a project stands: its replicas ready at its current spec\n" +
+			"over those desired, the hosts running it, its rollout (done, rolling, waiting,\n" +
+			"failed), restarts and crash loops. Without PROJECT, every project (of the namespace\n" +
+			"given with -n, or of every namespace).",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			allNamespaces := !cmd.Flags().Changed("namespace")
+			return flags.run(cmd.Context(), func(ctx context.Context, api projectAPI) error {
+				ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+				defer cancel()
+				var eggs []eggStatus
+				var err error
+				if len(args) == 1 {
+					eggs, err = oneProject(ctx, api, flags.namespace, args[0])
+				} else {
+					eggs, err = allProjects(ctx, api, flags.namespace, allNamespaces)
+				}
+				if err != nil {
+					return err
+				}
+				return printStatus(cmd.OutOrStdout(), eggs)
+			})
+		},
+	}
+	flags.register(cmd)
+	return cmd
+}
+
+func oneProject(ctx context.Context, api projectAPI, namespace, project string) ([]eggStatus, error) {
+	if err := checkName("project", project); err != nil {
+		return nil, err
+	}
+	deployed, ok, err := api.Project(ctx, namespace, project)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("no project %s/%s on this server: `hatch status` lists every project; deploy it with `hatch apply`", namespace, project)
+	}
+	hosts, err := fetchHosts(ctx, api)
+	if err != nil {
+		return nil, err
+	}
+	var eggs []eggStatus
+	for _, e := range eggStatuses(hosts, time.Now()) {
+		if e.Namespace == namespace && e.Project == project {
+			eggs = append(eggs, e)
+		}
+	}
+	return addUnplaced(eggs, namespace, deployed), nil
+}
+
+func allProjects(ctx context.Context, api projectAPI, namespace string, allNamespaces bool) ([]eggStatus, error) {
+	projects, err := api.Projects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := fetchHosts(ctx, api)
+	if err != nil {
+		return nil, err
+	}
+	all := eggStatuses(hosts, time.Now())
+	var eggs []eggStatus
+	for _, p := range projects {
+		if !allNamespaces && p.Namespace != namespace {
+			continue
+		}
+		var mine []eggStatus
+		for _, e := range all {
+			if e.Namespace == p.Namespace && e.Project == p.Name {
+				mine = append(mine, e)
+			}
+		}
+		deployed, ok, err := api.Project(ctx, p.Namespace, p.Name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			mine = addUnplaced(mine, p.Namespace, deployed)
+		}
+		eggs = append(eggs, mine...)
+	}
+	return eggs, nil
+}
+
+// printStatus prints one table per project.
+//
+//	default/demo
+//	  EGG  READY  ROLLOUT  HOSTS  RESTARTS  NOTES
+//	  kv   1/1    done     local  0
+func printStatus(w io.Writer, eggs []eggStatus) error {
+	if len(eggs) == 0 {
+		_, err := fmt.Fprintln(w, "no eggs deployed: `hatch apply -f hatch.yaml` deploys a project")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	project := ""
+	for _, e := range eggs {
+		if p := e.Namespace + "/" + e.Project; p != project {
+			if project != "" {
+				fmt.Fprintln(tw)
+			}
+			project = p
+			fmt.Fprintln(tw, p)
+			fmt.Fprintln(tw, "  EGG\tREADY\tROLLOUT\tHOSTS\tRESTARTS\tNOTES")
+		}
+		hosts := strings.Join(e.Hosts, ",")
+		if hosts == "" {
+			hosts = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%d/%d\t%s\t%s\t%d\t%s\n", e.Egg, e.Ready, e.Desired, e.State, hosts, e.Restarts, statusNotes(e))
+	}
+	return tw.Flush()
+}
+
+func statusNotes(e eggStatus) string {
+	var notes []string
+	if e.Desired == 0 && e.State == rolloutDone {
+		notes = append(notes, "cold (0 replicas)")
+	}
+	if e.Previous > 0 && e.State != rolloutDone {
+		notes = append(notes, fmt.Sprintf("%d of an older spec running", e.Previous))
+	}
+	if e.CrashLooping > 0 {
+		notes = append(notes, fmt.Sprintf("%d crash-looping", e.CrashLooping))
+	}
+	if e.Detail != "" {
+		notes = append(notes, e.Detail)
+	}
+	if e.State == rolloutFailed && len(e.LogTail) > 0 {
+		notes = append(notes, "last log line: "+e.LogTail[len(e.LogTail)-1])
+	}
+	return strings.Join(notes, "; ")
+}
