@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hatchery/hatchery/internal/contract"
@@ -43,6 +44,7 @@ type env struct {
 	box   *seal.Box
 	set   *Set
 	clock *clock
+	log   *zap.Logger
 	ids   int
 }
 
@@ -50,7 +52,14 @@ var t0 = time.UnixMilli(1_700_000_000_000).UTC()
 
 func newEnv(t *testing.T, hosts ...string) *env {
 	t.Helper()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "hatch.db"), zaptest.NewLogger(t))
+	return newEnvLogging(t, zaptest.NewLogger(t), hosts...)
+}
+
+// newEnvLogging is newEnv with a logger of the caller's (quiet ones for
+// property tests, which run many).
+func newEnvLogging(t *testing.T, log *zap.Logger, hosts ...string) *env {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "hatch.db"), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,9 +68,9 @@ func newEnv(t *testing.T, hosts ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, st: st, box: box, clock: &clock{now: t0}}
+	e := &env{t: t, st: st, box: box, clock: &clock{now: t0}, log: log}
 	e.set, err = New(Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet: StoreFleet{List: st, Identities: st, Reports: st}, Box: box, Logger: zaptest.NewLogger(t), Now: e.clock.Now})
+		Fleet: StoreFleet{List: st, Identities: st, Reports: st}, Box: box, Logger: log, Now: e.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +102,7 @@ func (e *env) reconciler(opts Options) *reconciler.Reconciler {
 	return &reconciler.Reconciler{
 		Resources: e.st,
 		Registry:  e.set.Registry(opts),
-		Logger:    zaptest.NewLogger(e.t),
+		Logger:    e.log,
 		IDGen: reconciler.IDGeneratorFunc(func() string {
 			e.ids++
 			return fmt.Sprintf("id%04d", e.ids)
