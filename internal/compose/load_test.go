@@ -2,6 +2,7 @@ package compose
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -401,6 +402,54 @@ func TestCheckSourcesAtComposeLines(t *testing.T) {
 	for i, w := range want {
 		if !strings.HasPrefix(problems[i].String(), w) {
 			t.Errorf("problem %d = %q, want %q", i, problems[i], w)
+		}
+	}
+}
+
+// The egg's port is x-hatch's, else the first tcp port's target, else the
+// first exposed port; only published tcp ports are published.
+func TestPorts(t *testing.T) {
+	p := load(t, `services:
+  a:
+    image: x
+    ports: ["9999:53/udp", "8080:80", "443"]
+  b:
+    image: x
+    expose: ["5432/tcp", "6000"]
+  c:
+    image: x
+    ports: ["8081:80"]
+    x-hatch: {port: 9090, routes: [c.localhost, "c.localhost/api"]}
+`, Options{})
+	for _, tc := range []struct {
+		egg   string
+		port  int
+		ports []spec.PortMapping
+	}{
+		{"a", 80, []spec.PortMapping{{Published: 8080, Target: 80, Protocol: "tcp"}}},
+		{"b", 5432, nil},
+		{"c", 9090, []spec.PortMapping{{Published: 8081, Target: 80, Protocol: "tcp"}}},
+	} {
+		e, _ := p.Egg(tc.egg)
+		var ports []spec.PortMapping
+		for _, pm := range e.Ports {
+			ports = append(ports, spec.PortMapping{Published: pm.Published, Target: pm.Target, Protocol: pm.Protocol})
+		}
+		if e.Port != tc.port || fmt.Sprint(ports) != fmt.Sprint(tc.ports) {
+			t.Errorf("egg %s: port %d, ports %v; want %d, %v", tc.egg, e.Port, ports, tc.port, tc.ports)
+		}
+	}
+	c, _ := p.Egg("c")
+	if len(c.Routes) != 2 || c.Routes[0].Name() != "c.localhost" || c.Routes[1].Name() != "c.localhost/api" {
+		t.Errorf("routes %v", c.Routes)
+	}
+	var warned []string
+	for _, w := range p.Warnings {
+		warned = append(warned, w.Message)
+	}
+	for _, want := range []string{"9999:53/udp is not published", "443 has no published port"} {
+		if !strings.Contains(strings.Join(warned, "\n"), want) {
+			t.Errorf("no warning says %q: %v", want, warned)
 		}
 	}
 }
