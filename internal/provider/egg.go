@@ -140,6 +140,11 @@ func (s *Set) place(ctx context.Context, project string, e eggSpec) (placed, err
 		if err := v.checkPorts(project, specs); err != nil {
 			return err
 		}
+		for _, r := range routes { // the egg's routes go wherever it goes
+			if err := v.checkRoute(project, r, slices.Sorted(maps.Keys(specs))); err != nil {
+				return err
+			}
+		}
 		v.setWorkload(e.id(), specs)
 		pl = placedOf(dec)
 		return nil

@@ -435,3 +435,19 @@ func TestRevertPutsThePreviousSpecBackOnce(t *testing.T) {
 		t.Fatalf("previous after a scale-only update: %+v", prev)
 	}
 }
+
+func TestAnEggDoesNotTakeItsRoutesWhereAnotherProjectHoldsThem(t *testing.T) {
+	e := newEnv(t, "h1", "h2")
+	e.apply("default/a", "project: a\neggs:\n  web: {image: w:1, port: 80, routes: [shop.localhost], placement: {hosts: [h1]}}\n", nil)
+	e.apply("staging/b", "project: b\neggs:\n  web: {image: w:1, port: 80, routes: [shop.localhost], placement: {hosts: [h2]}}\n", nil)
+	// b's egg may now run on h1 too, but its route is a's there.
+	_, err := e.reconciler(Options{}).Reconcile(t.Context(), "staging/b",
+		e.project("staging/b", "project: b\neggs:\n  web: {image: w:1, port: 80, replicas: 2, routes: [shop.localhost]}\n", nil))
+	var conflict *ConflictError
+	if !errors.As(err, &conflict) || conflict.Holder != "default/a/web" || conflict.Host != "h1" {
+		t.Fatalf("moving b's routed egg onto h1: %v, want a conflict held by default/a/web on h1", err)
+	}
+	if _, ok := e.state("h1").Workload("staging/b/web"); ok {
+		t.Fatal("b's egg landed on h1 with a's route")
+	}
+}
