@@ -1,9 +1,10 @@
 // Package spec loads a project file (hatch.yaml) into a typed, defaulted and
 // checked Project, and maps that Project to the reconciler's desired
 // resources. It is the one place where the file format meets the engine, so
-// its mapping is a contract: providers read the inputs described below, and a
-// Compose loader (in this package) builds the same Project and so produces
-// the same resources through the same Resources method.
+// its mapping is a contract: providers read the inputs described below, and
+// the Compose loader (package compose) writes a compose.yaml as a hatch.yaml
+// (Marshal) and parses it here, so it produces the same resources through
+// the same Resources method.
 //
 // # Loading
 //
