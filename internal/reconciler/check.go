@@ -64,13 +64,13 @@ type checkedGraph struct {
 
 // node is one desired resource with its edges.
 type node struct {
-	index    int // position in checkedGraph.nodes
-	key      string
-	res      *resource.Desired
-	provider Provider
-	parents  []*node // sorted by key, each once
-	children []*node // sorted by key
-	hasRefs  bool    // whether its inputs reference outputs
+	index     int // position in checkedGraph.nodes
+	key       string
+	res       *resource.Desired
+	provider  Provider
+	parents   []*node // sorted by key, each once
+	children  []*node // sorted by key
+	templated bool    // whether resolving changes its inputs (references, escapes)
 	// waits are the parents whose readiness this node needs, beyond created.
 	waits []readiness
 	// height counts the resources on the longest chain from this one down
@@ -196,7 +196,7 @@ func checkGraph(g Graph, reg Registry) (*checkedGraph, error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		n := &node{key: k, res: found[k].res, hasRefs: len(found[k].refs) > 0}
+		n := &node{key: k, res: found[k].res, templated: resource.Templated(found[k].res.Inputs)}
 		if p, ok := reg[n.res.Type]; ok {
 			n.provider = p
 		} else {

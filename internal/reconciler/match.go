@@ -44,8 +44,8 @@ func decide(n *node, resolved map[string]any, unknown []string, prev *resource.D
 // all known (Reconcile's view: every parent has succeeded). Inputs without
 // references are returned as they are, not copied: callers never modify them.
 func resolve(n *node, outputs func(parent string) map[string]any) (map[string]any, error) {
-	if !n.hasRefs {
-		return n.res.Inputs, nil
+	if !n.templated {
+		return n.res.Inputs, nil // nothing to resolve: spare the copy
 	}
 	return resource.Resolve(n.res.Inputs, func(ref resource.Ref) (any, error) {
 		v, ok := outputs(ref.Key)[ref.Output]

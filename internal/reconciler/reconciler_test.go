@@ -107,6 +107,19 @@ func TestReferencesResolveFromParentsCurrentOutputs(t *testing.T) {
 	}
 }
 
+// "$${" is how a literal "${" is written in inputs. A resource without any
+// reference must reach its provider unescaped too, like one with references.
+func TestEscapesAreUndoneWithoutReferences(t *testing.T) {
+	e := newEnv(t)
+	e.apply(t, mustGraph(t, []*resource.Desired{
+		{Type: "egg", Name: "plain", Inputs: map[string]any{"image": "app:1", "env": map[string]any{"PS1": "$${HOME}>"}}},
+	}))
+	got := e.records(t, project)["egg/plain"].Inputs["env"].(map[string]any)["PS1"]
+	if got != "${HOME}>" {
+		t.Fatalf("PS1 = %q, want the escape undone: ${HOME}>", got)
+	}
+}
+
 func TestNamespacesNeverInterfere(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()

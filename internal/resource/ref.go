@@ -59,6 +59,33 @@ func Refs(inputs map[string]any) ([]Ref, error) {
 	return refs, nil
 }
 
+// Templated reports whether Resolve would change inputs: whether a string
+// in them holds a reference or an escaped "$${". Resolving costs a deep copy,
+// which callers holding many plain resources may skip when this is false.
+func Templated(inputs map[string]any) bool {
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case string:
+			return strings.Contains(v, "${")
+		case map[string]any:
+			for _, e := range v {
+				if walk(e) {
+					return true
+				}
+			}
+		case []any:
+			for _, e := range v {
+				if walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(inputs)
+}
+
 // Resolve returns a copy of inputs with every reference replaced by the value
 // lookup gives for it. A string that is exactly one reference takes the output's
 // value as it is (a list stays a list); a reference inside a longer string is

@@ -58,6 +58,22 @@ func TestRefsAndResolve(t *testing.T) {
 	}
 }
 
+func TestTemplated(t *testing.T) {
+	for _, tc := range []struct {
+		inputs map[string]any
+		want   bool
+	}{
+		{map[string]any{"a": "plain", "n": 3, "l": []any{"x"}}, false},
+		{map[string]any{"a": map[string]any{"b": "${egg/db.address}"}}, true},
+		{map[string]any{"l": []any{"cost: $${HOME}"}}, true}, // the escape must be undone too
+		{nil, false},
+	} {
+		if got := Templated(tc.inputs); got != tc.want {
+			t.Errorf("Templated(%v) = %v, want %v", tc.inputs, got, tc.want)
+		}
+	}
+}
+
 func TestParseRefErrors(t *testing.T) {
 	for _, s := range []string{"", "egg", "egg/db", "egg/db.", "/db.x", "egg/.x"} {
 		if _, err := ParseRef(s); err == nil {
