@@ -64,6 +64,7 @@ func newRootCmd() *cobra.Command {
 		newDestroyCmd(),
 		newEventsCmd(),
 		newRolloutCmd(),
+		newUpCmd(),
 	)
 	return root
 }
