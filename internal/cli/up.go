@@ -36,8 +36,8 @@ type upOptions struct {
 // The layout of ./.hatch, everything hatch up keeps.
 const (
 	upDir       = ".hatch"
-	upServerDir = "server"   // the control plane's data dir
-	upAgentDir  = "agent"    // the agent's data dir
+	upServerDir = "server"    // the control plane's data dir
+	upAgentDir  = "agent"     // the agent's data dir
 	upLogFile   = "hatch.log" // the control plane's and the agent's logs
 )
 
