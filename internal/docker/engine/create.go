@@ -46,7 +46,7 @@ func planCreate(req docker.StartRequest, imageRef, name string, labels map[strin
 		Entrypoint:  w.Entrypoint,
 		User:        w.User,
 		WorkingDir:  w.WorkingDir,
-		Env:         envList(w.Env),
+		Env:         envList(w.Env, w.Secrets),
 		Labels:      labels,
 		StopSignal:  w.StopSignal,
 		StopTimeout: ceilSeconds(w.EffectiveStopTimeout()),
@@ -116,13 +116,20 @@ func aliasesOf(w contract.WorkloadSpec) []string {
 }
 
 // envList returns the environment as Docker wants it, sorted so that equal
-// maps give equal configurations.
-func envList(env map[string]string) []string {
+// maps give equal configurations. A secret used in a value is carried there by
+// its handle (what the spec hash and every record see); only here, on its way
+// into the container, does the handle become the value.
+func envList(env map[string]string, secrets []contract.SecretFile) []string {
 	if len(env) == 0 {
 		return nil
 	}
 	out := make([]string, 0, len(env))
 	for k, v := range env {
+		for _, s := range secrets {
+			if s.Handle != "" {
+				v = strings.ReplaceAll(v, s.Handle, string(s.Value))
+			}
+		}
 		out = append(out, k+"="+v)
 	}
 	sort.Strings(out)

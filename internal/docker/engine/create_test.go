@@ -106,6 +106,25 @@ func TestPlanCreateCarriesTheWholeSpec(t *testing.T) {
 	}
 }
 
+func TestSecretHandlesInEnvBecomeTheirValues(t *testing.T) {
+	w := contract.WorkloadSpec{Namespace: "n", Project: "p", Egg: "e", Image: "i",
+		Env: map[string]string{
+			"API_KEY": "hatch-secret:api_key:1:fp1",
+			"DSN":     "postgres://app:hatch-secret:db_pw:2:fp2@db/shop",
+			"PLAIN":   "hatch-secret-ish",
+		},
+		Secrets: []contract.SecretFile{
+			{Name: "api_key", Handle: "hatch-secret:api_key:1:fp1", Value: "k3y"},
+			{Name: "db_pw", Handle: "hatch-secret:db_pw:2:fp2", Value: "pw"},
+		},
+	}
+	p := planCreate(docker.StartRequest{HostID: "h1", Spec: w}, "i", "name", nil, nil)
+	want := []string{"API_KEY=k3y", "DSN=postgres://app:pw@db/shop", "PLAIN=hatch-secret-ish"}
+	if !reflect.DeepEqual(p.config.Env, want) {
+		t.Fatalf("env %q, want %q", p.config.Env, want)
+	}
+}
+
 func TestPlanCreateOfAMinimalSpecLeavesDockerDefaults(t *testing.T) {
 	req := docker.StartRequest{HostID: "h1", Spec: contract.WorkloadSpec{Namespace: "n", Project: "p", Egg: "e", Image: "i"}}
 	p := planCreate(req, "i", "name", nil, nil)
