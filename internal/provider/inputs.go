@@ -1,9 +1,11 @@
 package provider
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -26,7 +28,7 @@ type eggInputs struct {
 	WorkingDir  string            `json:"working_dir"`
 	Port        int               `json:"port"`
 	Ports       []portInputs      `json:"ports"`
-	Env         map[string]string `json:"env"`
+	Env         envInputs         `json:"env"`
 	Health      *healthInputs     `json:"health"`
 	Aliases     []string          `json:"aliases"`
 	Rollout     rolloutInputs     `json:"rollout"`
@@ -43,6 +45,34 @@ type eggInputs struct {
 	StopSignal  string            `json:"stop_signal"`
 	StopTimeout string            `json:"stop_timeout"`
 	Placement   placementInputs   `json:"placement"`
+}
+
+// envInputs are environment values after resolution. A value that was one
+// whole reference holds the output's own value, which may be a list
+// (API_HOSTS: "${api.hosts}"); a container's environment holds strings, so a
+// list becomes its items joined by commas and any other value its JSON.
+type envInputs map[string]string
+
+func (e *envInputs) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	out := make(envInputs, len(raw))
+	for k, v := range raw {
+		var s string
+		var list []string
+		switch {
+		case json.Unmarshal(v, &s) == nil:
+			out[k] = s
+		case json.Unmarshal(v, &list) == nil:
+			out[k] = strings.Join(list, ",")
+		default:
+			out[k] = string(v)
+		}
+	}
+	*e = out
+	return nil
 }
 
 type buildInputs struct {
@@ -144,16 +174,24 @@ type routeInputs struct {
 	Path string `json:"path"`
 	Egg  string `json:"egg"`
 	Port int    `json:"port"`
+	// Hosts is where the egg runs (${egg/<name>.hosts}, still unresolved in a
+	// preview): it makes the route an update when the egg moves. Not read:
+	// the provider reads the egg's placement itself.
+	Hosts any `json:"hosts"`
 }
 
 // decode turns resolved inputs into their typed form. Inputs that do not fit
 // are the caller's bug (spec wrote them), so retrying cannot help: the error
-// is permanent.
+// is permanent. An input field unknown here is refused, not dropped: the
+// structs above mirror package spec's, and a field added there alone must
+// fail loudly (TestSpecInputsDecode checks them against spec's output).
 func decode[T any](key string, inputs map[string]any) (T, error) {
 	var v T
 	b, err := json.Marshal(inputs)
 	if err == nil {
-		err = json.Unmarshal(b, &v)
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&v)
 	}
 	if err != nil {
 		return v, backoff.Permanent(fmt.Errorf("%s: inputs: %w", key, err))

@@ -108,7 +108,7 @@ func (e eggSpec) workload(host string, slots int, values map[string]contract.Sec
 		Entrypoint: in.Entrypoint,
 		User:       in.User,
 		WorkingDir: in.WorkingDir,
-		Env:        in.Env,
+		Env:        map[string]string(in.Env),
 		Port:       in.Port,
 		Aliases:    in.Aliases,
 		Restart:    contract.RestartPolicy(in.Restart),
