@@ -5,10 +5,24 @@ BIN := bin/hatch
 # Packages with tests that need a real Docker Engine (files tagged `docker`).
 DOCKER_PKGS = $(shell grep -rl --include='*_test.go' '^//go:build docker' . | xargs -r -n1 dirname | sort -u)
 
-.PHONY: build test test-unit test-docker bench lint clean
+.PHONY: build test test-unit test-docker bench lint clean demo demo-apps
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/hatch
+
+# The demo (README, command 1): the demo apps' static binaries go into their
+# build contexts (each image is FROM scratch plus its binary), then `hatch up`
+# runs a control plane and an agent for the local Docker Engine, deploys the
+# demo and follows it until Ctrl-C. State is kept in ./.hatch.
+DEMO_APPS := examples/demo/web/web examples/demo/kv/kv
+
+demo: build demo-apps
+	$(BIN) up -f examples/demo/hatch.yaml --yes
+
+demo-apps:
+	@for app in $(DEMO_APPS); do \
+		CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o $$app ./$$(dirname $$app) || exit 1; \
+	done
 
 test: test-unit test-docker
 
