@@ -434,7 +434,7 @@ func (a *Agent) route(ctx context.Context, desired contract.DesiredState, actual
 	if a.cfg.Router == nil {
 		return nil
 	}
-	if err := a.cfg.Router.Update(routingTable(desired, actual)); err != nil {
+	if err := a.cfg.Router.Update(routingTable(desired, actual, a.mem.History)); err != nil {
 		return fmt.Errorf("update ingress: %w", err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/docker"
 	"github.com/hatchery/hatchery/internal/ingress"
+	"github.com/hatchery/hatchery/internal/reconcile"
 )
 
 // fakeEvents is a Docker event stream the test feeds; every subscription is
@@ -175,7 +176,7 @@ func TestRoutingTable(t *testing.T) {
 		ctr(plain, "c5", contract.StateRunning, true),
 		ctr(portOnly, "c6", contract.StateRunning, true),
 	}
-	got := routingTable(desired, actual)
+	got := routingTable(desired, actual, reconcile.NewHistory())
 	want := ingress.Table{Eggs: []ingress.Egg{
 		{
 			Name:         "default/shop/web",

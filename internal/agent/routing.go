@@ -7,6 +7,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/docker"
 	"github.com/hatchery/hatchery/internal/ingress"
+	"github.com/hatchery/hatchery/internal/reconcile"
 )
 
 // Router is the host's ingress as the agent feeds it: the routing table after
@@ -20,10 +21,11 @@ type Router interface {
 var _ Router = (*ingress.Ingress)(nil)
 
 // routingTable is the ingress table for the desired workloads that have
-// routes or published ports: each with its local containers that run, healthy
-// or not (the ingress sends traffic only to the healthy ones). A container
-// whose address is not known yet is left out. Pure.
-func routingTable(desired contract.DesiredState, actual []docker.Container) ingress.Table {
+// routes or published ports: each with its local containers that run, in
+// the pool or not (see inPool). A container whose address is not known yet
+// is left out. history is the converge engine's memory of each container's
+// health. Pure.
+func routingTable(desired contract.DesiredState, actual []docker.Container, history *reconcile.History) ingress.Table {
 	byWorkload := make(map[string][]docker.Container)
 	for _, c := range actual {
 		if c.Placeholder() || c.State != contract.StateRunning || !docker.Owned(c.Labels, desired.HostID) {
@@ -55,12 +57,32 @@ func routingTable(desired contract.DesiredState, actual []docker.Container) ingr
 			e.Backends = append(e.Backends, ingress.Backend{
 				ContainerID: c.ID,
 				Addr:        net.JoinHostPort(c.IP, strconv.Itoa(port)),
-				Healthy:     c.Healthy,
+				Healthy:     inPool(c, history, w.HealthRetries()),
 			})
 		}
 		t.Eggs = append(t.Eggs, e)
 	}
 	return t
+}
+
+// inPool says whether a container takes traffic. It joins once it passes a
+// health check, and then stays until it has failed retries checks in a row,
+// the point where the converge engine counts it unhealthy and restarts it.
+// Leaving at the first failed check would let one slow probe round on a busy
+// host take every replica out at once and answer 503 for an egg that serves
+// (seen in the e2e load tests); a backend that really stopped answering
+// leaves sooner anyway, on its failed dial or its die event.
+func inPool(c docker.Container, history *reconcile.History, retries int) bool {
+	if c.Healthy {
+		return true
+	}
+	if history == nil {
+		return false
+	}
+	// HealthyStart is the start of the last incarnation seen healthy: a
+	// container restarted since then is booting and waits for a pass.
+	seen := history.Containers[c.ID].HealthyStart
+	return !seen.IsZero() && seen.Equal(c.StartedAt) && c.FailingStreak < retries
 }
 
 // servingPort is the port HTTP routes reach in the workload's containers:
