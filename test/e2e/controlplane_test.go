@@ -109,6 +109,16 @@ func (cp *controlPlane) lastReport(hostID string) (contract.StatusReport, bool) 
 	return h.reports[len(h.reports)-1], true
 }
 
+// reports returns the host's last status reports (up to 100), oldest first.
+func (cp *controlPlane) reports(hostID string) []contract.StatusReport {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if h := cp.hosts[hostID]; h != nil {
+		return append([]contract.StatusReport(nil), h.reports...)
+	}
+	return nil
+}
+
 func apiError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

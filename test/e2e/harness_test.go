@@ -235,6 +235,22 @@ func (p *agentProc) logTail(n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
+// logTailAbove is logTail without the lines at level skip ("debug"): what
+// the agent decided, without the chatter around it.
+func (p *agentProc) logTailAbove(skip string, n int) string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	var kept []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if !strings.Contains(l, `"level":"`+skip+`"`) {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept[max(0, len(kept)-n):], "\n")
+}
+
 // logCount counts the agent's log lines with the message msg that also
 // contain every one of with.
 func (p *agentProc) logCount(msg string, with ...string) int {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,8 +55,13 @@ const (
 
 // routedWorkload is e.workload with a route to its HTTP port, a published
 // port for the app's line echo, and a count file so that POST /hit works.
+// Its health check tolerates 5 failed probes (2.5 s) instead of 2: on a CI
+// machine starved of CPU two slow probe rounds would otherwise make the
+// converge engine restart every replica at once, which is its health
+// policy at work, not the ingress these tests are about.
 func (e *env) routedWorkload(replicas int, version string, publish int) contract.WorkloadSpec {
 	w := e.workload("web", replicas, version)
+	w.Health.Retries = 5
 	w.Env["APP_ECHO_PORT"] = strconv.Itoa(echoPort)
 	w.Env["APP_COUNT_FILE"] = "/count"
 	w.Routes = []contract.Route{{Host: routeHost}}
@@ -74,6 +80,11 @@ type ingressTarget struct {
 func loadEnv(t *testing.T) (*env, contract.WorkloadSpec, ingressTarget) {
 	t.Helper()
 	e := newEnv(t, envOptions{})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log, info and above (last 60 lines):\n%s", e.agent.logTailAbove("debug", 60))
+		}
+	})
 	e.startJoined()
 	w := e.routedWorkload(3, "v1", freePort(t))
 	target := ingressTarget{http: e.ingressAddr(), tcp: e.publishedAddr(w)}
@@ -501,6 +512,96 @@ func TestIngressLosesNoIdempotentRequestWhenAReplicaIsKilled(t *testing.T) {
 	for kind, c := range map[string]counts{"POST": report.posts, "TCP": report.echoes} {
 		if c.failed > loadClients {
 			t.Errorf("kill: %d %s requests failed, more than the %d the clients can have had in flight", c.failed, kind, loadClients)
+		}
+	}
+}
+
+// TestIngressKeepsServingThroughAMissedHealthCheck freezes the process of
+// every replica (SIGSTOP, as a host starved of CPU would) for longer than a
+// health probe's timeout but shorter than its retries, under load. Every
+// replica misses a check; the requests wait for the thaw and none fails:
+// a backend that has passed stays in the pool until the failures reach the
+// retries, so one slow probe round cannot turn the egg into 503s.
+func TestIngressKeepsServingThroughAMissedHealthCheck(t *testing.T) {
+	e, w, target := loadEnv(t)
+	cs, err := e.serving(t.Context(), w, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, c := range cs {
+		info, err := e.scope.Client.ContainerInspect(t.Context(), c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, info.State.Pid)
+	}
+	// Longer than a probe interval plus its timeout (0.9 s), so each replica
+	// surely misses a check; short of 5 failed probes in a row.
+	const freeze = 1500 * time.Millisecond
+	var frozeAt time.Time
+	// The load's clients wait on their frozen requests, so they send nothing
+	// new while the replicas are frozen. Fresh GETs, one every 20 ms each on
+	// its own goroutine, show what a newcomer gets then and just after.
+	var fresh tally
+	var freshWG sync.WaitGroup
+	report := underLoad(target, 8*time.Second, func() {
+		time.Sleep(2 * time.Second)
+		frozeAt = time.Now()
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Error(err)
+			}
+		}
+		client := newLoadClient()
+		defer client.CloseIdleConnections()
+		for time.Since(frozeAt) < freeze+time.Second {
+			if time.Since(frozeAt) >= freeze {
+				for _, pid := range pids {
+					_ = syscall.Kill(pid, syscall.SIGCONT) // checked below: the replicas serve again
+				}
+			}
+			freshWG.Add(1)
+			go func() {
+				defer freshWG.Done()
+				_, err := getThroughIngress(client, target.http, "/version")
+				fresh.record(err)
+			}()
+			time.Sleep(20 * time.Millisecond)
+		}
+		freshWG.Wait()
+		e.waitIngressServes(target, cs)
+	})
+	report.log(t, "missed check")
+	report.requireTraffic(t, "missed check")
+	for _, c := range []counts{report.gets, report.posts, report.echoes, fresh.counts()} {
+		if c.failed != 0 {
+			t.Errorf("missed check: %d of %d requests failed, want none", c.failed, c.total)
+		}
+	}
+	freshCounts := fresh.counts()
+	t.Logf("missed check: %d fresh GETs during and after the freeze (%d failed)", freshCounts.total, freshCounts.failed)
+	for _, f := range freshCounts.failures {
+		t.Logf("missed check: failed fresh GET: %s", f)
+	}
+	missed := 0
+	for _, r := range e.cp.reports(e.hostID) {
+		for _, c := range r.Containers {
+			if r.Time.After(frozeAt) && c.WorkloadID == w.ID() && c.State == contract.StateRunning && !c.Healthy {
+				missed++
+			}
+		}
+	}
+	if missed == 0 {
+		t.Error("the agent never reported a replica failing its check: the freeze tested nothing")
+	}
+	after, err := e.serving(t.Context(), w, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range after {
+		if after[i].ID != cs[i].ID || after[i].StartedAt != cs[i].StartedAt {
+			t.Errorf("slot %d was replaced or restarted after the freeze: a missed check is no reason to", i)
 		}
 	}
 }
