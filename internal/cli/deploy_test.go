@@ -130,7 +130,12 @@ func newFakeAPI(t *testing.T) (*fakeAPI, projectAPI) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, h := range f.current() {
-			if h.ID == r.PathValue("id") {
+			switch {
+			case h.ID != r.PathValue("id"):
+			case len(h.Desired.Workloads) == 0: // as the server answers for a host never given a state
+				w.WriteHeader(http.StatusNotModified)
+				return
+			default:
 				writeTestJSON(w, http.StatusOK, h.Desired)
 				return
 			}
@@ -194,7 +199,8 @@ func testDeployer(api projectAPI, out io.Writer) *deployer {
 	return &deployer{api: api, out: out, in: strings.NewReader(""), now: func() time.Time { return now }, poll: time.Millisecond}
 }
 
-// readyFleet returns a fleet going from nothing ready to every egg ready.
+// readyFleet returns a fleet going from nothing ready to every egg ready,
+// beside a host that was never given anything to run.
 func readyFleet(eggs ...string) [][]hostState {
 	var ws []contract.WorkloadSpec
 	var ready []contract.ContainerStatus
@@ -203,7 +209,8 @@ func readyFleet(eggs ...string) [][]hostState {
 		ws = append(ws, w)
 		ready = append(ready, running(w, 0, true))
 	}
-	return [][]hostState{{host("local", "up", ws)}, {host("local", "up", ws, ready...)}}
+	idle := host("idle", "up", nil)
+	return [][]hostState{{host("local", "up", ws), idle}, {host("local", "up", ws, ready...), idle}}
 }
 
 func TestDeployUploadsPlansAppliesAndFollowsTheRollout(t *testing.T) {

@@ -266,15 +266,32 @@ func (a projectAPI) HostReport(ctx context.Context, hostID string) (*contract.St
 
 // HostDesired returns what a host should run, with every secret value
 // dropped on arrival: status needs the workloads' specs, never the values.
+// A host that was never given a state runs nothing.
 func (a projectAPI) HostDesired(ctx context.Context, hostID string) (contract.DesiredState, error) {
+	// Without a version the server answers at once if the host has a state,
+	// and 304 if it has none (its version is "", as asked).
+	resp, err := a.c.Send(ctx, http.MethodGet, "/api/v1/hosts/"+url.PathEscape(hostID)+"/desired-state", nil, "")
+	if err != nil {
+		return contract.DesiredState{}, err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusNotModified:
+		return contract.DesiredState{HostID: hostID}, nil
+	case http.StatusOK:
+	default:
+		return contract.DesiredState{}, client.ReadError(resp)
+	}
 	var d contract.DesiredState
-	err := a.c.Do(ctx, http.MethodGet, "/api/v1/hosts/"+url.PathEscape(hostID)+"/desired-state", nil, &d)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&d); err != nil {
+		return contract.DesiredState{}, fmt.Errorf("desired state of %s: %w", hostID, err)
+	}
 	for i := range d.Workloads {
 		for j := range d.Workloads[i].Secrets {
 			d.Workloads[i].Secrets[j].Value = ""
 		}
 	}
-	return d, err
+	return d, nil
 }
 
 // event is one entry of the control plane's event log.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
@@ -87,6 +88,8 @@ func explainErr(server string, err error) error {
 			where = "this directory's control plane is started by `hatch up`: run it (in another terminal), then try again"
 		}
 		return fmt.Errorf("no control plane answers at %s: %s", server, where)
+	case errors.As(err, &apiErr) && apiErr.Message == "":
+		return fmt.Errorf("the control plane at %s answered %d %s: its log says more", server, apiErr.StatusCode, http.StatusText(apiErr.StatusCode))
 	case errors.As(err, &apiErr), errors.As(err, &urlErr), errors.Is(err, pki.ErrFingerprintMismatch):
 		return explainAPIError(server, err)
 	}

@@ -1,0 +1,614 @@
+//go:build docker
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/testutil/dockertest"
+)
+
+// cluster is Hatchery as an operator runs it, every part the real binary
+// built from this checkout: one `hatch server`, and `hatch agent`s sharing
+// the one Docker Engine as separate hosts, each with its own name, data
+// directory and loopback address (127.0.0.2, 127.0.0.3...) for its ingress,
+// admin and published ports. The CLI runs as a process too, with the server
+// and admin token in its environment. Everything the agents create carries
+// the scope's labels and is removed with it.
+//
+// The cluster keeps every log line, every CLI output and every API answer
+// the test reads, and checks when the test ends that none holds a token, a
+// key or a secret value (secretsFound).
+type cluster struct {
+	t      testing.TB
+	scope  *dockertest.Scope
+	bin    string
+	dir    string
+	server *clProc
+	url    string
+	token  string
+	api    *client.Client
+	agents map[string]*clAgent
+
+	mu       sync.Mutex // guards recorded and secrets
+	recorded []string   // CLI outputs and API answers
+	secrets  []string   // what must never be recorded or logged
+}
+
+// clAgent is one agent process: a host of the cluster.
+type clAgent struct {
+	name, ip             string
+	ingressPort, dataDir string
+	adminPort, secretDir string
+	proc                 *clProc
+	hostID               string
+}
+
+// IngressURL is the agent's ingress, http://<ip>:<port>.
+func (a *clAgent) IngressURL() string { return "http://" + net.JoinHostPort(a.ip, a.ingressPort) }
+
+type clusterOptions struct {
+	// agents are the hosts' names, each given the next loopback address
+	// from 127.0.0.2 on (default a and b).
+	agents []string
+	// liveness is the server's liveness timeout (default the server's).
+	liveness time.Duration
+}
+
+func newCluster(t testing.TB, opts clusterOptions) *cluster {
+	t.Helper()
+	if opts.agents == nil {
+		opts.agents = []string{"a", "b"}
+	}
+	bin, err := dockertest.Binary("./cmd/hatch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, scope: dockertest.NewScope(t), bin: bin, dir: t.TempDir(), agents: map[string]*clAgent{}}
+	c.startServer(opts.liveness)
+	for i, name := range opts.agents {
+		c.startAgent(name, fmt.Sprintf("127.0.0.%d", i+2))
+	}
+	t.Cleanup(func() {
+		if leaks := c.secretsFound(); len(leaks) > 0 {
+			t.Errorf("secrets in logs, outputs or API answers:\n%s", strings.Join(leaks, "\n"))
+		}
+	})
+	return c
+}
+
+func (c *cluster) startServer(liveness time.Duration) {
+	c.t.Helper()
+	dataDir := filepath.Join(c.dir, "server")
+	port := clFreePort(c.t, "127.0.0.1")
+	args := []string{"server", "--listen", "127.0.0.1:" + port, "--data-dir", dataDir, "--cli-config", "-"}
+	if liveness > 0 {
+		args = append(args, "--liveness-timeout", liveness.String())
+	}
+	c.server = c.start("server", args, nil)
+	line := c.server.waitLine(c.t, "server URL on this machine: ", 30*time.Second)
+	c.url = strings.TrimSpace(strings.TrimPrefix(line, "server URL on this machine: "))
+	token, err := os.ReadFile(filepath.Join(dataDir, "admin-token"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.token = strings.TrimSpace(string(token))
+	c.api, err = client.New(client.Config{Server: c.url, Token: c.token})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(c.api.Close)
+	c.keepSecret(tokenSecret(c.token))
+	c.keepFileSecrets(filepath.Join(dataDir, "seal.key"), filepath.Join(dataDir, "tls", "ca-key.pem"), filepath.Join(dataDir, "tls", "server-key.pem"))
+}
+
+// startAgent joins a new host: its ingress, admin and published ports on ip.
+func (c *cluster) startAgent(name, ip string) *clAgent {
+	c.t.Helper()
+	join := strings.TrimSpace(c.hatchSecretly("token", "create", "--join"))
+	c.keepSecret(tokenSecret(join))
+	a := &clAgent{name: name, ip: ip, ingressPort: clFreePort(c.t, ip), adminPort: clFreePort(c.t, ip),
+		dataDir: filepath.Join(c.dir, "agent-"+name), secretDir: c.scope.ShmDir()}
+	c.agents[name] = a
+	c.runAgent(a, "--server", c.url, "--join", join, "--name", name)
+	id, err := os.ReadFile(filepath.Join(a.dataDir, "identity.json"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var identity struct {
+		HostID string `json:"host_id"`
+		Token  string `json:"token"`
+	}
+	if err := json.Unmarshal(id, &identity); err != nil {
+		c.t.Fatal(err)
+	}
+	a.hostID = identity.HostID
+	c.keepSecret(tokenSecret(identity.Token))
+	c.keepFileSecrets(filepath.Join(a.dataDir, "seal.key"))
+	c.waitHostUp(a, 30*time.Second)
+	return a
+}
+
+// runAgent starts (or restarts) an agent's process.
+func (c *cluster) runAgent(a *clAgent, extra ...string) {
+	c.t.Helper()
+	args := []string{"agent", "--data-dir", a.dataDir,
+		"--ingress-addr", net.JoinHostPort(a.ip, a.ingressPort), "--admin-addr", net.JoinHostPort(a.ip, a.adminPort),
+		"--publish-addr", a.ip, "--secret-dir", a.secretDir, "--converge-interval", "2s"}
+	for k, v := range c.scope.Labels(nil) {
+		args = append(args, "--label", k+"="+v)
+	}
+	a.proc = c.start("agent-"+a.name, append(args, extra...), nil)
+	a.proc.waitLine(c.t, `"agent running"`, 30*time.Second)
+}
+
+// stopAgent ends an agent's process gracefully (its containers keep running).
+func (c *cluster) stopAgent(a *clAgent) { a.proc.stop(c.t) }
+
+// waitHostUp waits until the server lists the host as up.
+func (c *cluster) waitHostUp(a *clAgent, timeout time.Duration) {
+	c.t.Helper()
+	dockertest.Eventually(c.t, timeout, 200*time.Millisecond, func() error {
+		hosts, err := c.api.Hosts(c.t.Context())
+		if err != nil {
+			return err
+		}
+		for _, h := range hosts {
+			if h.Name == a.name && h.State == "up" {
+				return nil
+			}
+		}
+		return fmt.Errorf("host %s not up", a.name)
+	})
+}
+
+// start runs the binary with args, keeping its output lines as they come.
+func (c *cluster) start(name string, args []string, env []string) *clProc {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Dir = c.dir
+	cmd.Env = append(c.cliEnv(), env...)
+	p := &clProc{name: name, cmd: cmd, done: make(chan struct{})}
+	if err := p.startReading(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { p.stop(c.t) })
+	return p
+}
+
+// cliEnv is the environment of every process: no server or token but the
+// cluster's, no config from the user's home.
+func (c *cluster) cliEnv() []string {
+	env := []string{"HOME=" + c.dir, "XDG_CONFIG_HOME=" + filepath.Join(c.dir, "config"), "PATH=" + os.Getenv("PATH")}
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		env = append(env, "DOCKER_HOST="+h)
+	}
+	if c.url != "" {
+		env = append(env, client.EnvServer+"="+c.url, client.EnvToken+"="+c.token)
+	}
+	return env
+}
+
+// hatch runs a CLI command to its end and returns its stdout and stderr
+// together, recorded for the secret check.
+func (c *cluster) hatch(env []string, args ...string) (string, error) {
+	c.t.Helper()
+	out, err := c.hatchIn(c.dir, env, args...)
+	c.record(out)
+	return out, err
+}
+
+func (c *cluster) hatchIn(dir string, env []string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(c.cliEnv(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// mustHatch is hatch that fails the test on a non-zero exit.
+func (c *cluster) mustHatch(env []string, args ...string) string {
+	c.t.Helper()
+	out, err := c.hatch(env, args...)
+	if err != nil {
+		c.t.Fatalf("hatch %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// hatchSecretly runs a command whose output is meant to show a secret
+// (hatch token create): it is not recorded.
+func (c *cluster) hatchSecretly(args ...string) string {
+	c.t.Helper()
+	out, err := c.hatchIn(c.dir, nil, args...)
+	if err != nil {
+		c.t.Fatalf("hatch %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	line, _, _ := strings.Cut(out, "\n")
+	return line
+}
+
+// getJSON reads an API answer into out, recording it.
+func (c *cluster) getJSON(path string, out any) {
+	c.t.Helper()
+	resp, err := c.api.Send(c.t.Context(), http.MethodGet, path, nil, "")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.record(string(body))
+	if resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("GET %s: %s: %s", path, resp.Status, body)
+	}
+	if out != nil {
+		if err := json.Unmarshal(body, out); err != nil {
+			c.t.Fatalf("GET %s: %v", path, err)
+		}
+	}
+}
+
+func (c *cluster) record(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.recorded = append(c.recorded, s)
+}
+
+func (c *cluster) keepSecret(s string) {
+	if s == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.secrets = append(c.secrets, s)
+}
+
+// keepFileSecrets keeps the content of key files: a hex seal key as it is,
+// each base64 line of a PEM key.
+func (c *cluster) keepFileSecrets(paths ...string) {
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if line = strings.TrimSpace(line); len(line) >= 32 && !strings.HasPrefix(line, "-----") {
+				c.keepSecret(line)
+			}
+		}
+	}
+}
+
+// secretsFound lists each kept secret found in a log line (server's and
+// agents' output), a CLI output or an API answer.
+func (c *cluster) secretsFound() []string {
+	c.mu.Lock()
+	texts := append([]string(nil), c.recorded...)
+	secrets := append([]string(nil), c.secrets...)
+	c.mu.Unlock()
+	texts = append(texts, c.server.stderr())
+	for _, a := range c.agents {
+		if a.proc != nil {
+			texts = append(texts, a.proc.stderr(), a.proc.stdout())
+		}
+	}
+	return findSecrets(texts, secrets)
+}
+
+// findSecrets names each secret some text holds, with where.
+func findSecrets(texts, secrets []string) []string {
+	var found []string
+	for _, s := range secrets {
+		for _, text := range texts {
+			if i := strings.Index(text, s); i >= 0 {
+				found = append(found, fmt.Sprintf("%.6s... found in: %.200s", s, text[max(0, i-100):]))
+				break
+			}
+		}
+	}
+	return found
+}
+
+// tokenSecret is a token's secret part: what must never be shown.
+func tokenSecret(token string) string {
+	parts := strings.Split(strings.TrimSpace(token), ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	return parts[1]
+}
+
+// clFreePort returns a port free on ip for now.
+func clFreePort(t testing.TB, ip string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+// clProc is a running process of the binary, its output lines kept with
+// the time each arrived.
+type clProc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+
+	mu      sync.Mutex // guards lines, out, errOut and changed
+	lines   []clLine
+	out     strings.Builder
+	errOut  strings.Builder
+	changed chan struct{}
+}
+
+type clLine struct {
+	at   time.Time
+	text string
+}
+
+func (p *clProc) startReading() error {
+	p.changed = make(chan struct{})
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for _, r := range []struct {
+		rd  io.Reader
+		buf *strings.Builder
+	}{{stdout, &p.out}, {stderr, &p.errOut}} {
+		wg.Go(func() {
+			sc := bufio.NewScanner(r.rd)
+			sc.Buffer(make([]byte, 64<<10), 4<<20)
+			for sc.Scan() {
+				at := time.Now()
+				p.mu.Lock()
+				p.lines = append(p.lines, clLine{at: at, text: sc.Text()})
+				r.buf.WriteString(sc.Text() + "\n")
+				close(p.changed)
+				p.changed = make(chan struct{})
+				p.mu.Unlock()
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	return nil
+}
+
+// waitLine waits for a line holding substr and returns it; the test fails
+// with the process's output if none comes.
+func (p *clProc) waitLine(t testing.TB, substr string, timeout time.Duration) string {
+	t.Helper()
+	l, err := p.waitLineAfter(substr, time.Time{}, timeout)
+	if err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", p.name, err, p.stdout(), p.stderr())
+	}
+	return l.text
+}
+
+// waitLineAfter waits for a line holding substr that arrived after since.
+func (p *clProc) waitLineAfter(substr string, since time.Time, timeout time.Duration) (clLine, error) {
+	deadline := time.After(timeout)
+	for {
+		p.mu.Lock()
+		for _, l := range p.lines {
+			if l.at.After(since) && strings.Contains(l.text, substr) {
+				p.mu.Unlock()
+				return l, nil
+			}
+		}
+		changed := p.changed
+		p.mu.Unlock()
+		select {
+		case <-changed:
+		case <-p.done:
+			return clLine{}, fmt.Errorf("exited (%v) before a line with %q", p.cmd.ProcessState, substr)
+		case <-deadline:
+			return clLine{}, fmt.Errorf("no line with %q within %v", substr, timeout)
+		}
+	}
+}
+
+func (p *clProc) stdout() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func (p *clProc) stderr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.errOut.String()
+}
+
+// stop sends SIGTERM and waits (SIGKILL after 30 s). It may be called again.
+func (p *clProc) stop(t testing.TB) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Errorf("%s did not stop within 30s of SIGTERM", p.name)
+	}
+}
+
+// --- what the test checks against, through the Docker API and HTTP ---
+
+// projectContainers lists the running containers of a project in a
+// namespace, on one host ("" for any).
+func (c *cluster) projectContainers(namespace, project, egg, hostID string) []container.Summary {
+	c.t.Helper()
+	f := filters.NewArgs(filters.Arg("label", dockertest.ScopeLabel+"="+c.scope.ID),
+		filters.Arg("label", docker.LabelNamespace+"="+namespace), filters.Arg("label", docker.LabelProject+"="+project))
+	if egg != "" {
+		f.Add("label", docker.LabelEgg+"="+egg)
+	}
+	if hostID != "" {
+		f.Add("label", docker.LabelHost+"="+hostID)
+	}
+	list, err := c.scope.Client.ContainerList(c.t.Context(), container.ListOptions{Filters: f})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return list
+}
+
+// projectObjects counts every container (running or not), network and
+// volume with the project's labels.
+func (c *cluster) projectObjects(namespace, project string) (containers, networks, volumes int) {
+	c.t.Helper()
+	f := filters.NewArgs(filters.Arg("label", dockertest.ScopeLabel+"="+c.scope.ID),
+		filters.Arg("label", docker.LabelNamespace+"="+namespace), filters.Arg("label", docker.LabelProject+"="+project))
+	ctx := c.t.Context()
+	cs, err := c.scope.Client.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ns, err := c.scope.Client.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	vs, err := c.scope.Client.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return len(cs), len(ns), len(vs.Volumes)
+}
+
+// servingContainers counts the egg's running containers on a host that
+// answer GET /healthz at their address, with their IDs.
+func (c *cluster) servingContainers(namespace, project, egg, hostID string, port int) []string {
+	c.t.Helper()
+	var ids []string
+	for _, s := range c.projectContainers(namespace, project, egg, hostID) {
+		for _, n := range s.NetworkSettings.Networks {
+			if n.IPAddress == "" {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(c.t.Context(), time.Second)
+			code, _, err := dockertest.Get(ctx, "http://"+net.JoinHostPort(n.IPAddress, strconv.Itoa(port))+"/healthz")
+			cancel()
+			if err == nil && code == http.StatusOK {
+				ids = append(ids, s.ID)
+			}
+			break
+		}
+	}
+	return ids
+}
+
+// viaIngress GETs path on a host's ingress with the Host header.
+func viaIngress(ctx context.Context, a *clAgent, host, path string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.IngressURL()+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// writeProject writes a project directory: files by relative path.
+func writeProject(t testing.TB, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// demoProject copies examples/demo with the apps' static binaries in
+// their build contexts, as `make demo` leaves it. nonce, if set, goes into
+// the Dockerfiles as a comment: a context the Engine has never built.
+func demoProject(t testing.TB, nonce string) string {
+	t.Helper()
+	root, err := dockertest.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, name := range []string{"hatch.yaml", "web/Dockerfile", "web/.dockerignore", "kv/Dockerfile", "kv/.dockerignore"} {
+		b, err := os.ReadFile(filepath.Join(root, "examples", "demo", filepath.FromSlash(name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = string(b)
+		if nonce != "" && strings.HasSuffix(name, "Dockerfile") {
+			files[name] += "# " + nonce + "\n"
+		}
+	}
+	dir := writeProject(t, files)
+	for _, app := range []string{"web", "kv"} {
+		bin, err := dockertest.Binary("./examples/demo/" + app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, app, app), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}

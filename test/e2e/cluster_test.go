@@ -1,0 +1,302 @@
+//go:build docker
+
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/hatchery/hatchery/internal/testutil/dockertest"
+)
+
+// The issue's end-to-end scenarios of the CLI on a whole cluster: one
+// server and two agents on the one Docker Engine (cluster_harness_test.go).
+
+// spreadProject is an egg of the test app that references nothing, so it
+// may go anywhere.
+func spreadProject(t testing.TB, project string, replicas int, extra string) string {
+	t.Helper()
+	image := dockertest.Image(t, dockertest.ImageSpec{})
+	return writeProject(t, map[string]string{"hatch.yaml": fmt.Sprintf(`project: %s
+eggs:
+  app:
+    image: %s
+    replicas: %d
+    port: 8080
+    env: {APP_VERSION: v1}
+    health: {http: /healthz, interval: 1s, timeout: 1s}
+%s`, project, image, replicas, extra)})
+}
+
+func TestClusterSpreadsAnEggWithoutReferencesOverBothHosts(t *testing.T) {
+	c := newCluster(t, clusterOptions{})
+	dir := spreadProject(t, "spread", 4, "")
+	out := c.mustHatch(nil, "apply", "-f", filepath.Join(dir, "hatch.yaml"), "--yes")
+	if !strings.Contains(out, "default/spread is ready: app 4/4.") {
+		t.Fatalf("apply output:\n%s", out)
+	}
+	for _, name := range []string{"a", "b"} {
+		a := c.agents[name]
+		if n := len(c.servingContainers("default", "spread", "app", a.hostID, 8080)); n != 2 {
+			t.Errorf("host %s serves %d replicas, want 2 of the 4", name, n)
+		}
+	}
+	status := c.mustHatch(nil, "status", "spread")
+	if !strings.Contains(status, "app  4/4    done     a,b") {
+		t.Errorf("status:\n%s", status)
+	}
+}
+
+func TestClusterRunsTheDemoAndAChangeOfWebRollsOnlyWeb(t *testing.T) {
+	c := newCluster(t, clusterOptions{})
+	dir := demoProject(t, "")
+	file := filepath.Join(dir, "hatch.yaml")
+	c.mustHatch(nil, "apply", "-f", file, "--yes")
+
+	// web references kv's address, so both run on kv's host.
+	kv := c.projectContainers("default", "demo", "kv", "")
+	if len(kv) != 1 {
+		t.Fatalf("%d kv containers, want 1", len(kv))
+	}
+	host := c.agentOf(kv[0].Labels)
+	webBefore := containerIDs(c.projectContainers("default", "demo", "web", host.hostID))
+	if len(webBefore) != 3 {
+		t.Fatalf("%d web containers beside kv on %s, want 3", len(webBefore), host.name)
+	}
+	first := c.demoPage(host)
+	if !strings.Contains(first, "version: 1\n") || !strings.Contains(first, "visits: ") {
+		t.Fatalf("the demo answered %q", first)
+	}
+
+	out := c.mustHatch([]string{"DEMO_VERSION=2"}, "apply", "-f", file, "--yes")
+	if !strings.Contains(out, "~ egg/web (env)") || strings.Contains(out, "egg/kv (") {
+		t.Fatalf("the plan of a new version of web:\n%s", out)
+	}
+	// The last replaced container may still be stopping when apply returns.
+	dockertest.Eventually(t, 20*time.Second, 200*time.Millisecond, func() error {
+		webAfter := containerIDs(c.projectContainers("default", "demo", "web", host.hostID))
+		if len(webAfter) != 3 || slices.ContainsFunc(webAfter, func(id string) bool { return slices.Contains(webBefore, id) }) {
+			return fmt.Errorf("web containers %v after the roll, want 3 new ones (before: %v)", webAfter, webBefore)
+		}
+		return nil
+	})
+	if ids := containerIDs(c.projectContainers("default", "demo", "kv", "")); len(ids) != 1 || ids[0] != kv[0].ID {
+		t.Fatalf("kv is now %v, want it untouched (%s)", ids, kv[0].ID)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if code, body, err := viaIngress(ctx, host, "demo.localhost", "/version"); err != nil || code != 200 || body != "2\n" {
+		t.Fatalf("/version after the roll = %d %q %v, want 2", code, body, err)
+	}
+	if page := c.demoPage(host); !strings.Contains(page, "version: 2\n") {
+		t.Fatalf("the demo answered %q after the roll", page)
+	}
+}
+
+func TestClusterMovesAStoppedHostsStatelessReplicasToTheOther(t *testing.T) {
+	c := newCluster(t, clusterOptions{})
+	dir := spreadProject(t, "moving", 4, "")
+	c.mustHatch(nil, "apply", "-f", filepath.Join(dir, "hatch.yaml"), "--yes")
+	a, b := c.agents["a"], c.agents["b"]
+	took := c.loseHost(b, a, "moving", 4, 45*time.Second)
+	t.Logf("host b stopped: 4 replicas healthy on a after %v", took.Round(time.Millisecond))
+	status := c.mustHatch(nil, "status", "moving")
+	if !strings.Contains(status, "app  4/4    done     a ") {
+		t.Fatalf("status after the move:\n%s", status)
+	}
+}
+
+func TestClusterDestroyRemovesEverythingButVolumesUnlessAsked(t *testing.T) {
+	c := newCluster(t, clusterOptions{})
+	dir := demoProject(t, "")
+	c.mustHatch(nil, "apply", "-f", filepath.Join(dir, "hatch.yaml"), "--yes")
+	if cs, ns, vs := c.projectObjects("default", "demo"); cs != 4 || ns != 1 || vs != 1 {
+		t.Fatalf("deployed: %d containers, %d networks, %d volumes; want 4, 1, 1", cs, ns, vs)
+	}
+	out := c.mustHatch(nil, "destroy", "demo", "--yes")
+	if !strings.Contains(out, "Every container of default/demo is gone.") {
+		t.Fatalf("destroy:\n%s", out)
+	}
+	dockertest.Eventually(t, 30*time.Second, 250*time.Millisecond, func() error {
+		if cs, ns, vs := c.projectObjects("default", "demo"); cs != 0 || ns != 0 || vs != 1 {
+			return fmt.Errorf("%d containers, %d networks, %d volumes left; want only the volume", cs, ns, vs)
+		}
+		return nil
+	})
+	c.mustHatch(nil, "destroy", "demo", "--yes", "--volumes")
+	dockertest.Eventually(t, 30*time.Second, 250*time.Millisecond, func() error {
+		if cs, ns, vs := c.projectObjects("default", "demo"); cs+ns+vs != 0 {
+			return fmt.Errorf("%d containers, %d networks, %d volumes left after --volumes", cs, ns, vs)
+		}
+		return nil
+	})
+}
+
+func TestClusterNamespacesOfOneProjectRunSideBySide(t *testing.T) {
+	c := newCluster(t, clusterOptions{})
+	file := filepath.Join(spreadProject(t, "twin", 1, ""), "hatch.yaml")
+	c.mustHatch(nil, "apply", "-f", file, "--yes", "-n", "staging")
+	c.mustHatch(nil, "apply", "-f", file, "--yes", "-n", "production")
+	production := containerIDs(c.projectContainers("production", "twin", "app", ""))
+	if len(production) != 1 || len(c.projectContainers("staging", "twin", "app", "")) != 1 {
+		t.Fatal("each namespace should run its own replica")
+	}
+	c.mustHatch(nil, "destroy", "twin", "--yes", "-n", "staging")
+	if n := len(c.projectContainers("staging", "twin", "app", "")); n != 0 {
+		t.Fatalf("staging still runs %d containers", n)
+	}
+	if ids := containerIDs(c.projectContainers("production", "twin", "app", "")); !slices.Equal(ids, production) {
+		t.Fatalf("destroying staging touched production: %v, was %v", ids, production)
+	}
+
+	// A route is the host's: the second namespace's claim on it is refused
+	// at plan, naming who holds it.
+	routed := filepath.Join(spreadProject(t, "routed", 1, "    routes: [twin.localhost]\n    placement: {hosts: [a]}\n"), "hatch.yaml")
+	c.mustHatch(nil, "apply", "-f", routed, "--yes", "-n", "staging")
+	out, err := c.hatch(nil, "apply", "-f", routed, "--yes", "-n", "production")
+	if err == nil || !strings.Contains(out, "twin.localhost") || !strings.Contains(out, "staging") {
+		t.Fatalf("a route another namespace holds was not refused (err %v):\n%s", err, out)
+	}
+	if n := len(c.projectContainers("production", "routed", "app", "")); n != 0 {
+		t.Fatalf("the refused plan started %d containers", n)
+	}
+}
+
+func TestClusterKeepsSecretsOutOfLogsEventsAndAnswers(t *testing.T) {
+	c := newCluster(t, clusterOptions{})
+	value := "s3cret-" + randomWord()
+	c.keepSecret(value)
+	dir := spreadProject(t, "vault", 1, "    secrets: [key]\nsecrets:\n  key: {env: VAULT_KEY}\n")
+	file := filepath.Join(dir, "hatch.yaml")
+	env := []string{"VAULT_KEY=" + value}
+	c.mustHatch(env, "plan", "-f", file)
+	c.mustHatch(env, "apply", "-f", file, "--yes")
+	// The value did reach the container (read there, not through the API).
+	if got := c.readInContainer("vault", "/run/secrets/key"); got != value {
+		t.Fatalf("the container's /run/secrets/key holds %q, want the secret's value", got)
+	}
+	c.mustHatch(nil, "rollout", "restart", "vault/app")
+	c.mustHatch([]string{"VAULT_KEY=" + value + "-rotated"}, "apply", "-f", file, "--yes")
+	c.keepSecret(value + "-rotated")
+	c.mustHatch(nil, "status")
+	c.mustHatch(nil, "events")
+	c.mustHatch(nil, "hosts")
+	c.getJSON("/api/v1/events?limit=1000", nil)
+	c.getJSON("/api/v1/hosts", nil)
+	for _, a := range c.agents {
+		c.getJSON("/api/v1/hosts/"+a.hostID, nil)
+	}
+	c.getJSON("/api/v1/projects", nil)
+	var project struct {
+		Applies []struct {
+			ID int64 `json:"id"`
+		} `json:"applies"`
+	}
+	c.getJSON("/api/v1/projects/default/vault", &project)
+	for _, a := range project.Applies {
+		c.getJSON(fmt.Sprintf("/api/v1/projects/default/vault/applies/%d", a.ID), nil)
+	}
+	c.mustHatch(nil, "destroy", "vault", "--yes", "--volumes")
+	// The check itself runs when the test ends (newCluster's cleanup), over
+	// everything recorded here and every log line of the run.
+	if leaks := c.secretsFound(); len(leaks) > 0 {
+		t.Fatalf("secrets found:\n%s", strings.Join(leaks, "\n"))
+	}
+}
+
+func TestFindSecretsNamesEachSecretFound(t *testing.T) {
+	found := findSecrets([]string{"a log line", `{"token": "hatch-host.SECRET1.ab"}`}, []string{"SECRET1", "SECRET2"})
+	if len(found) != 1 || !strings.HasPrefix(found[0], "SECRET... found in: ") {
+		t.Fatalf("found = %q, want SECRET1 alone", found)
+	}
+}
+
+// readInContainer reads a file in the project's one container of egg "app"
+// (the test app's GET /file).
+func (c *cluster) readInContainer(project, path string) string {
+	c.t.Helper()
+	list := c.projectContainers("default", project, "app", "")
+	if len(list) != 1 {
+		c.t.Fatalf("%d containers of %s, want 1", len(list), project)
+	}
+	for _, n := range list[0].NetworkSettings.Networks {
+		ctx, cancel := context.WithTimeout(c.t.Context(), 5*time.Second)
+		defer cancel()
+		code, body, err := dockertest.Get(ctx, "http://"+n.IPAddress+":8080/file?path="+path)
+		if err != nil || code != 200 {
+			c.t.Fatalf("read %s in the container: %d %v", path, code, err)
+		}
+		return body
+	}
+	c.t.Fatal("the container has no network")
+	return ""
+}
+
+// loseHost stops lost's agent and returns how long until want replicas of
+// the project's egg "app" serve on the other host.
+func (c *cluster) loseHost(lost, other *clAgent, project string, want int, timeout time.Duration) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	c.stopAgent(lost)
+	dockertest.Eventually(c.t, timeout, 100*time.Millisecond, func() error {
+		if n := len(c.servingContainers("default", project, "app", other.hostID, 8080)); n < want {
+			return fmt.Errorf("%d of %d replicas serve on %s", n, want, other.name)
+		}
+		return nil
+	})
+	return time.Since(start)
+}
+
+// demoPage GETs the demo's page through a host's ingress.
+func (c *cluster) demoPage(a *clAgent) string {
+	c.t.Helper()
+	var page string
+	dockertest.Eventually(c.t, 30*time.Second, 200*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(c.t.Context(), 5*time.Second)
+		defer cancel()
+		code, body, err := viaIngress(ctx, a, "demo.localhost", "/")
+		if err != nil || code != 200 {
+			return fmt.Errorf("GET demo.localhost via %s: %d %v", a.name, code, err)
+		}
+		page = body
+		return nil
+	})
+	return page
+}
+
+// agentOf is the agent whose host a container's labels name.
+func (c *cluster) agentOf(labels map[string]string) *clAgent {
+	c.t.Helper()
+	for _, a := range c.agents {
+		if labels["io.hatchery.host"] == a.hostID {
+			return a
+		}
+	}
+	c.t.Fatalf("no agent for host %q", labels["io.hatchery.host"])
+	return nil
+}
+
+func randomWord() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// containerIDs returns the containers' IDs, sorted.
+func containerIDs(list []container.Summary) []string {
+	ids := make([]string, len(list))
+	for i, s := range list {
+		ids[i] = s.ID
+	}
+	slices.Sort(ids)
+	return ids
+}
