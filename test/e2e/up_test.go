@@ -194,4 +194,3 @@ func (u *upRun) upToFirstAnswer(timeout time.Duration) (time.Duration, *clProc) 
 	u.t.Fatalf("no answer within %v\n%s", timeout, p.stdout())
 	return 0, nil
 }
-
