@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,5 +98,32 @@ func TestRolloutRestartRollsTheEggAndFollowsIt(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "default/demo/web rolls again (revision 2)") || !strings.Contains(stdout, "is ready: web 1/1") {
 		t.Fatalf("stdout:\n%s", stdout)
+	}
+}
+
+func TestPlanTakesAComposeFile(t *testing.T) {
+	isolate(t)
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, api := newFakeAPI(t)
+	t.Setenv(client.EnvServer, api.c.Server())
+	t.Setenv(client.EnvToken, adminToken())
+	compose := "name: shop\nservices:\n  web:\n    image: nginx:1.27\n    deploy: {replicas: 2}\n"
+	if err := os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(compose), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := run(t, "plan", "-f", "compose.yaml", "-n", "staging")
+	if code != 0 || !strings.Contains(stdout, "Plan for staging/shop:") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if len(f.plans) != 1 || !slices.ContainsFunc(f.plans[0].Resources, func(r planResource) bool {
+		return r.Type == "egg" && r.Name == "web" && r.Inputs["replicas"] == float64(2)
+	}) {
+		t.Fatalf("plan request %+v, want egg/web with 2 replicas", f.plans)
+	}
+	if len(f.applied) != 0 {
+		t.Fatal("plan applied something")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/agent"
 	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/spec"
 )
@@ -146,9 +148,13 @@ func runUp(cmd *cobra.Command, p *spec.Project, dir string, opts upOptions) erro
 		}
 		return nil
 	})
+	left := projectRunsContainers(projectAPI{c: cp}, opts.deploy.namespace, p.Name)
 	stopErr := local.stop()
-	fmt.Fprintf(out, "\nStopped the control plane and the agent. The containers keep running: to remove them, start `hatch up` again\n"+
-		"and run `hatch destroy %s` in another terminal (with --volumes to delete their data too).\n", p.Name)
+	fmt.Fprintln(out, "\nStopped the control plane and the agent.")
+	if left {
+		fmt.Fprintf(out, "The containers keep running: to remove them, start `hatch up` again and run\n"+
+			"`hatch destroy %s` in another terminal (with --volumes to delete their data too).\n", p.Name)
+	}
 	if stopErr != nil {
 		return upError(stopErr, logName)
 	}
@@ -156,6 +162,25 @@ func runUp(cmd *cobra.Command, p *spec.Project, dir string, opts upOptions) erro
 		return upError(explainErr(cp.Server(), followErr), logName)
 	}
 	return nil
+}
+
+// projectRunsContainers reports whether a host reports a container of the
+// project; when in doubt (the control plane does not answer), it says yes.
+func projectRunsContainers(api projectAPI, namespace, project string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hosts, err := fetchHosts(ctx, api)
+	if err != nil {
+		return true
+	}
+	for _, h := range hosts {
+		if h.Report != nil && slices.ContainsFunc(h.Report.Containers, func(c contract.ContainerStatus) bool {
+			return strings.HasPrefix(c.WorkloadID, namespace+"/"+project+"/")
+		}) {
+			return true
+		}
+	}
+	return false
 }
 
 // prepareUpDir makes ./.hatch (0700: it holds the admin token) and its

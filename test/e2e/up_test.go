@@ -147,6 +147,9 @@ func TestUpRunsTheDemoAndTheCLIFindsItFromTheDirectory(t *testing.T) {
 		t.Fatalf("%d containers left after destroy", len(left))
 	}
 	interrupt(t, again)
+	if out := again.stdout(); strings.Contains(out, "keep running") {
+		t.Fatalf("after destroy, hatch up still says containers keep running:\n%s", out)
+	}
 	u.checkLogsHoldNoToken()
 }
 
