@@ -184,6 +184,10 @@ func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project st
 			fmt.Fprintln(d.out, line)
 		}
 	})
+	if ctx.Err() != nil {
+		fmt.Fprintf(d.out, "Stopped following: the apply goes on on the server; `hatch status %s` shows where it stands.\n", project)
+		return ctx.Err()
+	}
 	if err != nil {
 		return err
 	}
@@ -233,6 +237,7 @@ func (d *deployer) waitRollouts(ctx context.Context, namespace, project string, 
 		cancel()
 		switch {
 		case err != nil && ctx.Err() != nil:
+			fmt.Fprintf(d.out, "Stopped following: the rollouts go on; `hatch status %s` shows them.\n", project)
 			return ctx.Err()
 		case err != nil:
 			if failingSince.IsZero() {

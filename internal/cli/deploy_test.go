@@ -395,3 +395,15 @@ func TestPrintPlanShowsChangesStepsAndCounts(t *testing.T) {
 		t.Fatalf("plan:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+func TestInterruptedFollowSaysTheRolloutGoesOn(t *testing.T) {
+	f, api := newFakeAPI(t)
+	f.fleet = readyFleet("web")[:1] // never ready
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := testDeployer(api, &out).waitRollouts(ctx, "default", "demo", []string{"web"})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(out.String(), "the rollouts go on; `hatch status demo` shows them") {
+		t.Fatalf("waitRollouts = %v, output:\n%s", err, out.String())
+	}
+}
