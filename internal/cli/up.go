@@ -121,8 +121,8 @@ func runUp(cmd *cobra.Command, p *spec.Project, dir string, opts upOptions) erro
 	if err != nil {
 		return upError(err, logName)
 	}
-	fmt.Fprintf(out, "Hatchery is up: control plane %s, host %s (%s) on the local Docker Engine; logs in %s.\n",
-		cp.Server(), opts.hostName, hostID, logName)
+	fmt.Fprintf(out, "Hatchery is up: control plane %s, host %s (%s) on the local Docker Engine, ingress %s; logs in %s.\n",
+		cp.Server(), opts.hostName, hostID, ingressURL(opts.ingressAddr), logName)
 
 	d := newDeployer(cmd, projectAPI{c: cp})
 	switch err := d.deploy(ctx, p, opts.deploy); {
@@ -393,6 +393,19 @@ func waitFor[T any](ctx context.Context, early <-chan error, timeout time.Durati
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// ingressURL is the ingress's base URL: its listen address, "localhost"
+// when it listens on every address.
+func ingressURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // printRoutes prints the URL of each route of the project on the ingress.

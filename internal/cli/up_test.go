@@ -89,6 +89,14 @@ func TestPrintRoutesGivesEachRoutesURL(t *testing.T) {
 	}
 }
 
+func TestIngressURL(t *testing.T) {
+	for addr, want := range map[string]string{"127.0.0.1:8080": "http://127.0.0.1:8080", ":8080": "http://localhost:8080", "[::1]:80": "http://[::1]:80"} {
+		if got := ingressURL(addr); got != want {
+			t.Errorf("ingressURL(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
 // TestLocalRunStopsTheLastStartedFirst: the agent (started second) stops
 // before the control plane, so it never sees its server go away.
 func TestLocalRunStopsTheLastStartedFirst(t *testing.T) {
