@@ -2,11 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hatchery/hatchery/internal/client"
 )
 
 func newEventsCmd() *cobra.Command {
@@ -36,16 +40,7 @@ func newEventsCmd() *cobra.Command {
 			out := cmd.OutOrStdout()
 			return flags.run(cmd.Context(), func(ctx context.Context, api projectAPI) error {
 				if follow {
-					err := api.FollowEvents(ctx, 0, func(e event) error {
-						if filter.keep(e) {
-							printEvent(out, e)
-						}
-						return nil
-					})
-					if ctx.Err() != nil {
-						return nil // Ctrl-C: the normal end of following
-					}
-					return err
+					return followEvents(ctx, api, filter, out, cmd.ErrOrStderr())
 				}
 				var since int64
 				for {
@@ -69,6 +64,42 @@ func newEventsCmd() *cobra.Command {
 	flags.register(cmd)
 	cmd.Flags().BoolVarP(&follow, "follow", "F", false, "keep printing new events until Ctrl-C")
 	return cmd
+}
+
+// followEvents prints events as they come until ctx ends (Ctrl-C: the
+// normal end, nil). A stream the control plane cuts (a restart) is taken up
+// again after the last event printed; an answer refusing the request ends it.
+func followEvents(ctx context.Context, api projectAPI, filter eventFilter, out, errOut io.Writer) error {
+	var last int64
+	lost := false
+	for {
+		err := api.FollowEvents(ctx, last, func(e event) error {
+			if lost {
+				fmt.Fprintln(errOut, "(following again)")
+				lost = false
+			}
+			last = e.Seq
+			if filter.keep(e) {
+				printEvent(out, e)
+			}
+			return nil
+		})
+		var apiErr *client.APIError
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.As(err, &apiErr):
+			return err
+		case !lost:
+			fmt.Fprintf(errOut, "(lost the control plane: %v; trying again every second)\n", err)
+			lost = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // eventFilter keeps the events of one project, or of one namespace's
