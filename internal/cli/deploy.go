@@ -26,9 +26,11 @@ type deployer struct {
 	// interactive: a person can answer a question (in and out are terminals).
 	terminal, interactive bool
 	// now is the clock of status (crash-loop deadlines); poll is how often
-	// rollouts are checked.
-	now  func() time.Time
-	poll time.Duration
+	// rollouts are checked; noHostGrace is how long following waits for a
+	// host to be up before saying that none is.
+	now         func() time.Time
+	poll        time.Duration
+	noHostGrace time.Duration
 }
 
 // deployOptions are the flags a deploy honours.
@@ -230,11 +232,16 @@ func stepLine(s applyStep) string {
 // unreachable for a while is shown and waited out.
 func (d *deployer) waitRollouts(ctx context.Context, namespace, project string, eggs []string) error {
 	view := newProgressView(d.out, d.terminal)
-	var failingSince time.Time
+	var failingSince, noHostSince time.Time
 	for {
 		pollCtx, cancel := context.WithTimeout(ctx, apiTimeout)
-		status, err := projectEggs(pollCtx, d.api, namespace, project, d.now())
+		status, hostsUp, err := projectEggs(pollCtx, d.api, namespace, project, d.now())
 		cancel()
+		if err == nil && hostsUp > 0 {
+			noHostSince = time.Time{}
+		} else if err == nil && noHostSince.IsZero() {
+			noHostSince = time.Now()
+		}
 		switch {
 		case err != nil && ctx.Err() != nil:
 			fmt.Fprintf(d.out, "Stopped following: the rollouts go on; `hatch status %s` shows them.\n", project)
@@ -259,6 +266,11 @@ func (d *deployer) waitRollouts(ctx context.Context, namespace, project string, 
 			if allDone(progress) {
 				fmt.Fprintf(d.out, "%s/%s is ready: %s.\n", namespace, project, readyList(progress))
 				return nil
+			}
+			// A host may be restarting; none for a while is a fleet to fix.
+			if !noHostSince.IsZero() && time.Since(noHostSince) >= d.noHostGrace {
+				return errors.New("no host is up to run the eggs: start an agent on a Docker host (`hatch agent --server URL " +
+					"--join TOKEN`, a token from `hatch token create --join`), and the rollouts go on")
 			}
 		}
 		select {

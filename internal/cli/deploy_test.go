@@ -196,7 +196,7 @@ func testProject(t *testing.T) *spec.Project {
 }
 
 func testDeployer(api projectAPI, out io.Writer) *deployer {
-	return &deployer{api: api, out: out, in: strings.NewReader(""), now: func() time.Time { return now }, poll: time.Millisecond}
+	return &deployer{api: api, out: out, in: strings.NewReader(""), now: func() time.Time { return now }, poll: time.Millisecond, noHostGrace: 50 * time.Millisecond}
 }
 
 // readyFleet returns a fleet going from nothing ready to every egg ready,
@@ -405,5 +405,14 @@ func TestInterruptedFollowSaysTheRolloutGoesOn(t *testing.T) {
 	err := testDeployer(api, &out).waitRollouts(ctx, "default", "demo", []string{"web"})
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(out.String(), "the rollouts go on; `hatch status demo` shows them") {
 		t.Fatalf("waitRollouts = %v, output:\n%s", err, out.String())
+	}
+}
+
+func TestFollowingWithoutAnyHostUpSaysToStartAnAgent(t *testing.T) {
+	f, api := newFakeAPI(t)
+	f.fleet = [][]hostState{{host("gone", "down", []contract.WorkloadSpec{workload("web", 1)})}}
+	err := testDeployer(api, io.Discard).waitRollouts(context.Background(), "default", "demo", []string{"web"})
+	if err == nil || !strings.Contains(err.Error(), "no host is up") || !strings.Contains(err.Error(), "hatch token create --join") {
+		t.Fatalf("waitRollouts = %v, want an error saying to start an agent", err)
 	}
 }

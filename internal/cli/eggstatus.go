@@ -227,13 +227,18 @@ func fetchHosts(ctx context.Context, api projectAPI) ([]hostState, error) {
 	return out, nil
 }
 
-// projectEggs is the status of one project's eggs.
-func projectEggs(ctx context.Context, api projectAPI, namespace, project string, now time.Time) ([]eggStatus, error) {
+// projectEggs is the status of one project's eggs, and how many hosts are
+// up.
+func projectEggs(ctx context.Context, api projectAPI, namespace, project string, now time.Time) (eggs []eggStatus, hostsUp int, err error) {
 	hosts, err := fetchHosts(ctx, api)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	var eggs []eggStatus
+	for _, h := range hosts {
+		if h.State == "up" {
+			hostsUp++
+		}
+	}
 	for _, e := range eggStatuses(hosts, now) {
 		if e.Namespace == namespace && e.Project == project {
 			eggs = append(eggs, e)
@@ -241,7 +246,7 @@ func projectEggs(ctx context.Context, api projectAPI, namespace, project string,
 	}
 	deployed, ok, err := api.Project(ctx, namespace, project)
 	if err != nil || !ok {
-		return eggs, err
+		return eggs, hostsUp, err
 	}
-	return addUnplaced(eggs, namespace, deployed), nil
+	return addUnplaced(eggs, namespace, deployed), hostsUp, nil
 }

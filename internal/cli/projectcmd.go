@@ -64,6 +64,7 @@ func newDeployer(cmd *cobra.Command, api projectAPI) *deployer {
 		interactive: isTerminal(out) && isTerminal(cmd.InOrStdin()),
 		now:         time.Now,
 		poll:        500 * time.Millisecond,
+		noHostGrace: 15 * time.Second,
 	}
 }
 
