@@ -32,6 +32,8 @@ import (
 //
 // The three phases share the 60 seconds of load the issue asks for: at
 // least 30 s across the rolls, 15 s across the scaling, 15 s across the kill.
+// A fourth test, born of a failure these tests found, freezes every replica
+// past one health probe: a slow probe round must not empty the pool.
 
 const (
 	// loadClients is the number of concurrent HTTP clients, and also of TCP
