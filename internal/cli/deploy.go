@@ -181,10 +181,16 @@ func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project st
 	if err != nil {
 		return err
 	}
+	// The server retries a failed step: each repeat of the same failure
+	// would say nothing new.
+	lastLine := map[string]string{}
 	final, err := d.api.FollowApply(ctx, opts.namespace, project, id, func(s applyStep) {
-		if line := stepLine(s); line != "" {
-			fmt.Fprintln(d.out, line)
+		line := stepLine(s)
+		if line == "" || lastLine[s.Resource] == line {
+			return
 		}
+		lastLine[s.Resource] = line
+		fmt.Fprintln(d.out, line)
 	})
 	if ctx.Err() != nil {
 		fmt.Fprintf(d.out, "Stopped following: the apply goes on on the server; `hatch status %s` shows where it stands.\n", project)

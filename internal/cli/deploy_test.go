@@ -317,13 +317,14 @@ func TestDeployExplainsAFailedRollout(t *testing.T) {
 func TestDeployReportsAFailedApplyAndFollowsNoRollout(t *testing.T) {
 	f, api := newFakeAPI(t)
 	f.outcome = "failed"
-	f.steps = []applyStep{{Resource: "egg/web", Action: "create", Status: "failed", Message: "route demo.localhost is held by shop/web on local"}}
+	held := applyStep{Resource: "egg/web", Action: "create", Status: "failed", Message: "route demo.localhost is held by shop/web on local"}
+	f.steps = []applyStep{held, held, held} // retried by the server
 	var out bytes.Buffer
 	err := testDeployer(api, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default", yes: true})
 	if !errors.Is(err, errApplyFailed) || f.polls != 0 {
 		t.Fatalf("deploy = %v after %d status polls, want errApplyFailed and none", err, f.polls)
 	}
-	if !strings.Contains(out.String(), "✗ egg/web: create failed: route demo.localhost is held") || !strings.Contains(out.String(), "Apply failed: apply failed") {
+	if strings.Count(out.String(), "✗ egg/web: create failed: route demo.localhost is held") != 1 || !strings.Contains(out.String(), "Apply failed: apply failed") {
 		t.Fatalf("output:\n%s", out.String())
 	}
 }
