@@ -29,44 +29,46 @@ const (
 // the server's own route table and fails on an endpoint missing here: a new
 // endpoint must say who may call it.
 var audiences = map[string]audience{
-	"GET /api/v1/hosts":                          adminAudience,
-	"GET /api/v1/hosts/{id}":                     adminAudience,
-	"GET /api/v1/hosts/{id}/desired-state":       ownHostAudience,
-	"POST /api/v1/hosts/{id}/status":             ownHostAudience,
-	"PUT /api/v1/blobs/{digest}":                 adminAudience,
-	"HEAD /api/v1/blobs/{digest}":                blobAudience,
-	"GET /api/v1/blobs/{digest}":                 blobAudience,
-	"GET /api/v1/events":                         adminAudience,
-	"GET /api/v1/projects":                       adminAudience,
-	"GET /api/v1/projects/{namespace}/{project}": adminAudience,
-	"GET /metrics":                               adminAudience,
-	"POST /api/v1/join":                          joinAudience,
-	"POST /api/v1/join-tokens":                   adminAudience,
-	"GET /api/v1/join-tokens":                    adminAudience,
-	"DELETE /api/v1/join-tokens/{id}":            adminAudience,
-	"DELETE /api/v1/hosts/{id}":                  adminAudience,
+	"GET /api/v1/hosts":                                 adminAudience,
+	"GET /api/v1/hosts/{id}":                            adminAudience,
+	"GET /api/v1/hosts/{id}/desired-state":              ownHostAudience,
+	"POST /api/v1/hosts/{id}/status":                    ownHostAudience,
+	"PUT /api/v1/blobs/{digest}":                        adminAudience,
+	"HEAD /api/v1/blobs/{digest}":                       blobAudience,
+	"GET /api/v1/blobs/{digest}":                        blobAudience,
+	"GET /api/v1/events":                                adminAudience,
+	"GET /api/v1/projects":                              adminAudience,
+	"GET /api/v1/projects/{namespace}/{project}":        adminAudience,
+	"GET /api/v1/projects/{namespace}/{project}/status": adminAudience,
+	"GET /metrics":                                      adminAudience,
+	"POST /api/v1/join":                                 joinAudience,
+	"POST /api/v1/join-tokens":                          adminAudience,
+	"GET /api/v1/join-tokens":                           adminAudience,
+	"DELETE /api/v1/join-tokens/{id}":                   adminAudience,
+	"DELETE /api/v1/hosts/{id}":                         adminAudience,
 }
 
 // admitted is the status of a request let in, for the endpoints whose
 // request the matrix knows how to make right. Others are checked to be
 // neither refused (401, 403, 429) nor unrouted (404 no endpoint, 405).
 var admitted = map[string]int{
-	"GET /api/v1/hosts":                          200,
-	"GET /api/v1/hosts/{id}":                     200,
-	"GET /api/v1/hosts/{id}/desired-state":       200,
-	"POST /api/v1/hosts/{id}/status":             204,
-	"PUT /api/v1/blobs/{digest}":                 200, // it is there already
-	"HEAD /api/v1/blobs/{digest}":                200,
-	"GET /api/v1/blobs/{digest}":                 200,
-	"GET /api/v1/events":                         200,
-	"GET /api/v1/projects":                       200,
-	"GET /api/v1/projects/{namespace}/{project}": 200,
-	"GET /metrics":                               200,
-	"POST /api/v1/join":                          201,
-	"POST /api/v1/join-tokens":                   201,
-	"GET /api/v1/join-tokens":                    200,
-	"DELETE /api/v1/join-tokens/{id}":            200,
-	"DELETE /api/v1/hosts/{id}":                  200,
+	"GET /api/v1/hosts":                                 200,
+	"GET /api/v1/hosts/{id}":                            200,
+	"GET /api/v1/hosts/{id}/desired-state":              200,
+	"POST /api/v1/hosts/{id}/status":                    204,
+	"PUT /api/v1/blobs/{digest}":                        200, // it is there already
+	"HEAD /api/v1/blobs/{digest}":                       200,
+	"GET /api/v1/blobs/{digest}":                        200,
+	"GET /api/v1/events":                                200,
+	"GET /api/v1/projects":                              200,
+	"GET /api/v1/projects/{namespace}/{project}":        200,
+	"GET /api/v1/projects/{namespace}/{project}/status": 200,
+	"GET /metrics":                                      200,
+	"POST /api/v1/join":                                 201,
+	"POST /api/v1/join-tokens":                          201,
+	"GET /api/v1/join-tokens":                           200,
+	"DELETE /api/v1/join-tokens/{id}":                   200,
+	"DELETE /api/v1/hosts/{id}":                         200,
 }
 
 // caller is one kind of token the matrix tries.

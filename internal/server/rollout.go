@@ -16,14 +16,29 @@ const (
 	phaseProgressing rolloutPhase = "progressing"
 	phaseFailed      rolloutPhase = "failed"
 	phaseDone        rolloutPhase = "done"
+	// phaseWaiting is an egg's as a whole (never one host's): some of its
+	// replicas could not be placed on any host.
+	phaseWaiting rolloutPhase = "waiting"
 )
 
 // progress is where one workload on one host stands against its desired spec.
 type progress struct {
-	phase  rolloutPhase
-	ready  int // slots with a container ready at the desired spec
-	want   int
-	reason string // why it failed
+	phase rolloutPhase
+	ready int // slots with a container ready at the desired spec
+	want  int
+	// others counts the workload's containers not at the desired spec (an
+	// older spec, or a slot beyond the replica count) that have not exited:
+	// while one runs, the rollout is not done.
+	others  int
+	reason  string   // why it failed
+	logTail []string // the failing container's last log lines
+}
+
+// atSpec reports whether c is a container w should run at spec hash: at
+// that hash, in a slot below the replica count. Any other container of the
+// workload is on its way out.
+func atSpec(w contract.WorkloadSpec, hash string, c contract.ContainerStatus) bool {
+	return c.SpecHash == hash && c.Slot < w.Replicas
 }
 
 // assess compares a workload's containers with its desired spec (hash): done
@@ -34,24 +49,23 @@ type progress struct {
 func assess(w contract.WorkloadSpec, hash string, containers []contract.ContainerStatus) progress {
 	p := progress{phase: phaseProgressing, want: w.Replicas}
 	ready := map[int]bool{}
-	others := 0
 	for _, c := range containers {
 		if c.WorkloadID != w.ID() {
 			continue
 		}
-		current := c.SpecHash == hash && c.Slot < w.Replicas
+		current := atSpec(w, hash, c)
 		switch {
 		case current && c.RolloutFailure != "":
-			p.phase, p.reason = phaseFailed, c.RolloutFailure
+			p.phase, p.reason, p.logTail = phaseFailed, c.RolloutFailure, c.LogTail
 		case current && (c.State == contract.StateRunning && c.Healthy ||
 			c.State == contract.StateCompleted && w.RestartPolicy() == contract.RestartNo):
 			ready[c.Slot] = true
 		case !current && !c.State.Exited():
-			others++
+			p.others++
 		}
 	}
 	p.ready = len(ready)
-	if p.phase != phaseFailed && p.ready == p.want && others == 0 {
+	if p.phase != phaseFailed && p.ready == p.want && p.others == 0 {
 		p.phase = phaseDone
 	}
 	return p

@@ -63,6 +63,7 @@ func (s *Server) routeTable() []route {
 		{"GET /api/v1/events", adminOnly, s.eventsDeadline, 0, s.getEvents},
 		{"GET /api/v1/projects", adminOnly, plain, 0, s.listProjects},
 		{"GET /api/v1/projects/{namespace}/{project}", adminOnly, plain, 0, s.getProject},
+		{"GET /api/v1/projects/{namespace}/{project}/status", adminOnly, plain, 0, s.getProjectStatus},
 		{"GET /metrics", adminOnly, plain, 0,
 			func(w http.ResponseWriter, r *http.Request) error { metricsHandler.ServeHTTP(w, r); return nil }},
 	}

@@ -108,10 +108,19 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 			t.Fatalf("apply %d: the host gets secrets %+v, want the value", i, w.Secrets)
 		}
 		h.healthy("h1")
+		// The status works from the same desired state, values sealed and left so.
+		var status projectStatusJSON
+		if err := json.Unmarshal(call("GET", "/api/v1/projects/default/shop/status", ""), &status); err != nil {
+			t.Fatal(err)
+		}
+		if len(status.Eggs) != 2 || status.Eggs[1].Name != "web" || status.Eggs[1].Ready != 1 || status.Eggs[1].Rollout.State != phaseDone {
+			t.Fatalf("apply %d: status %+v, want web ready and done", i, status)
+		}
 	}
 	call("POST", "/api/v1/projects/default/shop/eggs/web/restart", "")
 	call("GET", "/api/v1/projects", "")
 	call("GET", "/api/v1/projects/default/shop", "")
+	call("GET", "/api/v1/projects/default/shop/status", "")
 	call("GET", "/api/v1/hosts", "")
 	call("GET", "/api/v1/hosts/h1", "")
 	call("GET", "/api/v1/events?limit=1000", "")

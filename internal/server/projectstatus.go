@@ -1,0 +1,347 @@
+package server
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+// This file is GET /api/v1/projects/{namespace}/{project}/status: where each
+// egg of a project stands, worked out on the server from the hosts' desired
+// states and reports, so that a client (hatch status, the rollout following
+// of hatch apply) never reads a desired state, which carries secret values
+// meant for agents only. The answer holds no spec but replica counts and
+// whether a container is at its spec; a workload's secret values are never
+// even opened here.
+
+// projectStatusJSON is the answer: every egg of the project, by name.
+type projectStatusJSON struct {
+	Namespace string `json:"namespace"`
+	Project   string `json:"project"`
+	// HostsUp counts the fleet's hosts up now, whatever they run: a client
+	// following a rollout tells "no host to run it" from "not there yet".
+	HostsUp int             `json:"hosts_up"`
+	Eggs    []eggStatusJSON `json:"eggs"`
+}
+
+// eggStatusJSON is one egg over every host.
+type eggStatusJSON struct {
+	Name string `json:"name"`
+	// Desired is the replica count: those placed on hosts plus Unplaced.
+	Desired  int `json:"desired"`
+	Unplaced int `json:"unplaced"`
+	// Ready counts replicas ready at their host's current spec hash (running
+	// healthy, or for a one-shot job, completed), on hosts up only: the last
+	// report of a host down may be old news.
+	Ready int `json:"ready"`
+	// Previous counts containers not at the current spec (older specs, slots
+	// beyond the replica count) still running on hosts up: during a roll, or
+	// after a failed one, they are what serves.
+	Previous int `json:"previous"`
+	// Restarts sums the in-place restarts of its containers; CrashLooping
+	// counts those whose restart the agent holds back now.
+	Restarts     int         `json:"restarts"`
+	CrashLooping int         `json:"crash_looping"`
+	Rollout      rolloutJSON `json:"rollout"`
+	// Hosts are the hosts whose desired state holds the egg, by name.
+	Hosts []eggHostJSON `json:"hosts"`
+}
+
+// rolloutJSON is where an egg's rollout stands: done, progressing, waiting
+// (replicas not placed) or failed, the worst of its hosts'.
+type rolloutJSON struct {
+	State rolloutPhase `json:"state"`
+	// Reason says what is in the way: where and why it failed, the hosts not
+	// up, why replicas are not placed.
+	Reason string `json:"reason,omitempty"`
+	// LogTail is the failing container's last log lines, for a failed rollout.
+	LogTail []string `json:"log_tail,omitempty"`
+}
+
+// eggHostJSON is the egg's workload on one host.
+type eggHostJSON struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+	// State is the host's liveness: up, down or unknown.
+	State   store.HostState `json:"state"`
+	Desired int             `json:"desired"`
+	// Ready and Rollout are as of the host's last report, whatever its
+	// liveness now; Rollout is progressing, done or failed.
+	Ready      int                   `json:"ready"`
+	Rollout    rolloutPhase          `json:"rollout"`
+	Containers []containerStatusJSON `json:"containers"`
+}
+
+// containerStatusJSON is one container of the workload, as its agent last
+// reported it.
+type containerStatusJSON struct {
+	Slot    int                     `json:"slot"`
+	State   contract.ContainerState `json:"state"`
+	Healthy bool                    `json:"healthy"`
+	// Current: at the workload's spec hash, in a slot it should run; any
+	// other container is on its way out.
+	Current        bool      `json:"current"`
+	Restarts       int       `json:"restarts"`
+	CrashLoopUntil time.Time `json:"crash_loop_until,omitzero"`
+	RolloutFailure string    `json:"rollout_failure,omitempty"`
+	LogTail        []string  `json:"log_tail,omitempty"`
+}
+
+// statusHost is one host as a project's status needs it.
+type statusHost struct {
+	ID, Name string
+	State    store.HostState
+	// Workloads are the project's workloads in the host's desired state.
+	Workloads []contract.WorkloadSpec
+	// Containers are those its agent last reported; nil before a report.
+	Containers []contract.ContainerStatus
+}
+
+func (h statusHost) label() string { return cmp.Or(h.Name, h.ID) }
+
+// projectStatus works out where each egg of the project stands, from its
+// hosts (removed ones left out) and its deployed records (which say how many
+// replicas found no host, and why). Eggs come sorted by name, their hosts by
+// name. It is pure: the clock (for crash-loop back-offs) is an argument.
+func projectStatus(namespace, project string, hosts []statusHost, records []*resource.Deployed, now time.Time) projectStatusJSON {
+	out := projectStatusJSON{Namespace: namespace, Project: project, Eggs: []eggStatusJSON{}}
+	tallies := map[string]*eggTally{}
+	tally := func(egg string) *eggTally {
+		t := tallies[egg]
+		if t == nil {
+			t = &eggTally{eggStatusJSON: eggStatusJSON{Name: egg, Rollout: rolloutJSON{State: phaseDone}, Hosts: []eggHostJSON{}}}
+			tallies[egg] = t
+		}
+		return t
+	}
+	for _, h := range hosts {
+		if h.State == store.HostUp {
+			out.HostsUp++
+		}
+		for _, w := range h.Workloads {
+			if w.Namespace == namespace && w.Project == project {
+				tally(w.Egg).addHost(h, w, now)
+			}
+		}
+	}
+	for _, r := range records {
+		if r.Type == "egg" {
+			waiting, _ := r.Outputs["waiting"].(string)
+			tally(r.Name).addUnplaced(outputInt(r.Outputs["unplaced"]), waiting)
+		}
+	}
+	for _, t := range tallies {
+		out.Eggs = append(out.Eggs, t.finish())
+	}
+	slices.SortFunc(out.Eggs, func(a, b eggStatusJSON) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// eggTally adds an egg up host by host.
+type eggTally struct {
+	eggStatusJSON
+	notUp   []string // "host b is down", for hosts not up that should run some
+	waiting string   // why replicas are not placed
+}
+
+// addHost counts the egg's workload w on host h. A host not up counts no
+// replica as ready and keeps the rollout from being done.
+func (t *eggTally) addHost(h statusHost, w contract.WorkloadSpec, now time.Time) {
+	hash := contract.SpecHash(w)
+	p := assess(w, hash, h.Containers)
+	view := eggHostJSON{ID: h.ID, Name: h.Name, State: h.State, Desired: w.Replicas, Ready: p.ready, Rollout: p.phase,
+		Containers: []containerStatusJSON{}}
+	for _, c := range h.Containers {
+		if c.WorkloadID != w.ID() {
+			continue
+		}
+		view.Containers = append(view.Containers, containerStatusJSON{Slot: c.Slot, State: c.State, Healthy: c.Healthy,
+			Current: atSpec(w, hash, c), Restarts: c.Restarts, CrashLoopUntil: c.CrashLoopUntil,
+			RolloutFailure: c.RolloutFailure, LogTail: c.LogTail})
+		t.Restarts += c.Restarts
+		if c.CrashLoopUntil.After(now) {
+			t.CrashLooping++
+		}
+	}
+	t.Hosts = append(t.Hosts, view)
+	t.Desired += w.Replicas
+	up := h.State == store.HostUp
+	switch {
+	case !up && w.Replicas > 0:
+		t.notUp = append(t.notUp, fmt.Sprintf("host %s is %s", h.label(), h.State))
+		t.worsen(phaseProgressing)
+	case p.phase == phaseFailed:
+		t.Ready += p.ready
+		if t.Rollout.State != phaseFailed { // the first failure found says why
+			t.Rollout = rolloutJSON{State: phaseFailed, Reason: fmt.Sprintf("on %s: %s", h.label(), p.reason), LogTail: p.logTail}
+		}
+	default:
+		t.Ready += p.ready
+		t.worsen(p.phase)
+	}
+	if up {
+		t.Previous += p.others
+	}
+}
+
+// addUnplaced counts replicas the scheduler found no host for: desired, and
+// keeping the egg waiting.
+func (t *eggTally) addUnplaced(n int, why string) {
+	if n <= 0 {
+		return
+	}
+	t.Unplaced += n
+	t.Desired += n
+	t.waiting = why
+	t.worsen(phaseWaiting)
+}
+
+// finish sorts the hosts and says why the rollout is not done, unless it
+// failed (the failure says it).
+func (t *eggTally) finish() eggStatusJSON {
+	slices.SortFunc(t.Hosts, func(a, b eggHostJSON) int {
+		return cmp.Or(cmp.Compare(cmp.Or(a.Name, a.ID), cmp.Or(b.Name, b.ID)), cmp.Compare(a.ID, b.ID))
+	})
+	switch {
+	case t.Rollout.State == phaseFailed:
+	case t.Unplaced > 0:
+		t.Rollout.Reason = fmt.Sprintf("%d not placed", t.Unplaced)
+		if t.waiting != "" {
+			t.Rollout.Reason += ": " + t.waiting
+		}
+	case len(t.notUp) > 0:
+		t.Rollout.Reason = strings.Join(t.notUp, ", ")
+	}
+	return t.eggStatusJSON
+}
+
+// worsen moves the egg's rollout state to p if p is further from done:
+// failed, then waiting, then progressing, then done.
+func (t *eggTally) worsen(p rolloutPhase) {
+	rank := map[rolloutPhase]int{phaseDone: 0, phaseProgressing: 1, phaseWaiting: 2, phaseFailed: 3}
+	if rank[p] > rank[t.Rollout.State] {
+		t.Rollout.State = p
+	}
+}
+
+// outputInt reads a count from a record's outputs, as the provider wrote it
+// (int) or as it came back from the store (a JSON number).
+func outputInt(v any) int {
+	switch n := v.(type) {
+	case int:
+		return n
+	case int64:
+		return int(n)
+	case float64:
+		return int(n)
+	case json.Number:
+		i, _ := n.Int64()
+		return int(i)
+	}
+	return 0
+}
+
+// getProjectStatus answers GET /api/v1/projects/{namespace}/{project}/status:
+// 404 for a project with no record, no apply and no workload on any host.
+func (s *Server) getProjectStatus(w http.ResponseWriter, r *http.Request) error {
+	ns, name := r.PathValue("namespace"), r.PathValue("project")
+	key := ns + "/" + name
+	records, err := s.deps.Projects.ListResources(r.Context(), key)
+	if err != nil {
+		return err
+	}
+	applies, err := s.deps.Applies.Applies(r.Context(), key)
+	if err != nil {
+		return err
+	}
+	hosts, err := s.statusHosts(r.Context(), ns, name)
+	if err != nil {
+		return err
+	}
+	deployed := slices.ContainsFunc(hosts, func(h statusHost) bool { return len(h.Workloads) > 0 })
+	if len(records) == 0 && len(applies) == 0 && !deployed {
+		return notFoundf("no project %q in namespace %q", name, ns)
+	}
+	writeJSON(w, http.StatusOK, projectStatus(ns, name, hosts, records, s.now()))
+	return nil
+}
+
+// statusHosts reads every host not removed: its liveness, the project's
+// workloads in its desired state and the project's containers in its last
+// report.
+func (s *Server) statusHosts(ctx context.Context, namespace, project string) ([]statusHost, error) {
+	hosts, err := s.deps.Statuses.ListHosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	identities, err := s.hostIdentities(ctx)
+	if err != nil {
+		return nil, err
+	}
+	prefix := namespace + "/" + project + "/"
+	out := make([]statusHost, 0, len(hosts))
+	for _, h := range hosts {
+		id := identities[h.ID]
+		if !id.RemovedAt.IsZero() {
+			continue
+		}
+		sh := statusHost{ID: h.ID, Name: id.Name, State: h.State}
+		if sh.Workloads, err = s.projectWorkloads(ctx, h.ID, namespace, project); err != nil {
+			return nil, err
+		}
+		st, err := s.deps.Statuses.Status(ctx, h.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			report, err := contract.DecodeStatusReport(bytes.NewReader(st.Report))
+			if err != nil {
+				return nil, fmt.Errorf("host %s: stored report: %w", h.ID, err)
+			}
+			for _, c := range report.Containers {
+				if strings.HasPrefix(c.WorkloadID, prefix) {
+					sh.Containers = append(sh.Containers, c)
+				}
+			}
+		}
+		out = append(out, sh)
+	}
+	return out, nil
+}
+
+// projectWorkloads reads the project's workloads in a host's desired state.
+// The state is decoded as stored, its secret values sealed, and those are
+// dropped too: spec hashes leave them out, and nothing else needs them.
+func (s *Server) projectWorkloads(ctx context.Context, host, namespace, project string) ([]contract.WorkloadSpec, error) {
+	stored, err := s.deps.Desired.DesiredState(ctx, host)
+	if err != nil || len(stored.Doc) == 0 {
+		return nil, err
+	}
+	d, err := contract.DecodeDesiredState(bytes.NewReader(stored.Doc))
+	if err != nil {
+		return nil, fmt.Errorf("host %s: stored desired state: %w", host, err)
+	}
+	var out []contract.WorkloadSpec
+	for _, w := range d.Workloads {
+		if w.Namespace != namespace || w.Project != project {
+			continue
+		}
+		for i := range w.Secrets {
+			w.Secrets[i].Value = ""
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
