@@ -60,7 +60,10 @@ func explainAPIError(server string, err error) error {
 		return fmt.Errorf("%s is not the server the token was made by (its certificate does not match the token's fingerprint): "+
 			"check --server, or use a token of that server", server)
 	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized:
-		return fmt.Errorf("%s refused the token: %s (the admin token is in the server's <data-dir>/admin-token)", server, apiErr.Message)
+		// Whatever the server's reason (it writes for any HTTP client, and
+		// already says where the admin token is), the fix is the same: every
+		// command here needs the admin token. Saying it once is enough.
+		return fmt.Errorf("%s refused the token: use the server's admin token, from its <data-dir>/admin-token", server)
 	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusForbidden:
 		return fmt.Errorf("%s: this token may not do that (%s): use the admin token", server, apiErr.Message)
 	case errors.As(err, &apiErr):

@@ -25,10 +25,8 @@ type deployer struct {
 	// terminal: out is a terminal, so progress redraws in place.
 	// interactive: a person can answer a question (in and out are terminals).
 	terminal, interactive bool
-	// now is the clock of status (crash-loop deadlines); poll is how often
-	// rollouts are checked; noHostGrace is how long following waits for a
-	// host to be up before saying that none is.
-	now         func() time.Time
+	// poll is how often rollouts are checked; noHostGrace is how long
+	// following waits for a host to be up before saying that none is.
 	poll        time.Duration
 	noHostGrace time.Duration
 }
@@ -241,7 +239,7 @@ func (d *deployer) waitRollouts(ctx context.Context, namespace, project string, 
 	var failingSince, noHostSince time.Time
 	for {
 		pollCtx, cancel := context.WithTimeout(ctx, apiTimeout)
-		status, hostsUp, err := projectEggs(pollCtx, d.api, namespace, project, d.now())
+		status, hostsUp, err := projectEggs(pollCtx, d.api, namespace, project)
 		cancel()
 		if err == nil && hostsUp > 0 {
 			noHostSince = time.Time{}

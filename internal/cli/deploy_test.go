@@ -23,8 +23,10 @@ import (
 )
 
 // fakeAPI plays the control plane's project endpoints over HTTP, recording
-// what the CLI sends. Each status poll (GET /hosts) moves the fleet one step
-// along the states the test gives.
+// what the CLI sends. Each read of the project's status moves it one step
+// along the statuses the test gives; each read of the host list moves the
+// hosts one step along theirs. A read of a host's desired state fails the
+// test: it carries secret values, which the CLI must never receive.
 type fakeAPI struct {
 	mu        sync.Mutex // guards every field below
 	blobs     map[string]bool
@@ -34,8 +36,10 @@ type fakeAPI struct {
 	applied   []string
 	steps     []applyStep
 	outcome   string
-	fleet     [][]hostState // successive states; the last one stays
+	statuses  []projectStatus // successive answers; the last one stays
 	polls     int
+	hosts     [][]hostState // successive answers; the last one stays
+	hostPolls int
 	restarted []string
 }
 
@@ -102,15 +106,31 @@ func newFakeAPI(t *testing.T) (*fakeAPI, projectAPI) {
 		f.restarted = append(f.restarted, r.PathValue("egg"))
 		writeTestJSON(w, http.StatusOK, map[string]any{"egg": r.PathValue("egg"), "revision": 2})
 	})
-	mux.HandleFunc("GET /api/v1/projects/{ns}/{p}", func(w http.ResponseWriter, r *http.Request) {
-		writeTestJSON(w, http.StatusOK, deployedProject{Namespace: r.PathValue("ns"), Name: r.PathValue("p")})
+	mux.HandleFunc("GET /api/v1/projects", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var projects []projectName
+		if len(f.statuses) > 0 {
+			projects = append(projects, projectName{Namespace: f.statuses[0].Namespace, Name: f.statuses[0].Project})
+		}
+		writeTestJSON(w, http.StatusOK, map[string]any{"projects": projects})
+	})
+	mux.HandleFunc("GET /api/v1/projects/{ns}/{p}/status", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.statuses) == 0 || f.statuses[0].Namespace != r.PathValue("ns") || f.statuses[0].Project != r.PathValue("p") {
+			writeTestJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "no project"})
+			return
+		}
+		f.polls++
+		writeTestJSON(w, http.StatusOK, f.statuses[min(f.polls, len(f.statuses))-1])
 	})
 	mux.HandleFunc("GET /api/v1/hosts", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.polls++
+		f.hostPolls++
 		var hosts []client.Host
-		for _, h := range f.current() {
+		for _, h := range f.currentHosts() {
 			hosts = append(hosts, client.Host{ID: h.ID, Name: h.Name, State: h.State})
 		}
 		writeTestJSON(w, http.StatusOK, map[string]any{"hosts": hosts})
@@ -118,7 +138,7 @@ func newFakeAPI(t *testing.T) (*fakeAPI, projectAPI) {
 	mux.HandleFunc("GET /api/v1/hosts/{id}", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		for _, h := range f.current() {
+		for _, h := range f.currentHosts() {
 			if h.ID == r.PathValue("id") {
 				writeTestJSON(w, http.StatusOK, map[string]any{"id": h.ID, "status": h.Report})
 				return
@@ -127,19 +147,7 @@ func newFakeAPI(t *testing.T) (*fakeAPI, projectAPI) {
 		http.NotFound(w, r)
 	})
 	mux.HandleFunc("GET /api/v1/hosts/{id}/desired-state", func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for _, h := range f.current() {
-			switch {
-			case h.ID != r.PathValue("id"):
-			case len(h.Desired.Workloads) == 0: // as the server answers for a host never given a state
-				w.WriteHeader(http.StatusNotModified)
-				return
-			default:
-				writeTestJSON(w, http.StatusOK, h.Desired)
-				return
-			}
-		}
+		t.Errorf("the CLI read the desired state of %s: it carries secret values for the agents only", r.PathValue("id"))
 		http.NotFound(w, r)
 	})
 	srv := httptest.NewServer(mux)
@@ -153,12 +161,13 @@ func newFakeAPI(t *testing.T) (*fakeAPI, projectAPI) {
 	return f, projectAPI{c: c}
 }
 
-// current is the fleet as of the last poll; mu must be held.
-func (f *fakeAPI) current() []hostState {
-	if len(f.fleet) == 0 {
+// currentHosts are the hosts as of the last read of the list; mu must be
+// held.
+func (f *fakeAPI) currentHosts() []hostState {
+	if len(f.hosts) == 0 {
 		return nil
 	}
-	return f.fleet[min(f.polls, len(f.fleet))-1]
+	return f.hosts[min(f.hostPolls, len(f.hosts))-1]
 }
 
 func writeTestJSON(w http.ResponseWriter, status int, v any) {
@@ -196,28 +205,25 @@ func testProject(t *testing.T) *spec.Project {
 }
 
 func testDeployer(api projectAPI, out io.Writer) *deployer {
-	return &deployer{api: api, out: out, in: strings.NewReader(""), now: func() time.Time { return now }, poll: time.Millisecond, noHostGrace: 50 * time.Millisecond}
+	return &deployer{api: api, out: out, in: strings.NewReader(""), poll: time.Millisecond, noHostGrace: 50 * time.Millisecond}
 }
 
-// readyFleet returns a fleet going from nothing ready to every egg ready,
-// beside a host that was never given anything to run.
-func readyFleet(eggs ...string) [][]hostState {
-	var ws []contract.WorkloadSpec
-	var ready []contract.ContainerStatus
+// readyStatuses returns the statuses of default/demo going from nothing
+// ready to every egg ready, on host local, beside a host that runs nothing.
+func readyStatuses(eggs ...string) []projectStatus {
+	var rolling, ready []projectEggStatus
 	for _, e := range eggs {
-		w := workload(e, 1)
-		ws = append(ws, w)
-		ready = append(ready, running(w, 0, true))
+		rolling = append(rolling, eggAt(e, 0, 1, "progressing", "local"))
+		ready = append(ready, eggAt(e, 1, 1, "done", "local"))
 	}
-	idle := host("idle", "up", nil)
-	return [][]hostState{{host("local", "up", ws), idle}, {host("local", "up", ws, ready...), idle}}
+	return []projectStatus{demoStatus(2, rolling...), demoStatus(2, ready...)}
 }
 
 func TestDeployUploadsPlansAppliesAndFollowsTheRollout(t *testing.T) {
 	f, api := newFakeAPI(t)
 	f.steps = []applyStep{{Resource: "egg/web", Action: "create", Status: "started"}, {Resource: "egg/web", Action: "create", Status: "done"},
 		{Resource: "egg/worker", Action: "wait healthy", Status: "waiting", Message: "0/1 replicas healthy"}}
-	f.fleet = readyFleet("web", "worker")
+	f.statuses = readyStatuses("web", "worker")
 	var out bytes.Buffer
 	err := testDeployer(api, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default", yes: true})
 	if err != nil {
@@ -250,7 +256,7 @@ func TestDeployUploadsPlansAppliesAndFollowsTheRollout(t *testing.T) {
 
 func TestDeployUploadsNothingTheServerHas(t *testing.T) {
 	f, api := newFakeAPI(t)
-	f.fleet = readyFleet("web", "worker")
+	f.statuses = readyStatuses("web", "worker")
 	p := testProject(t)
 	d := testDeployer(api, io.Discard)
 	if err := d.deploy(context.Background(), p, deployOptions{namespace: "default", yes: true}); err != nil {
@@ -281,7 +287,7 @@ func TestDeployOnATerminalAppliesOnlyOnYes(t *testing.T) {
 	for answer, wantApplied := range map[string]bool{"n\n": false, "yes\n": true} {
 		t.Run(strings.TrimSpace(answer), func(t *testing.T) {
 			f, api := newFakeAPI(t)
-			f.fleet = readyFleet("web", "worker")
+			f.statuses = readyStatuses("web", "worker")
 			d := testDeployer(api, io.Discard)
 			d.interactive, d.in = true, strings.NewReader(answer)
 			err := d.deploy(context.Background(), testProject(t), deployOptions{namespace: "default"})
@@ -297,11 +303,9 @@ func TestDeployOnATerminalAppliesOnlyOnYes(t *testing.T) {
 
 func TestDeployExplainsAFailedRollout(t *testing.T) {
 	f, api := newFakeAPI(t)
-	w := workload("web", 1)
-	bad := running(w, 0, false)
-	bad.RolloutFailure, bad.LogTail = "not healthy within the progress deadline (1m0s)", []string{"listening on :9999", "still no traffic"}
-	ok := running(workload("worker", 1), 0, true)
-	f.fleet = [][]hostState{{host("local", "up", []contract.WorkloadSpec{w, workload("worker", 1)}, bad, ok)}}
+	bad := eggAt("web", 0, 1, "failed", "local")
+	bad.Rollout.Reason, bad.Rollout.LogTail = "on local: not healthy within the progress deadline (1m0s)", []string{"listening on :9999", "still no traffic"}
+	f.statuses = []projectStatus{demoStatus(1, bad, eggAt("worker", 1, 1, "done", "local"))}
 	var out bytes.Buffer
 	err := testDeployer(api, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default", yes: true})
 	if !errors.Is(err, errApplyFailed) {
@@ -332,7 +336,7 @@ func TestDeployReportsAFailedApplyAndFollowsNoRollout(t *testing.T) {
 func TestDeployWithoutChangesAppliesNothingAndStillFollows(t *testing.T) {
 	f, api := newFakeAPI(t)
 	f.answer = plan{ID: "plan-2", Changes: []planChange{{Action: "=", Key: "egg/web"}}}
-	f.fleet = readyFleet("web", "worker")
+	f.statuses = readyStatuses("web", "worker")
 	var out bytes.Buffer
 	if err := testDeployer(api, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default"}); err != nil {
 		t.Fatal(err)
@@ -399,7 +403,7 @@ func TestPrintPlanShowsChangesStepsAndCounts(t *testing.T) {
 
 func TestInterruptedFollowSaysTheRolloutGoesOn(t *testing.T) {
 	f, api := newFakeAPI(t)
-	f.fleet = readyFleet("web")[:1] // never ready
+	f.statuses = readyStatuses("web")[:1] // never ready
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -411,9 +415,60 @@ func TestInterruptedFollowSaysTheRolloutGoesOn(t *testing.T) {
 
 func TestFollowingWithoutAnyHostUpSaysToStartAnAgent(t *testing.T) {
 	f, api := newFakeAPI(t)
-	f.fleet = [][]hostState{{host("gone", "down", []contract.WorkloadSpec{workload("web", 1)})}}
+	down := eggAt("web", 0, 1, "progressing", "gone")
+	down.Rollout.Reason = "host gone is down"
+	f.statuses = []projectStatus{demoStatus(0, down)}
 	err := testDeployer(api, io.Discard).waitRollouts(context.Background(), "default", "demo", []string{"web"})
 	if err == nil || !strings.Contains(err.Error(), "no host is up") || !strings.Contains(err.Error(), "hatch token create --join") {
 		t.Fatalf("waitRollouts = %v, want an error saying to start an agent", err)
+	}
+}
+
+func TestDestroyWaitsUntilNoHostUpReportsAContainerOfTheProject(t *testing.T) {
+	f, api := newFakeAPI(t)
+	c := func(workload string, slot int) contract.ContainerStatus {
+		return contract.ContainerStatus{WorkloadID: workload, Slot: slot, State: contract.StateRunning}
+	}
+	report := func(id, state string, cs ...contract.ContainerStatus) hostState {
+		return hostState{ID: "h-" + id, Name: id, State: state, Report: &contract.StatusReport{HostID: "h-" + id, Containers: cs}}
+	}
+	other := c("default/demo-two/web", 0) // another project, whose name starts alike
+	f.hosts = [][]hostState{
+		{report("local", "up", c("default/demo/web", 0), c("default/demo/web", 1), other), report("gone", "down", c("default/demo/kv", 0))},
+		{report("local", "up", c("default/demo/web", 1), other), report("gone", "down", c("default/demo/kv", 0))},
+		{report("local", "up", other), report("gone", "down", c("default/demo/kv", 0))},
+	}
+	var out bytes.Buffer
+	if err := testDeployer(api, &out).waitGone(context.Background(), "default", "demo"); err != nil {
+		t.Fatal(err)
+	}
+	want := "waiting for 2 containers to stop on local\nwaiting for 1 containers to stop on local\nEvery container of default/demo is gone.\n"
+	if out.String() != want {
+		t.Fatalf("output:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+func TestStatusPrintsTheServersViewOfTheProject(t *testing.T) {
+	isolate(t)
+	f, api := newFakeAPI(t)
+	web := eggAt("web", 2, 3, "progressing", "b", "a")
+	web.Previous = 1
+	f.statuses = []projectStatus{demoStatus(2, eggAt("kv", 1, 1, "done", "a"), web)}
+	t.Setenv(client.EnvServer, api.c.Server())
+	t.Setenv(client.EnvToken, adminToken())
+	for _, args := range [][]string{{"status", "demo"}, {"status"}} {
+		code, stdout, stderr := run(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d, stderr %s", args, code, stderr)
+		}
+		for _, s := range []string{"default/demo\n", "kv   1/1    done     a", "web  2/3    rolling  a,b", "1 of an older spec running"} {
+			if !strings.Contains(stdout, s) {
+				t.Errorf("%v: output lacks %q:\n%s", args, s, stdout)
+			}
+		}
+	}
+	code, _, stderr := run(t, "status", "nothing", "-n", "other")
+	if code != 1 || !strings.Contains(stderr, "no project other/nothing on this server") {
+		t.Fatalf("status of an unknown project: exit %d, stderr %s", code, stderr)
 	}
 }

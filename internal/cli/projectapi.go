@@ -264,34 +264,54 @@ func (a projectAPI) HostReport(ctx context.Context, hostID string) (*contract.St
 	return out.Status, err
 }
 
-// HostDesired returns what a host should run, with every secret value
-// dropped on arrival: status needs the workloads' specs, never the values.
-// A host that was never given a state runs nothing.
-func (a projectAPI) HostDesired(ctx context.Context, hostID string) (contract.DesiredState, error) {
-	// Without a version the server answers at once if the host has a state,
-	// and 304 if it has none (its version is "", as asked).
-	resp, err := a.c.Send(ctx, http.MethodGet, "/api/v1/hosts/"+url.PathEscape(hostID)+"/desired-state", nil, "")
-	if err != nil {
-		return contract.DesiredState{}, err
+// projectStatus is GET .../status: where each egg of a project stands,
+// worked out by the server (docs/API.md). It carries no spec and no secret
+// value, which is why status reads it rather than the hosts' desired states.
+type projectStatus struct {
+	Namespace string `json:"namespace"`
+	Project   string `json:"project"`
+	// HostsUp counts the fleet's hosts up, whatever they run.
+	HostsUp int                `json:"hosts_up"`
+	Eggs    []projectEggStatus `json:"eggs"`
+}
+
+// projectEggStatus is one egg over every host, as the CLI reads it.
+type projectEggStatus struct {
+	Name         string       `json:"name"`
+	Desired      int          `json:"desired"`
+	Ready        int          `json:"ready"`
+	Previous     int          `json:"previous"`
+	Restarts     int          `json:"restarts"`
+	CrashLooping int          `json:"crash_looping"`
+	Rollout      eggRollout   `json:"rollout"`
+	Hosts        []eggOnAHost `json:"hosts"`
+}
+
+// eggRollout is where an egg's rollout stands.
+type eggRollout struct {
+	// State is done, progressing, waiting or failed.
+	State   string   `json:"state"`
+	Reason  string   `json:"reason,omitempty"`
+	LogTail []string `json:"log_tail,omitempty"`
+}
+
+// eggOnAHost is an egg's workload on one host, as far as the CLI shows it.
+type eggOnAHost struct {
+	ID      string `json:"id"`
+	Name    string `json:"name,omitempty"`
+	Desired int    `json:"desired"`
+}
+
+// ProjectStatus returns where the project's eggs stand; ok is false for a
+// project the server does not know.
+func (a projectAPI) ProjectStatus(ctx context.Context, namespace, project string) (projectStatus, bool, error) {
+	var s projectStatus
+	err := a.c.Do(ctx, http.MethodGet, projectPath(namespace, project, "/status"), nil, &s)
+	var apiErr *client.APIError
+	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound {
+		return projectStatus{}, false, nil
 	}
-	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusNotModified:
-		return contract.DesiredState{HostID: hostID}, nil
-	case http.StatusOK:
-	default:
-		return contract.DesiredState{}, client.ReadError(resp)
-	}
-	var d contract.DesiredState
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&d); err != nil {
-		return contract.DesiredState{}, fmt.Errorf("desired state of %s: %w", hostID, err)
-	}
-	for i := range d.Workloads {
-		for j := range d.Workloads[i].Secrets {
-			d.Workloads[i].Secrets[j].Value = ""
-		}
-	}
-	return d, nil
+	return s, err == nil, err
 }
 
 // event is one entry of the control plane's event log.

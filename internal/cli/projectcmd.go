@@ -62,7 +62,6 @@ func newDeployer(cmd *cobra.Command, api projectAPI) *deployer {
 		api: api, out: out, in: cmd.InOrStdin(),
 		terminal:    isTerminal(out),
 		interactive: isTerminal(out) && isTerminal(cmd.InOrStdin()),
-		now:         time.Now,
 		poll:        500 * time.Millisecond,
 		noHostGrace: 15 * time.Second,
 	}

@@ -89,7 +89,7 @@ func TestApplyWithoutATerminalNeedsYes(t *testing.T) {
 func TestRolloutRestartRollsTheEggAndFollowsIt(t *testing.T) {
 	isolate(t)
 	f, api := newFakeAPI(t)
-	f.fleet = readyFleet("web")
+	f.statuses = readyStatuses("web")
 	t.Setenv(client.EnvServer, api.c.Server())
 	t.Setenv(client.EnvToken, adminToken())
 	code, stdout, stderr := run(t, "rollout", "restart", "demo/web")
@@ -125,5 +125,21 @@ func TestPlanTakesAComposeFile(t *testing.T) {
 	}
 	if len(f.applied) != 0 {
 		t.Fatal("plan applied something")
+	}
+}
+
+func TestAWrongTokenSaysOnceWhereTheAdminTokenIs(t *testing.T) {
+	isolate(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// What the server answers a token it does not know.
+		writeTestJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized",
+			"message": "missing or invalid token: send Authorization: Bearer <token> (the admin token is in the server's data dir)"})
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv(client.EnvServer, srv.URL)
+	t.Setenv(client.EnvToken, adminToken())
+	code, _, stderr := run(t, "status", "demo")
+	if code != 1 || strings.Count(stderr, "admin token") != 1 || strings.Count(stderr, "data") != 1 || !strings.Contains(stderr, "<data-dir>/admin-token") {
+		t.Fatalf("exit %d, stderr %q: want the admin token's place said once", code, stderr)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -48,55 +47,36 @@ func oneProject(ctx context.Context, api projectAPI, namespace, project string) 
 	if err := checkName("project", project); err != nil {
 		return nil, err
 	}
-	deployed, ok, err := api.Project(ctx, namespace, project)
+	s, ok, err := api.ProjectStatus(ctx, namespace, project)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, fmt.Errorf("no project %s/%s on this server: `hatch status` lists every project; deploy it with `hatch apply`", namespace, project)
 	}
-	hosts, err := fetchHosts(ctx, api)
-	if err != nil {
-		return nil, err
-	}
-	var eggs []eggStatus
-	for _, e := range eggStatuses(hosts, time.Now()) {
-		if e.Namespace == namespace && e.Project == project {
-			eggs = append(eggs, e)
-		}
-	}
-	return addUnplaced(eggs, namespace, deployed), nil
+	return eggStatuses(s), nil
 }
 
+// allProjects is the status of every project of the namespace (or of every
+// namespace), one project after the other; a project gone since the list
+// was read is left out.
 func allProjects(ctx context.Context, api projectAPI, namespace string, allNamespaces bool) ([]eggStatus, error) {
 	projects, err := api.Projects(ctx)
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := fetchHosts(ctx, api)
-	if err != nil {
-		return nil, err
-	}
-	all := eggStatuses(hosts, time.Now())
 	var eggs []eggStatus
 	for _, p := range projects {
 		if !allNamespaces && p.Namespace != namespace {
 			continue
 		}
-		var mine []eggStatus
-		for _, e := range all {
-			if e.Namespace == p.Namespace && e.Project == p.Name {
-				mine = append(mine, e)
-			}
-		}
-		deployed, ok, err := api.Project(ctx, p.Namespace, p.Name)
+		s, ok, err := api.ProjectStatus(ctx, p.Namespace, p.Name)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			mine = addUnplaced(mine, p.Namespace, deployed)
+			eggs = append(eggs, eggStatuses(s)...)
 		}
-		eggs = append(eggs, mine...)
 	}
 	return eggs, nil
 }
