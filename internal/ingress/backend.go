@@ -204,8 +204,8 @@ func (e *egg) rebuildPool(fenced map[string]bool) {
 }
 
 // tracker holds the connections that outlive a request (TCP pipes, upgraded
-// HTTP connections) so that a drain timeout, Gone or Close can close them, and
-// Close can wait for them.
+// HTTP connections) so that Gone or Close can close them, and Close can wait
+// for them.
 type tracker struct {
 	mu    sync.Mutex // guards conns and empty
 	conns map[io.Closer]*backend
@@ -236,6 +236,32 @@ func (t *tracker) remove(c io.Closer) {
 	delete(t.conns, c)
 	if len(t.conns) == 0 {
 		close(t.empty)
+	}
+}
+
+// finisher is a tracked connection that can end gracefully by a deadline
+// (a TCP pipe) rather than at once.
+type finisher interface {
+	finish(deadline time.Time)
+}
+
+// finishFor ends the connections to b: those that can pass on what b sent
+// before it went do so until deadline, the others are closed at once.
+func (t *tracker) finishFor(b *backend, deadline time.Time) {
+	t.mu.Lock()
+	var victims []io.Closer
+	for c, owner := range t.conns {
+		if owner == b {
+			victims = append(victims, c)
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range victims {
+		if f, ok := c.(finisher); ok {
+			f.finish(deadline)
+			continue
+		}
+		_ = c.Close() // the connection is being cut; its error says nothing new
 	}
 }
 

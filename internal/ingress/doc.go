@@ -12,9 +12,12 @@
 //     without a restart and without touching open connections.
 //   - Drain(ctx, containerID) takes a backend out of the pool and returns once
 //     its in-flight requests and connections have finished, or the egg's drain
-//     timeout has passed (open TCP and upgraded connections are then closed).
+//     timeout has passed. What is still open then is left to the container's
+//     stop: its application closes each connection cleanly as it shuts down
+//     (an HTTP server after the response in flight), which the ingress cannot
+//     do for a TCP connection it does not understand.
 //   - Gone(containerID) says the container died: it leaves the pool at once and
-//     its connections are closed.
+//     its connections that are still open are cut.
 //   - ServeHTTP serves proxied requests (Start also listens on Config.HTTPAddr),
 //     and AdminHandler serves /healthz and /metrics (Start listens on
 //     Config.AdminAddr).

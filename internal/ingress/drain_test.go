@@ -359,7 +359,10 @@ func TestNoFailedIdempotentRequestWhenABackendIsKilled(t *testing.T) {
 	}
 }
 
-func TestDrainTimeoutCutsUpgradedConnections(t *testing.T) {
+// TestDrainTimeoutLeavesUpgradedConnectionsUntilGone: an upgraded
+// connection (a WebSocket) still open at the drain timeout keeps working,
+// so the application can close it as it stops; Gone cuts it.
+func TestDrainTimeoutLeavesUpgradedConnectionsUntilGone(t *testing.T) {
 	in := startIngress(t, nil)
 	be := newTestBackend(t, "a")
 	mustUpdate(t, in, Table{Eggs: []Egg{{Name: "web", Routes: []Route{{Host: "web.localhost"}}, DrainTimeout: 100 * time.Millisecond,
@@ -379,6 +382,14 @@ func TestDrainTimeoutCutsUpgradedConnections(t *testing.T) {
 	if err := in.Drain(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := conn.Write([]byte("x")); err != nil {
+		t.Fatalf("write after the drain timeout: %v; want the connection left to the container's stop", err)
+	}
+	echoed := make([]byte, 1)
+	if _, err := io.ReadFull(conn, echoed); err != nil || echoed[0] != 'x' {
+		t.Fatalf("echo after the drain timeout: %q, %v", echoed, err)
+	}
+	in.Gone("a")
 	done := make(chan error, 1)
 	go func() {
 		_, err := conn.Read(make([]byte, 1))
@@ -390,7 +401,7 @@ func TestDrainTimeoutCutsUpgradedConnections(t *testing.T) {
 			t.Fatal("read a byte from a connection that should be cut")
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("the upgraded connection outlived the drain timeout")
+		t.Fatal("the upgraded connection outlived Gone")
 	}
 	if st := in.Status()[0]; st.InFlight != 0 {
 		t.Fatalf("%d still in flight after the cut", st.InFlight)

@@ -269,12 +269,16 @@ func (in *Ingress) eject(b *backend, err error) {
 
 // Drain takes the container's backend out of the pool at once, then waits
 // until its in-flight requests and connections have finished, the egg's drain
-// timeout has passed (its TCP and upgraded connections are then closed; plain
-// requests are left to the container's stop), or the container is reported
-// gone. Only then should the container be stopped. The container never
-// rejoins the pool until Gone is called for it. Draining an unknown container
-// returns at once (and still keeps it out). Drain returns an error only when
-// ctx ends first.
+// timeout has passed, or the container is reported gone. Only then should the
+// container be stopped. What is still open at the drain timeout (requests,
+// TCP connections of published ports, upgraded connections) is left to the
+// container's stop: only the application knows where one request ends on a
+// connection it owns, so its stop signal lets it close each one cleanly (an
+// HTTP server after the response in flight), and Gone cuts what outlives it.
+// Cutting them here would lose, or make the client replay, whatever request
+// was in flight on them. The container never rejoins the pool until Gone is
+// called for it. Draining an unknown container returns at once (and still
+// keeps it out). Drain returns an error only when ctx ends first.
 func (in *Ingress) Drain(ctx context.Context, containerID string) error {
 	in.mu.Lock()
 	in.fenced[containerID] = true
@@ -300,9 +304,8 @@ func (in *Ingress) Drain(ctx context.Context, containerID string) error {
 	case <-b.gone:
 		log.Info("backend gone while draining")
 	case <-timer.C:
-		log.Warn("drain timeout passed; closing the backend's open connections",
+		log.Info("drain timeout passed; what is still open is left to the container's stop",
 			zap.Int64("in_flight", b.inflight.Load()))
-		in.conns.closeFor(b)
 	case <-ctx.Done():
 		return fmt.Errorf("drain %s: %w", shortID(containerID), ctx.Err())
 	}
@@ -311,9 +314,12 @@ func (in *Ingress) Drain(ctx context.Context, containerID string) error {
 }
 
 // Gone says the container died or was removed: its backend leaves the pool at
-// once, its open connections are closed, and a Drain waiting on it returns.
-// If a later Update lists the same container as healthy (it was restarted),
-// it joins again as a new backend.
+// once, a Drain waiting on it returns, and its open connections end: a
+// published port's connections pass on what the container sent before it
+// went (an HTTP server's last response, then the end of the stream it
+// closed) and are cut at most goneGrace later; upgraded HTTP connections are
+// cut at once. If a later Update lists the same container as healthy (it was
+// restarted), it joins again as a new backend.
 func (in *Ingress) Gone(containerID string) {
 	in.mu.Lock()
 	delete(in.fenced, containerID)
@@ -334,9 +340,15 @@ func (in *Ingress) Gone(containerID string) {
 	if b == nil {
 		return
 	}
-	in.conns.closeFor(b)
+	in.conns.finishFor(b, time.Now().Add(goneGrace))
 	b.transport.CloseIdleConnections()
 }
+
+// goneGrace bounds how long a connection of a container that is gone may
+// still pass on what the container sent before it went. Those bytes are
+// already on this host, so a second is plenty even on a busy machine, and
+// short enough for a client waiting on a dead backend.
+const goneGrace = time.Second
 
 // EggStatus is one egg's pool as the ingress sees it.
 type EggStatus struct {

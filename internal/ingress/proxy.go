@@ -126,7 +126,7 @@ func (t *eggTransport) send(b *backend, req *http.Request) (*http.Response, erro
 	}
 	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
 		// A WebSocket or other upgraded connection: it lasts until one side
-		// closes, so a drain timeout or Gone must be able to cut it.
+		// closes, so Gone (the container died) must be able to cut it.
 		ub := &upgradedBody{w: rw, tracker: t.in.conns}
 		ub.ReadCloser, ub.b = rw, b
 		t.in.conns.add(ub, b)

@@ -149,6 +149,18 @@ func (p *tcpPipe) Close() error {
 	return nil
 }
 
+// finish ends the pipe of a backend that is gone by the deadline, without
+// losing what the backend sent before it went: bytes still on their way
+// (in the kernel's buffers or the copy's) are passed on, and so is the end
+// of the stream if the backend closed it, as when an HTTP server closes a
+// keep-alive connection after its last response; whatever is still open at
+// the deadline is cut. Closing at once would throw that response away and
+// have the client fail the request, or replay it.
+func (p *tcpPipe) finish(deadline time.Time) {
+	_ = p.up.SetDeadline(deadline) // a closed conn refuses it: then the pipe has ended anyway
+	_ = p.client.SetDeadline(deadline)
+}
+
 // pipe copies both ways until both directions end, passing half-closes on,
 // so a client that shuts down its writing side still gets the reply.
 func (in *Ingress) pipe(b *backend, client, up net.Conn) {

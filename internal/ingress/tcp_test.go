@@ -2,14 +2,17 @@ package ingress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -163,7 +166,10 @@ func TestPublishedPortDrainLetsOpenConnectionsFinish(t *testing.T) {
 	}
 }
 
-func TestPublishedPortDrainTimeoutClosesOpenConnections(t *testing.T) {
+// TestPublishedPortDrainTimeoutLeavesOpenConnectionsUntilGone: a
+// connection still open at the drain timeout keeps working, so that the
+// container's stop signal lets the application close it; Gone cuts it.
+func TestPublishedPortDrainTimeoutLeavesOpenConnectionsUntilGone(t *testing.T) {
 	in := startIngress(t, nil)
 	port := freePort(t)
 	a := newLineServer(t, "a")
@@ -176,11 +182,107 @@ func TestPublishedPortDrainTimeoutClosesOpenConnections(t *testing.T) {
 	if took := time.Since(start); took < 100*time.Millisecond {
 		t.Fatalf("Drain returned after %s, before the drain timeout", took)
 	}
+	if reply, err := exchange(c, r, "after the drain"); err != nil || reply != "a: after the drain" {
+		t.Fatalf("the open connection after the drain timeout: %q, %v; want it left to the container's stop", reply, err)
+	}
+	in.Gone("a")
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := r.ReadByte(); err != io.EOF {
-		t.Fatalf("read after the drain timeout = %v, want EOF", err)
+		t.Fatalf("read after Gone = %v, want EOF", err)
 	}
 	eventually(t, "the backend side closed", func() bool { return a.open.Load() == 0 })
+}
+
+// TestPublishedPortKeepAliveHTTPLosesNothingAcrossARoll is what a roll does
+// to HTTP clients that keep their connections through a published port: the
+// connections never go idle, so the drain timeout passes with them open;
+// then the container's stop signal makes its HTTP server close each after
+// the response in flight (net/http's Shutdown), then the container is gone.
+// No request may fail, and each must be served once: a connection cut with
+// a request in flight would fail it, or have the client replay it.
+func TestPublishedPortKeepAliveHTTPLosesNothingAcrossARoll(t *testing.T) {
+	in := startIngress(t, nil)
+	port := freePort(t)
+	a, b := newTestBackend(t, "a"), newTestBackend(t, "b")
+	table := func(backends ...*testBackend) Table {
+		e := Egg{Name: "web", Ports: []Port{{Published: port}}, DrainTimeout: 100 * time.Millisecond}
+		for _, be := range backends {
+			e.Backends = append(e.Backends, Backend{ContainerID: be.name, Addr: be.addr(), Healthy: true})
+		}
+		return Table{Eggs: []Egg{e}}
+	}
+	mustUpdate(t, in, table(a, b))
+
+	// Requests that take a while, so that one is in flight on a connection
+	// at almost any moment.
+	url := fmt.Sprintf("http://127.0.0.1:%d/?delay=2ms", port)
+	var answered, failed atomic.Int64
+	var firstFailure atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			c, _ := newClient(t)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := getOnce(c, url); err != nil {
+					failed.Add(1)
+					firstFailure.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				answered.Add(1)
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	eventually(t, "a serving", func() bool { return a.hits.Load() >= 20 })
+
+	start := time.Now()
+	if err := in.Drain(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) < 100*time.Millisecond {
+		t.Fatal("Drain returned before the drain timeout: no keep-alive connection was open, the test proves nothing")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.srv.Config.Shutdown(ctx); err != nil { // the stop signal
+		t.Fatal(err)
+	}
+	in.Gone("a")
+	mustUpdate(t, in, table(b))
+	served := b.hits.Load()
+	eventually(t, "b serving every client", func() bool { return b.hits.Load() >= served+100 })
+	close(stop)
+	wg.Wait()
+	stop = make(chan struct{}) // for the deferred close
+
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d requests failed; first: %v", failed.Load(), failed.Load()+answered.Load(), firstFailure.Load())
+	}
+	if hits := a.hits.Load() + b.hits.Load(); hits != answered.Load() {
+		t.Fatalf("the backends served %d requests for %d answers: a request was cut after a backend read it, and replayed", hits, answered.Load())
+	}
+}
+
+// getOnce GETs url and reads the whole answer, which must be a 200.
+func getOnce(c *http.Client, url string) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET: %s", resp.Status)
+	}
+	return nil
 }
 
 func TestPublishedPortChangesKeepOpenConnections(t *testing.T) {
@@ -299,6 +401,75 @@ func TestNoFailedConnectionAcrossTCPRollsUnderLoad(t *testing.T) {
 	}
 	if conns.Load() < 5*50 {
 		t.Fatalf("only %d connections were made; the load proves nothing", conns.Load())
+	}
+}
+
+// TestGonePassesOnWhatTheBackendSentBeforeIt: a backend answers a request
+// with a reply larger than the client's receive buffer and closes its
+// connection, and
+// the container is reported gone before the client has read it. The client
+// still gets every byte, then the end of the stream: most of the reply was
+// waiting in the ingress, and cutting the connection would have lost it.
+func TestGonePassesOnWhatTheBackendSentBeforeIt(t *testing.T) {
+	in := startIngress(t, nil)
+	port := freePort(t)
+	reply := bytes.Repeat([]byte("0123456789abcdef"), 32<<10) // 512 KiB
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	sent := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			sent <- err
+			return
+		}
+		// The request: once it has come through, the ingress's pipe is up.
+		if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+			sent <- err
+			return
+		}
+		_, err = c.Write(reply)
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+		sent <- err
+	}()
+	mustUpdate(t, in, Table{Eggs: []Egg{{Name: "db", Ports: []Port{{Published: port}},
+		Backends: []Backend{{ContainerID: "a", Addr: ln.Addr().String(), Healthy: true}}}}})
+
+	// A client that reads nothing yet, with a small receive buffer: most of
+	// the reply has to wait in the ingress.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := d.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "send it all\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatalf("the backend could not send its reply: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the backend could not send its reply within 5s")
+	}
+	in.Gone("a")
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil || !bytes.Equal(got, reply) {
+		t.Fatalf("the client read %d of the %d bytes the backend sent before it was gone (%v)", len(got), len(reply), err)
 	}
 }
 

@@ -35,8 +35,12 @@ func (e *Engine) Stop(ctx context.Context, req docker.StopRequest) error {
 
 // Drain begins the graceful removal of a container that may be serving: out
 // of the ingress, a wait until its requests in flight finished or
-// req.DrainTimeout passed (default 10s), then Stop. Without an ingress
-// nothing can be in flight through it, so the stop comes at once.
+// req.DrainTimeout passed (default 10s), then the stop of Stop. The
+// connections still open then (a client's keep-alive HTTP connection through
+// a published port, a WebSocket) stay open through the stop signal, so that
+// the application closes each one cleanly as it shuts down; the ingress
+// lets go of them (Gone) only once the container has stopped. Without an
+// ingress nothing can be in flight through it, so the stop comes at once.
 func (e *Engine) Drain(ctx context.Context, req docker.StopRequest) error {
 	c, err := e.inspectOwned(ctx, "drain "+describe(req.WorkloadID, req.Slot), req.ID)
 	if c == nil {
@@ -56,7 +60,7 @@ func (e *Engine) Drain(ctx context.Context, req docker.StopRequest) error {
 					zap.String("workload", req.WorkloadID), zap.Int("slot", req.Slot), zap.Duration("drain_timeout", timeout))
 			}
 		}
-		e.leaveTraffic(c.ID)
+		defer e.leaveTraffic(c.ID) // also when the stop failed: the agent retries it, out of traffic
 		return e.stopAndRemove(ctx, c.ID, req.StopTimeout)
 	})
 }

@@ -4,6 +4,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
 
 func TestRestartInPlaceWithTheStopSignalSetAtCreate(t *testing.T) {
@@ -66,7 +68,10 @@ func TestStopKillsAfterTheTimeout(t *testing.T) {
 // recordingIngress is an ingress whose drains end when the test says so.
 type recordingIngress struct {
 	idle chan struct{}
-	mu   sync.Mutex // guards calls
+	// running, if set, tells whether a container still runs: a Gone that
+	// comes while it does is recorded as "gone <id> while running".
+	running func(id string) bool
+	mu      sync.Mutex // guards calls
 	// calls, in order: "drain <id>", "gone <id>".
 	calls []string
 }
@@ -81,7 +86,13 @@ func (r *recordingIngress) Drain(ctx context.Context, id string) error {
 	}
 }
 
-func (r *recordingIngress) Gone(id string) { r.record("gone " + id) }
+func (r *recordingIngress) Gone(id string) {
+	if r.running != nil && r.running(id) {
+		r.record("gone " + id + " while running")
+		return
+	}
+	r.record("gone " + id)
+}
 
 func (r *recordingIngress) record(s string) {
 	r.mu.Lock()
@@ -95,9 +106,34 @@ func (r *recordingIngress) log() []string {
 	return slices.Clone(r.calls)
 }
 
+// waitCalls waits until the ingress was called as many times as want, then
+// checks the calls were want. Gone comes once the container is removed,
+// so a moment after it is.
+func (r *recordingIngress) waitCalls(t *testing.T, want ...string) {
+	t.Helper()
+	dockertest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if got := r.log(); len(got) < len(want) {
+			return fmt.Errorf("ingress calls %v so far, want %v", got, want)
+		}
+		return nil
+	})
+	if got := r.log(); !slices.Equal(got, want) {
+		t.Errorf("ingress calls %v, want %v (a Gone while the container ran cuts its connections before its stop signal)", got, want)
+	}
+}
+
+// TestDrainWaitsForTheIngressThenStops: the container is stopped once the
+// ingress says it is idle, or at the drain timeout, and only once it has
+// stopped is the ingress told it is gone: connections still open at the
+// drain timeout are the application's to close on its stop signal.
 func TestDrainWaitsForTheIngressThenStops(t *testing.T) {
 	ing := &recordingIngress{idle: make(chan struct{})}
 	v := newEnv(t, func(c *Config) { c.Ingress = ing })
+	running := func(id string) bool {
+		c, err := v.s.Client.ContainerInspect(context.Background(), id)
+		return err == nil && c.State != nil && c.State.Running
+	}
+	ing.running = running
 	for slot := range 2 {
 		v.start(v.spec("web"), slot, "")
 	}
@@ -121,12 +157,10 @@ func TestDrainWaitsForTheIngressThenStops(t *testing.T) {
 	if took := time.Since(start); took < 700*time.Millisecond || took > 10*time.Second {
 		t.Errorf("drain took %s", took)
 	}
-	if got, want := ing.log(), []string{"drain " + cs[0].ID, "gone " + cs[0].ID}; !slices.Equal(got, want) {
-		t.Errorf("ingress calls %v, want %v", got, want)
-	}
+	ing.waitCalls(t, "drain "+cs[0].ID, "gone "+cs[0].ID)
 
 	// An ingress that never goes idle: the drain timeout bounds the wait.
-	ing2 := &recordingIngress{idle: make(chan struct{})}
+	ing2 := &recordingIngress{idle: make(chan struct{}), running: running}
 	v.e.cfg.Ingress = ing2
 	start = time.Now()
 	if err := v.e.Drain(t.Context(), docker.StopRequest{ID: cs[1].ID, DrainTimeout: time.Second, StopTimeout: 2 * time.Second}); err != nil {
@@ -136,4 +170,5 @@ func TestDrainWaitsForTheIngressThenStops(t *testing.T) {
 	if took := time.Since(start); took < time.Second || took > 10*time.Second {
 		t.Errorf("drain with a 1s timeout and a busy ingress took %s", took)
 	}
+	ing2.waitCalls(t, "drain "+cs[1].ID, "gone "+cs[1].ID)
 }
