@@ -109,10 +109,14 @@ func TestClusterMovesAStoppedHostsStatelessReplicasToTheOther(t *testing.T) {
 	a, b := c.agents["a"], c.agents["b"]
 	took := c.loseHost(b, a, "moving", 4, 45*time.Second)
 	t.Logf("host b stopped: 4 replicas healthy on a after %v", took.Round(time.Millisecond))
-	status := c.mustHatch(nil, "status", "moving")
-	if !strings.Contains(status, "app  4/4    done     a ") {
-		t.Fatalf("status after the move:\n%s", status)
-	}
+	// The replicas answer before the agent's next report reaches the server,
+	// so status catches up within a heartbeat or two.
+	dockertest.Eventually(t, 10*time.Second, 250*time.Millisecond, func() error {
+		if status := c.mustHatch(nil, "status", "moving"); !strings.Contains(status, "app  4/4    done     a ") {
+			return fmt.Errorf("status after the move:\n%s", status)
+		}
+		return nil
+	})
 }
 
 func TestClusterDestroyRemovesEverythingButVolumesUnlessAsked(t *testing.T) {
