@@ -504,8 +504,17 @@ func (c *cluster) projectContainers(namespace, project, egg, hostID string) []co
 // volume with the project's labels.
 func (c *cluster) projectObjects(namespace, project string) (containers, networks, volumes int) {
 	c.t.Helper()
+	return c.projectObjectsOn(namespace, project, "")
+}
+
+// projectObjectsOn is projectObjects on one host ("" for any).
+func (c *cluster) projectObjectsOn(namespace, project, hostID string) (containers, networks, volumes int) {
+	c.t.Helper()
 	f := filters.NewArgs(filters.Arg("label", dockertest.ScopeLabel+"="+c.scope.ID),
 		filters.Arg("label", docker.LabelNamespace+"="+namespace), filters.Arg("label", docker.LabelProject+"="+project))
+	if hostID != "" {
+		f.Add("label", docker.LabelHost+"="+hostID)
+	}
 	ctx := c.t.Context()
 	cs, err := c.scope.Client.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {

@@ -28,6 +28,8 @@ type upRun struct {
 	env     []string
 	ingress *clAgent // only its address: the ingress of up's agent
 	listen  string
+	file    string // the project file up reads (-f): hatch.yaml unless set
+	publish string // the address published ports listen on: 127.0.0.9 unless set
 }
 
 func newUpRun(t testing.TB, dir string) *upRun {
@@ -41,6 +43,8 @@ func newUpRun(t testing.TB, dir string) *upRun {
 		env:     []string{"HOME=" + dir, "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "PATH=" + os.Getenv("PATH")},
 		ingress: &clAgent{name: "local", ip: ip, ingressPort: clFreePort(t, ip), adminPort: clFreePort(t, ip)},
 		listen:  "127.0.0.1:" + clFreePort(t, "127.0.0.1"),
+		file:    "hatch.yaml",
+		publish: ip,
 	}
 	if h := os.Getenv("DOCKER_HOST"); h != "" {
 		u.env = append(u.env, "DOCKER_HOST="+h)
@@ -48,12 +52,12 @@ func newUpRun(t testing.TB, dir string) *upRun {
 	return u
 }
 
-// start runs `hatch up -f hatch.yaml --yes` in the directory.
+// start runs `hatch up -f <file> --yes` in the directory.
 func (u *upRun) start() *clProc {
 	u.t.Helper()
-	args := []string{"up", "-f", "hatch.yaml", "--yes", "--listen", u.listen,
+	args := []string{"up", "-f", u.file, "--yes", "--listen", u.listen,
 		"--ingress-addr", net.JoinHostPort(u.ingress.ip, u.ingress.ingressPort),
-		"--admin-addr", net.JoinHostPort(u.ingress.ip, u.ingress.adminPort), "--publish-addr", u.ingress.ip}
+		"--admin-addr", net.JoinHostPort(u.ingress.ip, u.ingress.adminPort), "--publish-addr", u.publish}
 	for k, v := range u.scope.Labels(nil) {
 		args = append(args, "--label", k+"="+v)
 	}
