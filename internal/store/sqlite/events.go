@@ -25,22 +25,22 @@ func (s *Store) ListEvents(ctx context.Context, since int64, limit int) ([]store
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
-	defer rows.Close()
-	var out []store.Event
-	for rows.Next() {
-		var e store.Event
-		var at int64
-		var typ string
-		if err := rows.Scan(&e.Seq, &at, &typ, &e.Project, &e.Host, &e.Resource, &e.Message); err != nil {
-			return nil, fmt.Errorf("list events: %w", err)
-		}
-		e.Time, e.Type = fromMillis(at), store.EventType(typ)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanEvent)
+	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return out, nil
+}
+
+func scanEvent(row scanner) (store.Event, error) {
+	var e store.Event
+	var at int64
+	var typ string
+	if err := row.Scan(&e.Seq, &at, &typ, &e.Project, &e.Host, &e.Resource, &e.Message); err != nil {
+		return store.Event{}, err
+	}
+	e.Time, e.Type = fromMillis(at), store.EventType(typ)
+	return e, nil
 }
 
 // WatchEvents returns a channel closed when the next event is recorded.

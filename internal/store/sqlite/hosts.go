@@ -72,16 +72,8 @@ func (s *Store) ListHosts(ctx context.Context) ([]store.Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
 	}
-	defer rows.Close()
-	var out []store.Host
-	for rows.Next() {
-		h, err := scanHost(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list hosts: %w", err)
-		}
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanHost)
+	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
 	}
 	return out, nil

@@ -101,16 +101,8 @@ func (s *Store) ListResources(ctx context.Context, project string) ([]*resource.
 	if err != nil {
 		return nil, fmt.Errorf("list resources of %s: %w", project, err)
 	}
-	defer rows.Close()
-	var out []*resource.Deployed
-	for rows.Next() {
-		r, err := scanResource(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list resources of %s: %w", project, err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanResource)
+	if err != nil {
 		return nil, fmt.Errorf("list resources of %s: %w", project, err)
 	}
 	return out, nil
@@ -166,18 +158,24 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// scanStrings reads a one-column result.
-func scanStrings(rows *sql.Rows, what string) ([]string, error) {
+// collect reads every row of a result with scan, and closes it.
+func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
 	defer rows.Close()
-	var out []string
+	var out []T
 	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, v)
 	}
-	if err := rows.Err(); err != nil {
+	return out, rows.Err()
+}
+
+// scanStrings reads a one-column result.
+func scanStrings(rows *sql.Rows, what string) ([]string, error) {
+	out, err := collect(rows, func(row scanner) (v string, err error) { return v, row.Scan(&v) })
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil

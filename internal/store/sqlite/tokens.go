@@ -61,16 +61,8 @@ func (s *Store) ListJoinTokens(ctx context.Context) ([]store.JoinToken, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list join tokens: %w", err)
 	}
-	defer rows.Close()
-	var out []store.JoinToken
-	for rows.Next() {
-		t, err := scanJoinToken(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list join tokens: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanJoinToken)
+	if err != nil {
 		return nil, fmt.Errorf("list join tokens: %w", err)
 	}
 	return out, nil
@@ -182,16 +174,8 @@ func (s *Store) ListHostIdentities(ctx context.Context) ([]store.HostIdentity, e
 	if err != nil {
 		return nil, fmt.Errorf("list host identities: %w", err)
 	}
-	defer rows.Close()
-	var out []store.HostIdentity
-	for rows.Next() {
-		h, err := scanHostIdentity(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list host identities: %w", err)
-		}
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanHostIdentity)
+	if err != nil {
 		return nil, fmt.Errorf("list host identities: %w", err)
 	}
 	return out, nil
