@@ -366,7 +366,7 @@ func (a *Agent) converge(ctx context.Context) {
 		return
 	}
 	if known {
-		errs = append(errs, a.route(ctx, desired, actual))
+		errs = append(errs, a.route(desired, actual))
 	}
 	errs = append(errs, a.memFile.save(a.mem))
 
@@ -430,7 +430,7 @@ func (a *Agent) housekeep(ctx context.Context, desired contract.DesiredState) er
 }
 
 // route gives the ingress the routing table for what runs now.
-func (a *Agent) route(ctx context.Context, desired contract.DesiredState, actual []docker.Container) error {
+func (a *Agent) route(desired contract.DesiredState, actual []docker.Container) error {
 	if a.cfg.Router == nil {
 		return nil
 	}
