@@ -179,14 +179,27 @@ func TestClusterKeepsSecretsOutOfLogsEventsAndAnswers(t *testing.T) {
 	c := newCluster(t, clusterOptions{})
 	value := "s3cret-" + randomWord()
 	c.keepSecret(value)
-	dir := spreadProject(t, "vault", 1, "    secrets: [key]\nsecrets:\n  key: {env: VAULT_KEY}\n")
+	dir := writeProject(t, map[string]string{"hatch.yaml": fmt.Sprintf(`project: vault
+eggs:
+  app:
+    image: %s
+    port: 8080
+    env: {APP_VERSION: v1, KEY_IN_ENV: "${secret.key}"}
+    health: {http: /healthz, interval: 1s, timeout: 1s}
+    secrets: [key]
+secrets:
+  key: {env: VAULT_KEY}
+`, dockertest.Image(t, dockertest.ImageSpec{}))})
 	file := filepath.Join(dir, "hatch.yaml")
 	env := []string{"VAULT_KEY=" + value}
 	c.mustHatch(env, "plan", "-f", file)
 	c.mustHatch(env, "apply", "-f", file, "--yes")
 	// The value did reach the container (read there, not through the API).
-	if got := c.readInContainer("vault", "/run/secrets/key"); got != value {
+	if got := c.readInContainer("vault", "/file?path=/run/secrets/key"); got != value {
 		t.Fatalf("the container's /run/secrets/key holds %q, want the secret's value", got)
+	}
+	if got := c.readInContainer("vault", "/env/KEY_IN_ENV"); got != value {
+		t.Fatalf("the container's KEY_IN_ENV holds %q, want the secret's value", got)
 	}
 	c.mustHatch(nil, "rollout", "restart", "vault/app")
 	c.mustHatch([]string{"VAULT_KEY=" + value + "-rotated"}, "apply", "-f", file, "--yes")
@@ -224,8 +237,8 @@ func TestFindSecretsNamesEachSecretFound(t *testing.T) {
 	}
 }
 
-// readInContainer reads a file in the project's one container of egg "app"
-// (the test app's GET /file).
+// readInContainer asks the test app in the project's one container of egg
+// "app" for path: its GET /file?path= or /env/NAME endpoints.
 func (c *cluster) readInContainer(project, path string) string {
 	c.t.Helper()
 	list := c.projectContainers("default", project, "app", "")
@@ -235,7 +248,7 @@ func (c *cluster) readInContainer(project, path string) string {
 	for _, n := range list[0].NetworkSettings.Networks {
 		ctx, cancel := context.WithTimeout(c.t.Context(), 5*time.Second)
 		defer cancel()
-		code, body, err := dockertest.Get(ctx, "http://"+n.IPAddress+":8080/file?path="+path)
+		code, body, err := dockertest.Get(ctx, "http://"+n.IPAddress+":8080"+path)
 		if err != nil || code != 200 {
 			c.t.Fatalf("read %s in the container: %d %v", path, code, err)
 		}
