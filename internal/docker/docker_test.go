@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"sync/atomic"
 	"testing"
@@ -246,6 +247,44 @@ func TestOverlayShowsWorkInProgress(t *testing.T) {
 	got = ts.Overlay(append(listed, created))
 	if len(got) != 4 || got[3].ID != "c4" || got[3].State != contract.StateStarting {
 		t.Errorf("created container during its start: %+v", got[3])
+	}
+}
+
+// A List reads Docker, then overlays the tasks. A stop that ends in between
+// must not leave its container shown as running: the next Diff would plan
+// for a container that no longer exists.
+func TestOverlayLeavesOutWhatAFinishedTaskRemoved(t *testing.T) {
+	ts := NewTasks(nil, func() time.Time { return t0 })
+	c := FromLabels("c1", "a", Labels("h1", spec(), 0, "v1"))
+	c.State, c.Healthy = contract.StateRunning, true
+	restarted := FromLabels("c2", "b", Labels("h1", spec(), 1, "v1"))
+	restarted.State = contract.StateRunning
+	listed := []Container{c, restarted}
+
+	for _, kind := range []TaskKind{TaskStop, TaskRestart} {
+		task := Task{Kind: kind, Container: map[TaskKind]string{TaskStop: "c1", TaskRestart: "c2"}[kind]}
+		ts.Begin(task)
+		ts.End(task, nil)
+	}
+	got := ts.Overlay(listed)
+	if len(got) != 1 || got[0].ID != "c2" {
+		t.Fatalf("overlay %+v, want only c2: a restart keeps its container", got)
+	}
+	failed := Task{Kind: TaskDrain, Container: "c2"}
+	ts.Begin(failed)
+	ts.End(failed, errors.New("stop timed out"))
+	if got := ts.Overlay(listed); len(got) != 1 || got[0].ID != "c2" {
+		t.Fatalf("a failed drain removed nothing, yet the overlay is %+v", got)
+	}
+	// The memory is bounded: after removedMemory more removals, c1 (whose ID
+	// Docker never lists again anyway) is forgotten.
+	for i := range removedMemory {
+		task := Task{Kind: TaskStop, Container: fmt.Sprintf("old-%d", i)}
+		ts.Begin(task)
+		ts.End(task, nil)
+	}
+	if got := ts.Overlay(listed); len(got) != 2 || len(ts.removed) != removedMemory {
+		t.Fatalf("overlay %+v with %d remembered, want c1 back and %d remembered", got, len(ts.removed), removedMemory)
 	}
 }
 

@@ -94,7 +94,16 @@ type Tasks struct {
 	closed   bool                   // guarded by mu
 	inflight map[string]Task        // by key; guarded by mu
 	failures map[string]TaskFailure // by first key; guarded by mu
+	// removed holds the last containers finished tasks stopped and removed
+	// (removedOrder, oldest first, bounds it): a List that read Docker just
+	// before a removal must not show the container running. Guarded by mu.
+	removed      map[string]bool
+	removedOrder []string
 }
+
+// removedMemory is how many removed containers are remembered: far more
+// than can be removed while one List runs.
+const removedMemory = 1024
 
 // NewTasks returns an empty task tracker. now is its clock (time.Now when nil),
 // log its logger (none when nil).
@@ -110,6 +119,7 @@ func NewTasks(log *zap.Logger, now func() time.Time) *Tasks {
 		log: log, now: now, ctx: ctx, cancel: cancel,
 		inflight: map[string]Task{},
 		failures: map[string]TaskFailure{},
+		removed:  map[string]bool{},
 	}
 }
 
@@ -147,8 +157,18 @@ func (ts *Tasks) End(t Task, err error) {
 	}
 	if err != nil {
 		ts.failures[keys[0]] = TaskFailure{Task: t, Err: err, At: ts.now()}
-	} else {
-		delete(ts.failures, keys[0])
+		return
+	}
+	delete(ts.failures, keys[0])
+	// A drain or stop removes its container, and so does a stop-first start
+	// the one it replaces.
+	if t.Container != "" && t.Kind != TaskRestart && !ts.removed[t.Container] {
+		ts.removed[t.Container] = true
+		ts.removedOrder = append(ts.removedOrder, t.Container)
+		if len(ts.removedOrder) > removedMemory {
+			delete(ts.removed, ts.removedOrder[0])
+			ts.removedOrder = ts.removedOrder[1:]
+		}
 	}
 }
 
@@ -224,11 +244,13 @@ func (ts *Tasks) Failures() []TaskFailure {
 // Overlay returns listed with the work in progress shown on it: a container
 // being drained or stopped is draining, one being restarted is starting (none
 // of them healthy, as none is in traffic), and a start whose container is not
-// listed yet appears as a building placeholder. listed is not modified.
+// listed yet appears as a building placeholder. A container a finished task
+// removed is left out: the list was read before the removal. listed is not
+// modified.
 func (ts *Tasks) Overlay(listed []Container) []Container {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if len(ts.inflight) == 0 {
+	if len(ts.inflight) == 0 && len(ts.removed) == 0 {
 		return listed
 	}
 	// Starts whose container already exists, by its name.
@@ -241,6 +263,9 @@ func (ts *Tasks) Overlay(listed []Container) []Container {
 	out := make([]Container, 0, len(listed)+len(ts.inflight))
 	listedNames := make(map[string]bool, len(listed))
 	for _, c := range listed {
+		if ts.removed[c.ID] {
+			continue // listed just before a task removed it
+		}
 		listedNames[c.Name] = true
 		if t, ok := ts.inflight["container "+c.ID]; ok {
 			switch t.Kind {
