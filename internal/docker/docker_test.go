@@ -199,10 +199,49 @@ func TestTasksRecordFailuresUntilSuccess(t *testing.T) {
 	if len(f) != 1 || f[0].Err.Error() != "pull: no such image" || f[0].Task.Placeholder.Slot != 0 {
 		t.Fatalf("failures: %+v", f)
 	}
-	ts.Begin(start)
-	ts.End(start, nil)
+	retry := StartTask(startReq(0, "v2"), "n1", t0.Add(time.Second))
+	if !ts.Begin(retry) {
+		t.Fatal("the retry after the back-off was refused")
+	}
+	ts.End(retry, nil)
 	if len(ts.Failures()) != 0 {
 		t.Errorf("a success did not clear the failure: %+v", ts.Failures())
+	}
+}
+
+// A start that keeps failing (a pull, a build) backs off: 1 s, 2 s, 4 s...
+// at most 5 minutes, so a broken spec is not rebuilt on every converge. A
+// new spec for the slot is another start, tried at once.
+func TestAFailingStartBacksOff(t *testing.T) {
+	now := t0
+	ts := NewTasks(nil, func() time.Time { return now })
+	fail := func() {
+		t.Helper()
+		task := StartTask(startReq(0, "v2"), "n", now)
+		if !ts.Begin(task) {
+			t.Fatalf("start at %v refused", now.Sub(t0))
+		}
+		ts.End(task, errors.New("build failed"))
+	}
+	refused := func(after time.Duration) bool {
+		return !ts.Begin(StartTask(startReq(0, "v2"), "n", now.Add(after)))
+	}
+	fail()
+	for _, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		if !refused(wait - time.Millisecond) {
+			t.Fatalf("a retry %v after a failure was let through, want a wait of %v", wait-time.Millisecond, wait)
+		}
+		now = now.Add(wait)
+		fail()
+	}
+	if f := ts.Failures(); len(f) != 1 || f[0].Count != 4 {
+		t.Fatalf("failures %+v, want one with Count 4", f)
+	}
+	if !ts.Begin(StartTask(startReq(0, "v3"), "n", now)) {
+		t.Error("a start of a new spec waited for the old spec's back-off")
+	}
+	if got := (TaskFailure{At: t0, Count: 40}).RetryAt(); !got.Equal(t0.Add(5 * time.Minute)) {
+		t.Errorf("RetryAt after 40 failures = %v, want capped at 5 minutes", got.Sub(t0))
 	}
 }
 

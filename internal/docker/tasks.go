@@ -68,6 +68,26 @@ type TaskFailure struct {
 	Task Task
 	Err  error
 	At   time.Time
+	// Count is how many times in a row the task has failed.
+	Count int
+}
+
+// Start back-off: a start that failed (an image that cannot be pulled, a
+// build context that does not build) is not tried again before RetryAt, so a
+// broken spec is not rebuilt on every converge.
+const (
+	startBackoffFirst = time.Second
+	startBackoffMax   = 5 * time.Minute
+)
+
+// RetryAt is when a failed start may be tried again: 1 s after its first
+// failure, doubling with each failure in a row, at most 5 minutes after.
+func (f TaskFailure) RetryAt() time.Time {
+	wait := startBackoffMax
+	if n := f.Count - 1; n < 20 {
+		wait = min(startBackoffFirst<<n, startBackoffMax)
+	}
+	return f.At.Add(wait)
 }
 
 // ErrClosed is returned by Tasks.Go after Close.
@@ -125,7 +145,8 @@ func NewTasks(log *zap.Logger, now func() time.Time) *Tasks {
 
 // Begin records t as in progress. It returns false, and records nothing, when
 // work on the same slot and spec (a start) or on the same container is already
-// in progress: the caller then does nothing.
+// in progress, or when the same start failed and its RetryAt is after t.Began:
+// the caller then does nothing.
 func (ts *Tasks) Begin(t Task) bool {
 	if t.Began.IsZero() {
 		t.Began = ts.now()
@@ -137,6 +158,9 @@ func (ts *Tasks) Begin(t Task) bool {
 		if _, busy := ts.inflight[k]; busy {
 			return false
 		}
+	}
+	if f, failed := ts.failures[keys[0]]; failed && t.Kind == TaskStart && t.Began.Before(f.RetryAt()) {
+		return false
 	}
 	for _, k := range keys {
 		ts.inflight[k] = t
@@ -156,7 +180,7 @@ func (ts *Tasks) End(t Task, err error) {
 		return
 	}
 	if err != nil {
-		ts.failures[keys[0]] = TaskFailure{Task: t, Err: err, At: ts.now()}
+		ts.failures[keys[0]] = TaskFailure{Task: t, Err: err, At: ts.now(), Count: ts.failures[keys[0]].Count + 1}
 		return
 	}
 	delete(ts.failures, keys[0])
