@@ -374,3 +374,24 @@ func TestGoRunsTasksAndCloseWaitsForThem(t *testing.T) {
 		t.Errorf("Go after Close: %v", err)
 	}
 }
+
+// OnEnd is how a Client tells the agent that work finished: it must come
+// after the end is recorded, so that a converge it triggers sees the result.
+func TestOnEndComesAfterTheEndIsRecorded(t *testing.T) {
+	ts := NewTasks(nil, nil)
+	ended := make(chan []TaskFailure, 1)
+	ts.OnEnd(func() { ended <- ts.Failures() })
+	task := Task{Kind: TaskStop, Container: "c1"}
+	if err := ts.Go(task, func(context.Context) error { return errors.New("stop timed out") }); err != nil {
+		t.Fatal(err)
+	}
+	if f := <-ended; len(f) != 1 || f[0].Task.Container != "c1" {
+		t.Fatalf("at OnEnd the failures were %+v, want the stop's", f)
+	}
+	if len(ts.InFlight()) != 0 {
+		t.Error("the task is still in flight after OnEnd")
+	}
+	if err := ts.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

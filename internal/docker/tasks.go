@@ -109,6 +109,7 @@ type Tasks struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // running Go goroutines
+	onEnd  func()         // set once, before the first Go
 
 	mu       sync.Mutex
 	closed   bool                   // guarded by mu
@@ -196,10 +197,15 @@ func (ts *Tasks) End(t Task, err error) {
 	}
 }
 
+// OnEnd sets a function Go calls after each task it ran has ended (and its
+// end is recorded), for example to trigger a converge. Set it before the
+// first Go.
+func (ts *Tasks) OnEnd(fn func()) { ts.onEnd = fn }
+
 // Go begins t and runs fn on a goroutine the Tasks owns, ending t with fn's
-// error. fn's context is cancelled by Close. Work already in progress is not
-// started twice (Go returns nil). A failure is logged here, once: the caller
-// has long returned.
+// error, then calling the OnEnd function. fn's context is cancelled by Close.
+// Work already in progress is not started twice (Go returns nil). A failure
+// is logged here, once: the caller has long returned.
 func (ts *Tasks) Go(t Task, fn func(ctx context.Context) error) error {
 	ts.mu.Lock()
 	closed := ts.closed
@@ -219,8 +225,13 @@ func (ts *Tasks) Go(t Task, fn func(ctx context.Context) error) error {
 		err := fn(ts.ctx)
 		if err != nil {
 			ts.log.Warn("task failed", zap.Stringer("task", t), zap.Error(err))
+		} else {
+			ts.log.Debug("task done", zap.Stringer("task", t))
 		}
 		ts.End(t, err)
+		if ts.onEnd != nil {
+			ts.onEnd()
+		}
 	}()
 	return nil
 }

@@ -131,17 +131,16 @@ type Engine struct {
 	tasks *docker.Tasks
 	mon   *monitor
 
-	ctx    context.Context // cancelled by Close; the tasks' and monitor's
+	ctx    context.Context // the monitor's, cancelled by Close (the tasks have their own)
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // task goroutines and the monitor
+	wg     sync.WaitGroup // the monitor goroutine
 
 	imageMu sync.Mutex             // guards images
 	images  map[string]*sync.Mutex // one lock per image reference: one pull or build at a time
 	netMu   sync.Mutex             // serialises network creation and pruning
 
-	mu        sync.Mutex                       // guards workloads and closed
+	mu        sync.Mutex                       // guards workloads
 	workloads map[string]contract.WorkloadSpec // by workload ID: the probes to run
-	closed    bool
 }
 
 // New returns an Engine on the Docker Engine that api talks to (a
@@ -163,6 +162,7 @@ func New(ctx context.Context, api dockerAPI, cfg Config) (*Engine, error) {
 		images:    map[string]*sync.Mutex{},
 		workloads: map[string]contract.WorkloadSpec{},
 	}
+	e.tasks.OnEnd(e.changed)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.mon = newMonitor(probeHTTPOrTCP, cfg.ProbeConcurrency, time.Now, e.changed)
 	if err := e.secrets().init(); err != nil {
@@ -193,10 +193,10 @@ func NewFromEnv(ctx context.Context, cfg Config) (*Engine, error) {
 // (or for ctx). Containers are left as they are: an agent restarting adopts
 // them.
 func (e *Engine) Close(ctx context.Context) error {
-	e.mu.Lock()
-	e.closed = true
-	e.mu.Unlock()
 	e.cancel()
+	if err := e.tasks.Close(ctx); err != nil {
+		return fmt.Errorf("close engine: %w", err)
+	}
 	done := make(chan struct{})
 	go func() { e.wg.Wait(); close(done) }()
 	select {
@@ -271,35 +271,10 @@ func (e *Engine) ownedFilter() filters.Args {
 		filters.Arg("label", docker.LabelHost+"="+e.cfg.HostID))
 }
 
-// run begins t and runs fn on a goroutine the Engine owns, ending t with fn's
-// error and then telling OnChange. Work already in progress is not begun
-// twice (run returns nil).
+// run begins t and runs fn as a task (docker.Tasks.Go): work already in
+// progress is not begun twice, and OnChange hears when it has ended.
 func (e *Engine) run(t docker.Task, fn func(ctx context.Context) error) error {
-	e.mu.Lock()
-	closed := e.closed
-	if !closed {
-		e.wg.Add(1)
-	}
-	e.mu.Unlock()
-	if closed {
-		return fmt.Errorf("%s: %w", t, docker.ErrClosed)
-	}
-	if !e.tasks.Begin(t) {
-		e.wg.Done()
-		return nil
-	}
-	go func() {
-		defer e.wg.Done()
-		err := fn(e.ctx)
-		if err != nil {
-			e.log.Warn("task failed", zap.Stringer("task", t), zap.Error(err))
-		} else {
-			e.log.Debug("task done", zap.Stringer("task", t))
-		}
-		e.tasks.End(t, err)
-		e.changed()
-	}()
-	return nil
+	return e.tasks.Go(t, fn)
 }
 
 // inspectOwned inspects a container and checks that it is this host's. A
