@@ -179,6 +179,7 @@ type lease struct {
 	cancel context.CancelFunc
 	lost   chan struct{} // closed if a renewal finds the lease gone
 	wg     sync.WaitGroup
+	once   sync.Once // release runs once
 }
 
 // acquire takes the project's lease for holder, or returns the
@@ -218,8 +219,11 @@ func (l *lease) renew(ctx context.Context) {
 	}
 }
 
-// release stops renewing and releases the lease, even after a cancel.
-func (l *lease) release() {
+// release stops renewing and releases the lease, even after a cancel. Calls
+// after the first do nothing.
+func (l *lease) release() { l.once.Do(l.releaseOnce) }
+
+func (l *lease) releaseOnce() {
 	l.cancel()
 	l.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.a.ctx), 10*time.Second)

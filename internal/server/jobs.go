@@ -152,7 +152,9 @@ func (a *applier) begin(r *http.Request, project, planID string, doc storedPlanD
 }
 
 // run is the apply itself, on the server's life: a client that goes away
-// changes nothing. The lease is released when it ends, however it ends.
+// changes nothing. The lease is released when the work ends, however it ends,
+// and before the outcome is told: a client that hears "finished" and goes on
+// with its next command must not find the project still locked.
 func (a *applier) run(j *job, l *lease, g *graph.Graph, opts provider.Options) {
 	defer l.release()
 	ctx, cancel := context.WithCancel(a.ctx)
@@ -182,6 +184,7 @@ func (a *applier) run(j *job, l *lease, g *graph.Graph, opts provider.Options) {
 			message = "interrupted: the server stopped during this apply; apply again to finish it (" + message + ")"
 		}
 	}
+	l.release()
 	finishCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer done()
 	if ferr := a.s.deps.Applies.FinishApply(finishCtx, j.id, outcome, message, a.s.now()); ferr != nil {
