@@ -13,9 +13,9 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker"
-	"github.com/hatchery/hatchery/internal/reconcile"
+	"github.com/hatchery/hatchery/internal/converge"
 )
 
 // ControlPlane is the control plane as the agent needs it. HTTPClient is the
@@ -45,7 +45,7 @@ type (
 	}
 	// taskReporter tells the last failure of each background task.
 	taskReporter interface {
-		Failures() []docker.TaskFailure
+		Failures() []containers.TaskFailure
 	}
 )
 
@@ -57,7 +57,7 @@ type Config struct {
 	// memory (crash history, failed rollouts).
 	DataDir string
 	// Docker is the host's Docker, as the converge engine drives it.
-	Docker docker.Client
+	Docker containers.Client
 	// ControlPlane is where the desired state comes from and status goes.
 	ControlPlane ControlPlane
 	// Events, if set, is Docker's event stream: a container that dies or
@@ -348,10 +348,10 @@ func (a *Agent) converge(ctx context.Context) {
 	}
 	now := a.now()
 	var errs []error
-	var plan reconcile.Plan
+	var plan converge.Plan
 	if known {
 		var err error
-		plan, err = reconcile.Converge(ctx, a.docker, desired, a.mem.History, now, reconcile.Options{Logger: a.log})
+		plan, err = converge.Converge(ctx, a.docker, desired, a.mem.History, now, converge.Options{Logger: a.log})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("converge: %w", err))
 		}
@@ -395,7 +395,7 @@ func (a *Agent) converge(ctx context.Context) {
 // noteFailures keeps, for each rollout the plan gave up on, the last log
 // lines of its failing container, and forgets those of rollouts the history
 // no longer counts as failed (the spec changed since).
-func (a *Agent) noteFailures(ctx context.Context, plan reconcile.Plan) {
+func (a *Agent) noteFailures(ctx context.Context, plan converge.Plan) {
 	stopped := a.docker.take()
 	for _, f := range plan.Failures {
 		id := failureContainer(plan, f)
@@ -430,7 +430,7 @@ func (a *Agent) housekeep(ctx context.Context, desired contract.DesiredState) er
 }
 
 // route gives the ingress the routing table for what runs now.
-func (a *Agent) route(desired contract.DesiredState, actual []docker.Container) error {
+func (a *Agent) route(desired contract.DesiredState, actual []containers.Container) error {
 	if a.cfg.Router == nil {
 		return nil
 	}

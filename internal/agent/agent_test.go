@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/containers/fake"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker"
-	"github.com/hatchery/hatchery/internal/docker/fake"
-	"github.com/hatchery/hatchery/internal/reconcile"
+	"github.com/hatchery/hatchery/internal/converge"
 )
 
 func TestConvergesToANewDesiredStateAndCachesIt(t *testing.T) {
@@ -108,9 +108,9 @@ func TestAnAgentWithoutDesiredStateChangesNothing(t *testing.T) {
 	f, cp, dir := newFake(t), newFakeControlPlane(), t.TempDir()
 	// A container of this host's that no desired state mentions: with a
 	// desired state it would be removed; without one it must stay.
-	id := f.Add(docker.Container{
+	id := f.Add(containers.Container{
 		Name:   "hatch-shop-old-0",
-		Labels: docker.Labels(testHost, web(1), 0, "oldhash"),
+		Labels: containers.Labels(testHost, web(1), 0, "oldhash"),
 		State:  contract.StateRunning, Healthy: true,
 	})
 	a := startAgent(t, testConfig(t, f, cp, dir))
@@ -367,7 +367,7 @@ func TestTheServersEmptyStateMeansNothingToANewAgentAndEverythingGoneToAnOldOne(
 	// {"host_id": ...} and version "": an agent holding nothing stays
 	// hands-off (a container of its own that no state mentions stays).
 	f, cp := newFake(t), newFakeControlPlane()
-	id := f.Add(docker.Container{Name: "hatch-shop-old-0", Labels: docker.Labels(testHost, web(1), 0, "oldhash"),
+	id := f.Add(containers.Container{Name: "hatch-shop-old-0", Labels: containers.Labels(testHost, web(1), 0, "oldhash"),
 		State: contract.StateRunning, Healthy: true})
 	cp.setRaw(contract.DesiredState{HostID: testHost})
 	a := startAgent(t, testConfig(t, f, cp, t.TempDir()))
@@ -402,15 +402,15 @@ func TestBuildReport(t *testing.T) {
 	w := web(1)
 	hash := contract.SpecHash(w)
 	d := desiredState(w)
-	serving := docker.FromLabels("c1", "n1", docker.Labels(testHost, w, 0, "oldhash"))
+	serving := containers.FromLabels("c1", "n1", containers.Labels(testHost, w, 0, "oldhash"))
 	serving.State, serving.Healthy = contract.StateRunning, true
-	tampered := docker.FromLabels("c2", "n2", map[string]string{docker.LabelManaged: "true", docker.LabelHost: testHost})
+	tampered := containers.FromLabels("c2", "n2", map[string]string{containers.LabelManaged: "true", containers.LabelHost: testHost})
 	tampered.State = contract.StateRunning
 	mem := newMemory()
-	mem.History.RecordFailure(reconcile.Failure{WorkloadID: w.ID(), SpecHash: hash, Reason: "not healthy within the progress deadline (5m0s)"}, now)
+	mem.History.RecordFailure(converge.Failure{WorkloadID: w.ID(), SpecHash: hash, Reason: "not healthy within the progress deadline (5m0s)"}, now)
 	mem.FailureLogs[w.ID()] = failureLog{SpecHash: hash, ContainerID: "c0", Lines: []string{"boom"}}
 
-	r := buildReport(d, []docker.Container{serving, tampered}, mem, []string{"converge: list: timeout"}, now)
+	r := buildReport(d, []containers.Container{serving, tampered}, mem, []string{"converge: list: timeout"}, now)
 	if r.HostID != testHost || r.Version != d.Version || !r.Time.Equal(now) {
 		t.Errorf("header %+v", r)
 	}
@@ -429,7 +429,7 @@ func TestACrashedContainersLastLinesAreReported(t *testing.T) {
 	f, cp := newFake(t), newFakeControlPlane()
 	job := web(1)
 	job.Egg, job.Restart = "job", contract.RestartNo // left crashed: no restart
-	id := f.Add(docker.Container{Name: "hatch-shop-job-0", Labels: docker.Labels(testHost, job, 0, contract.SpecHash(job)),
+	id := f.Add(containers.Container{Name: "hatch-shop-job-0", Labels: containers.Labels(testHost, job, 0, contract.SpecHash(job)),
 		State: contract.StateCrashed, ExitCode: 3})
 	f.SetLogs(id, []string{"line 1", "fatal: no database"})
 	cp.set(desiredState(job))

@@ -1,6 +1,6 @@
 // Package agent is the host agent (`hatch agent`): it pulls this host's
 // desired state from the control plane, keeps it on disk, converges the
-// host's Docker containers towards it with reconcile.Converge, and reports
+// host's Docker containers towards it with converge.Converge, and reports
 // what runs back to the control plane.
 //
 // The pieces, each a small named part of Agent:
@@ -25,7 +25,7 @@
 //     changes nothing: it only observes and reports.
 //   - When the control plane is unreachable, containers keep running and the
 //     agent converges from its cache, also right after a restart.
-//   - Crash history and failed-rollout markers (reconcile.History, with the
+//   - Crash history and failed-rollout markers (converge.History, with the
 //     failing containers' last log lines) are persisted after every converge
 //     that changed them, so a restarted agent neither forgets a crash loop
 //     nor retries a failed rollout; running containers are adopted, never

@@ -10,7 +10,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"go.uber.org/zap"
 
-	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/containers"
 )
 
 // EventSource is Docker's event stream, as the agent uses it. A
@@ -53,8 +53,8 @@ func watchEvents(ctx context.Context, src EventSource, hostID string, log *zap.L
 	onEvent func(containerEvent, string), onReconnect func()) {
 	opts := events.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("type", string(events.ContainerEventType)),
-		filters.Arg("label", docker.LabelManaged+"=true"),
-		filters.Arg("label", docker.LabelHost+"="+hostID),
+		filters.Arg("label", containers.LabelManaged+"=true"),
+		filters.Arg("label", containers.LabelHost+"="+hostID),
 	)}
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 200*time.Millisecond, 10*time.Second, 0
@@ -95,7 +95,7 @@ func followEvents(ctx context.Context, src EventSource, opts events.ListOptions,
 			if !ok {
 				return nil
 			}
-			if m.Type != events.ContainerEventType || !docker.Owned(m.Actor.Attributes, hostID) {
+			if m.Type != events.ContainerEventType || !containers.Owned(m.Actor.Attributes, hostID) {
 				continue // the filter did this already; a second check is cheap
 			}
 			if kind := classify(m.Action); kind != eventIgnored {

@@ -11,10 +11,10 @@ import (
 
 	"github.com/docker/docker/api/types/events"
 
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/converge"
 	"github.com/hatchery/hatchery/internal/ingress"
-	"github.com/hatchery/hatchery/internal/reconcile"
 )
 
 // fakeEvents is a Docker event stream the test feeds; every subscription is
@@ -73,9 +73,9 @@ func (r *fakeRouter) snapshot() (ingress.Table, []string) {
 	return r.table, slices.Clone(r.gone)
 }
 
-func dieEvent(c docker.Container, host string) events.Message {
+func dieEvent(c containers.Container, host string) events.Message {
 	attrs := maps.Clone(c.Labels)
-	attrs[docker.LabelHost] = host
+	attrs[containers.LabelHost] = host
 	return events.Message{Type: events.ContainerEventType, Action: events.ActionDie, Actor: events.Actor{ID: c.ID, Attributes: attrs}}
 }
 
@@ -98,7 +98,7 @@ func TestDockerEventsDriveConvergesAndTheIngress(t *testing.T) {
 		return nil
 	})
 	sub, _ := ev.sub(1)
-	if got := sub.opts.Filters.Get("label"); !slices.Contains(got, docker.LabelHost+"="+testHost) {
+	if got := sub.opts.Filters.Get("label"); !slices.Contains(got, containers.LabelHost+"="+testHost) {
 		t.Errorf("the subscription is not limited to this host: labels %v", got)
 	}
 
@@ -155,8 +155,8 @@ func TestRoutingTable(t *testing.T) {
 	portOnly.Ports = []contract.PublishedPort{{HostPort: 5432, ContainerPort: 5432}}
 	desired := desiredState(withRoutes, plain, portOnly)
 
-	ctr := func(w contract.WorkloadSpec, id string, st contract.ContainerState, healthy bool) docker.Container {
-		c := docker.FromLabels(id, "n-"+id, docker.Labels(testHost, w, 0, "any"))
+	ctr := func(w contract.WorkloadSpec, id string, st contract.ContainerState, healthy bool) containers.Container {
+		c := containers.FromLabels(id, "n-"+id, containers.Labels(testHost, w, 0, "any"))
 		c.State, c.Healthy = st, healthy
 		if id != "" && id != "c4" { // c4 has no address yet
 			c.IP = "10.0.0." + id[1:]
@@ -165,9 +165,9 @@ func TestRoutingTable(t *testing.T) {
 	}
 	foreign := ctr(withRoutes, "c9", contract.StateRunning, true)
 	foreign.Labels = maps.Clone(foreign.Labels)
-	foreign.Labels[docker.LabelHost] = "host-b"
+	foreign.Labels[containers.LabelHost] = "host-b"
 	placeholder := ctr(withRoutes, "", contract.StateBuilding, false)
-	actual := []docker.Container{
+	actual := []containers.Container{
 		ctr(withRoutes, "c1", contract.StateRunning, true),
 		ctr(withRoutes, "c2", contract.StateRunning, false), // booting: a backend, not in the pool
 		ctr(withRoutes, "c3", contract.StateCrashed, false), // not running: no backend
@@ -176,7 +176,7 @@ func TestRoutingTable(t *testing.T) {
 		ctr(plain, "c5", contract.StateRunning, true),
 		ctr(portOnly, "c6", contract.StateRunning, true),
 	}
-	got := routingTable(desired, actual, reconcile.NewHistory())
+	got := routingTable(desired, actual, converge.NewHistory())
 	want := ingress.Table{Eggs: []ingress.Egg{
 		{
 			Name:         "default/shop/web",

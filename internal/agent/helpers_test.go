@@ -10,9 +10,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/containers/fake"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker"
-	"github.com/hatchery/hatchery/internal/docker/fake"
 )
 
 const testHost = "host-a"
@@ -112,7 +112,7 @@ func desiredState(ws ...contract.WorkloadSpec) contract.DesiredState {
 }
 
 // testConfig is an agent config for tests: a fresh data dir, quick timings.
-func testConfig(t *testing.T, dc docker.Client, cp ControlPlane, dataDir string) Config {
+func testConfig(t *testing.T, dc containers.Client, cp ControlPlane, dataDir string) Config {
 	cfg := DefaultConfig()
 	cfg.HostID, cfg.DataDir, cfg.Docker, cfg.ControlPlane = testHost, dataDir, dc, cp
 	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
@@ -186,7 +186,7 @@ func eventually(t *testing.T, what string, check func() error) {
 
 // running counts the host's running containers of a workload with its
 // current spec hash.
-func running(cs []docker.Container, w contract.WorkloadSpec) int {
+func running(cs []containers.Container, w contract.WorkloadSpec) int {
 	n := 0
 	for _, c := range cs {
 		if c.WorkloadID == w.ID() && c.SpecHash == contract.SpecHash(w) && c.State == contract.StateRunning {
@@ -196,10 +196,10 @@ func running(cs []docker.Container, w contract.WorkloadSpec) int {
 	return n
 }
 
-// countingDocker wraps a docker.Client, counting Lists and optionally
+// countingDocker wraps a containers.Client, counting Lists and optionally
 // blocking or panicking in them.
 type countingDocker struct {
-	docker.Client
+	containers.Client
 	mu        sync.Mutex
 	lists     int
 	gate      chan struct{} // if non-nil, Lists from number blockFrom on wait until it is closed
@@ -207,7 +207,7 @@ type countingDocker struct {
 	panicOn   int           // the List call number (1-based) that panics; 0 none
 }
 
-func (d *countingDocker) List(ctx context.Context) ([]docker.Container, error) {
+func (d *countingDocker) List(ctx context.Context) ([]containers.Container, error) {
 	d.mu.Lock()
 	d.lists++
 	n, gate, p := d.lists, d.gate, d.panicOn

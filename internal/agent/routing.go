@@ -4,10 +4,10 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/converge"
 	"github.com/hatchery/hatchery/internal/ingress"
-	"github.com/hatchery/hatchery/internal/reconcile"
 )
 
 // Router is the host's ingress as the agent feeds it: the routing table after
@@ -25,10 +25,10 @@ var _ Router = (*ingress.Ingress)(nil)
 // the pool or not (see inPool). A container whose address is not known yet
 // is left out. history is the converge engine's memory of each container's
 // health. Pure.
-func routingTable(desired contract.DesiredState, actual []docker.Container, history *reconcile.History) ingress.Table {
-	byWorkload := make(map[string][]docker.Container)
+func routingTable(desired contract.DesiredState, actual []containers.Container, history *converge.History) ingress.Table {
+	byWorkload := make(map[string][]containers.Container)
 	for _, c := range actual {
-		if c.Placeholder() || c.State != contract.StateRunning || !docker.Owned(c.Labels, desired.HostID) {
+		if c.Placeholder() || c.State != contract.StateRunning || !containers.Owned(c.Labels, desired.HostID) {
 			continue
 		}
 		byWorkload[c.WorkloadID] = append(byWorkload[c.WorkloadID], c)
@@ -72,7 +72,7 @@ func routingTable(desired contract.DesiredState, actual []docker.Container, hist
 // host take every replica out at once and answer 503 for an egg that serves
 // (seen in the e2e load tests); a backend that really stopped answering
 // leaves sooner anyway, on its failed dial or its die event.
-func inPool(c docker.Container, history *reconcile.History, retries int) bool {
+func inPool(c containers.Container, history *converge.History, retries int) bool {
 	if c.Healthy {
 		return true
 	}

@@ -4,36 +4,36 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker"
-	"github.com/hatchery/hatchery/internal/reconcile"
+	"github.com/hatchery/hatchery/internal/converge"
 )
 
 func TestInPoolKeepsAHealthyBackendUntilItsRetriesFail(t *testing.T) {
 	started := time.Unix(1000, 0)
-	seenHealthy := func(at time.Time) *reconcile.History {
-		h := reconcile.NewHistory()
-		h.Containers["c1"] = reconcile.ContainerHistory{HealthyStart: at}
+	seenHealthy := func(at time.Time) *converge.History {
+		h := converge.NewHistory()
+		h.Containers["c1"] = converge.ContainerHistory{HealthyStart: at}
 		return h
 	}
 	tests := []struct {
 		name    string
 		healthy bool
 		streak  int
-		history *reconcile.History
+		history *converge.History
 		want    bool
 	}{
-		{name: "a passing backend is in", healthy: true, history: reconcile.NewHistory(), want: true},
+		{name: "a passing backend is in", healthy: true, history: converge.NewHistory(), want: true},
 		{name: "one failed check after a pass keeps it in", streak: 1, history: seenHealthy(started), want: true},
 		{name: "retries-1 failed checks keep it in", streak: 2, history: seenHealthy(started), want: true},
 		{name: "retries failed checks take it out", streak: 3, history: seenHealthy(started), want: false},
-		{name: "a backend never seen passing waits for a pass", streak: 1, history: reconcile.NewHistory(), want: false},
+		{name: "a backend never seen passing waits for a pass", streak: 1, history: converge.NewHistory(), want: false},
 		{name: "a pass of an earlier incarnation does not count after a restart", history: seenHealthy(started.Add(-time.Minute)), want: false},
 		{name: "without a history only a pass counts", streak: 1, history: nil, want: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := docker.Container{ID: "c1", State: contract.StateRunning, StartedAt: started, Healthy: tt.healthy, FailingStreak: tt.streak}
+			c := containers.Container{ID: "c1", State: contract.StateRunning, StartedAt: started, Healthy: tt.healthy, FailingStreak: tt.streak}
 			if got := inPool(c, tt.history, 3); got != tt.want {
 				t.Errorf("inPool = %v, want %v", got, tt.want)
 			}
@@ -50,13 +50,13 @@ func TestRoutingTableKeepsABackendThatMissedOneCheck(t *testing.T) {
 	w.Health = contract.HealthCheck{HTTP: "/healthz", Retries: 2}
 	desired := desiredState(w)
 	now := time.Unix(2000, 0)
-	c := docker.FromLabels("c1", "n-c1", docker.Labels(testHost, w, 0, contract.SpecHash(w)))
+	c := containers.FromLabels("c1", "n-c1", containers.Labels(testHost, w, 0, contract.SpecHash(w)))
 	c.State, c.IP, c.StartedAt = contract.StateRunning, "10.0.0.1", now.Add(-time.Minute)
-	history := reconcile.NewHistory()
+	history := converge.NewHistory()
 
-	pooled := func(c docker.Container) bool {
-		history.Observe(desired, []docker.Container{c}, now) // as Converge does before routing
-		table := routingTable(desired, []docker.Container{c}, history)
+	pooled := func(c containers.Container) bool {
+		history.Observe(desired, []containers.Container{c}, now) // as Converge does before routing
+		table := routingTable(desired, []containers.Container{c}, history)
 		return table.Eggs[0].Backends[0].Healthy
 	}
 	c.FailingStreak = 1

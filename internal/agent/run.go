@@ -10,8 +10,8 @@ import (
 	"github.com/docker/docker/client"
 	"go.uber.org/zap"
 
+	"github.com/hatchery/hatchery/internal/containers/docker"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker/engine"
 	"github.com/hatchery/hatchery/internal/ingress"
 )
 
@@ -79,12 +79,12 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer cli.Close()
 	changes := NewSignal()
-	ecfg := engine.DefaultConfig(id.HostID)
+	ecfg := docker.DefaultConfig(id.HostID)
 	if opts.SecretDir != "" {
 		ecfg.SecretDir = opts.SecretDir
 	}
 	ecfg.Labels, ecfg.Blobs, ecfg.Ingress, ecfg.OnChange, ecfg.Logger = opts.Labels, cp, in, changes.Fire, log
-	eng, err := engine.New(ctx, cli, ecfg)
+	eng, err := docker.New(ctx, cli, ecfg)
 	if err != nil {
 		return fmt.Errorf("docker engine: %w", err)
 	}

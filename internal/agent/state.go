@@ -8,8 +8,8 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/hatchery/hatchery/internal/converge"
 	"github.com/hatchery/hatchery/internal/fsutil"
-	"github.com/hatchery/hatchery/internal/reconcile"
 )
 
 // memory is what the agent remembers across restarts, beyond the desired
@@ -17,7 +17,7 @@ import (
 // container, failed rollouts) and the last log lines of each failed
 // rollout's container, which is gone by the time a restarted agent reports.
 type memory struct {
-	History *reconcile.History `json:"history"`
+	History *converge.History `json:"history"`
 	// FailureLogs are the last log lines of the container whose rollout
 	// failed, by workload ID.
 	FailureLogs map[string]failureLog `json:"failure_logs,omitempty"`
@@ -30,7 +30,7 @@ type failureLog struct {
 }
 
 func newMemory() *memory {
-	return &memory{History: reconcile.NewHistory(), FailureLogs: map[string]failureLog{}}
+	return &memory{History: converge.NewHistory(), FailureLogs: map[string]failureLog{}}
 }
 
 // memoryFile persists memory atomically, skipping writes that would not
@@ -54,7 +54,7 @@ func (f *memoryFile) load() (*memory, error) {
 		return nil, fmt.Errorf("agent state %s: %w (move it away to start afresh)", f.path, err)
 	}
 	if m.History == nil {
-		m.History = reconcile.NewHistory()
+		m.History = converge.NewHistory()
 	}
 	if m.FailureLogs == nil {
 		m.FailureLogs = map[string]failureLog{}

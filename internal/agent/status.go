@@ -8,23 +8,23 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker"
-	"github.com/hatchery/hatchery/internal/reconcile"
+	"github.com/hatchery/hatchery/internal/converge"
 )
 
 // buildReport assembles the status report from what a converge saw: each
-// container's state, health, restarts and crash loop (reconcile.Status), the
+// container's state, health, restarts and crash loop (converge.Status), the
 // log tail of the failed rollout on its workload's containers, and the
 // errors. Pure; the log tails of crashed containers are added after.
-func buildReport(desired contract.DesiredState, actual []docker.Container, mem *memory, errs []string, now time.Time) contract.StatusReport {
+func buildReport(desired contract.DesiredState, actual []containers.Container, mem *memory, errs []string, now time.Time) contract.StatusReport {
 	r := contract.StatusReport{HostID: desired.HostID, Version: desired.Version, Time: now, Errors: errs}
-	for _, c := range reconcile.Status(desired, actual, mem.History, now) {
+	for _, c := range converge.Status(desired, actual, mem.History, now) {
 		if c.WorkloadID == "" {
 			// The control plane refuses a report with such an entry; the
 			// converge removes the container, and the errors say why.
 			r.Errors = append(r.Errors, fmt.Sprintf("container %s has no %s label: left out of the report, and removed by the converge",
-				c.ContainerID, docker.LabelWorkload))
+				c.ContainerID, containers.LabelWorkload))
 			continue
 		}
 		r.Containers = append(r.Containers, c)
@@ -64,8 +64,8 @@ func errorLines(errs ...error) []string {
 
 // taskErrors formats the Docker adapter's failed tasks (a pull or build that
 // failed, a stop that did not happen), oldest first.
-func taskErrors(fs []docker.TaskFailure) []string {
-	slices.SortFunc(fs, func(a, b docker.TaskFailure) int { return a.At.Compare(b.At) })
+func taskErrors(fs []containers.TaskFailure) []string {
+	slices.SortFunc(fs, func(a, b containers.TaskFailure) int { return a.At.Compare(b.At) })
 	out := make([]string, 0, len(fs))
 	for _, f := range fs {
 		out = append(out, fmt.Sprintf("%s: %v", f.Task, f.Err))
@@ -79,8 +79,8 @@ func taskErrors(fs []docker.TaskFailure) []string {
 // removed by the converge that gives up on it; these lines are all that is
 // left of it for the status report.
 type logKeeper struct {
-	docker.Client
-	logs  docker.LogReader // nil: the client cannot read logs
+	containers.Client
+	logs  containers.LogReader // nil: the client cannot read logs
 	lines int
 
 	mu     sync.Mutex          // guards byID
@@ -88,14 +88,14 @@ type logKeeper struct {
 	budget time.Duration
 }
 
-func newLogKeeper(c docker.Client, lines int) *logKeeper {
+func newLogKeeper(c containers.Client, lines int) *logKeeper {
 	k := &logKeeper{Client: c, lines: lines, byID: map[string][]string{}, budget: 5 * time.Second}
-	k.logs, _ = c.(docker.LogReader)
+	k.logs, _ = c.(containers.LogReader)
 	return k
 }
 
 // Stop reads the container's last lines, then asks for the stop.
-func (k *logKeeper) Stop(ctx context.Context, req docker.StopRequest) error {
+func (k *logKeeper) Stop(ctx context.Context, req containers.StopRequest) error {
 	if k.logs != nil && req.ID != "" {
 		lctx, cancel := context.WithTimeout(ctx, k.budget)
 		lines, err := k.logs.Logs(lctx, req.ID, k.lines)
@@ -134,10 +134,10 @@ func (k *logKeeper) tail(ctx context.Context, id string) []string {
 
 // failureContainer returns the container a plan's failure is about: the one
 // of the failed spec hash that the plan stops or restarts.
-func failureContainer(plan reconcile.Plan, f reconcile.Failure) string {
+func failureContainer(plan converge.Plan, f converge.Failure) string {
 	for _, s := range plan.Steps {
 		if s.WorkloadID == f.WorkloadID && s.SpecHash == f.SpecHash && s.ContainerID != "" &&
-			(s.Action == reconcile.ActionStop || s.Action == reconcile.ActionRestart) {
+			(s.Action == converge.ActionStop || s.Action == converge.ActionRestart) {
 			return s.ContainerID
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/reconcile"
+	"github.com/hatchery/hatchery/internal/converge"
 )
 
 func TestCacheRoundTripsWithSecretsSealed(t *testing.T) {
@@ -113,7 +113,7 @@ func TestMemoryIsWrittenOnlyWhenItChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.History.RecordFailure(reconcile.Failure{WorkloadID: "a/b/c", SpecHash: "h2", Reason: "not healthy"}, time.Unix(100, 0))
+	m.History.RecordFailure(converge.Failure{WorkloadID: "a/b/c", SpecHash: "h2", Reason: "not healthy"}, time.Unix(100, 0))
 	m.FailureLogs["a/b/c"] = failureLog{SpecHash: "h2", Lines: []string{"boom"}}
 	if err := f.save(m); err != nil {
 		t.Fatal(err)

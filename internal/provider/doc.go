@@ -29,7 +29,7 @@
 //     of a one-shot job exited 0 at it. A failed rollout or job makes the
 //     condition unreachable (a permanent error).
 //   - volume: its host is chosen once, at create, from its egg's placement and
-//     resources (scheduler.ChooseVolumeHost), or adopted from the host that
+//     resources (placement.ChooseVolumeHost), or adopted from the host that
 //     already lists it (a retry, or a volume re-added to the file), and listed
 //     as kept in that host's desired state. Outputs: name (its name in the
 //     project file: the Docker name is per host), host. Removing it from the

@@ -11,9 +11,9 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
-	"github.com/hatchery/hatchery/internal/scheduler"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -154,9 +154,9 @@ func (s *Set) place(ctx context.Context, project string, e eggSpec) (placed, err
 
 // decide asks the scheduler. An egg that fits nowhere fails for good, unless
 // no host is live yet (agents still starting): then it is retried.
-func (s *Set) decide(v *view, e eggSpec) (scheduler.Decision, error) {
+func (s *Set) decide(v *view, e eggSpec) (placement.Decision, error) {
 	dec, err := s.sched.Place(e.schedulerEgg(v.slotsOf(e.id())), v.scheduled(), s.now())
-	var unplaceable *scheduler.UnplaceableError
+	var unplaceable *placement.UnplaceableError
 	switch {
 	case err == nil:
 		return dec, nil
@@ -167,7 +167,7 @@ func (s *Set) decide(v *view, e eggSpec) (scheduler.Decision, error) {
 	}
 }
 
-func placedOf(d scheduler.Decision) placed {
+func placedOf(d placement.Decision) placed {
 	pl := placed{unplaced: d.Unplaced, waiting: d.Waiting}
 	for host := range d.Slots {
 		pl.hosts = append(pl.hosts, host)

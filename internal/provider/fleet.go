@@ -7,14 +7,14 @@ import (
 	"fmt"
 
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/scheduler"
+	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
 // Fleet lists the hosts replicas may be placed on, as the scheduler sees
 // them (their Placed allocations are filled in from the desired states).
 type Fleet interface {
-	Hosts(ctx context.Context) ([]scheduler.Host, error)
+	Hosts(ctx context.Context) ([]placement.Host, error)
 }
 
 // HostLister lists hosts with their liveness.
@@ -26,7 +26,7 @@ type HostLister interface {
 // large that nothing is refused for lack of room, and the same for every host,
 // so "least loaded" still compares the memory and CPU the hosts' replicas
 // requested.
-var DefaultCapacity = scheduler.Resources{Memory: 1 << 50, MilliCPU: 1 << 30}
+var DefaultCapacity = placement.Resources{Memory: 1 << 50, MilliCPU: 1 << 30}
 
 // StoreFleet is the Fleet of a store: liveness from the hosts table (a down
 // host's StateSince is when it went down), names and removals from the joined
@@ -40,13 +40,13 @@ type StoreFleet struct {
 	// whose agent did not report one, means Capacity.
 	Reports StatusReader
 	// Capacity of a host that reported none; zero means DefaultCapacity.
-	Capacity scheduler.Resources
+	Capacity placement.Resources
 }
 
 var _ Fleet = StoreFleet{}
 
 // Hosts returns every host the store knows, sorted by ID.
-func (f StoreFleet) Hosts(ctx context.Context) ([]scheduler.Host, error) {
+func (f StoreFleet) Hosts(ctx context.Context) ([]placement.Host, error) {
 	hosts, err := f.List.ListHosts(ctx)
 	if err != nil {
 		return nil, err
@@ -62,17 +62,17 @@ func (f StoreFleet) Hosts(ctx context.Context) ([]scheduler.Host, error) {
 		}
 	}
 	capacity := f.Capacity
-	if capacity == (scheduler.Resources{}) {
+	if capacity == (placement.Resources{}) {
 		capacity = DefaultCapacity
 	}
-	out := make([]scheduler.Host, 0, len(hosts))
+	out := make([]placement.Host, 0, len(hosts))
 	for _, h := range hosts {
-		sh := scheduler.Host{ID: h.ID, Name: h.ID, Capacity: capacity, State: scheduler.HostUnknown}
+		sh := placement.Host{ID: h.ID, Name: h.ID, Capacity: capacity, State: placement.HostUnknown}
 		switch h.State {
 		case store.HostUp:
-			sh.State = scheduler.HostLive
+			sh.State = placement.HostLive
 		case store.HostDown:
-			sh.State, sh.DownSince = scheduler.HostDown, h.StateSince
+			sh.State, sh.DownSince = placement.HostDown, h.StateSince
 		}
 		if id, ok := ids[h.ID]; ok {
 			sh.Name, sh.Removed = id.Name, id.Removed()
@@ -83,7 +83,7 @@ func (f StoreFleet) Hosts(ctx context.Context) ([]scheduler.Host, error) {
 				return nil, err
 			}
 			if reported != nil {
-				sh.Capacity = scheduler.Resources{Memory: reported.MemoryBytes, MilliCPU: reported.MilliCPU}
+				sh.Capacity = placement.Resources{Memory: reported.MemoryBytes, MilliCPU: reported.MilliCPU}
 			}
 		}
 		out = append(out, sh)

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/scheduler"
+	"github.com/hatchery/hatchery/internal/placement"
 )
 
 // upWith makes a host report with a capacity.
@@ -27,11 +27,11 @@ func TestReportedCapacityLimitsPlacement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caps := map[string]scheduler.Resources{}
+	caps := map[string]placement.Resources{}
 	for _, h := range hosts {
 		caps[h.ID] = h.Capacity
 	}
-	want := map[string]scheduler.Resources{"small": {Memory: 1 << 30, MilliCPU: 2000}, "large": {Memory: 8 << 30, MilliCPU: 8000},
+	want := map[string]placement.Resources{"small": {Memory: 1 << 30, MilliCPU: 2000}, "large": {Memory: 8 << 30, MilliCPU: 8000},
 		"silent": DefaultCapacity}
 	if !maps.Equal(caps, want) {
 		t.Fatalf("capacities %v, want %v", caps, want)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"github.com/hatchery/hatchery/internal/scheduler"
+	"github.com/hatchery/hatchery/internal/placement"
 )
 
 // The typed forms of the inputs package spec documents (its package doc is
@@ -131,8 +131,8 @@ type resourceInputs struct {
 }
 
 // request is what the scheduler counts of one replica.
-func (r resourceInputs) request() scheduler.Resources {
-	return scheduler.Resources{Memory: r.Memory, MilliCPU: int64(math.Round(r.CPUs * 1000))}
+func (r resourceInputs) request() placement.Resources {
+	return placement.Resources{Memory: r.Memory, MilliCPU: int64(math.Round(r.CPUs * 1000))}
 }
 
 type mountInputs struct {

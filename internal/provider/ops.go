@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/resource"
-	"github.com/hatchery/hatchery/internal/scheduler"
 )
 
 // The egg operations the control plane runs outside an apply. Each takes the
@@ -103,17 +103,17 @@ func (s *Set) Reschedule(ctx context.Context, project string, recs []*resource.D
 }
 
 // Hosts lists the fleet.
-func (s *Set) Hosts(ctx context.Context) ([]scheduler.Host, error) { return s.fleet.Hosts(ctx) }
+func (s *Set) Hosts(ctx context.Context) ([]placement.Host, error) { return s.fleet.Hosts(ctx) }
 
 // HostClass is how placement treats a host now: "live" (takes replicas),
 // "waiting" (keeps its replicas: unknown, or down for less than the
 // reschedule delay) or "gone" (its stateless replicas move: down past the
 // delay, or removed).
-func (s *Set) HostClass(h scheduler.Host, now time.Time) string {
+func (s *Set) HostClass(h placement.Host, now time.Time) string {
 	switch {
-	case h.Removed || h.State == scheduler.HostDown && now.Sub(h.DownSince) >= s.delay:
+	case h.Removed || h.State == placement.HostDown && now.Sub(h.DownSince) >= s.delay:
 		return "gone"
-	case h.State == scheduler.HostLive:
+	case h.State == placement.HostLive:
 		return "live"
 	}
 	return "waiting"
@@ -122,7 +122,7 @@ func (s *Set) HostClass(h scheduler.Host, now time.Time) string {
 // NeedsPlacing reports whether Reschedule may change the project: one of its
 // eggs runs on a host that is gone or not listed, or has replicas unplaced
 // while a host is live.
-func (s *Set) NeedsPlacing(recs []*resource.Deployed, hosts []scheduler.Host, now time.Time) bool {
+func (s *Set) NeedsPlacing(recs []*resource.Deployed, hosts []placement.Host, now time.Time) bool {
 	class := make(map[string]string, len(hosts))
 	anyLive := false
 	for _, h := range hosts {

@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
-	"github.com/hatchery/hatchery/internal/scheduler"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -42,8 +42,8 @@ type Deps struct {
 	Fleet    Fleet
 	// Box seals secret values at rest and keys their fingerprints.
 	Box *seal.Box
-	// Scheduler is the placement policy; zero means scheduler.DefaultConfig().
-	Scheduler scheduler.Config
+	// Scheduler is the placement policy; zero means placement.DefaultConfig().
+	Scheduler placement.Config
 	// SecretGrace is how long a staged secret value not in use is kept (a
 	// pending plan may need it); zero means DefaultSecretGrace.
 	SecretGrace time.Duration
@@ -65,7 +65,7 @@ type Set struct {
 	events   EventRecorder
 	secrets  store.SecretValues
 	box      *seal.Box
-	sched    *scheduler.Scheduler
+	sched    *placement.Scheduler
 	delay    time.Duration // the scheduler's reschedule delay
 	fleet    Fleet
 	grace    time.Duration
@@ -81,10 +81,10 @@ func New(d Deps) (*Set, error) {
 		return nil, errors.New("provider: Desired, Statuses, Records, Events, Secrets, Fleet and Box must be set")
 	}
 	cfg := d.Scheduler
-	if cfg == (scheduler.Config{}) {
-		cfg = scheduler.DefaultConfig()
+	if cfg == (placement.Config{}) {
+		cfg = placement.DefaultConfig()
 	}
-	sched, err := scheduler.New(cfg)
+	sched, err := placement.New(cfg)
 	if err != nil {
 		return nil, err
 	}

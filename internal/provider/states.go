@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/scheduler"
+	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -29,7 +29,7 @@ type states struct {
 // view is the fleet as one operation sees it: the hosts the scheduler knows
 // and the desired state of each.
 type view struct {
-	hosts  []scheduler.Host                  // as the fleet lists them, Placed left empty
+	hosts  []placement.Host                  // as the fleet lists them, Placed left empty
 	states map[string]*contract.DesiredState // by host ID, one per listed host
 	loaded map[string]string                 // host ID -> content version when loaded
 	before map[string]int                    // host ID -> replicas when loaded
@@ -119,12 +119,12 @@ func replicas(d contract.DesiredState) int {
 
 // scheduled returns the hosts for the scheduler, each with the workloads it
 // holds as allocations.
-func (v *view) scheduled() []scheduler.Host {
-	out := make([]scheduler.Host, len(v.hosts))
+func (v *view) scheduled() []placement.Host {
+	out := make([]placement.Host, len(v.hosts))
 	for i, h := range v.hosts {
 		h.Placed = nil
 		for _, w := range v.states[h.ID].Workloads {
-			h.Placed = append(h.Placed, scheduler.Allocation{Workload: w.ID(), Slots: w.Replicas, PerSlot: perSlot(w)})
+			h.Placed = append(h.Placed, placement.Allocation{Workload: w.ID(), Slots: w.Replicas, PerSlot: perSlot(w)})
 		}
 		out[i] = h
 	}
@@ -132,18 +132,18 @@ func (v *view) scheduled() []scheduler.Host {
 }
 
 // perSlot is what one slot of a workload requested.
-func perSlot(w contract.WorkloadSpec) scheduler.Resources {
-	return scheduler.Resources{Memory: w.Resources.MemoryBytes, MilliCPU: w.Resources.NanoCPUs / 1_000_000}
+func perSlot(w contract.WorkloadSpec) placement.Resources {
+	return placement.Resources{Memory: w.Resources.MemoryBytes, MilliCPU: w.Resources.NanoCPUs / 1_000_000}
 }
 
 // host returns the listed host with the ID.
-func (v *view) host(id string) (scheduler.Host, bool) {
+func (v *view) host(id string) (placement.Host, bool) {
 	for _, h := range v.hosts {
 		if h.ID == id {
 			return h, true
 		}
 	}
-	return scheduler.Host{}, false
+	return placement.Host{}, false
 }
 
 // name returns a host's name for messages, its ID if it is not listed.
@@ -191,7 +191,7 @@ func (v *view) setWorkload(id string, specs map[string]contract.WorkloadSpec) {
 // anyLive reports whether some host takes new replicas.
 func (v *view) anyLive() bool {
 	for _, h := range v.hosts {
-		if h.State == scheduler.HostLive && !h.Removed {
+		if h.State == placement.HostLive && !h.Removed {
 			return true
 		}
 	}

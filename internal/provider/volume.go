@@ -8,11 +8,11 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
-	"github.com/hatchery/hatchery/internal/scheduler"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -110,7 +110,7 @@ func (s *Set) volumeHost(v *view, project, name string, in volumeInputs) (string
 	if err != nil {
 		return "", backoff.Permanent(err)
 	}
-	consumer := scheduler.Egg{Namespace: ns, Project: proj, Name: in.Egg, Replicas: 1,
+	consumer := placement.Egg{Namespace: ns, Project: proj, Name: in.Egg, Replicas: 1,
 		PerReplica: in.Resources.request(), Placement: in.Placement.Hosts}
 	if in.Egg == "" {
 		consumer.Name = name // a volume no egg mounts yet
@@ -118,10 +118,10 @@ func (s *Set) volumeHost(v *view, project, name string, in volumeInputs) (string
 		consumer.Current = v.slotsOf(workloadID(project, in.Egg))
 	}
 	for _, b := range in.Placement.Beside {
-		consumer.Beside = append(consumer.Beside, scheduler.Peer{Egg: b.Egg, HostIDs: b.Hosts})
+		consumer.Beside = append(consumer.Beside, placement.Peer{Egg: b.Egg, HostIDs: b.Hosts})
 	}
 	choice, err := s.sched.ChooseVolumeHost(name, consumer, v.scheduled(), s.now())
-	var unplaceable *scheduler.UnplaceableError
+	var unplaceable *placement.UnplaceableError
 	switch {
 	case err == nil:
 		return choice.HostID, nil
@@ -160,7 +160,7 @@ func (v *view) keepVolume(project, name, host string) error {
 		})
 	}
 	d.Volumes = append(d.Volumes, contract.VolumeSpec{Namespace: ns, Project: proj, Name: name,
-		DockerName: docker.VolumeName(host, ns, proj, name)})
+		DockerName: containers.VolumeName(host, ns, proj, name)})
 	return nil
 }
 

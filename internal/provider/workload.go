@@ -12,9 +12,9 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker"
-	"github.com/hatchery/hatchery/internal/scheduler"
+	"github.com/hatchery/hatchery/internal/placement"
 )
 
 // eggSpec is an egg as the provider works on it: its identity, its typed
@@ -51,8 +51,8 @@ func (e eggSpec) address() string {
 }
 
 // schedulerEgg is the egg as the scheduler places it.
-func (e eggSpec) schedulerEgg(current map[string]int) scheduler.Egg {
-	egg := scheduler.Egg{
+func (e eggSpec) schedulerEgg(current map[string]int) placement.Egg {
+	egg := placement.Egg{
 		Namespace: e.namespace, Project: e.project, Name: e.name,
 		Replicas:   e.in.Replicas,
 		PerReplica: e.in.Resources.request(),
@@ -62,7 +62,7 @@ func (e eggSpec) schedulerEgg(current map[string]int) scheduler.Egg {
 		Current:    current,
 	}
 	for _, b := range e.in.Placement.Beside {
-		egg.Beside = append(egg.Beside, scheduler.Peer{Egg: b.Egg, HostIDs: b.Hosts})
+		egg.Beside = append(egg.Beside, placement.Peer{Egg: b.Egg, HostIDs: b.Hosts})
 	}
 	return egg
 }
@@ -160,7 +160,7 @@ func (e eggSpec) workload(host string, slots int, values map[string]contract.Sec
 		switch m.Type {
 		case "volume":
 			w.Volumes = append(w.Volumes, contract.VolumeMount{Name: m.Source, Target: m.Target, ReadOnly: m.ReadOnly,
-				DockerName: docker.VolumeName(host, e.namespace, e.project, m.Source)})
+				DockerName: containers.VolumeName(host, e.namespace, e.project, m.Source)})
 		case "bind":
 			w.Binds = append(w.Binds, contract.BindMount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 		default:
@@ -168,7 +168,7 @@ func (e eggSpec) workload(host string, slots int, values map[string]contract.Sec
 		}
 	}
 	for _, n := range in.Networks {
-		w.Networks = append(w.Networks, docker.NetworkName(host, e.namespace, e.project, n))
+		w.Networks = append(w.Networks, containers.NetworkName(host, e.namespace, e.project, n))
 	}
 	w.Secrets = e.secrets()
 	for i := range w.Secrets {

@@ -25,9 +25,9 @@ import (
 	"github.com/hatchery/hatchery/internal/agent"
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/containers/fake"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker"
-	"github.com/hatchery/hatchery/internal/docker/fake"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
@@ -386,7 +386,7 @@ func followingFake(t *testing.T, hostID string) *fake.Fake {
 	return f
 }
 
-func runningOf(cs []docker.Container, w contract.WorkloadSpec) int {
+func runningOf(cs []containers.Container, w contract.WorkloadSpec) int {
 	n := 0
 	for _, c := range cs {
 		if c.WorkloadID == w.ID() && c.State == contract.StateRunning {

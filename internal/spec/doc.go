@@ -66,7 +66,7 @@
 //	             beside: [{egg: x, hosts: ${egg/x.hosts}}] for each egg x whose
 //	             address it references, sorted by x: until cross-host addressing
 //	             exists it must run on one of x's hosts}. These are the
-//	             constraints of scheduler.Egg (Placement, Volume, VolumeHost, Beside).
+//	             constraints of placement.Egg (Placement, Volume, VolumeHost, Beside).
 //
 // Routes are not part of an egg's inputs, so that changing a route never
 // rolls the egg's containers.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker"
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
 
@@ -443,5 +443,5 @@ func withEnv(w contract.WorkloadSpec, k, v string) contract.WorkloadSpec {
 
 // dockerVolume is the Docker name of a project volume on this host.
 func dockerVolume(e *env, name string) string {
-	return docker.VolumeName(e.hostID, e.ns, e.project, name)
+	return containers.VolumeName(e.hostID, e.ns, e.project, name)
 }

@@ -26,7 +26,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/hatchery/hatchery/internal/client"
-	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
 
@@ -486,12 +486,12 @@ func (p *clProc) stop(t testing.TB) {
 func (c *cluster) projectContainers(namespace, project, egg, hostID string) []container.Summary {
 	c.t.Helper()
 	f := filters.NewArgs(filters.Arg("label", dockertest.ScopeLabel+"="+c.scope.ID),
-		filters.Arg("label", docker.LabelNamespace+"="+namespace), filters.Arg("label", docker.LabelProject+"="+project))
+		filters.Arg("label", containers.LabelNamespace+"="+namespace), filters.Arg("label", containers.LabelProject+"="+project))
 	if egg != "" {
-		f.Add("label", docker.LabelEgg+"="+egg)
+		f.Add("label", containers.LabelEgg+"="+egg)
 	}
 	if hostID != "" {
-		f.Add("label", docker.LabelHost+"="+hostID)
+		f.Add("label", containers.LabelHost+"="+hostID)
 	}
 	list, err := c.scope.Client.ContainerList(c.t.Context(), container.ListOptions{Filters: f})
 	if err != nil {
@@ -502,18 +502,18 @@ func (c *cluster) projectContainers(namespace, project, egg, hostID string) []co
 
 // projectObjects counts every container (running or not), network and
 // volume with the project's labels.
-func (c *cluster) projectObjects(namespace, project string) (containers, networks, volumes int) {
+func (c *cluster) projectObjects(namespace, project string) (nContainers, nNetworks, nVolumes int) {
 	c.t.Helper()
 	return c.projectObjectsOn(namespace, project, "")
 }
 
 // projectObjectsOn is projectObjects on one host ("" for any).
-func (c *cluster) projectObjectsOn(namespace, project, hostID string) (containers, networks, volumes int) {
+func (c *cluster) projectObjectsOn(namespace, project, hostID string) (nContainers, nNetworks, nVolumes int) {
 	c.t.Helper()
 	f := filters.NewArgs(filters.Arg("label", dockertest.ScopeLabel+"="+c.scope.ID),
-		filters.Arg("label", docker.LabelNamespace+"="+namespace), filters.Arg("label", docker.LabelProject+"="+project))
+		filters.Arg("label", containers.LabelNamespace+"="+namespace), filters.Arg("label", containers.LabelProject+"="+project))
 	if hostID != "" {
-		f.Add("label", docker.LabelHost+"="+hostID)
+		f.Add("label", containers.LabelHost+"="+hostID)
 	}
 	ctx := c.t.Context()
 	cs, err := c.scope.Client.ContainerList(ctx, container.ListOptions{All: true, Filters: f})

@@ -20,8 +20,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker"
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
 
@@ -247,10 +247,10 @@ func (c *composeRun) createForeign() *dockertest.Foreign {
 	other := contract.WorkloadSpec{Namespace: composeNamespace, Project: c.name, Egg: "web", Image: "other", Replicas: 1}
 	return c.u.scope.CreateForeign(dockertest.ForeignOptions{
 		Image:           dockertest.Image(c.t, dockertest.ImageSpec{}),
-		ContainerName:   docker.ContainerName("other-ns", c.name, "web", 0, c.hostID, "f00f00"),
-		NetworkName:     docker.NetworkName(c.hostID, "other-ns", c.name, "default"),
-		VolumeName:      docker.VolumeName(c.hostID, "other-ns", c.name, "visits"),
-		OtherHostLabels: docker.Labels("h-other-"+c.hostID, other, 0, contract.SpecHash(other)),
+		ContainerName:   containers.ContainerName("other-ns", c.name, "web", 0, c.hostID, "f00f00"),
+		NetworkName:     containers.NetworkName(c.hostID, "other-ns", c.name, "default"),
+		VolumeName:      containers.VolumeName(c.hostID, "other-ns", c.name, "visits"),
+		OtherHostLabels: containers.Labels("h-other-"+c.hostID, other, 0, contract.SpecHash(other)),
 	})
 }
 

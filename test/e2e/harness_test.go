@@ -22,8 +22,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/docker"
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
 
@@ -64,7 +64,7 @@ func newEnv(t testing.TB, opts envOptions) *env {
 		project: "p" + scope.ID,
 	}
 	e.hostID = "h-" + e.name
-	e.network = docker.NetworkName(e.hostID, e.ns, e.project, "default")
+	e.network = containers.NetworkName(e.hostID, e.ns, e.project, "default")
 	if !opts.noForeign {
 		e.createForeign()
 	}
@@ -84,10 +84,10 @@ func (e *env) createForeign() {
 	otherHost := "h-other-" + e.name
 	e.foreign = e.scope.CreateForeign(dockertest.ForeignOptions{
 		Image:           e.image,
-		ContainerName:   docker.ContainerName("other-ns", e.project, "web", 0, e.hostID, "f00f00"),
-		NetworkName:     docker.NetworkName(e.hostID, "other-ns", e.project, "default"),
-		VolumeName:      docker.VolumeName(e.hostID, "other-ns", e.project, "data"),
-		OtherHostLabels: docker.Labels(otherHost, other, 0, contract.SpecHash(other)),
+		ContainerName:   containers.ContainerName("other-ns", e.project, "web", 0, e.hostID, "f00f00"),
+		NetworkName:     containers.NetworkName(e.hostID, "other-ns", e.project, "default"),
+		VolumeName:      containers.VolumeName(e.hostID, "other-ns", e.project, "data"),
+		OtherHostLabels: containers.Labels(otherHost, other, 0, contract.SpecHash(other)),
 	})
 	e.t.Cleanup(func() {
 		changes, err := e.foreign.Changes(context.Background())
@@ -338,10 +338,10 @@ func (e *env) containers(ctx context.Context, w *contract.WorkloadSpec) ([]obser
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	f := filters.NewArgs(
-		filters.Arg("label", docker.LabelManaged+"=true"),
-		filters.Arg("label", docker.LabelHost+"="+e.hostID))
+		filters.Arg("label", containers.LabelManaged+"=true"),
+		filters.Arg("label", containers.LabelHost+"="+e.hostID))
 	if w != nil {
-		f.Add("label", docker.LabelWorkload+"="+w.ID())
+		f.Add("label", containers.LabelWorkload+"="+w.ID())
 	}
 	cli := e.scope.Client
 	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
@@ -354,8 +354,8 @@ func (e *env) containers(ctx context.Context, w *contract.WorkloadSpec) ([]obser
 		if err != nil {
 			continue // removed since the list
 		}
-		o := observed{ID: c.ID, Name: strings.TrimPrefix(c.Name, "/"), SpecHash: c.Config.Labels[docker.LabelSpec], Restarts: c.RestartCount}
-		o.Slot, _ = strconv.Atoi(c.Config.Labels[docker.LabelSlot])
+		o := observed{ID: c.ID, Name: strings.TrimPrefix(c.Name, "/"), SpecHash: c.Config.Labels[containers.LabelSpec], Restarts: c.RestartCount}
+		o.Slot, _ = strconv.Atoi(c.Config.Labels[containers.LabelSlot])
 		if c.State != nil {
 			o.Status, o.ExitCode, o.StartedAt = string(c.State.Status), c.State.ExitCode, c.State.StartedAt
 		}

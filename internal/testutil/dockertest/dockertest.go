@@ -31,13 +31,13 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
-	"github.com/hatchery/hatchery/internal/docker"
+	"github.com/hatchery/hatchery/internal/containers"
 )
 
 const (
 	// RunLabel marks every object a test process creates; its value is the
 	// process's RunID. CI sweeps leftovers by this label alone.
-	RunLabel = docker.LabelTestRun
+	RunLabel = containers.LabelTestRun
 	// ScopeLabel marks the objects of one test (one Scope), so tests running
 	// in the same process clean up only their own.
 	ScopeLabel = "io.hatchery.test-scope"

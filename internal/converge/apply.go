@@ -1,0 +1,154 @@
+package converge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/contract"
+)
+
+// DefaultConcurrency is how many steps Apply runs at once unless told.
+const DefaultConcurrency = 4
+
+// Options tune Apply and Converge. The zero value is usable.
+type Options struct {
+	// Concurrency bounds the steps run at once (DefaultConcurrency if < 1).
+	Concurrency int
+	// Logger logs each step (nil: no logs).
+	Logger *zap.Logger
+	// OnStep, if set, is called after each step is attempted, with its error,
+	// from the goroutine that ran it (so possibly concurrently).
+	OnStep func(Step, error)
+}
+
+// Apply executes a plan against the docker client. It is idempotent: a step
+// whose effect is already in place (or in progress) is a cheap no-op, since the
+// client only starts slow work and refuses to start it twice. Independent steps
+// (all of a plan's steps are: each concerns its own container or slot) run
+// concurrently, a failure on one step does not abort the rest, and the errors
+// are returned joined, each naming the step's action, workload and slot, so
+// the caller can log and carry on; the next converge retries what did not
+// land. A cancelled ctx stops Apply from starting more steps.
+func Apply(ctx context.Context, client containers.Client, desired contract.DesiredState, plan Plan, opts Options) error {
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	limit := opts.Concurrency
+	if limit < 1 {
+		limit = DefaultConcurrency
+	}
+	specs := make(map[string]*contract.WorkloadSpec, len(desired.Workloads))
+	for i := range desired.Workloads {
+		w := &desired.Workloads[i]
+		if _, dup := specs[w.ID()]; !dup {
+			specs[w.ID()] = w
+		}
+	}
+
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex // guards errs
+		errs []error
+	)
+	sem := make(chan struct{}, limit)
+	for _, s := range plan.Steps {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("apply: %w", ctx.Err()))
+			mu.Unlock()
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := applyStep(ctx, client, desired.HostID, specs[s.WorkloadID], s)
+			if err != nil {
+				err = fmt.Errorf("%s %s/%d: %w", s.Action, s.WorkloadID, s.ReplicaIndex, err)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			log.Info("converge step", zap.String("action", string(s.Action)), zap.String("workload", s.WorkloadID),
+				zap.Int("slot", s.ReplicaIndex), zap.String("container", s.ContainerID),
+				zap.String("reason", s.Reason), zap.Error(err))
+			if opts.OnStep != nil {
+				opts.OnStep(s, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// applyStep makes the one client call a step stands for. spec is the step's
+// workload, nil when it is no longer desired.
+func applyStep(ctx context.Context, client containers.Client, hostID string, spec *contract.WorkloadSpec, s Step) error {
+	drainTimeout, stopTimeout := contract.DefaultDrainTimeout, contract.DefaultStopTimeout
+	if spec != nil {
+		drainTimeout, stopTimeout = spec.DrainTimeout(), spec.EffectiveStopTimeout()
+	}
+	stop := containers.StopRequest{ID: s.ContainerID, WorkloadID: s.WorkloadID, Slot: s.ReplicaIndex,
+		DrainTimeout: drainTimeout, StopTimeout: stopTimeout}
+	switch s.Action {
+	case ActionStart, ActionReplace:
+		if spec == nil {
+			return errors.New("workload is not desired")
+		}
+		return client.Start(ctx, containers.StartRequest{HostID: hostID, Spec: *spec, SpecHash: s.SpecHash,
+			Slot: s.ReplicaIndex, Replace: s.ContainerID})
+	case ActionStop:
+		return client.Stop(ctx, stop)
+	case ActionRoll, ActionDrain:
+		return client.Drain(ctx, stop)
+	case ActionRestart:
+		return client.Restart(ctx, containers.RestartRequest{ID: s.ContainerID, WorkloadID: s.WorkloadID,
+			Slot: s.ReplicaIndex, StartedAt: s.StartedAt, StopTimeout: stopTimeout})
+	default:
+		return fmt.Errorf("unknown action %q", s.Action)
+	}
+}
+
+// Converge is the full diff-then-apply cycle: list actual containers, update
+// the history with what they show, compute the plan and apply it, recording
+// restarts and failed rollouts in the history. It returns the plan (for
+// logging) and any converge errors. history may be nil (nothing remembered);
+// a converge must not run concurrently with another on the same history.
+func Converge(ctx context.Context, client containers.Client, desired contract.DesiredState, history *History, now time.Time, opts Options) (Plan, error) {
+	actual, err := client.List(ctx)
+	if err != nil {
+		return Plan{}, fmt.Errorf("list containers: %w", err)
+	}
+	if history == nil {
+		history = NewHistory()
+	}
+	history.Observe(desired, actual, now)
+	plan := Diff(desired, actual, history, now)
+	for _, f := range plan.Failures {
+		history.RecordFailure(f, now)
+	}
+	var mu sync.Mutex // guards history while steps run
+	onStep := opts.OnStep
+	opts.OnStep = func(s Step, err error) {
+		if err == nil {
+			mu.Lock()
+			history.Record(s, now)
+			mu.Unlock()
+		}
+		if onStep != nil {
+			onStep(s, err)
+		}
+	}
+	return plan, Apply(ctx, client, desired, plan, opts)
+}
