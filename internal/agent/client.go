@@ -54,6 +54,9 @@ func NewHTTPClient(id Identity) (*HTTPClient, error) {
 	return &HTTPClient{api: api, hostID: id.HostID}, nil
 }
 
+// Close closes the client's idle connections; calls after it open new ones.
+func (c *HTTPClient) Close() { c.api.Close() }
+
 // DesiredState long-polls this host's desired state: the server answers at
 // once when its version differs from version, else holds the request until
 // it changes or wait has passed (then ErrNotModified, or the same state).

@@ -8,13 +8,11 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-
-	"github.com/hatchery/hatchery/internal/agent"
 )
 
 func newAgentCmd() *cobra.Command {
 	var (
-		opts   agent.Options
+		opts   agentOptions
 		labels []string
 		debug  bool
 	)
@@ -39,8 +37,7 @@ func newAgentCmd() *cobra.Command {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			opts.Logger = log
-			return agent.Run(cmd.Context(), opts)
+			return runAgent(cmd.Context(), opts, log)
 		},
 	}
 	f := cmd.Flags()

@@ -329,11 +329,11 @@ func (l *localRun) startServer(ctx context.Context, dir string, opts upOptions, 
 // process, joining the control plane at the first start, and returns the
 // host's ID once the control plane sees it up.
 func (l *localRun) startAgent(ctx context.Context, cp *client.Client, dir string, opts upOptions, labels map[string]string, logs zapcore.WriteSyncer) (string, error) {
-	aopts := agent.Options{
+	aopts := agentOptions{
 		Name: opts.hostName, DataDir: filepath.Join(dir, upAgentDir), Labels: labels,
 		IngressAddr: opts.ingressAddr, AdminAddr: opts.adminAddr, PublishAddr: opts.publishAddr,
-		Logger: zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(logEncoderConfig()), logs, zap.InfoLevel)),
 	}
+	alog := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(logEncoderConfig()), logs, zap.InfoLevel))
 	id, joined, err := agent.LoadIdentity(aopts.DataDir)
 	switch {
 	case err != nil:
@@ -350,7 +350,7 @@ func (l *localRun) startAgent(ctx context.Context, cp *client.Client, dir string
 		}
 		aopts.Server, aopts.JoinToken = cp.Server(), tok.Token
 	}
-	early := l.run(ctx, func(ctx context.Context) error { return agent.Run(ctx, aopts) })
+	early := l.run(ctx, func(ctx context.Context) error { return runAgent(ctx, aopts, alog) })
 	hostID, err := waitFor(ctx, early, 30*time.Second, "the agent did not report to the control plane", func(ctx context.Context) (string, error) {
 		hosts, err := cp.Hosts(ctx)
 		if err != nil {

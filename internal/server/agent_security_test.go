@@ -8,7 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/pem"
-	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,6 +24,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/agent"
 	"github.com/hatchery/hatchery/internal/blob"
+	"github.com/hatchery/hatchery/internal/cli"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/containers/fake"
@@ -250,9 +251,10 @@ func TestAnAgentWhoseTokenPinsAnotherCARefusesToConnectAndSendsNothing(t *testin
 	before := w.requests.Load()
 
 	dataDir := t.TempDir()
-	err = agent.Run(t.Context(), agent.Options{Server: w.url, JoinToken: forged, Name: "alpha", DataDir: dataDir})
-	if !errors.Is(err, pki.ErrFingerprintMismatch) {
-		t.Fatalf("agent with a token pinning another CA: %v, want ErrFingerprintMismatch", err)
+	var stderr bytes.Buffer
+	code := cli.Run(t.Context(), []string{"agent", "--server", w.url, "--join", forged, "--name", "alpha", "--data-dir", dataDir}, io.Discard, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), pki.ErrFingerprintMismatch.Error()) {
+		t.Fatalf("hatch agent with a token pinning another CA: exit %d, stderr %q; want 1 and ErrFingerprintMismatch", code, stderr.String())
 	}
 	if n := w.requests.Load() - before; n != 0 {
 		t.Fatalf("the server got %d requests from an agent that should not have trusted it", n)

@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	dockerclient "github.com/docker/docker/client"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/agent"
+	"github.com/hatchery/hatchery/internal/containers/docker"
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/ingress"
+)
+
+// agentOptions are `hatch agent`'s settings; `hatch up` sets them for the
+// agent it runs in its own process.
+type agentOptions struct {
+	// Server and JoinToken are needed for the first start only: the identity
+	// the join gives is kept in DataDir.
+	Server    string
+	JoinToken string
+	// Name is this host's name for placement (default: the control plane's
+	// choice).
+	Name    string
+	DataDir string
+
+	// IngressAddr, AdminAddr and PublishAddr configure the host's proxy:
+	// routed HTTP, /healthz and /metrics, and the IP published ports bind.
+	IngressAddr, AdminAddr, PublishAddr string
+	// SecretDir holds secret files (default /dev/shm/hatch/<host ID>).
+	SecretDir string
+	// Labels are put on every Docker object the agent creates (tests mark
+	// their objects with a run label this way).
+	Labels map[string]string
+	// ConvergeInterval overrides agent.DefaultConfig's when non-zero.
+	ConvergeInterval time.Duration
+}
+
+// closeTimeout bounds the close of each part of the agent at its stop.
+const closeTimeout = 15 * time.Second
+
+// runAgent is `hatch agent`, and the agent half of `hatch up`: the one place
+// the agent's parts are assembled. It joins (first start) or loads the
+// identity, then starts the ingress, the Docker adapter and the agent, runs
+// them until ctx ends, and closes them in the reverse order. Containers keep
+// running after it returns.
+func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
+	if opts.DataDir == "" {
+		return errors.New("no data directory (--data-dir)")
+	}
+	id, err := ensureIdentity(ctx, opts, log)
+	if err != nil {
+		return err
+	}
+	hostLog := log.With(zap.String("host", id.HostID))
+	cp, err := agent.NewHTTPClient(id)
+	if err != nil {
+		return err
+	}
+	defer cp.Close()
+
+	in, err := startIngress(opts, hostLog)
+	if err != nil {
+		return err
+	}
+	defer closeWithin(hostLog, "ingress", in.Close)
+
+	dc, err := dockerclient.NewClientWithOpts(dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation())
+	if err != nil {
+		return fmt.Errorf("docker client: %w", err)
+	}
+	defer dc.Close()
+	changes := agent.NewSignal()
+	ecfg := docker.DefaultConfig(id.HostID)
+	if opts.SecretDir != "" {
+		ecfg.SecretDir = opts.SecretDir
+	}
+	ecfg.Labels, ecfg.Blobs, ecfg.Ingress, ecfg.OnChange, ecfg.Logger = opts.Labels, cp, in, changes.Fire, log
+	eng, err := docker.New(ctx, dc, ecfg)
+	if err != nil {
+		return fmt.Errorf("docker adapter: %w", err)
+	}
+	defer closeWithin(hostLog, "docker adapter", eng.Close)
+
+	cfg := agent.DefaultConfig()
+	cfg.HostID, cfg.DataDir, cfg.Logger = id.HostID, opts.DataDir, log
+	cfg.Docker, cfg.ControlPlane, cfg.Events, cfg.Changes, cfg.Router = eng, cp, dc, changes, in
+	cfg.Capacity = hostCapacity(ctx, dc, hostLog)
+	if opts.ConvergeInterval > 0 {
+		cfg.ConvergeInterval = opts.ConvergeInterval
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := a.Start(); err != nil {
+		return err
+	}
+	hostLog.Info("agent running", zap.String("server", id.Server),
+		zap.String("ingress", addrString(in.HTTPAddr())), zap.String("admin", addrString(in.AdminAddr())))
+	<-ctx.Done()
+	hostLog.Info("agent stopping; containers keep running")
+	closeWithin(hostLog, "agent", a.Close)
+	return nil
+}
+
+// ensureIdentity loads the identity kept in the data directory, or joins
+// with the server and token given and keeps the identity it gets.
+func ensureIdentity(ctx context.Context, opts agentOptions, log *zap.Logger) (agent.Identity, error) {
+	id, ok, err := agent.LoadIdentity(opts.DataDir)
+	if err != nil {
+		return agent.Identity{}, err
+	}
+	if ok {
+		if opts.JoinToken != "" {
+			log.Info("already joined: the identity in the data directory is used, the join token is not",
+				zap.String("host", id.HostID), zap.String("server", id.Server))
+		}
+		if opts.Server != "" && opts.Server != id.Server {
+			return agent.Identity{}, fmt.Errorf("the data directory belongs to server %s, not %s: use another --data-dir to join another server", id.Server, opts.Server)
+		}
+		return id, nil
+	}
+	if opts.Server == "" || opts.JoinToken == "" {
+		return agent.Identity{}, fmt.Errorf("no identity in %s yet: the first start needs --server and --join (a token from `hatch token create --join`)", opts.DataDir)
+	}
+	id, caPEM, err := agent.Join(ctx, opts.Server, opts.JoinToken, opts.Name)
+	if err != nil {
+		return agent.Identity{}, err
+	}
+	if err := agent.SaveIdentity(opts.DataDir, id, caPEM); err != nil {
+		return agent.Identity{}, err
+	}
+	log.Info("joined the control plane", zap.String("host", id.HostID), zap.String("server", id.Server))
+	return id, nil
+}
+
+// startIngress starts the host's proxy on the addresses given, with a
+// metrics registry of its own (what its /metrics serves).
+func startIngress(opts agentOptions, log *zap.Logger) (*ingress.Ingress, error) {
+	cfg := ingress.DefaultConfig()
+	cfg.HTTPAddr, cfg.AdminAddr, cfg.PublishAddr = opts.IngressAddr, opts.AdminAddr, opts.PublishAddr
+	cfg.Logger, cfg.Registry = log, prometheus.NewRegistry()
+	in, err := ingress.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.Start(); err != nil {
+		closeWithin(log, "ingress", in.Close)
+		return nil, err
+	}
+	return in, nil
+}
+
+// hostCapacity reads the host's memory and CPUs from Docker for placement;
+// nil (placement then does not know them) if Docker cannot tell.
+func hostCapacity(ctx context.Context, dc *dockerclient.Client, log *zap.Logger) *contract.HostCapacity {
+	info, err := dc.Info(ctx)
+	if err != nil {
+		log.Warn("cannot read the host's capacity from Docker; placement will not know it", zap.Error(err))
+		return nil
+	}
+	return &contract.HostCapacity{MemoryBytes: info.MemTotal, MilliCPU: int64(info.NCPU) * 1000}
+}
+
+// closeWithin closes one part of the agent, giving it closeTimeout; a
+// failure is logged, since the other parts still have to close.
+func closeWithin(log *zap.Logger, what string, closeFn func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	if err := closeFn(ctx); err != nil {
+		log.Warn("close "+what, zap.Error(err))
+	}
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
