@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/hatchery/hatchery/internal/contract"
 )
 
@@ -152,7 +154,7 @@ func startReq(slot int, hash string) StartRequest {
 }
 
 func TestTasksRefuseWorkAlreadyInProgress(t *testing.T) {
-	ts := NewTasks(nil, func() time.Time { return t0 })
+	ts := NewTasks(zaptest.NewLogger(t), func() time.Time { return t0 })
 	start := StartTask(startReq(0, "v2"), "n1", t0)
 	if !ts.Begin(start) {
 		t.Fatal("first start refused")
@@ -191,7 +193,7 @@ func TestTasksRefuseWorkAlreadyInProgress(t *testing.T) {
 }
 
 func TestTasksRecordFailuresUntilSuccess(t *testing.T) {
-	ts := NewTasks(nil, func() time.Time { return t0 })
+	ts := NewTasks(zaptest.NewLogger(t), func() time.Time { return t0 })
 	start := StartTask(startReq(0, "v2"), "n1", t0)
 	ts.Begin(start)
 	ts.End(start, errors.New("pull: no such image"))
@@ -214,7 +216,7 @@ func TestTasksRecordFailuresUntilSuccess(t *testing.T) {
 // new spec for the slot is another start, tried at once.
 func TestAFailingStartBacksOff(t *testing.T) {
 	now := t0
-	ts := NewTasks(nil, func() time.Time { return now })
+	ts := NewTasks(zaptest.NewLogger(t), func() time.Time { return now })
 	fail := func() {
 		t.Helper()
 		task := StartTask(startReq(0, "v2"), "n", now)
@@ -246,7 +248,7 @@ func TestAFailingStartBacksOff(t *testing.T) {
 }
 
 func TestOverlayShowsWorkInProgress(t *testing.T) {
-	ts := NewTasks(nil, func() time.Time { return t0 })
+	ts := NewTasks(zaptest.NewLogger(t), func() time.Time { return t0 })
 	running := func(id, name string) Container {
 		c := FromLabels(id, name, Labels("h1", spec(), 0, "v1"))
 		c.State, c.Healthy = contract.StateRunning, true
@@ -293,7 +295,7 @@ func TestOverlayShowsWorkInProgress(t *testing.T) {
 // must not leave its container shown as running: the next Diff would plan
 // for a container that no longer exists.
 func TestOverlayLeavesOutWhatAFinishedTaskRemoved(t *testing.T) {
-	ts := NewTasks(nil, func() time.Time { return t0 })
+	ts := NewTasks(zaptest.NewLogger(t), func() time.Time { return t0 })
 	c := FromLabels("c1", "a", Labels("h1", spec(), 0, "v1"))
 	c.State, c.Healthy = contract.StateRunning, true
 	restarted := FromLabels("c2", "b", Labels("h1", spec(), 1, "v1"))
@@ -328,7 +330,7 @@ func TestOverlayLeavesOutWhatAFinishedTaskRemoved(t *testing.T) {
 }
 
 func TestGoRunsTasksAndCloseWaitsForThem(t *testing.T) {
-	ts := NewTasks(nil, nil)
+	ts := NewTasks(zaptest.NewLogger(t), time.Now)
 	release := make(chan struct{})
 	var ran atomic.Int32
 	task := Task{Kind: TaskStop, Container: "c1"}
@@ -378,7 +380,7 @@ func TestGoRunsTasksAndCloseWaitsForThem(t *testing.T) {
 // OnEnd is how a Client tells the agent that work finished: it must come
 // after the end is recorded, so that a converge it triggers sees the result.
 func TestOnEndComesAfterTheEndIsRecorded(t *testing.T) {
-	ts := NewTasks(nil, nil)
+	ts := NewTasks(zaptest.NewLogger(t), time.Now)
 	ended := make(chan []TaskFailure, 1)
 	ts.OnEnd(func() { ended <- ts.Failures() })
 	task := Task{Kind: TaskStop, Container: "c1"}
@@ -393,5 +395,21 @@ func TestOnEndComesAfterTheEndIsRecorded(t *testing.T) {
 	}
 	if err := ts.Close(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestNewTasksRefusesANilLoggerOrClock(t *testing.T) {
+	for name, build := range map[string]func(){
+		"nil logger": func() { NewTasks(nil, time.Now) },
+		"nil clock":  func() { NewTasks(zaptest.NewLogger(t), nil) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: NewTasks accepted it", name)
+				}
+			}()
+			build()
+		}()
 	}
 }

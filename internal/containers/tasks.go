@@ -126,14 +126,12 @@ type Tasks struct {
 // than can be removed while one List runs.
 const removedMemory = 1024
 
-// NewTasks returns an empty task tracker. now is its clock (time.Now when nil),
-// log its logger (none when nil).
+// NewTasks returns an empty task tracker logging to log, on the clock now.
+// Both are required: a nil one is a wiring mistake, and it panics here
+// rather than at the first task.
 func NewTasks(log *zap.Logger, now func() time.Time) *Tasks {
-	if log == nil {
-		log = zap.NewNop()
-	}
-	if now == nil {
-		now = time.Now
+	if log == nil || now == nil {
+		panic("containers.NewTasks: nil logger or clock")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Tasks{

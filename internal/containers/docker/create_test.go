@@ -291,23 +291,38 @@ func TestNumericUser(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	good := DefaultConfig("h1")
+	good := testConfig(t, "h1")
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	tests := map[string]func(*Config){
-		"no host":               func(c *Config) { c.HostID = "" },
-		"no secret dir":         func(c *Config) { c.SecretDir = "" },
-		"no call timeout":       func(c *Config) { c.CallTimeout = 0 },
-		"no probe concurrency":  func(c *Config) { c.ProbeConcurrency = 0 },
-		"a forged owner label":  func(c *Config) { c.Labels = map[string]string{containers.LabelHost: "h2"} },
-		"a forged managed flag": func(c *Config) { c.Labels = map[string]string{containers.LabelManaged: "true"} },
+	tests := map[string]struct {
+		mutate func(*Config)
+		want   string
+	}{
+		"no host":               {func(c *Config) { c.HostID = "" }, "no host ID"},
+		"no secret dir":         {func(c *Config) { c.SecretDir = "" }, "no secret directory"},
+		"no call timeout":       {func(c *Config) { c.CallTimeout = 0 }, "timeouts"},
+		"no probe concurrency":  {func(c *Config) { c.ProbeConcurrency = 0 }, "probe concurrency"},
+		"a forged owner label":  {func(c *Config) { c.Labels = map[string]string{containers.LabelHost: "h2"} }, "Hatchery's own"},
+		"a forged managed flag": {func(c *Config) { c.Labels = map[string]string{containers.LabelManaged: "true"} }, "Hatchery's own"},
+		"no blob source":        {func(c *Config) { c.Blobs = nil }, "no blob source"},
+		"no ingress":            {func(c *Config) { c.Ingress = nil }, "no ingress"},
+		"no change callback":    {func(c *Config) { c.OnChange = nil }, "no change callback"},
+		"no logger":             {func(c *Config) { c.Logger = nil }, "no logger"},
 	}
-	for name, mutate := range tests {
-		c := DefaultConfig("h1")
-		mutate(&c)
-		if c.Validate() == nil {
-			t.Errorf("%s: accepted", name)
+	for name, tt := range tests {
+		c := testConfig(t, "h1")
+		tt.mutate(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, tt.want)
+		}
+	}
+	// A config missing every dependency names them all at once.
+	bare := DefaultConfig("h1")
+	err := bare.Validate()
+	for _, want := range []string{"Blobs", "Ingress", "OnChange", "Logger"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DefaultConfig without dependencies: %v, want it to name %s", err, want)
 		}
 	}
 }

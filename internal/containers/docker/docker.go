@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -76,18 +77,19 @@ type Config struct {
 	CallTimeout time.Duration
 	// ImageTimeout bounds an image pull or build (default 15m).
 	ImageTimeout time.Duration
-	// Blobs fetches build contexts; needed only for workloads built from a Blob.
+	// Blobs fetches the build contexts of workloads built from a Blob (the
+	// control plane's client). Required.
 	Blobs BlobSource
-	// Ingress, if set, is told before a container stops.
+	// Ingress is told before a container stops. Required.
 	Ingress Ingress
-	// OnChange, if set, is called (on the Engine's goroutines, so it must not
-	// block) when a task ends or a probed container's health changes: the
-	// agent converges then.
+	// OnChange is called (on the Engine's goroutines, so it must not block)
+	// when a task ends or a probed container's health changes: the agent
+	// converges then. Required.
 	OnChange func()
 	// ProbeConcurrency bounds the health probes in flight (default 16).
 	ProbeConcurrency int
-	// Logger receives the Engine's logs (none when nil). Secret and
-	// environment values are never logged.
+	// Logger receives the Engine's logs. Required. Secret and environment
+	// values are never logged.
 	Logger *zap.Logger
 }
 
@@ -102,22 +104,41 @@ func DefaultConfig(hostID string) Config {
 	}
 }
 
-// Validate reports a configuration the Engine cannot work with.
+// Validate reports every setting the Engine cannot work with, missing
+// dependencies included.
 func (c Config) Validate() error {
-	switch {
-	case c.HostID == "":
-		return errors.New("engine config: no host ID")
-	case c.SecretDir == "":
-		return errors.New("engine config: no secret directory")
-	case c.CallTimeout <= 0 || c.ImageTimeout <= 0:
-		return errors.New("engine config: timeouts must be positive")
-	case c.ProbeConcurrency <= 0:
-		return errors.New("engine config: probe concurrency must be positive")
+	var errs []error
+	if c.HostID == "" {
+		errs = append(errs, errors.New("no host ID"))
 	}
-	for k := range c.Labels {
+	if c.SecretDir == "" {
+		errs = append(errs, errors.New("no secret directory"))
+	}
+	if c.CallTimeout <= 0 || c.ImageTimeout <= 0 {
+		errs = append(errs, errors.New("timeouts must be positive"))
+	}
+	if c.ProbeConcurrency <= 0 {
+		errs = append(errs, errors.New("probe concurrency must be positive"))
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Labels)) {
 		if k == containers.LabelManaged || k == containers.LabelHost {
-			return fmt.Errorf("engine config: label %s is Hatchery's own", k)
+			errs = append(errs, fmt.Errorf("label %s is Hatchery's own", k))
 		}
+	}
+	if c.Blobs == nil {
+		errs = append(errs, errors.New("no blob source (Blobs)"))
+	}
+	if c.Ingress == nil {
+		errs = append(errs, errors.New("no ingress (Ingress)"))
+	}
+	if c.OnChange == nil {
+		errs = append(errs, errors.New("no change callback (OnChange)"))
+	}
+	if c.Logger == nil {
+		errs = append(errs, errors.New("no logger (Logger)"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("docker adapter config: %w", err)
 	}
 	return nil
 }
@@ -151,14 +172,10 @@ func New(ctx context.Context, api dockerAPI, cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
-	log = log.With(zap.String("host", cfg.HostID))
+	log := cfg.Logger.With(zap.String("host", cfg.HostID))
 	e := &Engine{
 		cfg: cfg, api: api, log: log,
-		tasks:     containers.NewTasks(log, nil),
+		tasks:     containers.NewTasks(log, time.Now),
 		images:    map[string]*sync.Mutex{},
 		workloads: map[string]contract.WorkloadSpec{},
 	}
@@ -243,11 +260,7 @@ func (e *Engine) rememberWorkload(w contract.WorkloadSpec) {
 	}
 }
 
-func (e *Engine) changed() {
-	if e.cfg.OnChange != nil {
-		e.cfg.OnChange()
-	}
-}
+func (e *Engine) changed() { e.cfg.OnChange() }
 
 // call returns a context bounded by the call timeout.
 func (e *Engine) call(ctx context.Context) (context.Context, context.CancelFunc) {

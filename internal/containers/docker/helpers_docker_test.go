@@ -40,7 +40,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 	v := &env{t: t, s: s, host: "h" + s.ID, image: dockertest.Image(t, dockertest.ImageSpec{})}
 	core, logs := observer.New(zapcore.DebugLevel)
 	v.logs = logs
-	cfg := DefaultConfig(v.host)
+	cfg := testConfig(t, v.host)
 	cfg.SecretDir = s.ShmDir()
 	cfg.Labels = s.Labels(nil)
 	cfg.Logger = zap.New(core)

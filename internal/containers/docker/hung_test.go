@@ -25,7 +25,7 @@ func (hungAPI) ContainerInspect(ctx context.Context, _ string) (container.Inspec
 }
 
 func TestAHungEngineFailsCallsInsteadOfBlockingThem(t *testing.T) {
-	cfg := DefaultConfig("h1")
+	cfg := testConfig(t, "h1")
 	cfg.SecretDir = t.TempDir()
 	cfg.CallTimeout = 100 * time.Millisecond
 	e, err := New(context.Background(), hungAPI{}, cfg)

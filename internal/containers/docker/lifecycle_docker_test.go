@@ -157,7 +157,7 @@ func TestListSeesOnlyThisHost(t *testing.T) {
 	// only its own containers, and neither may stop the other's.
 	a := newEnv(t)
 	bEngine, err := New(t.Context(), a.s.Client, func() Config {
-		c := DefaultConfig("other-" + a.host)
+		c := testConfig(t, "other-"+a.host)
 		c.SecretDir = a.s.ShmDir()
 		c.Labels = a.s.Labels(nil)
 		return c

@@ -47,7 +47,7 @@ func (e *Engine) Drain(ctx context.Context, req containers.StopRequest) error {
 		return err
 	}
 	return e.run(containers.Task{Kind: containers.TaskDrain, Container: c.ID}, func(ctx context.Context) error {
-		if e.cfg.Ingress != nil && c.State != nil && c.State.Running {
+		if c.State != nil && c.State.Running {
 			timeout := req.DrainTimeout
 			if timeout <= 0 {
 				timeout = contract.DefaultDrainTimeout
@@ -92,12 +92,8 @@ func (e *Engine) Restart(ctx context.Context, req containers.RestartRequest) err
 	})
 }
 
-// leaveTraffic tells the ingress, if any, that the container stops serving.
-func (e *Engine) leaveTraffic(id string) {
-	if e.cfg.Ingress != nil {
-		e.cfg.Ingress.Gone(id)
-	}
-}
+// leaveTraffic tells the ingress that the container stops serving.
+func (e *Engine) leaveTraffic(id string) { e.cfg.Ingress.Gone(id) }
 
 // stop sends the container's stop signal and kills it after timeout (the
 // container's own stop timeout when zero). A stopped or vanished container is

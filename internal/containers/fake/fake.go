@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 )
@@ -151,7 +153,7 @@ func New(hostID string, start time.Time, timing Timing) *Fake {
 		behaviour:  map[string]Behaviour{},
 		containers: map[string]*ctr{},
 	}
-	f.tasks = containers.NewTasks(nil, f.Now)
+	f.tasks = containers.NewTasks(zap.NewNop(), f.Now) // a fake's task failures show in its Failures, not in logs
 	return f
 }
 
