@@ -31,14 +31,15 @@ type Config struct {
 	EjectFor time.Duration
 	// DrainTimeout is the drain timeout of an egg whose table entry gives none.
 	DrainTimeout time.Duration
-	// Logger receives the ingress's logs; nil means none.
+	// Logger receives the ingress's logs. Required.
 	Logger *zap.Logger
-	// Registry receives the ingress's metrics and is what /metrics serves;
-	// nil means a registry of its own.
+	// Registry receives the ingress's metrics and is what /metrics serves.
+	// Required: `hatch agent` gives the ingress one of its own.
 	Registry *prometheus.Registry
 }
 
-// DefaultConfig returns the settings `hatch agent` uses unless told otherwise.
+// DefaultConfig returns the settings `hatch agent` uses unless told
+// otherwise; the caller adds the Logger and the Registry.
 func DefaultConfig() Config {
 	return Config{
 		HTTPAddr:     ":8080",
@@ -50,9 +51,16 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every setting that cannot work.
+// Validate reports every setting that cannot work, missing dependencies
+// included.
 func (c Config) Validate() error {
 	var errs []error
+	if c.Logger == nil {
+		errs = append(errs, errors.New("no logger (Logger)"))
+	}
+	if c.Registry == nil {
+		errs = append(errs, errors.New("no metrics registry (Registry)"))
+	}
 	for _, a := range []struct{ name, addr string }{{"HTTPAddr", c.HTTPAddr}, {"AdminAddr", c.AdminAddr}} {
 		if a.addr == "" {
 			continue

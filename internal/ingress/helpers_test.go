@@ -15,19 +15,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 )
+
+// testConfig is DefaultConfig with the test's logger and a registry of its
+// own.
+func testConfig(t testing.TB) Config {
+	cfg := DefaultConfig()
+	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel))
+	cfg.Registry = prometheus.NewRegistry()
+	return cfg
+}
 
 // startIngress starts an Ingress listening on 127.0.0.1 port 0 for HTTP and
 // admin, and closes it when the test ends.
 func startIngress(t testing.TB, tweak func(*Config)) *Ingress {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := testConfig(t)
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.AdminAddr = "127.0.0.1:0"
 	cfg.PublishAddr = "127.0.0.1"
-	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel))
 	if tweak != nil {
 		tweak(&cfg)
 	}

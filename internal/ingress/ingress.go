@@ -60,19 +60,11 @@ func New(cfg Config) (*Ingress, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("ingress config: %w", err)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
-	reg := cfg.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &Ingress{
 		cfg:      cfg,
-		log:      log.Named("ingress"),
-		reg:      reg,
+		log:      cfg.Logger.Named("ingress"),
+		reg:      cfg.Registry,
 		conns:    newTracker(),
 		now:      func() int64 { return time.Now().UnixNano() },
 		ctx:      ctx,
@@ -82,7 +74,7 @@ func New(cfg Config) (*Ingress, error) {
 		fenced:   make(map[string]bool),
 		ports:    make(map[int]*portListener),
 	}
-	in.m = newMetrics(reg, in)
+	in.m = newMetrics(cfg.Registry, in)
 	in.routes.Store(newRouteTable(nil))
 	return in, nil
 }

@@ -77,8 +77,8 @@ func TestUpdateRejectsAnInvalidTableAndKeepsTheOldOne(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	if err := DefaultConfig().Validate(); err != nil {
-		t.Fatalf("DefaultConfig: %v", err)
+	if err := testConfig(t).Validate(); err != nil {
+		t.Fatalf("DefaultConfig with its dependencies: %v", err)
 	}
 	for _, tc := range []struct {
 		name    string
@@ -91,9 +91,11 @@ func TestConfigValidate(t *testing.T) {
 		{"zero dial timeout", func(c *Config) { c.DialTimeout = 0 }, "DialTimeout"},
 		{"zero drain timeout", func(c *Config) { c.DrainTimeout = 0 }, "DrainTimeout"},
 		{"zero eject period", func(c *Config) { c.EjectFor = 0 }, "EjectFor"},
+		{"no logger", func(c *Config) { c.Logger = nil }, "no logger"},
+		{"no metrics registry", func(c *Config) { c.Registry = nil }, "no metrics registry"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
+			cfg := testConfig(t)
 			tc.tweak(&cfg)
 			if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("New = %v, want an error naming %s", err, tc.wantErr)
