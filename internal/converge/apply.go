@@ -16,15 +16,23 @@ import (
 // DefaultConcurrency is how many steps Apply runs at once unless told.
 const DefaultConcurrency = 4
 
-// Options tune Apply and Converge. The zero value is usable.
+// Options tune Apply and Converge. Logger is required.
 type Options struct {
 	// Concurrency bounds the steps run at once (DefaultConcurrency if < 1).
 	Concurrency int
-	// Logger logs each step (nil: no logs).
+	// Logger logs each step. Required.
 	Logger *zap.Logger
 	// OnStep, if set, is called after each step is attempted, with its error,
 	// from the goroutine that ran it (so possibly concurrently).
 	OnStep func(Step, error)
+}
+
+// Validate reports options Apply and Converge cannot work with.
+func (o Options) Validate() error {
+	if o.Logger == nil {
+		return errors.New("converge options: no logger (Logger)")
+	}
+	return nil
 }
 
 // Apply executes a plan against the docker client. It is idempotent: a step
@@ -36,10 +44,10 @@ type Options struct {
 // the caller can log and carry on; the next converge retries what did not
 // land. A cancelled ctx stops Apply from starting more steps.
 func Apply(ctx context.Context, client containers.Client, desired contract.DesiredState, plan Plan, opts Options) error {
-	log := opts.Logger
-	if log == nil {
-		log = zap.NewNop()
+	if err := opts.Validate(); err != nil {
+		return err
 	}
+	log := opts.Logger
 	limit := opts.Concurrency
 	if limit < 1 {
 		limit = DefaultConcurrency
@@ -123,15 +131,19 @@ func applyStep(ctx context.Context, client containers.Client, hostID string, spe
 // Converge is the full diff-then-apply cycle: list actual containers, update
 // the history with what they show, compute the plan and apply it, recording
 // restarts and failed rollouts in the history. It returns the plan (for
-// logging) and any converge errors. history may be nil (nothing remembered);
-// a converge must not run concurrently with another on the same history.
+// logging) and any converge errors. history is required (NewHistory for a
+// fresh one); a converge must not run concurrently with another on the same
+// history.
 func Converge(ctx context.Context, client containers.Client, desired contract.DesiredState, history *History, now time.Time, opts Options) (Plan, error) {
+	if history == nil {
+		return Plan{}, errors.New("converge: no history")
+	}
+	if err := opts.Validate(); err != nil {
+		return Plan{}, err
+	}
 	actual, err := client.List(ctx)
 	if err != nil {
 		return Plan{}, fmt.Errorf("list containers: %w", err)
-	}
-	if history == nil {
-		history = NewHistory()
 	}
 	history.Observe(desired, actual, now)
 	plan := Diff(desired, actual, history, now)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/containers/fake"
 	"github.com/hatchery/hatchery/internal/contract"
@@ -67,7 +69,7 @@ func TestApplyRunsStepsConcurrentlyWithinTheBound(t *testing.T) {
 			g := &gate{release: make(chan struct{})}
 			done := make(chan error)
 			go func() {
-				done <- Apply(context.Background(), g, desiredOf(web), stopPlan(10), Options{Concurrency: tt.limit})
+				done <- Apply(context.Background(), g, desiredOf(web), stopPlan(10), Options{Concurrency: tt.limit, Logger: zaptest.NewLogger(t)})
 			}()
 			deadline := time.Now().Add(5 * time.Second)
 			for {
@@ -112,7 +114,7 @@ func TestApplyCarriesOnPastFailuresAndJoinsThem(t *testing.T) {
 	}}
 	var seen []Step
 	var mu sync.Mutex
-	err := Apply(context.Background(), f, desiredOf(web), plan, Options{OnStep: func(s Step, err error) {
+	err := Apply(context.Background(), f, desiredOf(web), plan, Options{Logger: zaptest.NewLogger(t), OnStep: func(s Step, err error) {
 		mu.Lock()
 		seen = append(seen, s)
 		mu.Unlock()
@@ -141,12 +143,12 @@ func TestApplyIsIdempotent(t *testing.T) {
 		{Action: ActionDrain, WorkloadID: web.ID(), ContainerID: s0, ReplicaIndex: 0},
 	}}
 	for range 3 {
-		if err := Apply(context.Background(), f, desiredOf(web), plan, Options{}); err != nil {
+		if err := Apply(context.Background(), f, desiredOf(web), plan, testOptions(t)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f.Advance(time.Minute)
-	if err := Apply(context.Background(), f, desiredOf(web), plan, Options{}); err != nil {
+	if err := Apply(context.Background(), f, desiredOf(web), plan, testOptions(t)); err != nil {
 		t.Fatalf("re-applying steps whose effect is there: %v", err)
 	}
 	var creates, drains int
@@ -168,7 +170,7 @@ func TestApplyStopsStartingStepsWhenCancelled(t *testing.T) {
 	close(g.release)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := Apply(ctx, g, desiredOf(web), stopPlan(5), Options{})
+	err := Apply(ctx, g, desiredOf(web), stopPlan(5), testOptions(t))
 	if !errors.Is(err, context.Canceled) || len(g.calls) != 0 {
 		t.Errorf("cancelled Apply: %v, %d calls", err, len(g.calls))
 	}
@@ -177,7 +179,7 @@ func TestApplyStopsStartingStepsWhenCancelled(t *testing.T) {
 func TestApplyRefusesToStartAWorkloadThatIsNotDesired(t *testing.T) {
 	g := &gate{release: make(chan struct{})}
 	close(g.release)
-	err := Apply(context.Background(), g, desiredOf(), Plan{Steps: []Step{{Action: ActionStart, WorkloadID: "x/y/z"}}}, Options{})
+	err := Apply(context.Background(), g, desiredOf(), Plan{Steps: []Step{{Action: ActionStart, WorkloadID: "x/y/z"}}}, testOptions(t))
 	if err == nil || len(g.calls) != 0 {
 		t.Errorf("start of an undesired workload: %v, calls %v", err, g.calls)
 	}
@@ -233,7 +235,7 @@ func TestApplyPassesEachStepsSettings(t *testing.T) {
 		{Action: ActionRestart, WorkloadID: w.ID(), ReplicaIndex: 0, ContainerID: "c", StartedAt: started},
 	}}
 	r := &recorder{}
-	if err := Apply(context.Background(), r, desiredOf(w), plan, Options{Concurrency: 1}); err != nil {
+	if err := Apply(context.Background(), r, desiredOf(w), plan, Options{Concurrency: 1, Logger: zaptest.NewLogger(t)}); err != nil {
 		t.Fatal(err)
 	}
 	if len(r.starts) != 2 || r.starts[0].HostID != host || r.starts[0].Slot != 1 || r.starts[0].SpecHash != up(w) ||
@@ -264,14 +266,14 @@ func TestConvergeCountsOnlyRestartsThatLanded(t *testing.T) {
 		return nil
 	})
 	h := NewHistory()
-	if _, err := Converge(context.Background(), f, desiredOf(web1), h, f.Now(), Options{}); err == nil {
+	if _, err := Converge(context.Background(), f, desiredOf(web1), h, f.Now(), testOptions(t)); err == nil {
 		t.Fatal("the failed restart was not reported")
 	}
 	if h.Containers[id].Restarts != 0 {
 		t.Errorf("a failed restart counted towards the back-off: %+v", h.Containers[id])
 	}
 	f.SetFault(nil)
-	p, err := Converge(context.Background(), f, desiredOf(web1), h, f.Now(), Options{})
+	p, err := Converge(context.Background(), f, desiredOf(web1), h, f.Now(), testOptions(t))
 	if err != nil || len(p.Steps) != 1 || p.Steps[0].Action != ActionRestart {
 		t.Fatalf("retry: %v %v", render(p), err)
 	}
@@ -283,8 +285,25 @@ func TestConvergeCountsOnlyRestartsThatLanded(t *testing.T) {
 func TestConvergeReportsAListFailure(t *testing.T) {
 	f := fake.New(host, t0, fake.DefaultTiming())
 	f.SetFault(func(op fake.Op, _ string) error { return errors.New("socket gone") })
-	if _, err := Converge(context.Background(), f, desiredOf(web1), nil, f.Now(), Options{}); err == nil ||
+	if _, err := Converge(context.Background(), f, desiredOf(web1), NewHistory(), f.Now(), testOptions(t)); err == nil ||
 		!strings.Contains(err.Error(), "list containers") {
 		t.Errorf("a list failure: %v", err)
+	}
+}
+
+func TestApplyAndConvergeRefuseAMissingLoggerOrHistory(t *testing.T) {
+	f := fake.New(host, t0, fake.DefaultTiming())
+	plan := Plan{Steps: []Step{{Action: ActionStart, WorkloadID: web1.ID(), SpecHash: contract.SpecHash(web1)}}}
+	if err := Apply(context.Background(), f, desiredOf(web1), plan, Options{}); err == nil || !strings.Contains(err.Error(), "no logger") {
+		t.Errorf("Apply without a logger: %v", err)
+	}
+	if _, err := Converge(context.Background(), f, desiredOf(web1), NewHistory(), f.Now(), Options{}); err == nil || !strings.Contains(err.Error(), "no logger") {
+		t.Errorf("Converge without a logger: %v", err)
+	}
+	if _, err := Converge(context.Background(), f, desiredOf(web1), nil, f.Now(), testOptions(t)); err == nil || !strings.Contains(err.Error(), "no history") {
+		t.Errorf("Converge without a history: %v", err)
+	}
+	if evs := f.Events(); len(evs) != 0 {
+		t.Errorf("refused calls changed the host: %v", evs)
 	}
 }

@@ -27,7 +27,7 @@ func newSim(t *testing.T, ws ...contract.WorkloadSpec) *sim {
 // tick converges once, then lets dt of simulated time pass.
 func (s *sim) tick(dt time.Duration) Plan {
 	s.t.Helper()
-	p, err := Converge(context.Background(), s.f, s.desired, s.h, s.f.Now(), Options{})
+	p, err := Converge(context.Background(), s.f, s.desired, s.h, s.f.Now(), testOptions(s.t))
 	if err != nil {
 		s.t.Fatalf("converge at %v: %v", s.f.Now().Sub(t0), err)
 	}

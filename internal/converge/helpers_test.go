@@ -6,11 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 )
 
 const host = "h1"
+
+// testOptions are the options of a converge in a test: its logs go to t.
+func testOptions(t testing.TB) Options { return Options{Logger: zaptest.NewLogger(t)} }
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"pgregory.net/rapid"
 
 	"github.com/hatchery/hatchery/internal/containers"
@@ -185,7 +186,7 @@ func buildHost(s scenario) (*guard, []string) {
 
 // converge runs one tick of Converge, then lets a second pass.
 func converge(t *rapid.T, ctx context.Context, client containers.Client, f *fake.Fake, d contract.DesiredState, h *History) Plan {
-	p, err := Converge(ctx, client, d, h, f.Now(), Options{Concurrency: 1})
+	p, err := Converge(ctx, client, d, h, f.Now(), Options{Concurrency: 1, Logger: zap.NewNop()}) // thousands of cases: no logs
 	_ = err // faults make errors expected; the properties are about state
 	f.Advance(time.Second)
 	return p
