@@ -60,19 +60,19 @@ type Config struct {
 	Docker containers.Client
 	// ControlPlane is where the desired state comes from and status goes.
 	ControlPlane ControlPlane
-	// Events, if set, is Docker's event stream: a container that dies or
-	// changes health triggers a converge at once.
+	// Events is Docker's event stream: a container that dies or changes
+	// health triggers a converge at once.
 	Events EventSource
-	// Router, if set, is the ingress: it gets the routing table after each
-	// converge and hears at once of containers that died.
+	// Router is the ingress: it gets the routing table after each converge
+	// and hears at once of containers that died.
 	Router Router
-	// Changes, if set, is the signal the Docker adapter fires when a task
-	// ends or a container's health changes (engine.Config.OnChange =
-	// Changes.Fire); the agent makes its own otherwise.
+	// Changes is the signal the Docker adapter fires when a task ends or a
+	// container's health changes (docker.Config.OnChange = Changes.Fire):
+	// each firing asks for a converge.
 	Changes *Signal
-	// Logger receives the agent's logs (none when nil).
+	// Logger receives the agent's logs.
 	Logger *zap.Logger
-	// Now is the clock handed to the converge engine (time.Now when nil).
+	// Now is the agent's clock, handed to the converge engine (time.Now).
 	Now func() time.Time
 
 	// Capacity, if known, is reported with every status for the scheduler.
@@ -94,9 +94,11 @@ type Config struct {
 	LogLines int
 }
 
-// DefaultConfig returns the timings `hatch agent` uses.
+// DefaultConfig returns the timings `hatch agent` uses, on the real clock.
+// The caller adds the host, the data directory and the dependencies.
 func DefaultConfig() Config {
 	return Config{
+		Now:               time.Now,
 		ConvergeInterval:  30 * time.Second,
 		ConvergeTimeout:   2 * time.Minute,
 		HeartbeatInterval: 2 * time.Second,
@@ -107,7 +109,8 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every setting that cannot work.
+// Validate reports every setting that cannot work, missing dependencies
+// included.
 func (c Config) Validate() error {
 	var errs []error
 	if c.HostID == "" {
@@ -121,6 +124,21 @@ func (c Config) Validate() error {
 	}
 	if c.ControlPlane == nil {
 		errs = append(errs, errors.New("no control plane client"))
+	}
+	if c.Events == nil {
+		errs = append(errs, errors.New("no Docker event source (Events)"))
+	}
+	if c.Router == nil {
+		errs = append(errs, errors.New("no router (Router)"))
+	}
+	if c.Changes == nil {
+		errs = append(errs, errors.New("no change signal (Changes)"))
+	}
+	if c.Logger == nil {
+		errs = append(errs, errors.New("no logger (Logger)"))
+	}
+	if c.Now == nil {
+		errs = append(errs, errors.New("no clock (Now)"))
 	}
 	for _, d := range []struct {
 		name string
@@ -183,26 +201,14 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
-	log = log.With(zap.String("host", cfg.HostID))
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
-	changes := cfg.Changes
-	if changes == nil {
-		changes = NewSignal()
-	}
+	log := cfg.Logger.With(zap.String("host", cfg.HostID))
 	cache, err := OpenCache(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	a := &Agent{
-		cfg: cfg, log: log, now: now, cache: cache,
-		changes: changes, report: NewSignal(),
+		cfg: cfg, log: log, now: cfg.Now, cache: cache,
+		changes: cfg.Changes, report: NewSignal(),
 		docker:    newLogKeeper(cfg.Docker, cfg.LogLines),
 		memFile:   memoryFile{path: filepath.Join(cfg.DataDir, stateFile)},
 		crashLogs: map[string]crashLog{},
@@ -240,11 +246,9 @@ func (a *Agent) Start() error {
 	a.goRun(func() { a.loop(ctx) })
 	a.goRun(func() { a.poll(ctx) })
 	a.goRun(func() { a.heartbeat(ctx) })
-	if a.cfg.Events != nil {
-		a.goRun(func() {
-			watchEvents(ctx, a.cfg.Events, a.cfg.HostID, a.log, a.onEvent, a.changes.Fire)
-		})
-	}
+	a.goRun(func() {
+		watchEvents(ctx, a.cfg.Events, a.cfg.HostID, a.log, a.onEvent, a.changes.Fire)
+	})
 	a.changes.Fire()
 	return nil
 }
@@ -431,9 +435,6 @@ func (a *Agent) housekeep(ctx context.Context, desired contract.DesiredState) er
 
 // route gives the ingress the routing table for what runs now.
 func (a *Agent) route(desired contract.DesiredState, actual []containers.Container) error {
-	if a.cfg.Router == nil {
-		return nil
-	}
 	if err := a.cfg.Router.Update(routingTable(desired, actual, a.mem.History)); err != nil {
 		return fmt.Errorf("update ingress: %w", err)
 	}
@@ -481,7 +482,7 @@ func (a *Agent) setErrorStatus(errs ...error) {
 // onEvent handles one Docker event: a container that is gone leaves the
 // ingress at once (before any converge), then a converge looks at it.
 func (a *Agent) onEvent(kind containerEvent, containerID string) {
-	if kind == eventGone && a.cfg.Router != nil {
+	if kind == eventGone {
 		a.cfg.Router.Gone(containerID)
 	}
 	a.changes.Fire()

@@ -445,3 +445,31 @@ func TestACrashedContainersLastLinesAreReported(t *testing.T) {
 		return fmt.Errorf("report %+v", r.Containers)
 	})
 }
+
+func TestNewRefusesAConfigMissingADependency(t *testing.T) {
+	if _, err := New(testConfig(t, newFake(t), newFakeControlPlane(), t.TempDir())); err != nil {
+		t.Fatalf("a complete config: %v", err)
+	}
+	for name, tt := range map[string]struct {
+		drop func(*Config)
+		want string
+	}{
+		"docker":        {func(c *Config) { c.Docker = nil }, "no Docker client"},
+		"control plane": {func(c *Config) { c.ControlPlane = nil }, "no control plane client"},
+		"events":        {func(c *Config) { c.Events = nil }, "no Docker event source"},
+		"router":        {func(c *Config) { c.Router = nil }, "no router"},
+		"changes":       {func(c *Config) { c.Changes = nil }, "no change signal"},
+		"logger":        {func(c *Config) { c.Logger = nil }, "no logger"},
+		"clock":         {func(c *Config) { c.Now = nil }, "no clock"},
+	} {
+		dir := t.TempDir()
+		cfg := testConfig(t, newFake(t), newFakeControlPlane(), dir)
+		tt.drop(&cfg)
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("without %s: %v, want an error saying %q", name, err, tt.want)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("without %s: New wrote %d files before refusing", name, len(entries))
+		}
+	}
+}

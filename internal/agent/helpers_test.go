@@ -111,10 +111,13 @@ func desiredState(ws ...contract.WorkloadSpec) contract.DesiredState {
 	return d
 }
 
-// testConfig is an agent config for tests: a fresh data dir, quick timings.
+// testConfig is an agent config for tests: a fresh data dir, quick timings,
+// a Docker event stream that stays quiet unless the test feeds it, and a
+// router that records what the agent tells it.
 func testConfig(t *testing.T, dc containers.Client, cp ControlPlane, dataDir string) Config {
 	cfg := DefaultConfig()
 	cfg.HostID, cfg.DataDir, cfg.Docker, cfg.ControlPlane = testHost, dataDir, dc, cp
+	cfg.Events, cfg.Router, cfg.Changes = &fakeEvents{}, &fakeRouter{}, NewSignal()
 	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	cfg.HeartbeatInterval = 20 * time.Millisecond
 	cfg.PollWait = 200 * time.Millisecond

@@ -186,7 +186,8 @@ func buildHost(s scenario) (*guard, []string) {
 
 // converge runs one tick of Converge, then lets a second pass.
 func converge(t *rapid.T, ctx context.Context, client containers.Client, f *fake.Fake, d contract.DesiredState, h *History) Plan {
-	p, err := Converge(ctx, client, d, h, f.Now(), Options{Concurrency: 1, Logger: zap.NewNop()}) // thousands of cases: no logs
+	// Thousands of cases: no logs.
+	p, err := Converge(ctx, client, d, h, f.Now(), Options{Concurrency: 1, Logger: zap.NewNop()})
 	_ = err // faults make errors expected; the properties are about state
 	f.Advance(time.Second)
 	return p

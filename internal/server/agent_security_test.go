@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/events"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/containers/fake"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/ingress"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
@@ -295,6 +297,7 @@ func TestARemovedHostsAgentIsRefusedAndItsContainersKeepRunning(t *testing.T) {
 	agentLogs := &lockedBuffer{}
 	cfg := agent.DefaultConfig()
 	cfg.HostID, cfg.DataDir, cfg.Docker, cfg.ControlPlane, cfg.Logger = id.HostID, t.TempDir(), dock, cp, logger(agentLogs)
+	cfg.Events, cfg.Router, cfg.Changes = quietEvents{}, discardRouter{}, agent.NewSignal()
 	cfg.HeartbeatInterval, cfg.PollWait = 50*time.Millisecond, time.Second
 	cfg.PollRetryMin, cfg.PollRetryMax = 10*time.Millisecond, 50*time.Millisecond
 	a, err := agent.New(cfg)
@@ -362,6 +365,20 @@ func newTLSServer(material *pki.Server, h http.Handler) *httptest.Server {
 	hs.StartTLS()
 	return hs
 }
+
+// quietEvents is the Docker event stream of a fake host: it has no events.
+type quietEvents struct{}
+
+func (quietEvents) Events(context.Context, events.ListOptions) (<-chan events.Message, <-chan error) {
+	return nil, nil // nil channels: nothing arrives until the agent stops
+}
+
+// discardRouter is an ingress that routes nothing: these tests are about
+// the control plane.
+type discardRouter struct{}
+
+func (discardRouter) Update(ingress.Table) error { return nil }
+func (discardRouter) Gone(string)                {}
 
 // followingFake is an in-memory Docker host that does everything at once, its
 // clock following the real one (the agent's).
