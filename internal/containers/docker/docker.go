@@ -31,7 +31,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/client"
 	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/containers"
@@ -194,16 +193,6 @@ func New(ctx context.Context, api dockerAPI, cfg Config) (*Engine, error) {
 		e.mon.run(e.ctx)
 	}()
 	return e, nil
-}
-
-// NewFromEnv connects to the Docker Engine named by the environment
-// (DOCKER_HOST, or the default socket) with the API version negotiated.
-func NewFromEnv(ctx context.Context, cfg Config) (*Engine, error) {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
-	}
-	return New(ctx, cli, cfg)
 }
 
 // Close cancels the tasks in progress and the monitor, and waits for them

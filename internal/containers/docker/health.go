@@ -301,7 +301,7 @@ func (m *monitor) record(id string, gen int, passed bool) {
 		before.unhealthy(e.target.probe) != e.res.unhealthy(e.target.probe)
 	m.mu.Unlock()
 	m.poke()
-	if changed && m.onChange != nil {
+	if changed {
 		m.onChange()
 	}
 }

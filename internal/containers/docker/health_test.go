@@ -289,7 +289,7 @@ func TestMonitorProbesEachTargetAndReportsChanges(t *testing.T) {
 
 func TestMonitorNeverRunsTwoProbesOfOneContainerAtOnce(t *testing.T) {
 	s := &scripted{fail: map[string]bool{}, calls: map[string]int{}, block: make(chan struct{})}
-	m := newMonitor(s.check, 4, time.Now, nil)
+	m := newMonitor(s.check, 4, time.Now, func() {})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.run(ctx); close(done) }()
@@ -313,7 +313,7 @@ func TestMonitorNeverRunsTwoProbesOfOneContainerAtOnce(t *testing.T) {
 
 func TestMonitorRunReturnsWithProbesInFlight(t *testing.T) {
 	s := &scripted{fail: map[string]bool{}, calls: map[string]int{}, block: make(chan struct{})}
-	m := newMonitor(s.check, 1, time.Now, nil)
+	m := newMonitor(s.check, 1, time.Now, func() {})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.run(ctx); close(done) }()
@@ -332,7 +332,7 @@ func TestMonitorRunReturnsWithProbesInFlight(t *testing.T) {
 // not stay busy forever, nor take the stale result.
 func TestMonitorProbesANewTargetAfterAStaleProbeReturns(t *testing.T) {
 	s := &scripted{fail: map[string]bool{"a": true}, calls: map[string]int{}, block: make(chan struct{})}
-	m := newMonitor(s.check, 4, time.Now, nil)
+	m := newMonitor(s.check, 4, time.Now, func() {})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.run(ctx); close(done) }()
