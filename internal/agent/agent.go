@@ -75,7 +75,7 @@ type Config struct {
 	// Now is the agent's clock, handed to the converge engine (time.Now).
 	Now func() time.Time
 
-	// Capacity, if known, is reported with every status for the scheduler.
+	// Capacity, if known, is reported with every status for placement.
 	Capacity *contract.HostCapacity
 
 	// ConvergeInterval is the period of the timer converge (30s).

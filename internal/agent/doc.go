@@ -5,7 +5,7 @@
 //
 // The pieces, each a small named part of Agent:
 //
-//   - Join (join.go) trades a join token for a host identity over TLS pinned
+//   - Join (client.go) trades a join token for a host identity over TLS pinned
 //     to the CA fingerprint the token carries; the identity, host token and CA
 //     are kept in the data directory, so later starts need only that.
 //   - The poller long-polls the desired state, with jittered back-off on
@@ -29,7 +29,11 @@
 //     failing containers' last log lines) are persisted after every converge
 //     that changed them, so a restarted agent neither forgets a crash loop
 //     nor retries a failed rollout; running containers are adopted, never
-//     recreated when up to date (reconcile's rules see to that).
+//     recreated when up to date (converge's rules see to that).
 //   - Agent.Start launches every goroutine the agent owns and Agent.Close
 //     stops and waits for all of them.
+//   - New takes every dependency it uses (Config.Validate names a missing
+//     one); the package assembles none of its neighbours. `hatch agent`
+//     (internal/cli) wires the identity, the control-plane client, the
+//     ingress, the Docker adapter and the agent, and closes them in reverse.
 package agent

@@ -9,9 +9,9 @@
 // Diff is pure: the clock and the agent's History (restarts, health streaks,
 // failed rollouts) are inputs, so the rules are table- and property-tested
 // without I/O. Apply only starts the slow work (builds, drains, stops) through
-// the docker.Client, which tracks it as tasks the agent owns; the next Diff
+// the containers.Client, which tracks it as tasks the agent owns; the next Diff
 // sees the slot building or the container draining and does not start the same
-// work twice. The logic depends only on docker.Client, so it is tested against
+// work twice. The logic depends only on containers.Client, so it is tested against
 // the in-memory fake (containers/fake).
 //
 // The rules, per desired workload with Replicas = N, one replica slot at a time
