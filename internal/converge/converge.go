@@ -130,9 +130,16 @@ type Plan struct {
 	// Failures are rollouts that this plan gives up on; Converge records them
 	// in the History so that no new attempt is made for that spec hash.
 	Failures []Failure
+	// WakeAt is the earliest time at which a decision this plan waited on
+	// changes by the clock alone: a crash-loop back-off ends, a replacement
+	// has been healthy for MinReady, a progress deadline or a start period
+	// passes. Zero if nothing waits on the clock. The agent converges again
+	// then, instead of on its next periodic tick.
+	WakeAt time.Time
 }
 
-// Empty reports whether the plan does nothing.
+// Empty reports whether the plan does nothing now (it may still wait for
+// WakeAt).
 func (p Plan) Empty() bool { return len(p.Steps) == 0 && len(p.Failures) == 0 }
 
 // Failure is a failed rollout of a workload to a spec hash.
