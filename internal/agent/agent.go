@@ -304,25 +304,36 @@ func (a *Agent) Desired() (contract.DesiredState, bool) {
 	return *a.desired, true
 }
 
-// loop converges once per wake-up: a signalled change or the timer. One
+// loop converges once per wake-up: a signalled change, the periodic timer,
+// or the moment a decision the last plan waited on falls due (a crash-loop
+// back-off ends, min_ready is reached, a progress deadline passes). One
 // converge at a time, by construction: this goroutine is the only caller.
 func (a *Agent) loop(ctx context.Context) {
-	timer := time.NewTicker(a.cfg.ConvergeInterval)
-	defer timer.Stop()
+	tick := time.NewTicker(a.cfg.ConvergeInterval)
+	defer tick.Stop()
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.changes.C():
-		case <-timer.C:
+		case <-tick.C:
+		case <-due.C:
 		}
-		a.convergeSafely(ctx)
+		wakeAt := a.convergeSafely(ctx)
+		due.Stop()
+		if !wakeAt.IsZero() {
+			due.Reset(max(wakeAt.Sub(a.now()), 0))
+		}
 	}
 }
 
 // convergeSafely runs one converge, turning a panic into a logged error so
-// that one bad converge does not end the agent.
-func (a *Agent) convergeSafely(ctx context.Context) {
+// that one bad converge does not end the agent. It returns when the plan
+// wants to be looked at again (zero: no such time).
+func (a *Agent) convergeSafely(ctx context.Context) (wakeAt time.Time) {
 	defer func() {
 		if r := recover(); r != nil {
 			a.log.Error("converge panicked; the loop goes on", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
@@ -331,13 +342,14 @@ func (a *Agent) convergeSafely(ctx context.Context) {
 	}()
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.ConvergeTimeout)
 	defer cancel()
-	a.converge(ctx)
+	return a.converge(ctx)
 }
 
 // converge is one pass: converge towards the desired state (or only observe
 // when there is none), remove the volumes and networks no longer wanted,
-// feed the ingress, remember, and build the status report.
-func (a *Agent) converge(ctx context.Context) {
+// feed the ingress, remember, and build the status report. It returns the
+// plan's WakeAt.
+func (a *Agent) converge(ctx context.Context) time.Time {
 	desired, known := a.Desired()
 	if !known {
 		// Never heard of a desired state: change nothing, report what is.
@@ -363,7 +375,7 @@ func (a *Agent) converge(ctx context.Context) {
 		errs = append(errs, err)
 		a.log.Warn("converge failed", zap.Error(errors.Join(errs...)))
 		a.setErrorStatus(errs...)
-		return
+		return plan.WakeAt
 	}
 	if known {
 		errs = append(errs, a.route(desired, actual))
@@ -390,6 +402,7 @@ func (a *Agent) converge(ctx context.Context) {
 	case known:
 		a.log.Debug("converged: nothing to do", zap.String("version", desired.Version))
 	}
+	return plan.WakeAt
 }
 
 // noteFailures keeps, for each rollout the plan gave up on, the last log

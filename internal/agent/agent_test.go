@@ -445,3 +445,44 @@ func TestACrashedContainersLastLinesAreReported(t *testing.T) {
 		return fmt.Errorf("report %+v", r.Containers)
 	})
 }
+
+// TestACrashLoopRestartsWhenItsBackOffEnds: the agent converges again when
+// a restart's back-off ends, not on its next periodic tick (an hour here;
+// 30 s in production, where the second and third restarts of a crashing
+// replica once waited for it).
+func TestACrashLoopRestartsWhenItsBackOffEnds(t *testing.T) {
+	f, cp := newFake(t), newFakeControlPlane()
+	w := web(1)
+	cp.set(desiredState(w))
+	cfg := testConfig(t, f, cp, t.TempDir())
+	cfg.ConvergeInterval = time.Hour
+	cfg.Now = f.Now
+	a := startAgent(t, cfg)
+	eventually(t, "the replica runs", func() error {
+		if n := running(f.All(), w); n != 1 {
+			return fmt.Errorf("%d running", n)
+		}
+		return nil
+	})
+	// Back-offs before the 1st, 2nd and 3rd restart: 0, 1 s, 2 s.
+	for i, backoff := range []time.Duration{0, time.Second, 2 * time.Second} {
+		id := ""
+		for _, c := range f.Snapshot() {
+			id = c.ID
+		}
+		crashed := time.Now()
+		if err := f.Crash(id, 1); err != nil {
+			t.Fatal(err)
+		}
+		a.Notify() // what Docker's die event does
+		eventually(t, fmt.Sprintf("restart %d", i+1), func() error {
+			if n := running(f.All(), w); n != 1 {
+				return fmt.Errorf("%d running", n)
+			}
+			return nil
+		})
+		if took := time.Since(crashed); took < backoff || took > backoff+time.Second {
+			t.Fatalf("restart %d came after %v; want its back-off %v and well under a second more", i+1, took, backoff)
+		}
+	}
+}
