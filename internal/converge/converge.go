@@ -37,7 +37,9 @@
 //   - An up-to-date container that crashed, or that was healthy and has failed
 //     HealthRetries consecutive checks (outside the start period): restart it
 //     in place, at once the first time, then after 1s, 2s, 4s... up to 5
-//     minutes; 10 minutes healthy resets the back-off. Restart policy "no"
+//     minutes; 10 minutes healthy resets the back-off. Restarts for failed
+//     checks go MaxSurge replicas of a workload at a time (counting those
+//     still booting), so a starved prober never restarts a whole egg. Restart policy "no"
 //     leaves an exited container alone (a completed job is kept for its logs),
 //     "on-failure" restarts only a failure.
 //   - A stateful workload (a volume, or rollout order stop-first) rolls

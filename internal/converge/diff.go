@@ -314,6 +314,18 @@ func (d *differ) workload(w *contract.WorkloadSpec, id string, cs []*containers.
 		midRoll++
 		d.start(w, id, hash, i, s.replaceTarget[i], "stale")
 	}
+	// Health restarts take a replica that may still serve out of traffic: at
+	// most MaxSurge of the workload's replicas at a time, counting those still
+	// booting. A starved prober failing every replica at once must not
+	// restart the whole egg.
+	budget := w.MaxSurge() - s.booting
+	for _, m := range s.unhealthy {
+		if budget <= 0 {
+			break
+		}
+		budget--
+		d.restart(m, "unhealthy")
+	}
 	// Keep the workload's steps ordered by slot, the surge starts in place.
 	slices.SortStableFunc(d.plan.Steps[first:], func(a, b Step) int { return cmp.Compare(a.ReplicaIndex, b.ReplicaIndex) })
 }
@@ -328,6 +340,11 @@ type slotPlanner struct {
 	// replaceTarget holds, for a stateful slot waiting to roll, the container
 	// the replace stops.
 	replaceTarget map[int]string
+	// unhealthy holds the up-to-date containers to restart for failed
+	// health checks, lowest slot first; booting counts the slots whose
+	// up-to-date container runs but has not passed a check since its start.
+	unhealthy []member
+	booting   int
 }
 
 // overdue reports whether an up-to-date container's progress deadline,
@@ -502,6 +519,7 @@ func (s *slotPlanner) stateless(slot int, members []member) (midRoll, wantsRoll 
 			midRoll = false
 		}
 	case stBooting:
+		s.booting++
 		if u.c.State != contract.StateRunning {
 			break // (re)starting: give it its chance
 		}
@@ -516,7 +534,7 @@ func (s *slotPlanner) stateless(slot int, members []member) (midRoll, wantsRoll 
 			d.restart(u, "not healthy by the progress deadline")
 		}
 	case stUnhealthy:
-		d.restart(u, "unhealthy")
+		s.unhealthy = append(s.unhealthy, u)
 	case stExited, stUnknown:
 		switch {
 		case keep != nil && !everHealthy && (s.failed || s.overdue(u)):
@@ -612,12 +630,13 @@ func (s *slotPlanner) stateful(slot int, members []member) (midRoll, wantsRoll b
 		midRoll = !c.ready
 		switch c.st {
 		case stBooting:
+			s.booting++
 			if c.c.State == contract.StateRunning && s.incarnationOverdue(c) {
 				d.fail(s.id, s.hash, s.deadlineReason())
 				d.restart(c, "not healthy by the progress deadline")
 			}
 		case stUnhealthy:
-			d.restart(c, "unhealthy")
+			s.unhealthy = append(s.unhealthy, c)
 		case stExited, stUnknown:
 			if s.shouldRestart(c) {
 				if d.hist(c).HealthyStart.IsZero() && s.overdue(c) {
