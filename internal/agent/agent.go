@@ -154,6 +154,9 @@ type Agent struct {
 	cache   *Cache
 	changes *Signal // a converge is wanted
 	report  *Signal // a status report is wanted now
+	// reachable fires when a status report goes through after failing: the
+	// control plane is back, and a poll waiting out its back-off polls now.
+	reachable *Signal
 	docker  *logKeeper
 
 	cancel context.CancelFunc
@@ -202,7 +205,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg: cfg, log: log, now: now, cache: cache,
-		changes: changes, report: NewSignal(),
+		changes: changes, report: NewSignal(), reachable: NewSignal(),
 		docker:    newLogKeeper(cfg.Docker, cfg.LogLines),
 		memFile:   memoryFile{path: filepath.Join(cfg.DataDir, stateFile)},
 		crashLogs: map[string]crashLog{},
@@ -503,7 +506,8 @@ func (a *Agent) onEvent(kind containerEvent, containerID string) {
 // poll long-polls the desired state until ctx ends. A new version is cached
 // and converged towards; errors are retried with jittered exponential
 // back-off, logged when the control plane becomes unreachable and again when
-// it is back.
+// it is back. A status report that goes through ends the back-off at once:
+// after an outage, an apply must not wait up to PollRetryMax to arrive.
 func (a *Agent) poll(ctx context.Context) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = a.cfg.PollRetryMin, a.cfg.PollRetryMax, 0
@@ -543,7 +547,15 @@ func (a *Agent) poll(ctx context.Context) {
 			} else {
 				a.log.Debug("desired state poll failed", zap.Error(err), zap.Duration("retry_in", wait))
 			}
-			sleep(ctx, wait)
+			// A report that went through since the last poll (even before
+			// this failure) ends the wait: at worst one poll too many.
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+			case <-timer.C:
+			case <-a.reachable.C():
+			}
+			timer.Stop()
 		}
 	}
 }
@@ -609,6 +621,7 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		case err == nil && failing:
 			a.log.Info("status reported again")
 			failing = false
+			a.reachable.Fire()
 		}
 	}
 }
