@@ -172,7 +172,10 @@ type Agent struct {
 	cache   *Cache
 	changes *Signal // a converge is wanted
 	report  *Signal // a status report is wanted now
-	docker  *logKeeper
+	// reachable fires when a status report goes through after failing: the
+	// control plane is back, and a poll waiting out its back-off polls now.
+	reachable *Signal
+	docker    *logKeeper
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -208,7 +211,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg: cfg, log: log, now: cfg.Now, cache: cache,
-		changes: cfg.Changes, report: NewSignal(),
+		changes: cfg.Changes, report: NewSignal(), reachable: NewSignal(),
 		docker:    newLogKeeper(cfg.Docker, cfg.LogLines),
 		memFile:   memoryFile{path: filepath.Join(cfg.DataDir, stateFile)},
 		crashLogs: map[string]crashLog{},
@@ -308,25 +311,36 @@ func (a *Agent) Desired() (contract.DesiredState, bool) {
 	return *a.desired, true
 }
 
-// loop converges once per wake-up: a signalled change or the timer. One
+// loop converges once per wake-up: a signalled change, the periodic timer,
+// or the moment a decision the last plan waited on falls due (a crash-loop
+// back-off ends, min_ready is reached, a progress deadline passes). One
 // converge at a time, by construction: this goroutine is the only caller.
 func (a *Agent) loop(ctx context.Context) {
-	timer := time.NewTicker(a.cfg.ConvergeInterval)
-	defer timer.Stop()
+	tick := time.NewTicker(a.cfg.ConvergeInterval)
+	defer tick.Stop()
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.changes.C():
-		case <-timer.C:
+		case <-tick.C:
+		case <-due.C:
 		}
-		a.convergeSafely(ctx)
+		wakeAt := a.convergeSafely(ctx)
+		due.Stop()
+		if !wakeAt.IsZero() {
+			due.Reset(max(wakeAt.Sub(a.now()), 0))
+		}
 	}
 }
 
 // convergeSafely runs one converge, turning a panic into a logged error so
-// that one bad converge does not end the agent.
-func (a *Agent) convergeSafely(ctx context.Context) {
+// that one bad converge does not end the agent. It returns when the plan
+// wants to be looked at again (zero: no such time).
+func (a *Agent) convergeSafely(ctx context.Context) (wakeAt time.Time) {
 	defer func() {
 		if r := recover(); r != nil {
 			a.log.Error("converge panicked; the loop goes on", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
@@ -335,13 +349,14 @@ func (a *Agent) convergeSafely(ctx context.Context) {
 	}()
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.ConvergeTimeout)
 	defer cancel()
-	a.converge(ctx)
+	return a.converge(ctx)
 }
 
 // converge is one pass: converge towards the desired state (or only observe
 // when there is none), remove the volumes and networks no longer wanted,
-// feed the ingress, remember, and build the status report.
-func (a *Agent) converge(ctx context.Context) {
+// feed the ingress, remember, and build the status report. It returns the
+// plan's WakeAt.
+func (a *Agent) converge(ctx context.Context) time.Time {
 	desired, known := a.Desired()
 	if !known {
 		// Never heard of a desired state: change nothing, report what is.
@@ -367,7 +382,7 @@ func (a *Agent) converge(ctx context.Context) {
 		errs = append(errs, err)
 		a.log.Warn("converge failed", zap.Error(errors.Join(errs...)))
 		a.setErrorStatus(errs...)
-		return
+		return plan.WakeAt
 	}
 	if known {
 		errs = append(errs, a.route(desired, actual))
@@ -394,6 +409,7 @@ func (a *Agent) converge(ctx context.Context) {
 	case known:
 		a.log.Debug("converged: nothing to do", zap.String("version", desired.Version))
 	}
+	return plan.WakeAt
 }
 
 // noteFailures keeps, for each rollout the plan gave up on, the last log
@@ -491,7 +507,8 @@ func (a *Agent) onEvent(kind containerEvent, containerID string) {
 // poll long-polls the desired state until ctx ends. A new version is cached
 // and converged towards; errors are retried with jittered exponential
 // back-off, logged when the control plane becomes unreachable and again when
-// it is back.
+// it is back. A status report that goes through ends the back-off at once:
+// after an outage, an apply must not wait up to PollRetryMax to arrive.
 func (a *Agent) poll(ctx context.Context) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = a.cfg.PollRetryMin, a.cfg.PollRetryMax, 0
@@ -531,7 +548,15 @@ func (a *Agent) poll(ctx context.Context) {
 			} else {
 				a.log.Debug("desired state poll failed", zap.Error(err), zap.Duration("retry_in", wait))
 			}
-			sleep(ctx, wait)
+			// A report that went through since the last poll (even before
+			// this failure) ends the wait: at worst one poll too many.
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+			case <-timer.C:
+			case <-a.reachable.C():
+			}
+			timer.Stop()
 		}
 	}
 }
@@ -597,6 +622,7 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		case err == nil && failing:
 			a.log.Info("status reported again")
 			failing = false
+			a.reachable.Fire()
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -471,5 +472,84 @@ func TestNewRefusesAConfigMissingADependency(t *testing.T) {
 		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 			t.Errorf("without %s: New wrote %d files before refusing", name, len(entries))
 		}
+	}
+}
+
+// TestACrashLoopRestartsWhenItsBackOffEnds: the agent converges again when
+// a restart's back-off ends, not on its next periodic tick (an hour here;
+// 30 s in production, where the second and third restarts of a crashing
+// replica once waited for it).
+func TestACrashLoopRestartsWhenItsBackOffEnds(t *testing.T) {
+	f, cp := newFake(t), newFakeControlPlane()
+	w := web(1)
+	cp.set(desiredState(w))
+	cfg := testConfig(t, f, cp, t.TempDir())
+	cfg.ConvergeInterval = time.Hour
+	cfg.Now = f.Now
+	a := startAgent(t, cfg)
+	eventually(t, "the replica runs", func() error {
+		if n := running(f.All(), w); n != 1 {
+			return fmt.Errorf("%d running", n)
+		}
+		return nil
+	})
+	// Back-offs before the 1st, 2nd and 3rd restart: 0, 1 s, 2 s.
+	for i, backoff := range []time.Duration{0, time.Second, 2 * time.Second} {
+		id := ""
+		for _, c := range f.Snapshot() {
+			id = c.ID
+		}
+		crashed := time.Now()
+		if err := f.Crash(id, 1); err != nil {
+			t.Fatal(err)
+		}
+		a.Notify() // what Docker's die event does
+		eventually(t, fmt.Sprintf("restart %d", i+1), func() error {
+			if n := running(f.All(), w); n != 1 {
+				return fmt.Errorf("%d running", n)
+			}
+			return nil
+		})
+		if took := time.Since(crashed); took < backoff || took > backoff+time.Second {
+			t.Fatalf("restart %d came after %v; want its back-off %v and well under a second more", i+1, took, backoff)
+		}
+	}
+}
+
+// TestAPollWaitingOutItsBackOffPollsAsSoonAsTheControlPlaneAnswers: after an
+// outage the heartbeat got through within its interval, but the poll slept
+// out its back-off (up to 30 s), so an apply made right after the control
+// plane came back reached the host 13 to 37 s later.
+func TestAPollWaitingOutItsBackOffPollsAsSoonAsTheControlPlaneAnswers(t *testing.T) {
+	f, cp := newFake(t), newFakeControlPlane()
+	w := web(1)
+	cp.set(desiredState(w))
+	cfg := testConfig(t, f, cp, t.TempDir())
+	cfg.PollRetryMin, cfg.PollRetryMax = 20*time.Second, 30*time.Second
+	a := startAgent(t, cfg)
+	eventually(t, "the replica runs", func() error {
+		if n := running(f.All(), w); n != 1 {
+			return fmt.Errorf("%d running", n)
+		}
+		return nil
+	})
+	cp.setDown(true)
+	_, reports := cp.lastReport()
+	time.Sleep(100 * time.Millisecond) // the poll fails and backs off for 10 s or more
+	cp.setDown(false)
+	back := time.Now()
+	w.Replicas = 2
+	cp.set(desiredState(w))
+	eventually(t, "the new desired state arrives", func() error {
+		if d, ok := a.Desired(); !ok || d.Version != desiredState(w).Version {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if took := time.Since(back); took > 2*time.Second {
+		t.Fatalf("the new desired state arrived %v after the control plane came back; want at once", took)
+	}
+	if _, n := cp.lastReport(); n <= reports {
+		t.Fatal("no status report went through after the outage")
 	}
 }

@@ -37,7 +37,9 @@
 //   - An up-to-date container that crashed, or that was healthy and has failed
 //     HealthRetries consecutive checks (outside the start period): restart it
 //     in place, at once the first time, then after 1s, 2s, 4s... up to 5
-//     minutes; 10 minutes healthy resets the back-off. Restart policy "no"
+//     minutes; 10 minutes healthy resets the back-off. Restarts for failed
+//     checks go MaxSurge replicas of a workload at a time (counting those
+//     still booting), so a starved prober never restarts a whole egg. Restart policy "no"
 //     leaves an exited container alone (a completed job is kept for its logs),
 //     "on-failure" restarts only a failure.
 //   - A stateful workload (a volume, or rollout order stop-first) rolls
@@ -130,9 +132,16 @@ type Plan struct {
 	// Failures are rollouts that this plan gives up on; Converge records them
 	// in the History so that no new attempt is made for that spec hash.
 	Failures []Failure
+	// WakeAt is the earliest time at which a decision this plan waited on
+	// changes by the clock alone: a crash-loop back-off ends, a replacement
+	// has been healthy for MinReady, a progress deadline or a start period
+	// passes. Zero if nothing waits on the clock. The agent converges again
+	// then, instead of on its next periodic tick.
+	WakeAt time.Time
 }
 
-// Empty reports whether the plan does nothing.
+// Empty reports whether the plan does nothing now (it may still wait for
+// WakeAt).
 func (p Plan) Empty() bool { return len(p.Steps) == 0 && len(p.Failures) == 0 }
 
 // Failure is a failed rollout of a workload to a spec hash.

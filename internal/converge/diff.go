@@ -161,8 +161,11 @@ func (d *differ) member(c *containers.Container, w *contract.WorkloadSpec, hash 
 			m.st = stHealthy
 		case !d.everHealthy(m):
 			m.st = stBooting
-		case c.FailingStreak < retries || d.now.Sub(c.StartedAt) < startPeriod:
+		case c.FailingStreak < retries:
 			m.st = stHealthy
+		case d.now.Sub(c.StartedAt) < startPeriod:
+			m.st = stHealthy // failures in the start period do not count
+			d.wakeAt(c.StartedAt.Add(startPeriod))
 		default:
 			m.st = stUnhealthy
 		}
@@ -179,6 +182,9 @@ func (d *differ) member(c *containers.Container, w *contract.WorkloadSpec, hash 
 				since = d.now
 			}
 			m.ready = d.now.Sub(since) >= w.Rollout.MinReady
+			if !m.ready {
+				d.wakeAt(since.Add(w.Rollout.MinReady))
+			}
 		}
 	}
 	return m
@@ -197,6 +203,14 @@ func (d *differ) everHealthy(m member) bool {
 }
 
 func (d *differ) add(s Step) { d.plan.Steps = append(d.plan.Steps, s) }
+
+// wakeAt records that a decision waits until t: the plan's WakeAt is the
+// earliest such time still to come.
+func (d *differ) wakeAt(t time.Time) {
+	if t.After(d.now) && (d.plan.WakeAt.IsZero() || t.Before(d.plan.WakeAt)) {
+		d.plan.WakeAt = t
+	}
+}
 
 func (d *differ) step(a Action, m member, reason string) {
 	d.add(Step{Action: a, WorkloadID: m.c.WorkloadID, BlobID: m.c.BlobID, ContainerID: m.c.ID,
@@ -218,7 +232,8 @@ func (d *differ) remove(m member, reason string) {
 // restart restarts an up-to-date container in place once its crash-loop
 // back-off allows; until then the status shows it crash-looping.
 func (d *differ) restart(m member, reason string) {
-	if d.now.Before(nextRestart(m.c, d.hist(m))) {
+	if next := nextRestart(m.c, d.hist(m)); d.now.Before(next) {
+		d.wakeAt(next)
 		return
 	}
 	d.add(Step{Action: ActionRestart, WorkloadID: m.c.WorkloadID, BlobID: m.c.BlobID, ContainerID: m.c.ID,
@@ -254,7 +269,10 @@ func (d *differ) workload(w *contract.WorkloadSpec, id string, cs []*containers.
 	ms := make([]member, 0, len(cs))
 	for _, c := range cs {
 		m := d.member(c, w, hash)
-		if c.Slot >= n {
+		if c.Slot >= n || c.Slot < 0 {
+			// At or above the replica count, or a slot no replica has
+			// (the slot loop below would never reach it, and would lose
+			// the slots after it).
 			d.remove(m, "scale-down")
 			continue
 		}
@@ -296,6 +314,18 @@ func (d *differ) workload(w *contract.WorkloadSpec, id string, cs []*containers.
 		midRoll++
 		d.start(w, id, hash, i, s.replaceTarget[i], "stale")
 	}
+	// Health restarts take a replica that may still serve out of traffic: at
+	// most MaxSurge of the workload's replicas at a time, counting those still
+	// booting. A starved prober failing every replica at once must not
+	// restart the whole egg.
+	budget := w.MaxSurge() - s.booting
+	for _, m := range s.unhealthy {
+		if budget <= 0 {
+			break
+		}
+		budget--
+		d.restart(m, "unhealthy")
+	}
 	// Keep the workload's steps ordered by slot, the surge starts in place.
 	slices.SortStableFunc(d.plan.Steps[first:], func(a, b Step) int { return cmp.Compare(a.ReplicaIndex, b.ReplicaIndex) })
 }
@@ -310,13 +340,18 @@ type slotPlanner struct {
 	// replaceTarget holds, for a stateful slot waiting to roll, the container
 	// the replace stops.
 	replaceTarget map[int]string
+	// unhealthy holds the up-to-date containers to restart for failed
+	// health checks, lowest slot first; booting counts the slots whose
+	// up-to-date container runs but has not passed a check since its start.
+	unhealthy []member
+	booting   int
 }
 
 // overdue reports whether an up-to-date container's progress deadline,
 // counted from its creation, has passed: its rollout has failed unless it has
 // become healthy.
 func (s *slotPlanner) overdue(m member) bool {
-	return !m.c.Created.IsZero() && s.d.now.Sub(m.c.Created) >= s.w.ProgressDeadline()
+	return s.deadlinePassed(m.c.Created)
 }
 
 // incarnationOverdue reports whether a container that was never healthy has
@@ -327,7 +362,21 @@ func (s *slotPlanner) incarnationOverdue(m member) bool {
 	if last := s.d.hist(m).LastRestart; last.After(from) {
 		from = last
 	}
-	return !from.IsZero() && s.d.now.Sub(from) >= s.w.ProgressDeadline()
+	return s.deadlinePassed(from)
+}
+
+// deadlinePassed reports whether the progress deadline counted from from has
+// passed; if it has not, the plan wakes when it does.
+func (s *slotPlanner) deadlinePassed(from time.Time) bool {
+	if from.IsZero() {
+		return false
+	}
+	deadline := from.Add(s.w.ProgressDeadline())
+	if s.d.now.Before(deadline) {
+		s.d.wakeAt(deadline)
+		return false
+	}
+	return true
 }
 
 func (s *slotPlanner) deadlineReason() string {
@@ -470,6 +519,7 @@ func (s *slotPlanner) stateless(slot int, members []member) (midRoll, wantsRoll 
 			midRoll = false
 		}
 	case stBooting:
+		s.booting++
 		if u.c.State != contract.StateRunning {
 			break // (re)starting: give it its chance
 		}
@@ -484,7 +534,7 @@ func (s *slotPlanner) stateless(slot int, members []member) (midRoll, wantsRoll 
 			d.restart(u, "not healthy by the progress deadline")
 		}
 	case stUnhealthy:
-		d.restart(u, "unhealthy")
+		s.unhealthy = append(s.unhealthy, u)
 	case stExited, stUnknown:
 		switch {
 		case keep != nil && !everHealthy && (s.failed || s.overdue(u)):
@@ -580,12 +630,13 @@ func (s *slotPlanner) stateful(slot int, members []member) (midRoll, wantsRoll b
 		midRoll = !c.ready
 		switch c.st {
 		case stBooting:
+			s.booting++
 			if c.c.State == contract.StateRunning && s.incarnationOverdue(c) {
 				d.fail(s.id, s.hash, s.deadlineReason())
 				d.restart(c, "not healthy by the progress deadline")
 			}
 		case stUnhealthy:
-			d.restart(c, "unhealthy")
+			s.unhealthy = append(s.unhealthy, c)
 		case stExited, stUnknown:
 			if s.shouldRestart(c) {
 				if d.hist(c).HealthyStart.IsZero() && s.overdue(c) {

@@ -236,3 +236,40 @@ func TestDiffStateful(t *testing.T) {
 			want: []string{"drain db/0 u0"}},
 	})
 }
+
+// TestDiffHealthRestartsAreLimitedToMaxSurge: a prober starved on a busy host
+// fails every replica at once; restarting them all would take the whole egg
+// out of traffic. Health restarts go max_surge at a time, counting replicas
+// still booting; crashed ones (already out) are not held back.
+func TestDiffHealthRestartsAreLimitedToMaxSurge(t *testing.T) {
+	surge1 := wl("web", 4, func(w *contract.WorkloadSpec) { w.Rollout.MaxSurge = 1 })
+	surge2 := wl("web", 4, func(w *contract.WorkloadSpec) { w.Rollout.MaxSurge = 2 })
+	sick := func(w contract.WorkloadSpec, slots ...int) []containers.Container {
+		var cs []containers.Container
+		for _, i := range slots {
+			id := "u" + string(rune('0'+i))
+			cs = append(cs, ctr(id, w, i, up(w), contract.StateRunning, unhealthy(3)))
+		}
+		return cs
+	}
+	wasHealthy := healthySince(time.Hour, "u0", "u1", "u2", "u3")
+	booting := func(w contract.WorkloadSpec) containers.Container {
+		return ctr("u3", w, 3, up(w), contract.StateRunning, unhealthy(0), created(5*time.Second))
+	}
+	runDiffCases(t, []diffCase{
+		{name: "max_surge 1: one of four unhealthy replicas at a time, lowest slot first",
+			desired: desiredOf(surge1), history: wasHealthy, actual: sick(surge1, 0, 1, 2, 3),
+			want: []string{"restart web/0 u0"}},
+		{name: "max_surge 2: two at a time",
+			desired: desiredOf(surge2), history: wasHealthy, actual: sick(surge2, 0, 1, 2, 3),
+			want: []string{"restart web/0 u0", "restart web/1 u1"}},
+		{name: "a replica still booting from its restart uses the budget",
+			desired: desiredOf(surge1), history: wasHealthy, actual: append(sick(surge1, 0, 1, 2), booting(surge1)),
+			want: nil},
+		{name: "crashed replicas are restarted beside a health restart",
+			desired: desiredOf(surge1), history: wasHealthy,
+			actual: append(sick(surge1, 0, 1), ctr("u2", surge1, 2, up(surge1), contract.StateCrashed),
+				ctr("u3", surge1, 3, up(surge1), contract.StateCrashed)),
+			want: []string{"restart web/0 u0", "restart web/2 u2", "restart web/3 u3"}},
+	})
+}
