@@ -1,19 +1,23 @@
 package provider
 
 import (
-	"maps"
 	"path/filepath"
 	"testing"
 
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/spec"
 )
 
-// The providers decode the inputs package spec writes into structs of their
-// own. This test loads every project of spec's test data and the examples,
-// resolves the references with values of the kind each output has, and
-// decodes every egg, volume and route strictly: a field spec writes that the
-// providers do not know fails here, not in a user's apply.
+// Package spec writes inputs with the types of package inputs and the
+// providers decode them back with the same types, so the two cannot declare
+// different fields. What can still go wrong is the shape resolution leaves:
+// a reference written where its output's value does not fit. This test
+// loads every project of spec's test data and the examples, resolves the
+// references with values of the kind each output has (hosts is a list), and
+// decodes every resource strictly: a field that does not fit fails here, not
+// in a user's apply. Encoding the decoded value again must give the resolved
+// inputs back, so nothing spec writes is dropped on the way.
 func TestSpecInputsDecode(t *testing.T) {
 	files, err := filepath.Glob("../spec/testdata/*.yaml")
 	if err != nil {
@@ -21,7 +25,7 @@ func TestSpecInputsDecode(t *testing.T) {
 	}
 	files = append(files, "../../examples/shop/hatch.yaml")
 	outputs := map[string]any{
-		"address": "db:5432", "hosts": []any{"h1"}, "name": "hatch-x", "host": "h1",
+		"address": "db:5432", "hosts": []any{"h1", "h2"}, "name": "hatch-x", "host": "h1",
 		"handle": "hatch-secret:x:1:fp",
 	}
 	decoded := map[string]int{}
@@ -36,38 +40,52 @@ func TestSpecInputsDecode(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %s: %v", file, r.Key(), err)
 			}
+			var again map[string]any
 			switch r.Type {
 			case "egg":
-				_, err = decode[eggInputs](r.Key(), in)
+				var v inputs.Egg
+				v, err = decode[inputs.Egg](r.Key(), in)
+				again = inputs.Encode(v)
+				if env, ok := in["env"].(map[string]any); ok {
+					for k, val := range env {
+						if _, isString := val.(string); !isString {
+							env[k] = v.Env[k] // a whole reference to a list, read as a string
+						}
+					}
+				}
 			case "volume":
-				_, err = decode[volumeInputs](r.Key(), in)
+				var v inputs.Volume
+				v, err = decode[inputs.Volume](r.Key(), in)
+				again = inputs.Encode(v)
 			case "route":
-				_, err = decode[routeInputs](r.Key(), in)
+				var v inputs.Route
+				v, err = decode[inputs.Route](r.Key(), in)
+				again = inputs.Encode(v)
+			case "network":
+				var v inputs.Network
+				v, err = decode[inputs.Network](r.Key(), in)
+				again = inputs.Encode(v)
+			case "secret":
+				var v inputs.Secret
+				v, err = decode[inputs.Secret](r.Key(), in)
+				again = inputs.Encode(v)
 			default:
+				t.Errorf("%s: %s: a type this test does not know", file, r.Key())
 				continue
 			}
 			if err != nil {
 				t.Errorf("%s: %v", file, err)
+				continue
+			}
+			if !resource.Equal(again, in) {
+				t.Errorf("%s: %s: decoded and encoded again\n got %v\nwant %v", file, r.Key(), again, in)
 			}
 			decoded[r.Type]++
 		}
 	}
-	for _, typ := range []string{"egg", "volume", "route"} {
+	for _, typ := range []string{"egg", "volume", "route", "network", "secret"} {
 		if decoded[typ] == 0 {
 			t.Errorf("no %s in the test projects: the check proves nothing for it", typ)
 		}
-	}
-}
-
-func TestEnvValuesBecomeStrings(t *testing.T) {
-	in, err := decode[eggInputs]("egg/web", map[string]any{
-		"env": map[string]any{"URL": "http://api:80", "API_HOSTS": []any{"h1", "h2"}, "N": 3},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := envInputs{"URL": "http://api:80", "API_HOSTS": "h1,h2", "N": "3"}
-	if !maps.Equal(in.Env, want) {
-		t.Fatalf("env %v, want %v", in.Env, want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
 // HostSteps are the container steps a plan implies on one host.
@@ -189,7 +190,7 @@ func (p *preview) volume(name string, c PlanChange) error {
 			p.add("", "create volume %s", name)
 			return nil
 		}
-		in, err := decode[volumeInputs](c.Key, c.Inputs)
+		in, err := decode[inputs.Volume](c.Key, c.Inputs)
 		if err != nil {
 			return err
 		}
@@ -213,11 +214,11 @@ func (p *preview) volume(name string, c PlanChange) error {
 }
 
 func (p *preview) route(name string, c PlanChange) error {
-	in, err := decode[routeInputs](c.Key, c.Inputs)
+	in, err := decode[inputs.Route](c.Key, c.Inputs)
 	if err != nil {
 		return err
 	}
-	r := in.route()
+	r := routeOf(in)
 	current := slices.Sorted(maps.Keys(p.v.workloadsOf(workloadID(p.project, in.Egg))))
 	switch c.Action {
 	case reconciler.ActionDelete:

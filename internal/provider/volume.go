@@ -13,6 +13,7 @@ import (
 	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -35,7 +36,7 @@ func (volumeProvider) Diff(deployed, desired map[string]any) []string {
 // (an earlier attempt, or a volume retained after it left the file and now
 // back: its data is there).
 func (p volumeProvider) Create(ctx context.Context, project string, r *resource.Deployed) (map[string]any, error) {
-	in, err := decode[volumeInputs](r.Key(), r.Inputs)
+	in, err := decode[inputs.Volume](r.Key(), r.Inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +100,7 @@ func (volumeProvider) Ready(context.Context, string, *resource.Deployed, resourc
 // volumeHost is where a new volume lives: where it is listed already, else on
 // its egg's first volume's host (a second volume of one egg), else the host
 // the scheduler chooses from the egg's placement and resources.
-func (s *Set) volumeHost(v *view, project, name string, in volumeInputs) (string, error) {
+func (s *Set) volumeHost(v *view, project, name string, in inputs.Volume) (string, error) {
 	if host, ok := v.volumeEntry(project, name); ok {
 		return host, nil
 	}
@@ -111,7 +112,7 @@ func (s *Set) volumeHost(v *view, project, name string, in volumeInputs) (string
 		return "", backoff.Permanent(err)
 	}
 	consumer := placement.Egg{Namespace: ns, Project: proj, Name: in.Egg, Replicas: 1,
-		PerReplica: in.Resources.request(), Placement: in.Placement.Hosts}
+		PerReplica: request(in.Resources), Placement: in.Placement.Hosts}
 	if in.Egg == "" {
 		consumer.Name = name // a volume no egg mounts yet
 	} else {
