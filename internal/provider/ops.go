@@ -32,7 +32,7 @@ func (s *Set) RestartEgg(ctx context.Context, project string, rec *resource.Depl
 	if err != nil {
 		return nil, err
 	}
-	next := cloneRecord(rec)
+	next := rec.Clone()
 	next.Outputs = eggOutputs(e, pl, previousOf(rec.Outputs))
 	return next, nil
 }
@@ -58,7 +58,7 @@ func (s *Set) Revert(ctx context.Context, project string, rec *resource.Deployed
 	if err != nil {
 		return nil, false, err
 	}
-	next = cloneRecord(rec)
+	next = rec.Clone()
 	next.Inputs, next.Source = prev.Inputs, prev.Source
 	next.Outputs = eggOutputs(e, pl, nil)
 	return next, true, nil
@@ -95,7 +95,7 @@ func (s *Set) Reschedule(ctx context.Context, project string, recs []*resource.D
 		if resource.Equal(outputs, rec.Outputs) && resource.Equal(inputs, rec.Inputs) {
 			continue
 		}
-		next := cloneRecord(rec)
+		next := rec.Clone()
 		next.Inputs, next.Outputs = inputs, outputs
 		changed = append(changed, next)
 	}
@@ -205,12 +205,4 @@ func withBesideHosts(inputs map[string]any, hosts map[string][]string) map[strin
 		}
 	}
 	return out
-}
-
-func cloneRecord(r *resource.Deployed) *resource.Deployed {
-	c := *r
-	c.Inputs = resource.Clone(r.Inputs)
-	c.Outputs = resource.Clone(r.Outputs)
-	c.Parents = slices.Clone(r.Parents)
-	return &c
 }

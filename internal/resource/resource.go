@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // Key identifies a resource within a project: "type/name", for example
@@ -77,6 +78,19 @@ type Deployed struct {
 
 // Key returns the resource's "type/name".
 func (d *Deployed) Key() string { return Key(d.Type, d.Name) }
+
+// Clone returns a deep copy of the record (nil for nil), so that what a
+// provider, a store or a walk keeps never aliases another's maps and slices.
+func (d *Deployed) Clone() *Deployed {
+	if d == nil {
+		return nil
+	}
+	c := *d
+	c.Inputs = Clone(d.Inputs)
+	c.Outputs = Clone(d.Outputs)
+	c.Parents = slices.Clone(d.Parents)
+	return &c
+}
 
 // Equal reports whether two input or output maps hold the same values, comparing
 // their canonical JSON encodings (map keys sorted, 1 and 1.0 alike).

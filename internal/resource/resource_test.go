@@ -1,0 +1,31 @@
+package resource
+
+import (
+	"reflect"
+	"testing"
+)
+
+// A clone shares nothing with its original: changing one's inputs, nested
+// outputs or parents leaves the other as it was.
+func TestDeployedCloneIsDeep(t *testing.T) {
+	orig := &Deployed{ID: "1", Type: "egg", Name: "web", Source: "sha256:x", Pending: true,
+		Inputs:  map[string]any{"env": map[string]any{"A": "1"}, "ports": []any{80}},
+		Outputs: map[string]any{"hosts": []any{"h1"}},
+		Parents: []string{"volume/data"},
+	}
+	c := orig.Clone()
+	if !reflect.DeepEqual(c, orig) {
+		t.Fatalf("clone %+v, want %+v", c, orig)
+	}
+	c.Inputs["env"].(map[string]any)["A"] = "2"
+	c.Inputs["ports"].([]any)[0] = 81
+	c.Outputs["hosts"].([]any)[0] = "h2"
+	c.Parents[0] = "network/default"
+	if orig.Inputs["env"].(map[string]any)["A"] != "1" || orig.Inputs["ports"].([]any)[0] != 80 ||
+		orig.Outputs["hosts"].([]any)[0] != "h1" || orig.Parents[0] != "volume/data" {
+		t.Fatalf("changing the clone changed the original: %+v", orig)
+	}
+	if (*Deployed)(nil).Clone() != nil {
+		t.Fatal("nil.Clone() is not nil")
+	}
+}
