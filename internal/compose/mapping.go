@@ -3,6 +3,7 @@ package compose
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/spec"
 )
 
@@ -68,8 +68,8 @@ func sortDiagnostics(ds []spec.Diagnostic) {
 func (m *mapper) project(file string) *spec.Project {
 	p := &spec.Project{File: file, Dir: filepath.Dir(file)}
 	p.Name = projectName(m.cp.Name)
-	if !eggNameRE.MatchString(p.Name) {
-		m.errorf([]string{"name"}, "project name %q becomes %q, but Hatchery project names are 1 to 40 lower-case letters, digits or hyphens: set name: or COMPOSE_PROJECT_NAME", m.cp.Name, p.Name)
+	if !spec.ValidName(p.Name) {
+		m.errorf([]string{"name"}, "project name %q becomes %q, but Hatchery project names are %s: set name: or COMPOSE_PROJECT_NAME", m.cp.Name, p.Name, spec.NameRule)
 	}
 	m.mapNames()
 	p.Volumes = m.volumes()
@@ -487,7 +487,7 @@ func (sm *serviceMapper) secrets() {
 func (sm *serviceMapper) networks() {
 	e := sm.egg
 	addAlias := func(a string) {
-		if a != "" && a != e.Name && !contains(e.Aliases, a) {
+		if a != "" && a != e.Name && !slices.Contains(e.Aliases, a) {
 			e.Aliases = append(e.Aliases, a)
 		}
 	}
@@ -510,20 +510,13 @@ func (sm *serviceMapper) networks() {
 	}
 }
 
-// conditions maps Compose's depends_on conditions.
-var conditions = map[string]resource.Condition{
-	types.ServiceConditionStarted:               resource.ConditionCreated,
-	types.ServiceConditionHealthy:               resource.ConditionHealthy,
-	types.ServiceConditionCompletedSuccessfully: resource.ConditionCompleted,
-}
-
 func (sm *serviceMapper) dependsOn() {
 	for _, dep := range sortedKeys(sm.s.DependsOn) {
 		d := sm.s.DependsOn[dep]
 		if _, active := sm.cp.Services[dep]; !active && !d.Required {
 			continue // an optional dependency on a service of another profile
 		}
-		cond, ok := conditions[d.Condition]
+		cond, ok := spec.ComposeCondition(d.Condition)
 		if !ok {
 			sm.errorAt("depends_on."+dep+".condition", "%q is not a condition: write service_started, service_healthy or service_completed_successfully", d.Condition)
 			continue

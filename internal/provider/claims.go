@@ -8,6 +8,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
@@ -24,7 +25,7 @@ func (e *ConflictError) Error() string {
 }
 
 // projectOf is a workload's "<namespace>/<project>".
-func projectOf(w contract.WorkloadSpec) string { return w.Namespace + "/" + w.Project }
+func projectOf(w contract.WorkloadSpec) string { return resource.Project(w.Namespace, w.Project) }
 
 // routeOf returns the contract's form of a route: "/" is the whole host.
 func routeOf(r inputs.Route) contract.Route {

@@ -280,7 +280,7 @@ func (s *Set) routesOf(ctx context.Context, project, egg string) ([]contract.Rou
 	}
 	var out []contract.Route
 	for _, r := range recs {
-		if r.Type != "route" || r.Inputs["egg"] != egg {
+		if r.Type != resource.Route || r.Inputs["egg"] != egg {
 			continue
 		}
 		in, err := decode[inputs.Route](r.Key(), r.Inputs)

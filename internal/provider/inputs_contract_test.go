@@ -28,7 +28,7 @@ func TestSpecInputsDecode(t *testing.T) {
 		"address": "db:5432", "hosts": []any{"h1", "h2"}, "name": "hatch-x", "host": "h1",
 		"handle": "hatch-secret:x:1:fp",
 	}
-	decoded := map[string]int{}
+	decoded := map[resource.Kind]int{}
 	for _, file := range files {
 		p, err := spec.Load(file, spec.Options{LookupEnv: func(string) (string, bool) { return "v", true }})
 		if err != nil {
@@ -42,7 +42,7 @@ func TestSpecInputsDecode(t *testing.T) {
 			}
 			var again map[string]any
 			switch r.Type {
-			case "egg":
+			case resource.Egg:
 				var v inputs.Egg
 				v, err = decode[inputs.Egg](r.Key(), in)
 				again = inputs.Encode(v)
@@ -53,19 +53,19 @@ func TestSpecInputsDecode(t *testing.T) {
 						}
 					}
 				}
-			case "volume":
+			case resource.Volume:
 				var v inputs.Volume
 				v, err = decode[inputs.Volume](r.Key(), in)
 				again = inputs.Encode(v)
-			case "route":
+			case resource.Route:
 				var v inputs.Route
 				v, err = decode[inputs.Route](r.Key(), in)
 				again = inputs.Encode(v)
-			case "network":
+			case resource.Network:
 				var v inputs.Network
 				v, err = decode[inputs.Network](r.Key(), in)
 				again = inputs.Encode(v)
-			case "secret":
+			case resource.Secret:
 				var v inputs.Secret
 				v, err = decode[inputs.Secret](r.Key(), in)
 				again = inputs.Encode(v)
@@ -83,7 +83,7 @@ func TestSpecInputsDecode(t *testing.T) {
 			decoded[r.Type]++
 		}
 	}
-	for _, typ := range []string{"egg", "volume", "route", "network", "secret"} {
+	for _, typ := range resource.Kinds() {
 		if decoded[typ] == 0 {
 			t.Errorf("no %s in the test projects: the check proves nothing for it", typ)
 		}

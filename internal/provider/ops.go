@@ -72,7 +72,7 @@ func (s *Set) Revert(ctx context.Context, project string, rec *resource.Deployed
 func (s *Set) Reschedule(ctx context.Context, project string, recs []*resource.Deployed) ([]*resource.Deployed, error) {
 	hosts := map[string][]string{} // egg name -> its hosts, as of this pass
 	for _, r := range recs {
-		if r.Type == "egg" {
+		if r.Type == resource.Egg {
 			hosts[r.Name] = hostsOf(r.Outputs)
 		}
 	}
@@ -130,7 +130,7 @@ func (s *Set) NeedsPlacing(recs []*resource.Deployed, hosts []placement.Host, no
 		anyLive = anyLive || class[h.ID] == "live"
 	}
 	for _, r := range recs {
-		if r.Type != "egg" || r.Pending {
+		if r.Type != resource.Egg || r.Pending {
 			continue
 		}
 		if intOf(r.Outputs["unplaced"]) > 0 && anyLive {
@@ -147,7 +147,7 @@ func (s *Set) NeedsPlacing(recs []*resource.Deployed, hosts []placement.Host, no
 
 func checkEgg(rec *resource.Deployed) error {
 	switch {
-	case rec == nil || rec.Type != "egg":
+	case rec == nil || rec.Type != resource.Egg:
 		return errors.New("not an egg")
 	case rec.Pending:
 		return fmt.Errorf("egg %s was never created: apply the project first", rec.Name)
@@ -160,7 +160,7 @@ func checkEgg(rec *resource.Deployed) error {
 func eggsInOrder(recs []*resource.Deployed) []*resource.Deployed {
 	byKey := map[string]*resource.Deployed{}
 	for _, r := range recs {
-		if r.Type == "egg" && !r.Pending {
+		if r.Type == resource.Egg && !r.Pending {
 			byKey[r.Key()] = r
 		}
 	}

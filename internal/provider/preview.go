@@ -46,14 +46,14 @@ func (s *Set) Preview(ctx context.Context, project string, changes []PlanChange,
 		p.records[r.Key()] = r
 	}
 	for _, c := range changes {
-		typ, name, _ := strings.Cut(c.Key, "/")
+		typ, name, _ := resource.SplitKey(c.Key)
 		var err error
 		switch typ {
-		case "egg":
+		case resource.Egg:
 			err = p.egg(name, c)
-		case "volume":
+		case resource.Volume:
 			err = p.volume(name, c)
-		case "route":
+		case resource.Route:
 			err = p.route(name, c)
 		}
 		if err != nil {
@@ -67,7 +67,7 @@ func (s *Set) Preview(ctx context.Context, project string, changes []PlanChange,
 	if opts.DeleteVolumes {
 		for host, d := range v.states {
 			for _, vol := range d.Volumes {
-				if vol.Namespace+"/"+vol.Project == project && !vol.Delete && p.records["volume/"+vol.Name] == nil {
+				if resource.Project(vol.Namespace, vol.Project) == project && !vol.Delete && p.records[resource.Key(resource.Volume, vol.Name)] == nil {
 					p.add(host, "delete volume %s (retained earlier) and its data", vol.Name)
 				}
 			}

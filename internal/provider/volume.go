@@ -107,7 +107,7 @@ func (s *Set) volumeHost(v *view, project, name string, in inputs.Volume) (strin
 	if in.Placement.VolumeHost != "" {
 		return in.Placement.VolumeHost, nil
 	}
-	ns, proj, err := splitProject(project)
+	ns, proj, err := resource.SplitProject(project)
 	if err != nil {
 		return "", backoff.Permanent(err)
 	}
@@ -137,7 +137,7 @@ func (s *Set) volumeHost(v *view, project, name string, in inputs.Volume) (strin
 func (v *view) volumeEntry(project, name string) (string, bool) {
 	for host, d := range v.states {
 		for _, vol := range d.Volumes {
-			if vol.Namespace+"/"+vol.Project == project && vol.Name == name && !vol.Delete {
+			if resource.Project(vol.Namespace, vol.Project) == project && vol.Name == name && !vol.Delete {
 				return host, true
 			}
 		}
@@ -151,7 +151,7 @@ func (v *view) keepVolume(project, name, host string) error {
 	if !ok {
 		return backoff.Permanent(fmt.Errorf("volume %s: its host %s is not a known host", name, host))
 	}
-	ns, proj, err := splitProject(project)
+	ns, proj, err := resource.SplitProject(project)
 	if err != nil {
 		return backoff.Permanent(err)
 	}
@@ -173,7 +173,7 @@ func (v *view) markVolumeDeleted(project, name string) []string {
 	for _, d := range v.states {
 		for i := range d.Volumes {
 			vol := &d.Volumes[i]
-			if vol.Namespace+"/"+vol.Project == project && (name == "" || vol.Name == name) && !vol.Delete {
+			if resource.Project(vol.Namespace, vol.Project) == project && (name == "" || vol.Name == name) && !vol.Delete {
 				vol.Delete = true
 				marked = append(marked, vol.Name)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/placement"
+	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
@@ -29,11 +30,11 @@ type eggSpec struct {
 
 // newEggSpec decodes an egg's resolved inputs.
 func newEggSpec(project, name string, resolved map[string]any, source string, revision int) (eggSpec, error) {
-	ns, proj, err := splitProject(project)
+	ns, proj, err := resource.SplitProject(project)
 	if err != nil {
 		return eggSpec{}, backoff.Permanent(err)
 	}
-	in, err := decode[inputs.Egg]("egg/"+name, resolved)
+	in, err := decode[inputs.Egg](resource.Key(resource.Egg, name), resolved)
 	if err != nil {
 		return eggSpec{}, err
 	}

@@ -15,12 +15,16 @@ import (
 // UnknownTypeError reports a resource whose type has no provider.
 type UnknownTypeError struct {
 	Key   string
-	Type  string
-	Known []string // the registered types, sorted
+	Type  resource.Kind
+	Known []resource.Kind // the registered types, sorted
 }
 
 func (e *UnknownTypeError) Error() string {
-	return fmt.Sprintf("%s: unknown type %q (known types: %s)", e.Key, e.Type, strings.Join(e.Known, ", "))
+	known := make([]string, len(e.Known))
+	for i, k := range e.Known {
+		known[i] = string(k)
+	}
+	return fmt.Sprintf("%s: unknown type %q (known types: %s)", e.Key, e.Type, strings.Join(known, ", "))
 }
 
 // UnknownOutputError reports a reference to an output its resource's type

@@ -95,11 +95,11 @@ func (e *env) records(t tb, project string) map[string]*resource.Deployed {
 }
 
 func egg(name string, inputs map[string]any) *resource.Desired {
-	return &resource.Desired{Type: "egg", Name: name, Inputs: inputs}
+	return &resource.Desired{Type: resource.Egg, Name: name, Inputs: inputs}
 }
 
 func volume(name string) *resource.Desired {
-	return &resource.Desired{Type: "volume", Name: name, Inputs: map[string]any{"driver": "local"}}
+	return &resource.Desired{Type: resource.Volume, Name: name, Inputs: map[string]any{"driver": "local"}}
 }
 
 func dep(parent, child string, cond resource.Condition) *resource.Dependency {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -145,7 +144,7 @@ type state struct {
 }
 
 func (r *Reconciler) prepare(ctx context.Context, project string, g Graph) (*state, error) {
-	if err := checkProject(project); err != nil {
+	if _, _, err := resource.SplitProject(project); err != nil {
 		return nil, err
 	}
 	if r.Resources == nil || r.Registry == nil {
@@ -177,16 +176,6 @@ func (r *Reconciler) prepare(ctx context.Context, project string, g Graph) (*sta
 		return nil, err
 	}
 	return st, nil
-}
-
-// checkProject insists on "<namespace>/<project>", the only form that keeps
-// namespaces apart everywhere the string is used as a key.
-func checkProject(project string) error {
-	ns, name, ok := strings.Cut(project, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return fmt.Errorf("project %q: want <namespace>/<project>", project)
-	}
-	return nil
 }
 
 func (r *Reconciler) logger() *zap.Logger {

@@ -112,7 +112,7 @@ func TestReferencesResolveFromParentsCurrentOutputs(t *testing.T) {
 func TestEscapesAreUndoneWithoutReferences(t *testing.T) {
 	e := newEnv(t)
 	e.apply(t, mustGraph(t, []*resource.Desired{
-		{Type: "egg", Name: "plain", Inputs: map[string]any{"image": "app:1", "env": map[string]any{"PS1": "$${HOME}>"}}},
+		{Type: resource.Egg, Name: "plain", Inputs: map[string]any{"image": "app:1", "env": map[string]any{"PS1": "$${HOME}>"}}},
 	}))
 	got := e.records(t, project)["egg/plain"].Inputs["env"].(map[string]any)["PS1"]
 	if got != "${HOME}>" {
@@ -305,7 +305,7 @@ func TestChildWaitsForParentReadinessWithoutHoldingASlot(t *testing.T) {
 	// must run between db's readiness polls.
 	rs := []*resource.Desired{egg("db", nil), egg("web", nil)}
 	for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
-		rs = append(rs, &resource.Desired{Type: "network", Name: n})
+		rs = append(rs, &resource.Desired{Type: resource.Network, Name: n})
 	}
 	e.egg.Hook = func(ctx context.Context, c reconcilertest.Call) error {
 		time.Sleep(2 * time.Millisecond)

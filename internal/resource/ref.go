@@ -213,8 +213,10 @@ func format(v any) string {
 // ParseRef parses the inside of a reference, "type/name.output".
 func ParseRef(s string) (Ref, error) {
 	dot := strings.LastIndexByte(s, '.')
-	slash := strings.IndexByte(s, '/')
-	if slash <= 0 || dot < slash+2 || dot == len(s)-1 {
+	if dot < 0 || dot == len(s)-1 {
+		return Ref{}, fmt.Errorf("bad reference ${%s}: want ${type/name.output}", s)
+	}
+	if _, _, ok := SplitKey(s[:dot]); !ok {
 		return Ref{}, fmt.Errorf("bad reference ${%s}: want ${type/name.output}", s)
 	}
 	return Ref{Key: s[:dot], Output: s[dot+1:]}, nil

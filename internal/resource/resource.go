@@ -12,15 +12,58 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
+
+// Kind is a resource's type: which provider makes it and which inputs
+// (package inputs) it takes.
+type Kind string
+
+// The kinds of resource a project holds.
+const (
+	Egg     Kind = "egg"
+	Volume  Kind = "volume"
+	Network Kind = "network"
+	Secret  Kind = "secret"
+	Route   Kind = "route"
+)
+
+// Kinds lists every kind, in the order a project file declares them.
+func Kinds() []Kind { return []Kind{Egg, Volume, Network, Secret, Route} }
 
 // Key identifies a resource within a project: "type/name", for example
 // "egg/web" or "route/api.localhost/v1".
-func Key(typ, name string) string { return typ + "/" + name }
+func Key(typ Kind, name string) string { return string(typ) + "/" + name }
+
+// SplitKey splits a key into its type and name: the type is everything
+// before the first "/", the name the rest (a route's name holds slashes).
+// ok is false unless both are non-empty.
+func SplitKey(key string) (typ Kind, name string, ok bool) {
+	t, name, _ := strings.Cut(key, "/")
+	if t == "" || name == "" {
+		return "", "", false
+	}
+	return Kind(t), name, true
+}
+
+// Project returns the project string "<namespace>/<name>" that keys a
+// project's resources, records and workloads.
+func Project(namespace, name string) string { return namespace + "/" + name }
+
+// SplitProject splits a project string "<namespace>/<name>", refusing any
+// other form: it is the only one that keeps namespaces apart everywhere the
+// string is used as a key.
+func SplitProject(project string) (namespace, name string, err error) {
+	ns, name, ok := strings.Cut(project, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("project %q: want <namespace>/<project>", project)
+	}
+	return ns, name, nil
+}
 
 // Desired is one resource a project asks for.
 type Desired struct {
-	Type string
+	Type Kind
 	Name string
 	// Inputs configure the resource. String values may hold references to a
 	// parent's outputs (see Ref); the reconciler resolves them before it
@@ -57,7 +100,7 @@ type Dependency struct {
 // Deployed is a resource as it was recorded after a provider operation.
 type Deployed struct {
 	ID   string
-	Type string
+	Type Kind
 	Name string
 	// Inputs are the resolved inputs the resource was last created or updated with.
 	Inputs map[string]any

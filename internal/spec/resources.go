@@ -2,7 +2,6 @@ package spec
 
 import (
 	"sort"
-	"strings"
 
 	"github.com/hatchery/hatchery/internal/graph"
 	"github.com/hatchery/hatchery/internal/resource"
@@ -16,14 +15,14 @@ import (
 func (p *Project) Resources() ([]*resource.Desired, []*resource.Dependency) {
 	var rs []*resource.Desired
 	var deps []*resource.Dependency
-	add := func(typ, name string, in any) {
+	add := func(typ resource.Kind, name string, in any) {
 		rs = append(rs, &resource.Desired{Type: typ, Name: name, Inputs: inputs.Encode(in)})
 	}
 	for _, n := range p.Networks {
-		add("network", n.Name, inputs.Network{Internal: n.Internal, Labels: n.Labels})
+		add(resource.Network, n.Name, inputs.Network{Internal: n.Internal, Labels: n.Labels})
 	}
 	for _, s := range p.Secrets {
-		add("secret", s.Name, inputs.Secret{File: s.File, Env: s.Env})
+		add(resource.Secret, s.Name, inputs.Secret{File: s.File, Env: s.Env})
 	}
 	owners := map[string]*Egg{} // volume -> the egg mounting it
 	for _, e := range p.Eggs {
@@ -32,17 +31,17 @@ func (p *Project) Resources() ([]*resource.Desired, []*resource.Dependency) {
 		}
 	}
 	for _, v := range p.Volumes {
-		add("volume", v.Name, volumeFor(v, owners[v.Name]))
+		add(resource.Volume, v.Name, volumeFor(v, owners[v.Name]))
 	}
 	for _, e := range p.Eggs {
-		add("egg", e.Name, eggInputsOf(e))
-		child := resource.Key("egg", e.Name)
+		add(resource.Egg, e.Name, eggInputsOf(e))
+		child := resource.Key(resource.Egg, e.Name)
 		for _, d := range e.DependsOn {
-			deps = append(deps, &resource.Dependency{Parent: resource.Key("egg", d.Egg), Child: child, Condition: d.Condition})
+			deps = append(deps, &resource.Dependency{Parent: resource.Key(resource.Egg, d.Egg), Child: child, Condition: d.Condition})
 		}
 		for _, r := range e.Routes {
-			add("route", r.Name(), inputs.Route{Host: r.Host, Path: r.Path, Egg: e.Name, Port: e.Port, Hosts: []string{ref("egg", e.Name, "hosts")}})
-			deps = append(deps, &resource.Dependency{Parent: child, Child: resource.Key("route", r.Name())})
+			add(resource.Route, r.Name(), inputs.Route{Host: r.Host, Path: r.Path, Egg: e.Name, Port: e.Port, Hosts: []string{ref(resource.Egg, e.Name, "hosts")}})
+			deps = append(deps, &resource.Dependency{Parent: child, Child: resource.Key(resource.Route, r.Name())})
 		}
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Key() < rs[j].Key() })
@@ -61,7 +60,7 @@ func (p *Project) Graph() (*graph.Graph, error) {
 }
 
 // ref writes a canonical reference to an output.
-func ref(typ, name, output string) string {
+func ref(typ resource.Kind, name, output string) string {
 	return resource.Ref{Key: resource.Key(typ, name), Output: output}.String()
 }
 
@@ -115,15 +114,15 @@ func eggInputsOf(e *Egg) inputs.Egg {
 	for _, m := range e.Volumes {
 		source := m.Source
 		if m.Type == MountVolume {
-			source = ref("volume", m.Source, "name")
+			source = ref(resource.Volume, m.Source, "name")
 		}
 		in.Volumes = append(in.Volumes, inputs.Mount{Type: string(m.Type), Source: source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
 	for _, s := range e.Secrets {
-		in.Secrets = append(in.Secrets, inputs.SecretMount{Name: s, Handle: ref("secret", s, "handle"), Target: "/run/secrets/" + s})
+		in.Secrets = append(in.Secrets, inputs.SecretMount{Name: s, Handle: ref(resource.Secret, s, "handle"), Target: "/run/secrets/" + s})
 	}
 	for _, n := range e.Networks {
-		in.Networks = append(in.Networks, ref("network", n, "name"))
+		in.Networks = append(in.Networks, ref(resource.Network, n, "name"))
 	}
 	return in
 }
@@ -135,14 +134,14 @@ func placementOf(e *Egg) inputs.Placement {
 	pl := inputs.Placement{Hosts: orEmpty(e.Placement.Hosts), Beside: []inputs.Beside{}}
 	if vols := e.namedVolumes(); len(vols) > 0 {
 		pl.Volume = vols[0]
-		pl.VolumeHost = ref("volume", vols[0], "host")
+		pl.VolumeHost = ref(resource.Volume, vols[0], "host")
 	}
 	seen := map[string]bool{}
 	for _, r := range e.refs {
-		name, isEgg := strings.CutPrefix(r.Key, "egg/")
-		if isEgg && r.Output == "address" && !seen[name] {
+		typ, name, _ := resource.SplitKey(r.Key)
+		if typ == resource.Egg && r.Output == "address" && !seen[name] {
 			seen[name] = true
-			pl.Beside = append(pl.Beside, inputs.Beside{Egg: name, Hosts: []string{ref("egg", name, "hosts")}})
+			pl.Beside = append(pl.Beside, inputs.Beside{Egg: name, Hosts: []string{ref(resource.Egg, name, "hosts")}})
 		}
 	}
 	sort.Slice(pl.Beside, func(i, j int) bool { return pl.Beside[i].Egg < pl.Beside[j].Egg })

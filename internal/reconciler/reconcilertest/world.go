@@ -39,7 +39,7 @@ type Call struct {
 // Object is what a fake provider made: the outside world's state.
 type Object struct {
 	Project string
-	Type    string
+	Type    resource.Kind
 	Name    string
 	ID      string
 	Inputs  map[string]any
@@ -168,7 +168,9 @@ func Revision(inputs map[string]any) string {
 	return hex.EncodeToString(sum[:4])
 }
 
-func objectKey(project, typ, id string) string { return project + "|" + typ + "|" + id }
+func objectKey(project string, typ resource.Kind, id string) string {
+	return project + "|" + string(typ) + "|" + id
+}
 
 func (w *World) begin(op Op, project string, r *resource.Deployed) Call {
 	w.mu.Lock()
