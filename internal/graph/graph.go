@@ -182,10 +182,6 @@ func (g *Graph) findCycle(indegree map[string]int) []string {
 	}
 }
 
-// Validate reports whether the graph is a checked DAG. A Graph returned by New
-// always is; the method lets a consumer holding only an interface ask.
-func (g *Graph) Validate() error { return nil }
-
 // Len is the number of resources.
 func (g *Graph) Len() int { return len(g.nodes) }
 

@@ -153,10 +153,9 @@ func firstStartAndLastEnd(w *reconcilertest.World) (start, end map[string]int) {
 // fakeGraph implements reconciler.Graph from plain maps, so tests can hand
 // the reconciler graphs that graph.New would refuse.
 type fakeGraph struct {
-	leaves   []*resource.Desired
-	parents  map[string][]*resource.Desired
-	deps     map[string][]*resource.Dependency
-	validate error
+	leaves  []*resource.Desired
+	parents map[string][]*resource.Desired
+	deps    map[string][]*resource.Dependency
 }
 
 func (g *fakeGraph) LeafResources() []*resource.Desired { return g.leaves }
@@ -165,10 +164,14 @@ func (g *fakeGraph) ParentResources(child string) []*resource.Desired {
 }
 func (g *fakeGraph) DependenciesOf(child string) []*resource.Dependency { return g.deps[child] }
 
-// validatingGraph adds graph.Graph's Validate method to a fakeGraph.
-type validatingGraph struct{ *fakeGraph }
+// listingGraph adds graph.Graph's Resources method to a fakeGraph: every
+// resource, whether a leaf reaches it or not.
+type listingGraph struct {
+	*fakeGraph
+	all []*resource.Desired
+}
 
-func (g validatingGraph) Validate() error { return g.validate }
+func (g listingGraph) Resources() []*resource.Desired { return g.all }
 
 // gate lets a test hold provider calls until it says go.
 type gate struct {

@@ -31,8 +31,11 @@ const (
 // Graph contains the desired graph to reconcile. It is seen from its leaves
 // upward: LeafResources are the resources nothing depends on, and walking
 // ParentResources from them must reach every resource. graph.Graph implements
-// it; if an implementation also has a Validate() error method, the reconciler
-// calls it, since a cycle no leaf reaches is invisible through this interface.
+// it. Whatever the implementation, the reconciler checks what it discovers
+// with graph.New before anything runs; if the implementation also lists
+// every resource (a Resources() []*resource.Desired method, as graph.Graph
+// has), it walks from those too, since a cycle no leaf reaches is invisible
+// through this interface.
 type Graph interface {
 	LeafResources() []*resource.Desired
 	ParentResources(child string) []*resource.Desired

@@ -759,12 +759,12 @@ func TestBadGraphsAreRefusedBeforeAnythingRuns(t *testing.T) {
 			as:   new(*graph.CycleError),
 		},
 		{
-			name: "cycle no leaf reaches, caught by Validate",
-			graph: validatingGraph{&fakeGraph{
-				leaves:   []*resource.Desired{egg("alone", nil)},
-				validate: &graph.CycleError{Path: []string{"egg/web", "egg/api", "egg/web"}},
-			}},
-			want: []string{"egg/web -> egg/api -> egg/web"},
+			name: "cycle no leaf reaches, seen in the graph's list of resources",
+			graph: listingGraph{&fakeGraph{
+				leaves:  []*resource.Desired{egg("alone", nil)},
+				parents: map[string][]*resource.Desired{"egg/web": {api}, "egg/api": {web}},
+			}, []*resource.Desired{egg("alone", nil), web, api}},
+			want: []string{"egg/api -> egg/web -> egg/api"},
 			as:   new(*graph.CycleError),
 		},
 		{
