@@ -52,18 +52,18 @@ func newEnvLogging(logger *zap.Logger) *env {
 		world:   world,
 		store:   reconcilertest.NewStorage(),
 		sources: reconcilertest.NewSources(),
-		egg: world.Provider("egg", reconciler.Schema{
+		egg: world.Provider(resource.Egg, reconciler.Schema{
 			Outputs:    []string{"address", "hosts"},
 			Conditions: []resource.Condition{resource.ConditionHealthy, resource.ConditionCompleted},
 		}),
-		volume:  world.Provider("volume", reconciler.Schema{Outputs: []string{"name", "host"}}),
-		network: world.Provider("network", reconciler.Schema{Outputs: []string{"name"}}),
+		volume:  world.Provider(resource.Volume, reconciler.Schema{Outputs: []string{"name", "host"}}),
+		network: world.Provider(resource.Network, reconciler.Schema{Outputs: []string{"name"}}),
 	}
 	var ids atomic.Int64
 	e.r = &reconciler.Reconciler{
 		Resources: e.store,
 		Source:    e.sources,
-		Registry:  reconciler.Registry{"egg": e.egg, "volume": e.volume, "network": e.network},
+		Registry:  reconciler.Registry{resource.Egg: e.egg, resource.Volume: e.volume, resource.Network: e.network},
 		IDGen:     reconciler.IDGeneratorFunc(func() string { return fmt.Sprintf("id-%d", ids.Add(1)) }),
 		Logger:    logger,
 		Backoff:   func() backoff.BackOff { return backoff.WithMaxRetries(&backoff.ZeroBackOff{}, 3) },

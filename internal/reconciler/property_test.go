@@ -43,7 +43,7 @@ func randomGraph(rng *rand.Rand, size int) ([]*resource.Desired, []*resource.Dep
 			j := present[rng.IntN(len(present))]
 			parent := resource.Key(typeOf(j), fmt.Sprintf("n%d", j))
 			switch {
-			case typeOf(j) == "volume":
+			case typeOf(j) == resource.Volume:
 				r.Inputs[fmt.Sprintf("p%d", j)] = "${" + parent + ".name}"
 			case rng.IntN(3) == 0 && r.Type == resource.Egg:
 				deps = append(deps, &resource.Dependency{Parent: parent, Child: r.Key(), Condition: resource.ConditionHealthy})

@@ -198,8 +198,8 @@ type MountType string
 
 // The mount types.
 const (
-	MountVolume MountType = "volume" // a volume of `volumes:`, by name
-	MountBind   MountType = "bind"   // a directory of the host (allowed, with a warning)
+	MountVolume MountType = inputs.MountVolume // a volume of `volumes:`, by name
+	MountBind   MountType = inputs.MountBind   // a directory of the host (allowed, with a warning)
 )
 
 // Mount is one entry of an egg's `volumes:`.
