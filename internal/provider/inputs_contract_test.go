@@ -43,32 +43,25 @@ func TestSpecInputsDecode(t *testing.T) {
 			var again map[string]any
 			switch r.Type {
 			case resource.Egg:
-				var v inputs.Egg
-				v, err = decode[inputs.Egg](r.Key(), in)
-				again = inputs.Encode(v)
-				if env, ok := in["env"].(map[string]any); ok {
-					for k, val := range env {
-						if _, isString := val.(string); !isString {
-							env[k] = v.Env[k] // a whole reference to a list, read as a string
+				var egg inputs.Egg
+				if egg, err = decode[inputs.Egg](r.Key(), in); err == nil {
+					again = inputs.Encode(egg)
+					if env, ok := in["env"].(map[string]any); ok {
+						for k, v := range env {
+							if _, isString := v.(string); !isString {
+								env[k] = egg.Env[k] // a whole reference to a list, read as a string
+							}
 						}
 					}
 				}
 			case resource.Volume:
-				var v inputs.Volume
-				v, err = decode[inputs.Volume](r.Key(), in)
-				again = inputs.Encode(v)
+				again, err = roundTrip[inputs.Volume](r.Key(), in)
 			case resource.Route:
-				var v inputs.Route
-				v, err = decode[inputs.Route](r.Key(), in)
-				again = inputs.Encode(v)
+				again, err = roundTrip[inputs.Route](r.Key(), in)
 			case resource.Network:
-				var v inputs.Network
-				v, err = decode[inputs.Network](r.Key(), in)
-				again = inputs.Encode(v)
+				again, err = roundTrip[inputs.Network](r.Key(), in)
 			case resource.Secret:
-				var v inputs.Secret
-				v, err = decode[inputs.Secret](r.Key(), in)
-				again = inputs.Encode(v)
+				again, err = roundTrip[inputs.Secret](r.Key(), in)
 			default:
 				t.Errorf("%s: %s: a type this test does not know", file, r.Key())
 				continue
@@ -88,4 +81,13 @@ func TestSpecInputsDecode(t *testing.T) {
 			t.Errorf("no %s in the test projects: the check proves nothing for it", typ)
 		}
 	}
+}
+
+// roundTrip decodes resolved inputs as the providers do and encodes them again.
+func roundTrip[T any](key string, in map[string]any) (map[string]any, error) {
+	v, err := decode[T](key, in)
+	if err != nil {
+		return nil, err
+	}
+	return inputs.Encode(v), nil
 }
