@@ -3,7 +3,8 @@ package reconciler_test
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,11 +184,4 @@ func newGate() *gate                  { return &gate{ch: make(chan struct{})} }
 func (g *gate) open()                 { g.once.Do(func() { close(g.ch) }) }
 func (g *gate) wait() <-chan struct{} { return g.ch }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
