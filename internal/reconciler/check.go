@@ -126,12 +126,12 @@ func discover(g Graph) *discovery {
 	}
 	// listed checks a list for nil entries and keys listed twice, which are
 	// duplicates too.
-	listed := func(where string, rs []*resource.Desired) []*resource.Desired {
+	listed := func(nilErr func() error, rs []*resource.Desired) []*resource.Desired {
 		seen := make(map[string]bool, len(rs))
 		out := make([]*resource.Desired, 0, len(rs))
 		for _, r := range rs {
 			if r == nil {
-				d.errs = append(d.errs, fmt.Errorf("%sgraph holds a nil resource", where))
+				d.errs = append(d.errs, nilErr())
 				continue
 			}
 			if seen[r.Key()] {
@@ -142,7 +142,8 @@ func discover(g Graph) *discovery {
 		}
 		return out
 	}
-	for _, r := range listed("", g.LeafResources()) {
+	nilLeaf := func() error { return errors.New("graph holds a nil resource") }
+	for _, r := range listed(nilLeaf, g.LeafResources()) {
 		visit(r)
 	}
 	if all, ok := g.(interface{ Resources() []*resource.Desired }); ok {
@@ -155,7 +156,8 @@ func discover(g Graph) *discovery {
 	for len(queue) > 0 {
 		key := queue[0]
 		queue = queue[1:]
-		for _, p := range listed(key+": ", g.ParentResources(key)) {
+		nilParent := func() error { return fmt.Errorf("%s: graph holds a nil parent", key) }
+		for _, p := range listed(nilParent, g.ParentResources(key)) {
 			d.deps = append(d.deps, &resource.Dependency{Parent: p.Key(), Child: key})
 			visit(p)
 		}

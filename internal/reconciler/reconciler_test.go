@@ -777,6 +777,24 @@ func TestBadGraphsAreRefusedBeforeAnythingRuns(t *testing.T) {
 			as:   new(*graph.DuplicateError),
 		},
 		{
+			name: "nil parent",
+			graph: &fakeGraph{
+				leaves:  []*resource.Desired{egg("web", nil)},
+				parents: map[string][]*resource.Desired{"egg/web": {nil}},
+			},
+			want: []string{"egg/web: graph holds a nil parent"},
+			as:   new(error),
+		},
+		{
+			name: "parent listed twice",
+			graph: &fakeGraph{
+				leaves:  []*resource.Desired{egg("web", nil)},
+				parents: map[string][]*resource.Desired{"egg/web": {volume("data"), volume("data")}},
+			},
+			want: []string{"volume/data is defined twice"},
+			as:   new(*graph.DuplicateError),
+		},
+		{
 			name:  "unknown type, listing the known ones",
 			graph: mustGraph(t, []*resource.Desired{{Type: "eg", Name: "web"}}),
 			want:  []string{`eg/web: unknown type "eg" (known types: egg, network, volume)`},
