@@ -39,7 +39,7 @@ type planRequest struct {
 }
 
 type planResource struct {
-	Type   string         `json:"type"`
+	Type   resource.Kind  `json:"type"`
 	Name   string         `json:"name"`
 	Inputs map[string]any `json:"inputs"`
 	Source string         `json:"source,omitempty"`

@@ -2,7 +2,9 @@ package compose
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,7 +12,6 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/spec"
 )
 
@@ -68,8 +69,8 @@ func sortDiagnostics(ds []spec.Diagnostic) {
 func (m *mapper) project(file string) *spec.Project {
 	p := &spec.Project{File: file, Dir: filepath.Dir(file)}
 	p.Name = projectName(m.cp.Name)
-	if !eggNameRE.MatchString(p.Name) {
-		m.errorf([]string{"name"}, "project name %q becomes %q, but Hatchery project names are 1 to 40 lower-case letters, digits or hyphens: set name: or COMPOSE_PROJECT_NAME", m.cp.Name, p.Name)
+	if !spec.ValidName(p.Name) {
+		m.errorf([]string{"name"}, "project name %q becomes %q, but Hatchery project names are %s: set name: or COMPOSE_PROJECT_NAME", m.cp.Name, p.Name, spec.NameRule)
 	}
 	m.mapNames()
 	p.Volumes = m.volumes()
@@ -487,7 +488,7 @@ func (sm *serviceMapper) secrets() {
 func (sm *serviceMapper) networks() {
 	e := sm.egg
 	addAlias := func(a string) {
-		if a != "" && a != e.Name && !contains(e.Aliases, a) {
+		if a != "" && a != e.Name && !slices.Contains(e.Aliases, a) {
 			e.Aliases = append(e.Aliases, a)
 		}
 	}
@@ -510,20 +511,13 @@ func (sm *serviceMapper) networks() {
 	}
 }
 
-// conditions maps Compose's depends_on conditions.
-var conditions = map[string]resource.Condition{
-	types.ServiceConditionStarted:               resource.ConditionCreated,
-	types.ServiceConditionHealthy:               resource.ConditionHealthy,
-	types.ServiceConditionCompletedSuccessfully: resource.ConditionCompleted,
-}
-
 func (sm *serviceMapper) dependsOn() {
 	for _, dep := range sortedKeys(sm.s.DependsOn) {
 		d := sm.s.DependsOn[dep]
 		if _, active := sm.cp.Services[dep]; !active && !d.Required {
 			continue // an optional dependency on a service of another profile
 		}
-		cond, ok := conditions[d.Condition]
+		cond, ok := spec.ComposeCondition(d.Condition)
 		if !ok {
 			sm.errorAt("depends_on."+dep+".condition", "%q is not a condition: write service_started, service_healthy or service_completed_successfully", d.Condition)
 			continue
@@ -659,11 +653,4 @@ func literalMap(m map[string]string) map[string]string {
 	return out
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -2,9 +2,11 @@ package compose
 
 import (
 	"fmt"
-	"regexp"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/hatchery/hatchery/internal/spec"
 )
 
 // Compose allows names that Hatchery does not: capitals and dots in any
@@ -12,14 +14,8 @@ import (
 // and DNS names. They are mapped to valid names; a service keeps its original
 // name as an alias, so that the application's configuration keeps working.
 
-var (
-	eggNameRE = regexp.MustCompile(`^[a-z0-9-]{1,40}$`)
-	keyNameRE = regexp.MustCompile(`^[a-z0-9_-]{1,40}$`)
-)
-
-// reservedEggNames cannot name an egg: ${secret.x} and the like would no
-// longer say which resource they mean (see package spec).
-var reservedEggNames = []string{"egg", "env", "network", "route", "secret", "volume"}
+// The rules are package spec's (spec.ValidName, spec.ValidKey,
+// spec.ReservedNames): a mapped name passes spec.Parse.
 
 // eggName maps a service name to an egg name: lower case, "_" and "." as "-".
 func eggName(service string) string {
@@ -64,14 +60,14 @@ type nameRule struct {
 	what  string // "service", "volume"...
 	rule  string // what valid names are made of, for messages
 	apply func(string) string
-	valid *regexp.Regexp
+	valid func(string) bool
 }
 
-var serviceNames = nameRule{"service", "lower-case letters, digits and hyphens", eggName, eggNameRE}
+var serviceNames = nameRule{"service", spec.NameRule, eggName, spec.ValidName}
 
 // keyNames is the rule of volume, network and secret names.
 func keyNames(what string) nameRule {
-	return nameRule{what, "lower-case letters, digits, hyphens and underscores", keyName, keyNameRE}
+	return nameRule{what, spec.KeyRule, keyName, spec.ValidKey}
 }
 
 // mapNames maps every name and returns a problem per name that is invalid or
@@ -83,11 +79,11 @@ func (r nameRule) mapNames(names []string) (nameMap, []string) {
 	for _, name := range names {
 		mapped := r.apply(name)
 		switch {
-		case !r.valid.MatchString(mapped):
-			problems = append(problems, fmt.Sprintf("%s %q becomes %q, but Hatchery names are 1 to 40 %s: rename it", r.what, name, mapped, r.rule))
+		case !r.valid(mapped):
+			problems = append(problems, fmt.Sprintf("%s %q becomes %q, but Hatchery names are %s: rename it", r.what, name, mapped, r.rule))
 			continue
-		case r.what == "service" && contains(reservedEggNames, mapped):
-			problems = append(problems, fmt.Sprintf("service %q: the name %q is reserved in Hatchery (so are %s): rename the service", name, mapped, strings.Join(reservedEggNames, ", ")))
+		case r.what == "service" && slices.Contains(spec.ReservedNames(), mapped):
+			problems = append(problems, fmt.Sprintf("service %q: the name %q is reserved in Hatchery (so are %s): rename the service", name, mapped, strings.Join(spec.ReservedNames(), ", ")))
 			continue
 		}
 		if other, taken := m.from[mapped]; taken {
@@ -97,13 +93,4 @@ func (r nameRule) mapNames(names []string) (nameMap, []string) {
 		m.to[name], m.from[mapped] = mapped, name
 	}
 	return m, problems
-}
-
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }

@@ -2,6 +2,7 @@ package compose
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hatchery/hatchery/internal/resource"
@@ -72,9 +73,9 @@ func (en encoder) ref(inner string) (r resource.Ref, isRef bool, err error) {
 	fail := func(format string, args ...any) (resource.Ref, bool, error) {
 		return resource.Ref{}, true, fmt.Errorf("$${%s}: "+format, append([]any{inner}, args...)...)
 	}
-	name := parts[1]
-	switch parts[0] {
-	case "secret":
+	name, kind := parts[1], resource.Kind(parts[0])
+	switch kind {
+	case resource.Secret:
 		s, ok := en.secrets.lookup(name)
 		switch {
 		case !ok:
@@ -82,20 +83,20 @@ func (en encoder) ref(inner string) (r resource.Ref, isRef bool, err error) {
 		case len(parts) != 2:
 			return fail("a secret has one value: write $${secret.%s}", name)
 		}
-		return resource.Ref{Key: resource.Key("secret", s), Output: "handle"}, true, nil
-	case "volume", "network":
+		return resource.Ref{Key: resource.Key(resource.Secret, s), Output: "handle"}, true, nil
+	case resource.Volume, resource.Network:
 		names, outputs := en.volumes, []string{"name", "host"}
-		if parts[0] == "network" {
+		if kind == resource.Network {
 			names, outputs = en.networks, []string{"name"}
 		}
 		n, ok := names.lookup(name)
 		switch {
 		case !ok:
 			return fail("no %s %q is defined under %ss:", parts[0], name, parts[0])
-		case len(parts) != 3 || !contains(outputs, parts[2]):
+		case len(parts) != 3 || !slices.Contains(outputs, parts[2]):
 			return fail("write $${%s.%s.%s}: a %s's outputs are %s", parts[0], name, outputs[0], parts[0], strings.Join(outputs, " and "))
 		}
-		return resource.Ref{Key: resource.Key(parts[0], n), Output: parts[2]}, true, nil
+		return resource.Ref{Key: resource.Key(kind, n), Output: parts[2]}, true, nil
 	case "env":
 		return fail("Compose substitutes variables itself: write ${%s}", strings.Join(parts[1:], "."))
 	}
@@ -106,7 +107,7 @@ func (en encoder) ref(inner string) (r resource.Ref, isRef bool, err error) {
 	if len(parts) != 2 || (parts[1] != "address" && parts[1] != "hosts") {
 		return fail("a service's outputs are address (host:port) and hosts: write $${%s.address}", parts[0])
 	}
-	return resource.Ref{Key: resource.Key("egg", egg), Output: parts[1]}, true, nil
+	return resource.Ref{Key: resource.Key(resource.Egg, egg), Output: parts[1]}, true, nil
 }
 
 // lookup finds a Hatchery name by its Compose name or by itself.

@@ -36,7 +36,7 @@ func TestMapNamesReportsWhatCannotBeMapped(t *testing.T) {
 	want := []string{ // in name order
 		`service "env": the name "env" is reserved`,
 		`services "my-db" and "my_db" both become "my-db" in Hatchery: rename one of them`,
-		`service "` + long + `" becomes "` + long + `", but Hatchery names are 1 to 40 lower-case letters, digits and hyphens`,
+		`service "` + long + `" becomes "` + long + `", but Hatchery names are 1 to 40 lower-case letters, digits or hyphens`,
 	}
 	if len(problems) != len(want) {
 		t.Fatalf("problems %q, want %d", problems, len(want))

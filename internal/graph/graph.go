@@ -9,6 +9,8 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -182,10 +184,6 @@ func (g *Graph) findCycle(indegree map[string]int) []string {
 	}
 }
 
-// Validate reports whether the graph is a checked DAG. A Graph returned by New
-// always is; the method lets a consumer holding only an interface ask.
-func (g *Graph) Validate() error { return nil }
-
 // Len is the number of resources.
 func (g *Graph) Len() int { return len(g.nodes) }
 
@@ -236,11 +234,4 @@ func (g *Graph) DependenciesOf(child string) []*resource.Dependency {
 // Children returns the keys of the resources that depend on key, sorted.
 func (g *Graph) Children(key string) []string { return g.children[key] }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -10,7 +10,7 @@ import (
 )
 
 func egg(name string, inputs map[string]any) *resource.Desired {
-	return &resource.Desired{Type: "egg", Name: name, Inputs: inputs}
+	return &resource.Desired{Type: resource.Egg, Name: name, Inputs: inputs}
 }
 
 func keys(rs []*resource.Desired) []string {
@@ -25,7 +25,7 @@ func TestNewOrdersParentsFirstAndDerivesReferenceEdges(t *testing.T) {
 	g, err := New([]*resource.Desired{
 		egg("web", map[string]any{"env": map[string]any{"DB": "${egg/db.address}"}}),
 		egg("db", map[string]any{"volumes": []any{"${volume/pgdata.name}:/data"}}),
-		{Type: "volume", Name: "pgdata"},
+		{Type: resource.Volume, Name: "pgdata"},
 		egg("worker", nil),
 	}, []*resource.Dependency{
 		{Parent: "egg/db", Child: "egg/web", Condition: resource.ConditionHealthy},

@@ -66,17 +66,17 @@ func (g *Graph) DOT(name string) string {
 }
 
 // shapeOf gives each resource type a shape, so the kinds read at a glance.
-func shapeOf(typ string) string {
+func shapeOf(typ resource.Kind) string {
 	switch typ {
-	case "egg":
+	case resource.Egg:
 		return "box"
-	case "volume":
+	case resource.Volume:
 		return "cylinder"
-	case "network":
+	case resource.Network:
 		return "ellipse"
-	case "secret":
+	case resource.Secret:
 		return "note"
-	case "route":
+	case resource.Route:
 		return "cds"
 	}
 	return "plaintext"

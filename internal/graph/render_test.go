@@ -10,12 +10,12 @@ import (
 func shopGraph(t *testing.T) *Graph {
 	t.Helper()
 	g, err := New([]*resource.Desired{
-		{Type: "route", Name: "shop.localhost/v1", Inputs: map[string]any{"hosts": "${egg/web.hosts}"}},
+		{Type: resource.Route, Name: "shop.localhost/v1", Inputs: map[string]any{"hosts": "${egg/web.hosts}"}},
 		egg("web", map[string]any{"env": map[string]any{"DB": "${egg/db.address}"}}),
 		egg("db", map[string]any{"volumes": []any{"${volume/pgdata.name}"}}),
 		egg("migrate", nil),
-		{Type: "volume", Name: "pgdata"},
-		{Type: "secret", Name: "key"},
+		{Type: resource.Volume, Name: "pgdata"},
+		{Type: resource.Secret, Name: "key"},
 	}, []*resource.Dependency{
 		{Parent: "egg/db", Child: "egg/web", Condition: resource.ConditionHealthy},
 		{Parent: "egg/migrate", Child: "egg/web", Condition: resource.ConditionCompleted},

@@ -8,6 +8,8 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
 // ConflictError reports a route or published port that a workload of another
@@ -23,10 +25,10 @@ func (e *ConflictError) Error() string {
 }
 
 // projectOf is a workload's "<namespace>/<project>".
-func projectOf(w contract.WorkloadSpec) string { return w.Namespace + "/" + w.Project }
+func projectOf(w contract.WorkloadSpec) string { return resource.Project(w.Namespace, w.Project) }
 
-// route returns the contract's form of a route: "/" is the whole host.
-func (r routeInputs) route() contract.Route {
+// routeOf returns the contract's form of a route: "/" is the whole host.
+func routeOf(r inputs.Route) contract.Route {
 	path := r.Path
 	if path == "/" {
 		path = ""

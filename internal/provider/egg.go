@@ -14,6 +14,7 @@ import (
 	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -279,14 +280,14 @@ func (s *Set) routesOf(ctx context.Context, project, egg string) ([]contract.Rou
 	}
 	var out []contract.Route
 	for _, r := range recs {
-		if r.Type != "route" || r.Inputs["egg"] != egg {
+		if r.Type != resource.Route || r.Inputs["egg"] != egg {
 			continue
 		}
-		in, err := decode[routeInputs](r.Key(), r.Inputs)
+		in, err := decode[inputs.Route](r.Key(), r.Inputs)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, in.route())
+		out = append(out, routeOf(in))
 	}
 	sortRoutes(out)
 	return out, nil

@@ -358,7 +358,7 @@ func TestNoLiveHostIsRetriedAndAnImpossiblePlacementIsNot(t *testing.T) {
 	e.down("h1")
 	p := eggProvider{e.set}
 	desired, _ := e.project("default/shop", webYAML, nil).Resource("egg/web")
-	rec := &resource.Deployed{ID: "x", Type: "egg", Name: "web", Inputs: resource.Clone(desired.Inputs)}
+	rec := &resource.Deployed{ID: "x", Type: resource.Egg, Name: "web", Inputs: resource.Clone(desired.Inputs)}
 	rec.Inputs["networks"] = []any{} // unresolved here
 	_, err := p.Create(t.Context(), "default/shop", rec)
 	var perm *backoff.PermanentError

@@ -123,7 +123,7 @@ func (e *env) project(project, yaml string, secrets map[string]string) *graph.Gr
 	}
 	rs, deps := p.Resources()
 	for _, r := range rs {
-		if r.Type != "secret" {
+		if r.Type != resource.Secret {
 			continue
 		}
 		value, ok := secrets[r.Name]

@@ -1,19 +1,23 @@
 package provider
 
 import (
-	"maps"
 	"path/filepath"
 	"testing"
 
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/spec"
 )
 
-// The providers decode the inputs package spec writes into structs of their
-// own. This test loads every project of spec's test data and the examples,
-// resolves the references with values of the kind each output has, and
-// decodes every egg, volume and route strictly: a field spec writes that the
-// providers do not know fails here, not in a user's apply.
+// Package spec writes inputs with the types of package inputs and the
+// providers decode them back with the same types, so the two cannot declare
+// different fields. What can still go wrong is the shape resolution leaves:
+// a reference written where its output's value does not fit. This test
+// loads every project of spec's test data and the examples, resolves the
+// references with values of the kind each output has (hosts is a list), and
+// decodes every resource strictly: a field that does not fit fails here, not
+// in a user's apply. Encoding the decoded value again must give the resolved
+// inputs back, so nothing spec writes is dropped on the way.
 func TestSpecInputsDecode(t *testing.T) {
 	files, err := filepath.Glob("../spec/testdata/*.yaml")
 	if err != nil {
@@ -21,10 +25,10 @@ func TestSpecInputsDecode(t *testing.T) {
 	}
 	files = append(files, "../../examples/shop/hatch.yaml")
 	outputs := map[string]any{
-		"address": "db:5432", "hosts": []any{"h1"}, "name": "hatch-x", "host": "h1",
+		"address": "db:5432", "hosts": []any{"h1", "h2"}, "name": "hatch-x", "host": "h1",
 		"handle": "hatch-secret:x:1:fp",
 	}
-	decoded := map[string]int{}
+	decoded := map[resource.Kind]int{}
 	for _, file := range files {
 		p, err := spec.Load(file, spec.Options{LookupEnv: func(string) (string, bool) { return "v", true }})
 		if err != nil {
@@ -36,38 +40,54 @@ func TestSpecInputsDecode(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %s: %v", file, r.Key(), err)
 			}
+			var again map[string]any
 			switch r.Type {
-			case "egg":
-				_, err = decode[eggInputs](r.Key(), in)
-			case "volume":
-				_, err = decode[volumeInputs](r.Key(), in)
-			case "route":
-				_, err = decode[routeInputs](r.Key(), in)
+			case resource.Egg:
+				var egg inputs.Egg
+				if egg, err = decode[inputs.Egg](r.Key(), in); err == nil {
+					again = inputs.Encode(egg)
+					if env, ok := in["env"].(map[string]any); ok {
+						for k, v := range env {
+							if _, isString := v.(string); !isString {
+								env[k] = egg.Env[k] // a whole reference to a list, read as a string
+							}
+						}
+					}
+				}
+			case resource.Volume:
+				again, err = roundTrip[inputs.Volume](r.Key(), in)
+			case resource.Route:
+				again, err = roundTrip[inputs.Route](r.Key(), in)
+			case resource.Network:
+				again, err = roundTrip[inputs.Network](r.Key(), in)
+			case resource.Secret:
+				again, err = roundTrip[inputs.Secret](r.Key(), in)
 			default:
+				t.Errorf("%s: %s: a type this test does not know", file, r.Key())
 				continue
 			}
 			if err != nil {
 				t.Errorf("%s: %v", file, err)
+				continue
+			}
+			if !resource.Equal(again, in) {
+				t.Errorf("%s: %s: decoded and encoded again\n got %v\nwant %v", file, r.Key(), again, in)
 			}
 			decoded[r.Type]++
 		}
 	}
-	for _, typ := range []string{"egg", "volume", "route"} {
+	for _, typ := range resource.Kinds() {
 		if decoded[typ] == 0 {
 			t.Errorf("no %s in the test projects: the check proves nothing for it", typ)
 		}
 	}
 }
 
-func TestEnvValuesBecomeStrings(t *testing.T) {
-	in, err := decode[eggInputs]("egg/web", map[string]any{
-		"env": map[string]any{"URL": "http://api:80", "API_HOSTS": []any{"h1", "h2"}, "N": 3},
-	})
+// roundTrip decodes resolved inputs as the providers do and encodes them again.
+func roundTrip[T any](key string, in map[string]any) (map[string]any, error) {
+	v, err := decode[T](key, in)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	want := envInputs{"URL": "http://api:80", "API_HOSTS": "h1,h2", "N": "3"}
-	if !maps.Equal(in.Env, want) {
-		t.Fatalf("env %v, want %v", in.Env, want)
-	}
+	return inputs.Encode(v), nil
 }

@@ -32,7 +32,7 @@ func (s *Set) RestartEgg(ctx context.Context, project string, rec *resource.Depl
 	if err != nil {
 		return nil, err
 	}
-	next := cloneRecord(rec)
+	next := rec.Clone()
 	next.Outputs = eggOutputs(e, pl, previousOf(rec.Outputs))
 	return next, nil
 }
@@ -58,7 +58,7 @@ func (s *Set) Revert(ctx context.Context, project string, rec *resource.Deployed
 	if err != nil {
 		return nil, false, err
 	}
-	next = cloneRecord(rec)
+	next = rec.Clone()
 	next.Inputs, next.Source = prev.Inputs, prev.Source
 	next.Outputs = eggOutputs(e, pl, nil)
 	return next, true, nil
@@ -72,7 +72,7 @@ func (s *Set) Revert(ctx context.Context, project string, rec *resource.Deployed
 func (s *Set) Reschedule(ctx context.Context, project string, recs []*resource.Deployed) ([]*resource.Deployed, error) {
 	hosts := map[string][]string{} // egg name -> its hosts, as of this pass
 	for _, r := range recs {
-		if r.Type == "egg" {
+		if r.Type == resource.Egg {
 			hosts[r.Name] = hostsOf(r.Outputs)
 		}
 	}
@@ -95,7 +95,7 @@ func (s *Set) Reschedule(ctx context.Context, project string, recs []*resource.D
 		if resource.Equal(outputs, rec.Outputs) && resource.Equal(inputs, rec.Inputs) {
 			continue
 		}
-		next := cloneRecord(rec)
+		next := rec.Clone()
 		next.Inputs, next.Outputs = inputs, outputs
 		changed = append(changed, next)
 	}
@@ -130,7 +130,7 @@ func (s *Set) NeedsPlacing(recs []*resource.Deployed, hosts []placement.Host, no
 		anyLive = anyLive || class[h.ID] == "live"
 	}
 	for _, r := range recs {
-		if r.Type != "egg" || r.Pending {
+		if r.Type != resource.Egg || r.Pending {
 			continue
 		}
 		if intOf(r.Outputs["unplaced"]) > 0 && anyLive {
@@ -147,7 +147,7 @@ func (s *Set) NeedsPlacing(recs []*resource.Deployed, hosts []placement.Host, no
 
 func checkEgg(rec *resource.Deployed) error {
 	switch {
-	case rec == nil || rec.Type != "egg":
+	case rec == nil || rec.Type != resource.Egg:
 		return errors.New("not an egg")
 	case rec.Pending:
 		return fmt.Errorf("egg %s was never created: apply the project first", rec.Name)
@@ -160,7 +160,7 @@ func checkEgg(rec *resource.Deployed) error {
 func eggsInOrder(recs []*resource.Deployed) []*resource.Deployed {
 	byKey := map[string]*resource.Deployed{}
 	for _, r := range recs {
-		if r.Type == "egg" && !r.Pending {
+		if r.Type == resource.Egg && !r.Pending {
 			byKey[r.Key()] = r
 		}
 	}
@@ -205,12 +205,4 @@ func withBesideHosts(inputs map[string]any, hosts map[string][]string) map[strin
 		}
 	}
 	return out
-}
-
-func cloneRecord(r *resource.Deployed) *resource.Deployed {
-	c := *r
-	c.Inputs = resource.Clone(r.Inputs)
-	c.Outputs = resource.Clone(r.Outputs)
-	c.Parents = slices.Clone(r.Parents)
-	return &c
 }

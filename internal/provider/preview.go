@@ -11,6 +11,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
 // HostSteps are the container steps a plan implies on one host.
@@ -45,14 +46,14 @@ func (s *Set) Preview(ctx context.Context, project string, changes []PlanChange,
 		p.records[r.Key()] = r
 	}
 	for _, c := range changes {
-		typ, name, _ := strings.Cut(c.Key, "/")
+		typ, name, _ := resource.SplitKey(c.Key)
 		var err error
 		switch typ {
-		case "egg":
+		case resource.Egg:
 			err = p.egg(name, c)
-		case "volume":
+		case resource.Volume:
 			err = p.volume(name, c)
-		case "route":
+		case resource.Route:
 			err = p.route(name, c)
 		}
 		if err != nil {
@@ -66,7 +67,7 @@ func (s *Set) Preview(ctx context.Context, project string, changes []PlanChange,
 	if opts.DeleteVolumes {
 		for host, d := range v.states {
 			for _, vol := range d.Volumes {
-				if vol.Namespace+"/"+vol.Project == project && !vol.Delete && p.records["volume/"+vol.Name] == nil {
+				if resource.Project(vol.Namespace, vol.Project) == project && !vol.Delete && p.records[resource.Key(resource.Volume, vol.Name)] == nil {
 					p.add(host, "delete volume %s (retained earlier) and its data", vol.Name)
 				}
 			}
@@ -189,7 +190,7 @@ func (p *preview) volume(name string, c PlanChange) error {
 			p.add("", "create volume %s", name)
 			return nil
 		}
-		in, err := decode[volumeInputs](c.Key, c.Inputs)
+		in, err := decode[inputs.Volume](c.Key, c.Inputs)
 		if err != nil {
 			return err
 		}
@@ -213,11 +214,11 @@ func (p *preview) volume(name string, c PlanChange) error {
 }
 
 func (p *preview) route(name string, c PlanChange) error {
-	in, err := decode[routeInputs](c.Key, c.Inputs)
+	in, err := decode[inputs.Route](c.Key, c.Inputs)
 	if err != nil {
 		return err
 	}
-	r := in.route()
+	r := routeOf(in)
 	current := slices.Sorted(maps.Keys(p.v.workloadsOf(workloadID(p.project, in.Egg))))
 	switch c.Action {
 	case reconciler.ActionDelete:

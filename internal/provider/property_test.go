@@ -114,7 +114,7 @@ func checkPlacement(rt *rapid.T, e *env, hosts []string, down map[string]bool, r
 		}
 	}
 	for _, r := range recs {
-		if r.Type != "egg" || r.Pending {
+		if r.Type != resource.Egg || r.Pending {
 			continue
 		}
 		want := intOf(r.Inputs["replicas"])

@@ -3,8 +3,6 @@ package provider
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -113,21 +111,12 @@ type Options struct {
 // Registry returns the providers of the five types for one apply.
 func (s *Set) Registry(opts Options) reconciler.Registry {
 	return reconciler.Registry{
-		"egg":     eggProvider{s},
-		"volume":  volumeProvider{s, opts},
-		"network": networkProvider{},
-		"secret":  secretProvider{s},
-		"route":   routeProvider{s},
+		resource.Egg:     eggProvider{s},
+		resource.Volume:  volumeProvider{s, opts},
+		resource.Network: networkProvider{},
+		resource.Secret:  secretProvider{s},
+		resource.Route:   routeProvider{s},
 	}
-}
-
-// splitProject splits "<namespace>/<project>".
-func splitProject(project string) (namespace, name string, err error) {
-	ns, name, ok := strings.Cut(project, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("project %q: want <namespace>/<project>", project)
-	}
-	return ns, name, nil
 }
 
 // workloadID is an egg's workload ID, namespace/project/egg.

@@ -9,10 +9,11 @@ import (
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
 func TestReadiness(t *testing.T) {
-	e := eggSpec{namespace: "default", project: "shop", name: "web", in: eggInputs{Replicas: 2, Image: "web:1"}}
+	e := eggSpec{namespace: "default", project: "shop", name: "web", in: inputs.Egg{Replicas: 2, Image: "web:1"}}
 	w := func(n int, restart contract.RestartPolicy) contract.WorkloadSpec {
 		return contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "web", Image: "web:1", Replicas: n, Restart: restart}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
 // routeProvider attaches routes to their egg's workloads.
@@ -33,11 +34,11 @@ func (p routeProvider) Update(ctx context.Context, project string, _, next *reso
 // after checking that no other project holds it there, and takes it off any
 // other workload of the project (the route moved to another egg).
 func (p routeProvider) attach(ctx context.Context, project string, r *resource.Deployed) (map[string]any, error) {
-	in, err := decode[routeInputs](r.Key(), r.Inputs)
+	in, err := decode[inputs.Route](r.Key(), r.Inputs)
 	if err != nil {
 		return nil, err
 	}
-	route, id := in.route(), workloadID(project, in.Egg)
+	route, id := routeOf(in), workloadID(project, in.Egg)
 	err = p.s.states.update(ctx, func(v *view) error {
 		entries := v.workloadsOf(id)
 		if err := v.checkRoute(project, route, slices.Sorted(maps.Keys(entries))); err != nil {
@@ -57,11 +58,11 @@ func (p routeProvider) attach(ctx context.Context, project string, r *resource.D
 
 // Delete takes the route off the project's workloads.
 func (p routeProvider) Delete(ctx context.Context, project string, r *resource.Deployed) error {
-	in, err := decode[routeInputs](r.Key(), r.Inputs)
+	in, err := decode[inputs.Route](r.Key(), r.Inputs)
 	if err != nil {
 		return err
 	}
-	route := in.route()
+	route := routeOf(in)
 	return p.s.states.update(ctx, func(v *view) error {
 		v.editProject(project, func(w *contract.WorkloadSpec) {
 			w.Routes = slices.DeleteFunc(w.Routes, func(x contract.Route) bool { return x == route })

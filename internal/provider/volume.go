@@ -13,6 +13,7 @@ import (
 	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -35,7 +36,7 @@ func (volumeProvider) Diff(deployed, desired map[string]any) []string {
 // (an earlier attempt, or a volume retained after it left the file and now
 // back: its data is there).
 func (p volumeProvider) Create(ctx context.Context, project string, r *resource.Deployed) (map[string]any, error) {
-	in, err := decode[volumeInputs](r.Key(), r.Inputs)
+	in, err := decode[inputs.Volume](r.Key(), r.Inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -99,19 +100,19 @@ func (volumeProvider) Ready(context.Context, string, *resource.Deployed, resourc
 // volumeHost is where a new volume lives: where it is listed already, else on
 // its egg's first volume's host (a second volume of one egg), else the host
 // the scheduler chooses from the egg's placement and resources.
-func (s *Set) volumeHost(v *view, project, name string, in volumeInputs) (string, error) {
+func (s *Set) volumeHost(v *view, project, name string, in inputs.Volume) (string, error) {
 	if host, ok := v.volumeEntry(project, name); ok {
 		return host, nil
 	}
 	if in.Placement.VolumeHost != "" {
 		return in.Placement.VolumeHost, nil
 	}
-	ns, proj, err := splitProject(project)
+	ns, proj, err := resource.SplitProject(project)
 	if err != nil {
 		return "", backoff.Permanent(err)
 	}
 	consumer := placement.Egg{Namespace: ns, Project: proj, Name: in.Egg, Replicas: 1,
-		PerReplica: in.Resources.request(), Placement: in.Placement.Hosts}
+		PerReplica: request(in.Resources), Placement: in.Placement.Hosts}
 	if in.Egg == "" {
 		consumer.Name = name // a volume no egg mounts yet
 	} else {
@@ -136,7 +137,7 @@ func (s *Set) volumeHost(v *view, project, name string, in volumeInputs) (string
 func (v *view) volumeEntry(project, name string) (string, bool) {
 	for host, d := range v.states {
 		for _, vol := range d.Volumes {
-			if vol.Namespace+"/"+vol.Project == project && vol.Name == name && !vol.Delete {
+			if resource.Project(vol.Namespace, vol.Project) == project && vol.Name == name && !vol.Delete {
 				return host, true
 			}
 		}
@@ -150,7 +151,7 @@ func (v *view) keepVolume(project, name, host string) error {
 	if !ok {
 		return backoff.Permanent(fmt.Errorf("volume %s: its host %s is not a known host", name, host))
 	}
-	ns, proj, err := splitProject(project)
+	ns, proj, err := resource.SplitProject(project)
 	if err != nil {
 		return backoff.Permanent(err)
 	}
@@ -172,7 +173,7 @@ func (v *view) markVolumeDeleted(project, name string) []string {
 	for _, d := range v.states {
 		for i := range d.Volumes {
 			vol := &d.Volumes[i]
-			if vol.Namespace+"/"+vol.Project == project && (name == "" || vol.Name == name) && !vol.Delete {
+			if resource.Project(vol.Namespace, vol.Project) == project && (name == "" || vol.Name == name) && !vol.Delete {
 				vol.Delete = true
 				marked = append(marked, vol.Name)
 			}

@@ -15,24 +15,26 @@ import (
 	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/placement"
+	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
 // eggSpec is an egg as the provider works on it: its identity, its typed
 // inputs, and what is not an input (the source blob, the revision).
 type eggSpec struct {
 	namespace, project, name string
-	in                       eggInputs
+	in                       inputs.Egg
 	source                   string // blob digest, if built from one
 	revision                 int
 }
 
 // newEggSpec decodes an egg's resolved inputs.
-func newEggSpec(project, name string, inputs map[string]any, source string, revision int) (eggSpec, error) {
-	ns, proj, err := splitProject(project)
+func newEggSpec(project, name string, resolved map[string]any, source string, revision int) (eggSpec, error) {
+	ns, proj, err := resource.SplitProject(project)
 	if err != nil {
 		return eggSpec{}, backoff.Permanent(err)
 	}
-	in, err := decode[eggInputs]("egg/"+name, inputs)
+	in, err := decode[inputs.Egg](resource.Key(resource.Egg, name), resolved)
 	if err != nil {
 		return eggSpec{}, err
 	}
@@ -55,7 +57,7 @@ func (e eggSpec) schedulerEgg(current map[string]int) placement.Egg {
 	egg := placement.Egg{
 		Namespace: e.namespace, Project: e.project, Name: e.name,
 		Replicas:   e.in.Replicas,
-		PerReplica: e.in.Resources.request(),
+		PerReplica: request(e.in.Resources),
 		Volume:     e.in.Placement.Volume,
 		VolumeHost: e.in.Placement.VolumeHost,
 		Placement:  e.in.Placement.Hosts,
@@ -135,7 +137,7 @@ func (e eggSpec) workload(host string, slots int, values map[string]contract.Sec
 	w.StopTimeout = parse("stop_timeout", in.StopTimeout)
 	w.Rollout = contract.Rollout{
 		Order:            contract.RolloutOrder(in.Rollout.Order),
-		MaxSurge:         in.Rollout.MaxSurge.slots(slots),
+		MaxSurge:         in.Rollout.MaxSurge.Slots(slots),
 		MinReady:         parse("rollout.min_ready", in.Rollout.MinReady),
 		DrainTimeout:     parse("rollout.drain_timeout", in.Rollout.DrainTimeout),
 		ProgressDeadline: parse("rollout.progress_deadline", in.Rollout.ProgressDeadline),
@@ -158,10 +160,10 @@ func (e eggSpec) workload(host string, slots int, values map[string]contract.Sec
 	}
 	for _, m := range in.Volumes {
 		switch m.Type {
-		case "volume":
+		case inputs.MountVolume:
 			w.Volumes = append(w.Volumes, contract.VolumeMount{Name: m.Source, Target: m.Target, ReadOnly: m.ReadOnly,
 				DockerName: containers.VolumeName(host, e.namespace, e.project, m.Source)})
-		case "bind":
+		case inputs.MountBind:
 			w.Binds = append(w.Binds, contract.BindMount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 		default:
 			errs = append(errs, fmt.Errorf("volumes: mount type %q is neither volume nor bind", m.Type))

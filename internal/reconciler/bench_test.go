@@ -103,7 +103,7 @@ func makespan(b *testing.B, g *graph.Graph, fifo bool) (took, best time.Duration
 	p := &sleepProvider{op: time.Millisecond, took: map[string]time.Duration{}}
 	r := &reconciler.Reconciler{
 		Resources:   reconcilertest.NewStorage(),
-		Registry:    reconciler.Registry{"egg": p},
+		Registry:    reconciler.Registry{resource.Egg: p},
 		Concurrency: slots,
 	}
 	reconciler.SetFIFO(r, fifo)

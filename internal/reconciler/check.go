@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/hatchery/hatchery/internal/graph"
@@ -15,12 +14,16 @@ import (
 // UnknownTypeError reports a resource whose type has no provider.
 type UnknownTypeError struct {
 	Key   string
-	Type  string
-	Known []string // the registered types, sorted
+	Type  resource.Kind
+	Known []resource.Kind // the registered types, sorted
 }
 
 func (e *UnknownTypeError) Error() string {
-	return fmt.Sprintf("%s: unknown type %q (known types: %s)", e.Key, e.Type, strings.Join(e.Known, ", "))
+	known := make([]string, len(e.Known))
+	for i, k := range e.Known {
+		known[i] = string(k)
+	}
+	return fmt.Sprintf("%s: unknown type %q (known types: %s)", e.Key, e.Type, strings.Join(known, ", "))
 }
 
 // UnknownOutputError reports a reference to an output its resource's type
@@ -92,238 +95,159 @@ func (n *node) parentKeys() []string {
 	return keys
 }
 
-// discovered collects what the Graph interface says about one key.
-type discovered struct {
-	res     *resource.Desired
-	parents []edge // each parent once, with the strongest condition asked of it
-	refs    []resource.Ref
+// discovery is what the Graph interface says, gathered for graph.New: every
+// resource seen (a key seen with two different resources twice) and every
+// edge.
+type discovery struct {
+	found     map[string]*resource.Desired
+	resources []*resource.Desired
+	deps      []*resource.Dependency
+	errs      []error
 }
 
-type edge struct {
-	parent string
-	cond   resource.Condition
-}
-
-// addParent records an edge, keeping a condition beyond "created" if the
-// parent was already there with one, and reports whether the parent is new.
-// (A resource has a handful of parents: a slice beats a map.)
-func (d *discovered) addParent(parent string, cond resource.Condition) bool {
-	for i := range d.parents {
-		if d.parents[i].parent == parent {
-			if d.parents[i].cond == resource.ConditionCreated {
-				d.parents[i].cond = cond
-			}
-			return false
-		}
-	}
-	d.parents = append(d.parents, edge{parent: parent, cond: cond})
-	return true
-}
-
-// checkGraph discovers the graph from its leaves and refuses it, listing every
-// problem found, if it has a cycle, a duplicate, a resource of an unknown type,
-// an edge or reference to a missing resource, a reference to an undeclared
-// output, or a condition the parent's provider cannot check.
-func checkGraph(g Graph, reg Registry) (*checkedGraph, error) {
-	var errs []error
-	found := map[string]*discovered{}
-	dup := map[string]bool{}
+// discover walks g from its leaves, and from every resource if g lists them
+// (graph.Graph does: a cycle no leaf reaches is then seen too).
+func discover(g Graph) *discovery {
+	d := &discovery{found: map[string]*resource.Desired{}}
 	var queue []string
-
-	duplicate := func(key string) {
-		if !dup[key] {
-			dup[key] = true
-			errs = append(errs, &graph.DuplicateError{Key: key})
-		}
-	}
-	// visit records one sighting of a resource; the same key seen again must be
-	// the same resource (an implementation may hand out copies).
+	// visit records one sighting of a resource; the same key seen again must
+	// be the same resource (an implementation may hand out copies).
 	visit := func(r *resource.Desired) {
 		key := r.Key()
-		if d, ok := found[key]; ok {
-			if d.res != r && !sameDesired(d.res, r) {
-				duplicate(key)
+		if prev, ok := d.found[key]; ok {
+			if prev != r && !sameDesired(prev, r) {
+				d.resources = append(d.resources, r) // graph.New reports the duplicate
 			}
 			return
 		}
-		found[key] = &discovered{res: r}
+		d.found[key] = r
+		d.resources = append(d.resources, r)
 		queue = append(queue, key)
 	}
-
-	leaves := map[string]bool{}
-	for _, r := range g.LeafResources() {
-		if r == nil {
-			errs = append(errs, errors.New("graph holds a nil resource"))
-			continue
+	// listed checks a list for nil entries and keys listed twice, which are
+	// duplicates too.
+	listed := func(nilErr func() error, rs []*resource.Desired) []*resource.Desired {
+		seen := make(map[string]bool, len(rs))
+		out := make([]*resource.Desired, 0, len(rs))
+		for _, r := range rs {
+			if r == nil {
+				d.errs = append(d.errs, nilErr())
+				continue
+			}
+			if seen[r.Key()] {
+				d.resources = append(d.resources, r)
+			}
+			seen[r.Key()] = true
+			out = append(out, r)
 		}
-		if leaves[r.Key()] {
-			duplicate(r.Key())
-		}
-		leaves[r.Key()] = true
+		return out
+	}
+	nilLeaf := func() error { return errors.New("graph holds a nil resource") }
+	for _, r := range listed(nilLeaf, g.LeafResources()) {
 		visit(r)
+	}
+	if all, ok := g.(interface{ Resources() []*resource.Desired }); ok {
+		for _, r := range all.Resources() {
+			if r != nil {
+				visit(r)
+			}
+		}
 	}
 	for len(queue) > 0 {
 		key := queue[0]
 		queue = queue[1:]
-		d := found[key]
-		for _, p := range g.ParentResources(key) {
-			if p == nil {
-				errs = append(errs, fmt.Errorf("%s: graph holds a nil parent", key))
-				continue
-			}
-			if !d.addParent(p.Key(), resource.ConditionCreated) {
-				duplicate(p.Key()) // listed twice among one resource's parents
-			}
+		nilParent := func() error { return fmt.Errorf("%s: graph holds a nil parent", key) }
+		for _, p := range listed(nilParent, g.ParentResources(key)) {
+			d.deps = append(d.deps, &resource.Dependency{Parent: p.Key(), Child: key})
 			visit(p)
 		}
 		for _, dep := range g.DependenciesOf(key) {
-			d.addParent(dep.Parent, dep.Condition)
-		}
-		refs, err := resource.Refs(d.res.Inputs)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", key, err))
-		}
-		d.refs = refs
-		for _, ref := range refs {
-			d.addParent(ref.Key, resource.ConditionCreated)
+			d.deps = append(d.deps, &resource.Dependency{Parent: dep.Parent, Child: key, Condition: dep.Condition})
 		}
 	}
+	return d
+}
 
-	cg := &checkedGraph{byKey: make(map[string]*node, len(found))}
-	keys := make([]string, 0, len(found))
-	for k := range found {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		n := &node{key: k, res: found[k].res, templated: resource.Templated(found[k].res.Inputs)}
-		if p, ok := reg[n.res.Type]; ok {
-			n.provider = p
-		} else {
-			errs = append(errs, &UnknownTypeError{Key: k, Type: n.res.Type, Known: reg.Types()})
-		}
-		cg.byKey[k] = n
-	}
-	for _, k := range keys {
-		errs = append(errs, linkParents(cg, cg.byKey[k], found[k])...)
-	}
-	if err := cg.sort(); err != nil {
+// checkGraph discovers the graph from its leaves, checks its shape with
+// graph.New (the one check of a graph's shape: duplicates, edges and
+// references to missing resources, cycles with their path) and its content
+// against the registry, and refuses it, listing every problem found, if
+// either fails: a resource of an unknown type, a reference to an undeclared
+// output, a condition the parent's provider cannot check.
+func checkGraph(g Graph, reg Registry) (*checkedGraph, error) {
+	d := discover(g)
+	errs := d.errs
+	checked, err := graph.New(d.resources, d.deps)
+	if err != nil {
 		errs = append(errs, err)
-	} else {
-		cg.computeHeights()
 	}
-	if v, ok := g.(interface{ Validate() error }); ok {
-		if err := v.Validate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs = append(errs, checkContent(d, reg)...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidGraph, errors.Join(errs...))
 	}
+
+	order := checked.Resources()
+	cg := &checkedGraph{nodes: make([]*node, len(order)), byKey: make(map[string]*node, len(order))}
+	for i, r := range order {
+		n := &node{index: i, key: r.Key(), res: r, provider: reg[r.Type], templated: resource.Templated(r.Inputs)}
+		cg.nodes[i] = n
+		cg.byKey[n.key] = n
+	}
+	for _, n := range cg.nodes {
+		for _, dep := range checked.DependenciesOf(n.key) {
+			p := cg.byKey[dep.Parent]
+			n.parents = append(n.parents, p)
+			if dep.Condition != resource.ConditionCreated {
+				n.waits = append(n.waits, readiness{parent: p, cond: dep.Condition})
+			}
+		}
+		for _, c := range checked.Children(n.key) {
+			n.children = append(n.children, cg.byKey[c])
+		}
+	}
+	cg.computeHeights()
 	return cg, nil
 }
 
-// linkParents connects n to its parents and checks the references and
-// conditions on each edge against the parent's schema.
-func linkParents(cg *checkedGraph, n *node, d *discovered) []error {
+// checkContent checks what the graph's shape does not say, against the
+// registry: each resource's type, the outputs its references name, and the
+// conditions asked of each parent.
+func checkContent(d *discovery, reg Registry) []error {
 	var errs []error
-	slices.SortFunc(d.parents, func(a, b edge) int { return strings.Compare(a.parent, b.parent) })
-	for _, e := range d.parents {
-		p, ok := cg.byKey[e.parent]
-		if !ok {
-			errs = append(errs, &graph.MissingError{Child: n.key, Parent: e.parent, Ref: refTo(d.refs, e.parent)})
-			continue
+	providerOf := func(key string) Provider {
+		if r, ok := d.found[key]; ok {
+			return reg[r.Type]
 		}
-		n.parents = append(n.parents, p)
-		p.children = append(p.children, n) // keys visited in order: stays sorted
-		if e.cond == resource.ConditionCreated || p.provider == nil {
-			continue
-		}
-		supported := p.provider.Schema().Conditions
-		if !slices.Contains(supported, e.cond) {
-			errs = append(errs, &ConditionError{Parent: e.parent, Child: n.key, Condition: e.cond, Supported: supported})
-			continue
-		}
-		n.waits = append(n.waits, readiness{parent: p, cond: e.cond})
+		return nil
 	}
-	for _, ref := range d.refs {
-		p, ok := cg.byKey[ref.Key]
-		if !ok || p.provider == nil {
-			continue // reported above
+	for _, key := range slices.Sorted(maps.Keys(d.found)) {
+		r := d.found[key]
+		if _, ok := reg[r.Type]; !ok {
+			errs = append(errs, &UnknownTypeError{Key: key, Type: r.Type, Known: reg.Types()})
 		}
-		declared := p.provider.Schema().Outputs
-		if !slices.Contains(declared, ref.Output) {
-			errs = append(errs, &UnknownOutputError{Child: n.key, Ref: ref.String(), Declared: slices.Sorted(slices.Values(declared))})
+		refs, _ := resource.Refs(r.Inputs) // a malformed one is graph.New's to report
+		for _, ref := range refs {
+			p := providerOf(ref.Key)
+			if p == nil {
+				continue // missing or of an unknown type: reported already
+			}
+			if declared := p.Schema().Outputs; !slices.Contains(declared, ref.Output) {
+				errs = append(errs, &UnknownOutputError{Child: key, Ref: ref.String(), Declared: slices.Sorted(slices.Values(declared))})
+			}
+		}
+	}
+	reported := map[resource.Dependency]bool{}
+	for _, dep := range d.deps {
+		p := providerOf(dep.Parent)
+		if dep.Condition == resource.ConditionCreated || p == nil || reported[*dep] {
+			continue
+		}
+		reported[*dep] = true
+		if supported := p.Schema().Conditions; !slices.Contains(supported, dep.Condition) {
+			errs = append(errs, &ConditionError{Parent: dep.Parent, Child: dep.Child, Condition: dep.Condition, Supported: supported})
 		}
 	}
 	return errs
-}
-
-// refTo returns the first reference to key, as written, or "" if the edge
-// came from a dependency alone.
-func refTo(refs []resource.Ref, key string) string {
-	for _, r := range refs {
-		if r.Key == key {
-			return r.String()
-		}
-	}
-	return ""
-}
-
-// sort orders the nodes parents first (Kahn's algorithm, ties by key), or
-// returns the path of one cycle.
-func (cg *checkedGraph) sort() error {
-	pending := make(map[*node]int, len(cg.byKey))
-	var ready []*node
-	for _, n := range sortedNodes(cg.byKey) {
-		pending[n] = len(n.parents)
-		if len(n.parents) == 0 {
-			ready = append(ready, n)
-		}
-	}
-	for len(ready) > 0 {
-		n := ready[0]
-		ready = ready[1:]
-		n.index = len(cg.nodes)
-		cg.nodes = append(cg.nodes, n)
-		for _, c := range n.children {
-			if pending[c]--; pending[c] == 0 {
-				ready = append(ready, c)
-			}
-		}
-	}
-	if len(cg.nodes) == len(cg.byKey) {
-		return nil
-	}
-	return &graph.CycleError{Path: findCycle(cg.byKey, pending)}
-}
-
-// findCycle follows parent edges among the nodes left unsorted (each has a
-// parent on a cycle or behind one) until a key repeats. The path reads in
-// dependency order: each entry depends on the next.
-func findCycle(nodes map[string]*node, pending map[*node]int) []string {
-	var n *node
-	for _, c := range sortedNodes(nodes) {
-		if pending[c] > 0 {
-			n = c
-			break
-		}
-	}
-	pos := map[*node]int{}
-	var path []string
-	for {
-		if i, seen := pos[n]; seen {
-			return append(slices.Clone(path[i:]), n.key)
-		}
-		pos[n] = len(path)
-		path = append(path, n.key)
-		for _, p := range n.parents {
-			if pending[p] > 0 {
-				n = p
-				break
-			}
-		}
-	}
 }
 
 func (cg *checkedGraph) computeHeights() {
@@ -334,14 +258,6 @@ func (cg *checkedGraph) computeHeights() {
 			n.height = max(n.height, c.height+1)
 		}
 	}
-}
-
-func sortedNodes(m map[string]*node) []*node {
-	out := make([]*node, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, m[k])
-	}
-	return out
 }
 
 func sameDesired(a, b *resource.Desired) bool {

@@ -3,7 +3,8 @@ package reconciler_test
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,18 +53,18 @@ func newEnvLogging(logger *zap.Logger) *env {
 		world:   world,
 		store:   reconcilertest.NewStorage(),
 		sources: reconcilertest.NewSources(),
-		egg: world.Provider("egg", reconciler.Schema{
+		egg: world.Provider(resource.Egg, reconciler.Schema{
 			Outputs:    []string{"address", "hosts"},
 			Conditions: []resource.Condition{resource.ConditionHealthy, resource.ConditionCompleted},
 		}),
-		volume:  world.Provider("volume", reconciler.Schema{Outputs: []string{"name", "host"}}),
-		network: world.Provider("network", reconciler.Schema{Outputs: []string{"name"}}),
+		volume:  world.Provider(resource.Volume, reconciler.Schema{Outputs: []string{"name", "host"}}),
+		network: world.Provider(resource.Network, reconciler.Schema{Outputs: []string{"name"}}),
 	}
 	var ids atomic.Int64
 	e.r = &reconciler.Reconciler{
 		Resources: e.store,
 		Source:    e.sources,
-		Registry:  reconciler.Registry{"egg": e.egg, "volume": e.volume, "network": e.network},
+		Registry:  reconciler.Registry{resource.Egg: e.egg, resource.Volume: e.volume, resource.Network: e.network},
 		IDGen:     reconciler.IDGeneratorFunc(func() string { return fmt.Sprintf("id-%d", ids.Add(1)) }),
 		Logger:    logger,
 		Backoff:   func() backoff.BackOff { return backoff.WithMaxRetries(&backoff.ZeroBackOff{}, 3) },
@@ -95,11 +96,11 @@ func (e *env) records(t tb, project string) map[string]*resource.Deployed {
 }
 
 func egg(name string, inputs map[string]any) *resource.Desired {
-	return &resource.Desired{Type: "egg", Name: name, Inputs: inputs}
+	return &resource.Desired{Type: resource.Egg, Name: name, Inputs: inputs}
 }
 
 func volume(name string) *resource.Desired {
-	return &resource.Desired{Type: "volume", Name: name, Inputs: map[string]any{"driver": "local"}}
+	return &resource.Desired{Type: resource.Volume, Name: name, Inputs: map[string]any{"driver": "local"}}
 }
 
 func dep(parent, child string, cond resource.Condition) *resource.Dependency {
@@ -153,10 +154,9 @@ func firstStartAndLastEnd(w *reconcilertest.World) (start, end map[string]int) {
 // fakeGraph implements reconciler.Graph from plain maps, so tests can hand
 // the reconciler graphs that graph.New would refuse.
 type fakeGraph struct {
-	leaves   []*resource.Desired
-	parents  map[string][]*resource.Desired
-	deps     map[string][]*resource.Dependency
-	validate error
+	leaves  []*resource.Desired
+	parents map[string][]*resource.Desired
+	deps    map[string][]*resource.Dependency
 }
 
 func (g *fakeGraph) LeafResources() []*resource.Desired { return g.leaves }
@@ -165,10 +165,14 @@ func (g *fakeGraph) ParentResources(child string) []*resource.Desired {
 }
 func (g *fakeGraph) DependenciesOf(child string) []*resource.Dependency { return g.deps[child] }
 
-// validatingGraph adds graph.Graph's Validate method to a fakeGraph.
-type validatingGraph struct{ *fakeGraph }
+// listingGraph adds graph.Graph's Resources method to a fakeGraph: every
+// resource, whether a leaf reaches it or not.
+type listingGraph struct {
+	*fakeGraph
+	all []*resource.Desired
+}
 
-func (g validatingGraph) Validate() error { return g.validate }
+func (g listingGraph) Resources() []*resource.Desired { return g.all }
 
 // gate lets a test hold provider calls until it says go.
 type gate struct {
@@ -180,11 +184,4 @@ func newGate() *gate                  { return &gate{ch: make(chan struct{})} }
 func (g *gate) open()                 { g.once.Do(func() { close(g.ch) }) }
 func (g *gate) wait() <-chan struct{} { return g.ch }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

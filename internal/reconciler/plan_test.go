@@ -105,7 +105,7 @@ func TestPlanAgreesWithReconcile(t *testing.T) {
 
 func TestPlanRecreatesPendingWithTheirID(t *testing.T) {
 	e := newEnv(t)
-	pending := &resource.Deployed{ID: "id-7", Type: "egg", Name: "web", Pending: true}
+	pending := &resource.Deployed{ID: "id-7", Type: resource.Egg, Name: "web", Pending: true}
 	if err := e.store.PutResource(context.Background(), project, pending); err != nil {
 		t.Fatal(err)
 	}

@@ -25,11 +25,11 @@ import (
 // a few earlier present names, by reference or by condition, and carries a
 // version input that differs between draws.
 func randomGraph(rng *rand.Rand, size int) ([]*resource.Desired, []*resource.Dependency) {
-	typeOf := func(i int) string {
+	typeOf := func(i int) resource.Kind {
 		if i%4 == 0 {
-			return "volume"
+			return resource.Volume
 		}
-		return "egg"
+		return resource.Egg
 	}
 	var rs []*resource.Desired
 	var deps []*resource.Dependency
@@ -43,9 +43,9 @@ func randomGraph(rng *rand.Rand, size int) ([]*resource.Desired, []*resource.Dep
 			j := present[rng.IntN(len(present))]
 			parent := resource.Key(typeOf(j), fmt.Sprintf("n%d", j))
 			switch {
-			case typeOf(j) == "volume":
+			case typeOf(j) == resource.Volume:
 				r.Inputs[fmt.Sprintf("p%d", j)] = "${" + parent + ".name}"
-			case rng.IntN(3) == 0 && r.Type == "egg":
+			case rng.IntN(3) == 0 && r.Type == resource.Egg:
 				deps = append(deps, &resource.Dependency{Parent: parent, Child: r.Key(), Condition: resource.ConditionHealthy})
 			default:
 				r.Inputs[fmt.Sprintf("p%d", j)] = "http://${" + parent + ".address}/"

@@ -2,13 +2,13 @@ package reconciler
 
 import (
 	"context"
+	"maps"
 	"slices"
-	"sort"
 
 	"github.com/hatchery/hatchery/internal/resource"
 )
 
-// Provider manages the resources of one type ("egg", "volume", ...). It is the
+// Provider manages the resources of one type (resource.Egg, resource.Volume...). It is the
 // contract between the reconciler and the real world.
 //
 // Every operation may be retried, after a failure, a crash or a cancel, so each
@@ -72,16 +72,11 @@ type Schema struct {
 // Registry maps a resource type to its provider. It is built by hand where the
 // control plane is wired (no package-level registration) and read-only once
 // handed to a Reconciler.
-type Registry map[string]Provider
+type Registry map[resource.Kind]Provider
 
 // Types returns the registered types, sorted.
-func (r Registry) Types() []string {
-	types := make([]string, 0, len(r))
-	for t := range r {
-		types = append(types, t)
-	}
-	sort.Strings(types)
-	return types
+func (r Registry) Types() []resource.Kind {
+	return slices.Sorted(maps.Keys(r))
 }
 
 // DiffInputs returns the sorted names of the top-level inputs whose values

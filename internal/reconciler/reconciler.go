@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -32,8 +31,11 @@ const (
 // Graph contains the desired graph to reconcile. It is seen from its leaves
 // upward: LeafResources are the resources nothing depends on, and walking
 // ParentResources from them must reach every resource. graph.Graph implements
-// it; if an implementation also has a Validate() error method, the reconciler
-// calls it, since a cycle no leaf reaches is invisible through this interface.
+// it. Whatever the implementation, the reconciler checks what it discovers
+// with graph.New before anything runs; if the implementation also lists
+// every resource (a Resources() []*resource.Desired method, as graph.Graph
+// has), it walks from those too, since a cycle no leaf reaches is invisible
+// through this interface.
 type Graph interface {
 	LeafResources() []*resource.Desired
 	ParentResources(child string) []*resource.Desired
@@ -145,7 +147,7 @@ type state struct {
 }
 
 func (r *Reconciler) prepare(ctx context.Context, project string, g Graph) (*state, error) {
-	if err := checkProject(project); err != nil {
+	if _, _, err := resource.SplitProject(project); err != nil {
 		return nil, err
 	}
 	if r.Resources == nil || r.Registry == nil {
@@ -177,16 +179,6 @@ func (r *Reconciler) prepare(ctx context.Context, project string, g Graph) (*sta
 		return nil, err
 	}
 	return st, nil
-}
-
-// checkProject insists on "<namespace>/<project>", the only form that keeps
-// namespaces apart everywhere the string is used as a key.
-func checkProject(project string) error {
-	ns, name, ok := strings.Cut(project, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return fmt.Errorf("project %q: want <namespace>/<project>", project)
-	}
-	return nil
 }
 
 func (r *Reconciler) logger() *zap.Logger {

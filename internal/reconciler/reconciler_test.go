@@ -112,7 +112,7 @@ func TestReferencesResolveFromParentsCurrentOutputs(t *testing.T) {
 func TestEscapesAreUndoneWithoutReferences(t *testing.T) {
 	e := newEnv(t)
 	e.apply(t, mustGraph(t, []*resource.Desired{
-		{Type: "egg", Name: "plain", Inputs: map[string]any{"image": "app:1", "env": map[string]any{"PS1": "$${HOME}>"}}},
+		{Type: resource.Egg, Name: "plain", Inputs: map[string]any{"image": "app:1", "env": map[string]any{"PS1": "$${HOME}>"}}},
 	}))
 	got := e.records(t, project)["egg/plain"].Inputs["env"].(map[string]any)["PS1"]
 	if got != "${HOME}>" {
@@ -305,7 +305,7 @@ func TestChildWaitsForParentReadinessWithoutHoldingASlot(t *testing.T) {
 	// must run between db's readiness polls.
 	rs := []*resource.Desired{egg("db", nil), egg("web", nil)}
 	for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
-		rs = append(rs, &resource.Desired{Type: "network", Name: n})
+		rs = append(rs, &resource.Desired{Type: resource.Network, Name: n})
 	}
 	e.egg.Hook = func(ctx context.Context, c reconcilertest.Call) error {
 		time.Sleep(2 * time.Millisecond)
@@ -759,12 +759,12 @@ func TestBadGraphsAreRefusedBeforeAnythingRuns(t *testing.T) {
 			as:   new(*graph.CycleError),
 		},
 		{
-			name: "cycle no leaf reaches, caught by Validate",
-			graph: validatingGraph{&fakeGraph{
-				leaves:   []*resource.Desired{egg("alone", nil)},
-				validate: &graph.CycleError{Path: []string{"egg/web", "egg/api", "egg/web"}},
-			}},
-			want: []string{"egg/web -> egg/api -> egg/web"},
+			name: "cycle no leaf reaches, seen in the graph's list of resources",
+			graph: listingGraph{&fakeGraph{
+				leaves:  []*resource.Desired{egg("alone", nil)},
+				parents: map[string][]*resource.Desired{"egg/web": {api}, "egg/api": {web}},
+			}, []*resource.Desired{egg("alone", nil), web, api}},
+			want: []string{"egg/api -> egg/web -> egg/api"},
 			as:   new(*graph.CycleError),
 		},
 		{
@@ -774,6 +774,24 @@ func TestBadGraphsAreRefusedBeforeAnythingRuns(t *testing.T) {
 				parents: map[string][]*resource.Desired{},
 			},
 			want: []string{"egg/web is defined twice"},
+			as:   new(*graph.DuplicateError),
+		},
+		{
+			name: "nil parent",
+			graph: &fakeGraph{
+				leaves:  []*resource.Desired{egg("web", nil)},
+				parents: map[string][]*resource.Desired{"egg/web": {nil}},
+			},
+			want: []string{"egg/web: graph holds a nil parent"},
+			as:   new(error),
+		},
+		{
+			name: "parent listed twice",
+			graph: &fakeGraph{
+				leaves:  []*resource.Desired{egg("web", nil)},
+				parents: map[string][]*resource.Desired{"egg/web": {volume("data"), volume("data")}},
+			},
+			want: []string{"volume/data is defined twice"},
 			as:   new(*graph.DuplicateError),
 		},
 		{

@@ -206,12 +206,12 @@ func (w *walk) waiter(rd readiness) *waiter {
 	parent := w.runs[rd.parent.index]
 	wt := &waiter{}
 	w.waiters[rd] = wt
-	rec := clone(parent.current)
+	rec := parent.current.Clone()
 	p, project := rd.parent.provider, w.st.project
 	var reason string // the last "not ready" reason, from the attempts
 	t := &task{priority: rd.parent.height}
 	t.attempt = func(ctx context.Context) error {
-		ready, why, err := p.Ready(ctx, project, clone(rec), rd.cond)
+		ready, why, err := p.Ready(ctx, project, rec.Clone(), rd.cond)
 		if err != nil {
 			return err
 		}
@@ -259,7 +259,7 @@ func (w *walk) waiter(rd readiness) *waiter {
 // unchanged resource whose recorded parents are stale) a record refresh.
 func (w *walk) submitOp(rn *run) {
 	action, key := rn.res.Planned, rn.n.key
-	prev, next := clone(rn.prev), clone(rn.next)
+	prev, next := rn.prev.Clone(), rn.next.Clone()
 	p, project, store := rn.n.provider, w.st.project, w.r.Resources
 	log := w.log.With(zap.String("resource", key), zap.String("id", next.ID))
 	source := ""
@@ -282,16 +282,16 @@ func (w *walk) submitOp(rn *run) {
 			}
 			pendingSaved = true
 		}
-		rec := clone(next)
+		rec := next.Clone()
 		switch action {
 		case ActionCreate:
-			out, err := p.Create(ctx, project, clone(next))
+			out, err := p.Create(ctx, project, next.Clone())
 			if err != nil {
 				return err
 			}
 			rec.Outputs, rec.Pending = resource.Clone(out), false
 		case ActionUpdate:
-			out, err := p.Update(ctx, project, clone(prev), clone(next))
+			out, err := p.Update(ctx, project, prev.Clone(), next.Clone())
 			if err != nil {
 				return err
 			}
@@ -423,12 +423,12 @@ func (w *walk) deleteUnwanted() {
 }
 
 func (w *walk) submitDelete(d *del) {
-	rec, key := clone(d.u.rec), d.u.rec.Key()
+	rec, key := d.u.rec.Clone(), d.u.rec.Key()
 	p, project, store := d.u.provider, w.st.project, w.r.Resources
 	log := w.log.With(zap.String("resource", key), zap.String("id", rec.ID))
 	t := &task{priority: d.u.height}
 	t.attempt = func(ctx context.Context) error {
-		if err := p.Delete(ctx, project, clone(rec)); err != nil {
+		if err := p.Delete(ctx, project, rec.Clone()); err != nil {
 			return err
 		}
 		if err := persist(ctx, func(ctx context.Context) error { return store.DeleteResource(ctx, project, rec) }); err != nil {
@@ -500,17 +500,4 @@ func verb(a Action) string {
 		return "record"
 	}
 	return string(a)
-}
-
-// clone deep-copies a record, so that what a provider or a store keeps can
-// never alias the walk's own.
-func clone(r *resource.Deployed) *resource.Deployed {
-	if r == nil {
-		return nil
-	}
-	c := *r
-	c.Inputs = resource.Clone(r.Inputs)
-	c.Outputs = resource.Clone(r.Outputs)
-	c.Parents = append([]string(nil), r.Parents...)
-	return &c
 }

@@ -88,8 +88,11 @@ func Templated(inputs map[string]any) bool {
 
 // Resolve returns a copy of inputs with every reference replaced by the value
 // lookup gives for it. A string that is exactly one reference takes the output's
-// value as it is (a list stays a list); a reference inside a longer string is
-// formatted into it (strings as they are, other values as JSON).
+// value as it is (a list stays a list), except as an item of a list, where a
+// list output's items take its place (["${egg/db.hosts}"] becomes ["h1", "h2"]),
+// so that a list written with a reference is a list of the same items once
+// resolved; a reference inside a longer string is formatted into it (strings
+// as they are, other values as JSON).
 func Resolve(inputs map[string]any, lookup func(Ref) (any, error)) (map[string]any, error) {
 	out, err := resolveValue(inputs, lookup)
 	if err != nil {
@@ -117,18 +120,46 @@ func resolveValue(v any, lookup func(Ref) (any, error)) (any, error) {
 		}
 		return out, nil
 	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
+		out := make([]any, 0, len(v))
+		for _, e := range v {
 			r, err := resolveValue(e, lookup)
 			if err != nil {
 				return nil, err
 			}
-			out[i] = r
+			if s, ok := e.(string); ok && wholeRef(s) {
+				if items, ok := listItems(r); ok {
+					for _, item := range items { // a list output spliced in
+						out = append(out, cloneValue(item))
+					}
+					continue
+				}
+			}
+			out = append(out, r)
 		}
 		return out, nil
 	default:
 		return cloneValue(v), nil
 	}
+}
+
+// wholeRef reports whether s is exactly one reference, "${type/name.output}".
+func wholeRef(s string) bool {
+	return strings.HasPrefix(s, "${") && strings.IndexByte(s, '}') == len(s)-1
+}
+
+// listItems returns the items of a list value.
+func listItems(v any) ([]any, bool) {
+	switch v := v.(type) {
+	case []any:
+		return v, true
+	case []string:
+		items := make([]any, len(v))
+		for i, s := range v {
+			items[i] = s
+		}
+		return items, true
+	}
+	return nil, false
 }
 
 // expand substitutes the references of one string.
@@ -182,8 +213,10 @@ func format(v any) string {
 // ParseRef parses the inside of a reference, "type/name.output".
 func ParseRef(s string) (Ref, error) {
 	dot := strings.LastIndexByte(s, '.')
-	slash := strings.IndexByte(s, '/')
-	if slash <= 0 || dot < slash+2 || dot == len(s)-1 {
+	if dot < 0 || dot == len(s)-1 {
+		return Ref{}, fmt.Errorf("bad reference ${%s}: want ${type/name.output}", s)
+	}
+	if _, _, ok := SplitKey(s[:dot]); !ok {
 		return Ref{}, fmt.Errorf("bad reference ${%s}: want ${type/name.output}", s)
 	}
 	return Ref{Key: s[:dot], Output: s[dot+1:]}, nil

@@ -102,3 +102,38 @@ func TestEqualNormalisesNumbers(t *testing.T) {
 		t.Fatal("nil and empty maps should compare equal")
 	}
 }
+
+// A list written with one reference to a list output is, resolved, a list of
+// that output's items: the inputs keep their shape (package inputs relies on
+// it), while a whole reference elsewhere keeps the output's own value.
+func TestResolveSplicesListOutputsIntoLists(t *testing.T) {
+	inputs := map[string]any{
+		"beside": []any{map[string]any{"egg": "db", "hosts": []any{"${egg/db.hosts}"}}},
+		"mixed":  []any{"a", "${egg/db.hosts}", "${egg/db.address}", "b", "x-${egg/db.hosts}"},
+		"whole":  "${egg/db.hosts}",
+		"none":   []any{"${egg/none.hosts}"},
+	}
+	outputs := map[Ref]any{
+		{"egg/db", "hosts"}:   []any{"h1", "h2"},
+		{"egg/db", "address"}: "db:5432",
+		{"egg/none", "hosts"}: []string{},
+	}
+	got, err := Resolve(inputs, func(r Ref) (any, error) { return outputs[r], nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"beside": []any{map[string]any{"egg": "db", "hosts": []any{"h1", "h2"}}},
+		"mixed":  []any{"a", "h1", "h2", "db:5432", "b", `x-["h1","h2"]`},
+		"whole":  []any{"h1", "h2"},
+		"none":   []any{},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Resolve = %#v\nwant %#v", got, want)
+	}
+	// "$${" starts an escape, not a reference: never spliced.
+	got, err = Resolve(map[string]any{"l": []any{"$${egg/db.hosts}"}}, func(r Ref) (any, error) { return outputs[r], nil })
+	if err != nil || !reflect.DeepEqual(got["l"], []any{"${egg/db.hosts}"}) {
+		t.Fatalf("escaped: %#v, %v", got, err)
+	}
+}

@@ -11,15 +11,59 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 )
+
+// Kind is a resource's type: which provider makes it and which inputs
+// (package inputs) it takes.
+type Kind string
+
+// The kinds of resource a project holds.
+const (
+	Egg     Kind = "egg"
+	Volume  Kind = "volume"
+	Network Kind = "network"
+	Secret  Kind = "secret"
+	Route   Kind = "route"
+)
+
+// Kinds lists every kind, in the order a project file declares them.
+func Kinds() []Kind { return []Kind{Egg, Volume, Network, Secret, Route} }
 
 // Key identifies a resource within a project: "type/name", for example
 // "egg/web" or "route/api.localhost/v1".
-func Key(typ, name string) string { return typ + "/" + name }
+func Key(typ Kind, name string) string { return string(typ) + "/" + name }
+
+// SplitKey splits a key into its type and name: the type is everything
+// before the first "/", the name the rest (a route's name holds slashes).
+// ok is false unless both are non-empty.
+func SplitKey(key string) (typ Kind, name string, ok bool) {
+	t, name, _ := strings.Cut(key, "/")
+	if t == "" || name == "" {
+		return "", "", false
+	}
+	return Kind(t), name, true
+}
+
+// Project returns the project string "<namespace>/<name>" that keys a
+// project's resources, records and workloads.
+func Project(namespace, name string) string { return namespace + "/" + name }
+
+// SplitProject splits a project string "<namespace>/<name>", refusing any
+// other form: it is the only one that keeps namespaces apart everywhere the
+// string is used as a key.
+func SplitProject(project string) (namespace, name string, err error) {
+	ns, name, ok := strings.Cut(project, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("project %q: want <namespace>/<project>", project)
+	}
+	return ns, name, nil
+}
 
 // Desired is one resource a project asks for.
 type Desired struct {
-	Type string
+	Type Kind
 	Name string
 	// Inputs configure the resource. String values may hold references to a
 	// parent's outputs (see Ref); the reconciler resolves them before it
@@ -56,7 +100,7 @@ type Dependency struct {
 // Deployed is a resource as it was recorded after a provider operation.
 type Deployed struct {
 	ID   string
-	Type string
+	Type Kind
 	Name string
 	// Inputs are the resolved inputs the resource was last created or updated with.
 	Inputs map[string]any
@@ -77,6 +121,19 @@ type Deployed struct {
 
 // Key returns the resource's "type/name".
 func (d *Deployed) Key() string { return Key(d.Type, d.Name) }
+
+// Clone returns a deep copy of the record (nil for nil), so that what a
+// provider, a store or a walk keeps never aliases another's maps and slices.
+func (d *Deployed) Clone() *Deployed {
+	if d == nil {
+		return nil
+	}
+	c := *d
+	c.Inputs = Clone(d.Inputs)
+	c.Outputs = Clone(d.Outputs)
+	c.Parents = slices.Clone(d.Parents)
+	return &c
+}
 
 // Equal reports whether two input or output maps hold the same values, comparing
 // their canonical JSON encodings (map keys sorted, 1 and 1.0 alike).

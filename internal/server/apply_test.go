@@ -195,7 +195,7 @@ func killDuring(t *testing.T, h *applyHarness, key, yaml string) func() {
 	}
 	reg := h.srv.applies.deps.Providers.Registry(provider.Options{})
 	entered, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	typ, _, _ := strings.Cut(key, "/")
+	typ, _, _ := resource.SplitKey(key)
 	reg[typ] = &stuckProvider{Provider: readyProvider{reg[typ]}, only: key, entered: entered, release: release}
 	rec := &reconciler.Reconciler{Resources: h.store, Registry: reg}
 	go func() {

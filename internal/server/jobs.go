@@ -219,7 +219,7 @@ func summaryText(res reconciler.Result) string {
 // progressProvider reports each operation of its provider to the job.
 type progressProvider struct {
 	reconciler.Provider
-	typ string
+	typ resource.Kind
 	job *job
 	now func() time.Time
 

@@ -32,7 +32,7 @@ type planRequest struct {
 }
 
 type desiredJSON struct {
-	Type   string         `json:"type"`
+	Type   resource.Kind  `json:"type"`
 	Name   string         `json:"name"`
 	Inputs map[string]any `json:"inputs"`
 	// Source is the digest of an uploaded blob the resource is built from.

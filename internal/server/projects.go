@@ -23,7 +23,7 @@ type applyJSON struct {
 // resourceJSON is a deployed resource as the API shows it: no inputs, no
 // source blob (internal), and a secret's outputs redacted.
 type resourceJSON struct {
-	Type    string         `json:"type"`
+	Type    resource.Kind  `json:"type"`
 	Name    string         `json:"name"`
 	ID      string         `json:"id"`
 	Pending bool           `json:"pending,omitempty"`

@@ -134,8 +134,8 @@ func (c *checker) dependsOn(e *Egg) {
 // refs checks the output references: an address needs a port to be one.
 func (c *checker) refs(e *Egg) {
 	for _, r := range e.refs {
-		typ, name, _ := strings.Cut(r.Key, "/")
-		if typ != "egg" {
+		typ, name, _ := resource.SplitKey(r.Key)
+		if typ != resource.Egg {
 			continue
 		}
 		if name == e.Name {
@@ -213,7 +213,7 @@ func (c *checker) unused() {
 	used := map[string]bool{}
 	for _, e := range c.p.Eggs {
 		for _, m := range e.Volumes {
-			used["volume/"+m.Source] = true
+			used[resource.Key(resource.Volume, m.Source)] = true
 		}
 		for _, n := range e.Networks {
 			used["network/"+n] = true
@@ -226,7 +226,7 @@ func (c *checker) unused() {
 		}
 	}
 	for _, v := range c.p.Volumes {
-		if !used["volume/"+v.Name] {
+		if !used[resource.Key(resource.Volume, v.Name)] {
 			c.warnf(v.Line, "volume %q is not mounted by any egg", v.Name)
 		}
 	}
@@ -254,9 +254,9 @@ func (c *checker) cycles() {
 		names := make([]string, len(cycle.Path))
 		line := 0
 		for i, key := range cycle.Path {
-			typ, name, _ := strings.Cut(key, "/")
+			typ, name, _ := resource.SplitKey(key)
 			names[i] = fmt.Sprintf("%s %q", typ, name)
-			if e, ok := c.eggs[name]; ok && typ == "egg" && line == 0 {
+			if e, ok := c.eggs[name]; ok && typ == resource.Egg && line == 0 {
 				line = e.Line
 			}
 		}
@@ -291,12 +291,12 @@ func (e *Egg) namedVolumes() []string {
 
 // userRef writes a canonical reference the way the user wrote it.
 func userRef(r resource.Ref) string {
-	typ, name, _ := strings.Cut(r.Key, "/")
+	typ, name, _ := resource.SplitKey(r.Key)
 	switch typ {
-	case "egg":
+	case resource.Egg:
 		return "${" + name + "." + r.Output + "}"
-	case "secret":
+	case resource.Secret:
 		return "${secret." + name + "}"
 	}
-	return "${" + typ + "." + name + "." + r.Output + "}"
+	return "${" + string(typ) + "." + name + "." + r.Output + "}"
 }

@@ -63,7 +63,7 @@
 //	placement    {hosts: the user's host names (empty = any),
 //	             volume, volume_host: a stateful egg's (first) volume and
 //	             ${volume/<volume>.host}, else "" and "",
-//	             beside: [{egg: x, hosts: ${egg/x.hosts}}] for each egg x whose
+//	             beside: [{egg: x, hosts: [${egg/x.hosts}]}] for each egg x whose
 //	             address it references, sorted by x: until cross-host addressing
 //	             exists it must run on one of x's hosts}. These are the
 //	             constraints of placement.Egg (Placement, Volume, VolumeHost, Beside).
@@ -90,7 +90,13 @@
 //
 // route/<host>[<path>], one per entry of an egg's routes (route/shop.localhost,
 // route/api.localhost/v1): {host, path ("/" for the whole host), egg, port (the
-// egg's port), hosts: ${egg/<egg>.hosts}}. It depends on its egg.
+// egg's port), hosts: [${egg/<egg>.hosts}]}. It depends on its egg.
+//
+// The inputs are declared once, in package inputs (inputs.Egg, inputs.Volume,
+// inputs.Network, inputs.Secret, inputs.Route), which the providers decode
+// strictly once the references are resolved. A reference to a list output
+// is written as an item of a list ([${egg/x.hosts}] above), which resolving
+// splices, so the resolved inputs have the shape these types declare.
 //
 // # Dependencies
 //

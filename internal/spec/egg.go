@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -575,17 +576,30 @@ func (ed *eggDecoder) names(n *yaml.Node, what, example string) []string {
 	return out
 }
 
-// conditions are depends_on's conditions, with Compose's names for them.
-var conditions = map[string]resource.Condition{
-	"started":   resource.ConditionCreated,
-	"healthy":   resource.ConditionHealthy,
-	"completed": resource.ConditionCompleted,
+// condition is one of depends_on's conditions: its name in hatch.yaml and
+// in Compose.
+type condition struct {
+	name, compose string
+	cond          resource.Condition
 }
 
-var composeConditions = map[string]string{
-	"service_started":                "started",
-	"service_healthy":                "healthy",
-	"service_completed_successfully": "completed",
+// conditions are depends_on's conditions, the one list of them.
+var conditions = []condition{
+	{"started", "service_started", resource.ConditionCreated},
+	{"healthy", "service_healthy", resource.ConditionHealthy},
+	{"completed", "service_completed_successfully", resource.ConditionCompleted},
+}
+
+// ComposeCondition returns the condition a Compose depends_on condition
+// (service_started, service_healthy, service_completed_successfully) stands
+// for, the same as its hatch.yaml name does.
+func ComposeCondition(name string) (resource.Condition, bool) {
+	for _, c := range conditions {
+		if c.compose == name {
+			return c.cond, true
+		}
+	}
+	return "", false
 }
 
 // dependsOn reads a list of egg names, or a mapping of egg names to
@@ -612,11 +626,13 @@ func (ed *eggDecoder) dependsOn(n *yaml.Node, what string) {
 			if !ok {
 				continue
 			}
-			if cond, known := conditions[v]; known {
-				dep.Condition = cond
-			} else if ours, compose := composeConditions[v]; compose {
-				ed.errorf(c.Line, "%s %s: condition %q is Compose's: write %s", what, f.Key, v, ours)
-			} else {
+			i := slices.IndexFunc(conditions, func(c condition) bool { return c.name == v || c.compose == v })
+			switch {
+			case i >= 0 && conditions[i].name == v:
+				dep.Condition = conditions[i].cond
+			case i >= 0:
+				ed.errorf(c.Line, "%s %s: condition %q is Compose's: write %s", what, f.Key, v, conditions[i].name)
+			default:
 				ed.errorf(c.Line, "%s %s: %q is not a condition: write started, healthy (its replicas are healthy) or completed (a one-shot job succeeded)", what, f.Key, v)
 			}
 		}

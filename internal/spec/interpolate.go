@@ -10,17 +10,17 @@ import (
 )
 
 // Output names per resource type, as users reference them.
-var outputs = map[string][]string{
-	"egg":     {"address", "hosts"},
-	"volume":  {"name", "host"},
-	"network": {"name"},
-	"secret":  {"handle"}, // written ${secret.<name>}: the handle is implicit
+var outputs = map[resource.Kind][]string{
+	resource.Egg:     {"address", "hosts"},
+	resource.Volume:  {"name", "host"},
+	resource.Network: {"name"},
+	resource.Secret:  {"handle"}, // written ${secret.<name>}: the handle is implicit
 }
 
 // defined is what a project defines, by resource type, for checking references.
-type defined map[string]map[string]bool
+type defined map[resource.Kind]map[string]bool
 
-func (d defined) has(typ, name string) bool { return d[typ][name] }
+func (d defined) has(typ resource.Kind, name string) bool { return d[typ][name] }
 
 // interpolation is everything interpolate needs from the outside.
 type interpolation struct {
@@ -120,24 +120,25 @@ func (ip interpolation) envValue(inner string) (value string, ok bool, err error
 func (ip interpolation) ref(inner string) (resource.Ref, error) {
 	parts := strings.Split(inner, ".")
 	bad := fmt.Errorf("${%s} is not a reference: write ${<egg>.address}, ${<egg>.hosts}, ${volume.<name>.name|host}, ${network.<name>.name}, ${secret.<name>} or ${env.NAME}", inner)
-	var typ, name, output string
-	switch parts[0] {
-	case "volume", "network":
+	var typ resource.Kind
+	var name, output string
+	switch resource.Kind(parts[0]) {
+	case resource.Volume, resource.Network:
 		if len(parts) != 3 {
 			return resource.Ref{}, bad
 		}
-		typ, name, output = parts[0], parts[1], parts[2]
-	case "secret":
+		typ, name, output = resource.Kind(parts[0]), parts[1], parts[2]
+	case resource.Secret:
 		if len(parts) == 3 {
 			return resource.Ref{}, fmt.Errorf("${%s}: a secret has one value, write ${secret.%s}", inner, parts[1])
 		}
 		if len(parts) != 2 {
 			return resource.Ref{}, bad
 		}
-		typ, name, output = "secret", parts[1], "handle"
-	case "route":
+		typ, name, output = resource.Secret, parts[1], "handle"
+	case resource.Route:
 		return resource.Ref{}, fmt.Errorf("${%s}: routes have no outputs", inner)
-	case "egg":
+	case resource.Egg:
 		if len(parts) == 3 {
 			return resource.Ref{}, fmt.Errorf("${%s}: an egg is referenced by its name alone, write ${%s.%s}", inner, parts[1], parts[2])
 		}
@@ -146,7 +147,7 @@ func (ip interpolation) ref(inner string) (resource.Ref, error) {
 		if len(parts) != 2 {
 			return resource.Ref{}, bad
 		}
-		typ, name, output = "egg", parts[0], parts[1]
+		typ, name, output = resource.Egg, parts[0], parts[1]
 	}
 	if !ip.defined.has(typ, name) {
 		return resource.Ref{}, fmt.Errorf("${%s} refers to %s %q, which is not defined%s", inner, typ, name, suggest(name, keys(ip.defined[typ])))

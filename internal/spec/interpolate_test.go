@@ -15,10 +15,10 @@ func testInterpolation(outputs bool) interpolation {
 	return interpolation{
 		env: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 		defined: defined{
-			"egg":     {"db": true, "web": true},
-			"volume":  {"pgdata": true},
-			"network": {"backend": true, "default": true},
-			"secret":  {"api_key": true},
+			resource.Egg:     {"db": true, "web": true},
+			resource.Volume:  {"pgdata": true},
+			resource.Network: {"backend": true, "default": true},
+			resource.Secret:  {"api_key": true},
 		},
 		outputs: outputs,
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hatchery/hatchery/internal/resource"
 )
 
 // Options are what the loader needs from the outside world.
@@ -130,19 +132,19 @@ func (d *decoder) project(root *yaml.Node, p *Project) {
 		p.Name = name
 	}
 
-	d.interp.defined = defined{"egg": {}, "volume": {}, "network": {DefaultNetwork: true}, "secret": {}}
+	d.interp.defined = defined{resource.Egg: {}, resource.Volume: {}, resource.Network: {DefaultNetwork: true}, resource.Secret: {}}
 	for _, f := range d.fields(sections["volumes"].Value, "volumes") {
-		if d.definedKey(f, "volume") {
+		if d.definedKey(f, resource.Volume) {
 			p.Volumes = append(p.Volumes, d.volume(f))
 		}
 	}
 	for _, f := range d.fields(sections["networks"].Value, "networks") {
-		if d.definedKey(f, "network") {
+		if d.definedKey(f, resource.Network) {
 			p.Networks = append(p.Networks, d.network(f))
 		}
 	}
 	for _, f := range d.fields(sections["secrets"].Value, "secrets") {
-		if d.definedKey(f, "secret") {
+		if d.definedKey(f, resource.Secret) {
 			p.Secrets = append(p.Secrets, d.secret(f))
 		}
 	}
@@ -157,11 +159,11 @@ func (d *decoder) project(root *yaml.Node, p *Project) {
 	entries := d.fields(eggs.Value, "eggs")
 	var named []field
 	for _, f := range entries {
-		if err := checkName("egg", f.Key); err != nil {
+		if err := checkName(string(resource.Egg), f.Key); err != nil {
 			d.errorf(f.Line, "%v", err)
 			continue
 		}
-		d.interp.defined["egg"][f.Key] = true
+		d.interp.defined[resource.Egg][f.Key] = true
 		named = append(named, f)
 	}
 	if len(entries) == 0 && resolve(eggs.Value).Kind == yaml.MappingNode {
@@ -179,7 +181,7 @@ func (d *decoder) project(root *yaml.Node, p *Project) {
 }
 
 // definedKey checks the name of a volume, network or secret and records it.
-func (d *decoder) definedKey(f field, typ string) bool {
+func (d *decoder) definedKey(f field, typ resource.Kind) bool {
 	if err := checkKey(typ, f.Key); err != nil {
 		d.errorf(f.Line, "%v", err)
 		return false

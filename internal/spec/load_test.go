@@ -686,21 +686,6 @@ func TestSizes(t *testing.T) {
 	}
 }
 
-func TestSurgeSlots(t *testing.T) {
-	for _, c := range []struct {
-		s    Surge
-		n    int
-		want int
-	}{
-		{Surge{Percent: 25}, 8, 2}, {Surge{Percent: 25}, 3, 1}, {Surge{Percent: 25}, 0, 1},
-		{Surge{Percent: 100}, 5, 5}, {Surge{Count: 2}, 10, 2},
-	} {
-		if got := c.s.Slots(c.n); got != c.want {
-			t.Errorf("%+v.Slots(%d) = %d, want %d", c.s, c.n, got, c.want)
-		}
-	}
-}
-
 func TestSuggest(t *testing.T) {
 	valid := []string{"replicas", "restart", "routes", "env", "image"}
 	for word, want := range map[string]string{

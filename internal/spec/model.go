@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
 // Project is a loaded project file: typed, defaulted and checked. Sections are
@@ -170,19 +171,9 @@ const (
 )
 
 // Surge is how many slots of a host roll at once: Count if set, else Percent
-// of the host's slots, at least one.
-type Surge struct {
-	Count   int `json:"count,omitempty"`
-	Percent int `json:"percent,omitempty"`
-}
-
-// Slots returns the number of slots rolled at once on a host running n.
-func (s Surge) Slots(n int) int {
-	if s.Count > 0 {
-		return s.Count
-	}
-	return max(1, n*s.Percent/100)
-}
+// of the host's slots, at least one. It is the input type itself, so the
+// model and the inputs cannot disagree on it.
+type Surge = inputs.Surge
 
 // Restart is an egg's restart policy.
 type Restart string
@@ -207,8 +198,8 @@ type MountType string
 
 // The mount types.
 const (
-	MountVolume MountType = "volume" // a volume of `volumes:`, by name
-	MountBind   MountType = "bind"   // a directory of the host (allowed, with a warning)
+	MountVolume MountType = inputs.MountVolume // a volume of `volumes:`, by name
+	MountBind   MountType = inputs.MountBind   // a directory of the host (allowed, with a warning)
 )
 
 // Mount is one entry of an egg's `volumes:`.

@@ -269,7 +269,7 @@ func TestResourcesOfRandomProjects(t *testing.T) {
 				}
 				peer := map[string]any{
 					"egg":   strings.TrimPrefix(parent, "egg/"),
-					"hosts": resource.Ref{Key: parent, Output: "hosts"}.String(),
+					"hosts": []any{resource.Ref{Key: parent, Output: "hosts"}.String()},
 				}
 				if !slices.ContainsFunc(beside, func(b any) bool { return reflect.DeepEqual(b, peer) }) {
 					t.Fatalf("%s uses %s's address but is not placed beside it: beside = %v", child, parent, beside)

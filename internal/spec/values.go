@@ -5,46 +5,74 @@ import (
 	"math"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hatchery/hatchery/internal/resource"
 )
 
 // Parsers for the settings written in a small syntax of their own. Each is
 // pure and returns an error that says what is wrong and how to write it; the
 // decoder adds the field and the line.
 
+// The name rules, here alone: package compose maps Compose's names to names
+// these accept.
 var (
 	// nameRE is the rule for project and egg names: they become parts of
 	// container, network and DNS names.
 	nameRE = regexp.MustCompile(`^[a-z0-9-]{1,40}$`)
 	// keyRE is the rule for volume, network and secret names, which Compose
 	// files commonly write with underscores (api_key).
-	keyRE      = regexp.MustCompile(`^[a-z0-9_-]{1,40}$`)
+	keyRE = regexp.MustCompile(`^[a-z0-9_-]{1,40}$`)
+)
+
+var (
 	hostnameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
 	hostRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 	capRE      = regexp.MustCompile(`^[A-Z][A-Z_]*$`)
 	labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]*[A-Za-z0-9])?$`)
 )
 
-// reserved names cannot name an egg: ${volume.x.name} and the like would no
-// longer say which resource they mean.
-var reserved = []string{"egg", "env", "network", "route", "secret", "volume"}
+// NameRule and KeyRule say in words what ValidName and ValidKey accept.
+const (
+	NameRule = "1 to 40 lower-case letters, digits or hyphens"
+	KeyRule  = "1 to 40 lower-case letters, digits, hyphens or underscores"
+)
 
-// checkName checks a project or egg name.
-func checkName(kind, name string) error {
-	if !nameRE.MatchString(name) {
-		return fmt.Errorf("%s name %q must be 1 to 40 lower-case letters, digits or hyphens", kind, name)
+// ValidName reports whether s may name a project or an egg.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// ValidKey reports whether s may name a volume, a network or a secret.
+func ValidKey(s string) bool { return keyRE.MatchString(s) }
+
+// ReservedNames are the words that cannot name an egg, sorted: the resource
+// kinds and "env", since ${volume.x.name} and the like would no longer say
+// which resource they mean.
+func ReservedNames() []string {
+	names := []string{"env"}
+	for _, k := range resource.Kinds() {
+		names = append(names, string(k))
 	}
-	if kind == "egg" && contains(reserved, name) {
+	slices.Sort(names)
+	return names
+}
+
+// checkName checks a project or egg name; what says which.
+func checkName(what, name string) error {
+	if !ValidName(name) {
+		return fmt.Errorf("%s name %q must be %s", what, name, NameRule)
+	}
+	if reserved := ReservedNames(); what == string(resource.Egg) && slices.Contains(reserved, name) {
 		return fmt.Errorf("egg name %q is reserved (so are %s): rename the egg", name, strings.Join(reserved, ", "))
 	}
 	return nil
 }
 
 // checkKey checks a volume, network or secret name.
-func checkKey(kind, name string) error {
-	if !keyRE.MatchString(name) {
-		return fmt.Errorf("%s name %q must be 1 to 40 lower-case letters, digits, hyphens or underscores", kind, name)
+func checkKey(kind resource.Kind, name string) error {
+	if !ValidKey(name) {
+		return fmt.Errorf("%s name %q must be %s", kind, name, KeyRule)
 	}
 	return nil
 }
@@ -168,7 +196,7 @@ func parseMount(s string) (Mount, error) {
 	case strings.HasPrefix(m.Source, "/") || strings.HasPrefix(m.Source, "."):
 		m.Type = MountBind
 	default:
-		if err := checkKey("volume", m.Source); err != nil {
+		if err := checkKey(resource.Volume, m.Source); err != nil {
 			return Mount{}, fmt.Errorf("volume %q: %v", s, err)
 		}
 	}

@@ -375,9 +375,9 @@ func dependsOn(deps []DependsOn) *yaml.Node {
 
 // conditionName is a condition as hatch.yaml writes it.
 func conditionName(c resource.Condition) string {
-	for name, cond := range conditions {
-		if cond == c {
-			return name
+	for _, cond := range conditions {
+		if cond.cond == c {
+			return cond.name
 		}
 	}
 	return string(c)

@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
 // roundTrip writes p, parses the output as a file in p's directory, and
@@ -261,9 +262,9 @@ func checkModel(t *rapid.T, want, got *Project, out []byte) {
 	for i, w := range want.Eggs {
 		g := got.Eggs[i]
 		wi, gi := eggInputsOf(w), eggInputsOf(g)
-		wi.Placement, gi.Placement = placementInputs{}, placementInputs{}
-		if !resource.Equal(toMap(wi), toMap(gi)) {
-			t.Fatalf("egg %s\n got: %v\nwant: %v\n%s", w.Name, toMap(gi), toMap(wi), out)
+		wi.Placement, gi.Placement = inputs.Placement{}, inputs.Placement{}
+		if !resource.Equal(inputs.Encode(wi), inputs.Encode(gi)) {
+			t.Fatalf("egg %s\n got: %v\nwant: %v\n%s", w.Name, inputs.Encode(gi), inputs.Encode(wi), out)
 		}
 		if fmt.Sprint(w.Routes) != fmt.Sprint(stripLines(g.Routes)) || fmt.Sprint(w.DependsOn) != fmt.Sprint(stripDepLines(g.DependsOn)) {
 			t.Fatalf("egg %s routes or depends_on differ: %v %v, want %v %v\n%s", w.Name, g.Routes, g.DependsOn, w.Routes, w.DependsOn, out)

@@ -39,7 +39,7 @@ func (s *Storage) PutResource(ctx context.Context, project string, r *resource.D
 		recs = map[string]*resource.Deployed{}
 		s.projects[project] = recs
 	}
-	recs[r.Key()] = Clone(r)
+	recs[r.Key()] = r.Clone()
 	return nil
 }
 
@@ -63,7 +63,7 @@ func (s *Storage) ListResources(ctx context.Context, project string) ([]*resourc
 	defer s.mu.Unlock()
 	out := make([]*resource.Deployed, 0, len(s.projects[project]))
 	for _, r := range s.projects[project] {
-		out = append(out, Clone(r))
+		out = append(out, r.Clone())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
 	return out, nil
@@ -74,19 +74,7 @@ func (s *Storage) Get(project, key string) (*resource.Deployed, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.projects[project][key]
-	return Clone(r), ok
-}
-
-// Clone deep-copies a record.
-func Clone(r *resource.Deployed) *resource.Deployed {
-	if r == nil {
-		return nil
-	}
-	c := *r
-	c.Inputs = resource.Clone(r.Inputs)
-	c.Outputs = resource.Clone(r.Outputs)
-	c.Parents = append([]string(nil), r.Parents...)
-	return &c
+	return r.Clone(), ok
 }
 
 // Sources is an in-memory reconciler.SourceStorage: a set of digests.

@@ -39,7 +39,7 @@ type Call struct {
 // Object is what a fake provider made: the outside world's state.
 type Object struct {
 	Project string
-	Type    string
+	Type    resource.Kind
 	Name    string
 	ID      string
 	Inputs  map[string]any
@@ -70,7 +70,7 @@ func NewWorld() *World { return &World{objects: map[string]Object{}} }
 // resource's name and inputs (never its ID), so equal inputs give equal outputs.
 type Provider struct {
 	world  *World
-	typ    string
+	typ    resource.Kind
 	schema reconciler.Schema
 	// Hook, if set, runs at the start of every call, while it counts as in
 	// flight and before it has any effect: it may sleep, cancel, or fail the
@@ -83,7 +83,7 @@ type Provider struct {
 var _ reconciler.Provider = (*Provider)(nil)
 
 // Provider returns a fake provider of the type, with the schema.
-func (w *World) Provider(typ string, schema reconciler.Schema) *Provider {
+func (w *World) Provider(typ resource.Kind, schema reconciler.Schema) *Provider {
 	return &Provider{world: w, typ: typ, schema: schema}
 }
 
@@ -168,7 +168,9 @@ func Revision(inputs map[string]any) string {
 	return hex.EncodeToString(sum[:4])
 }
 
-func objectKey(project, typ, id string) string { return project + "|" + typ + "|" + id }
+func objectKey(project string, typ resource.Kind, id string) string {
+	return project + "|" + string(typ) + "|" + id
+}
 
 func (w *World) begin(op Op, project string, r *resource.Deployed) Call {
 	w.mu.Lock()

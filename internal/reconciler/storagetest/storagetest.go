@@ -30,7 +30,7 @@ func Run(t *testing.T, newStorage func(t *testing.T) reconciler.ResourceStorage)
 
 	t.Run("a record round-trips with every field", func(t *testing.T) {
 		s := newStorage(t)
-		want := sample("egg", "web")
+		want := sample(resource.Egg, "web")
 		put(t, s, project, want)
 		got := list(t, s, project)
 		if len(got) != 1 {
@@ -41,12 +41,12 @@ func Run(t *testing.T, newStorage func(t *testing.T) reconciler.ResourceStorage)
 
 	t.Run("a pending record round-trips, and its confirmation replaces it", func(t *testing.T) {
 		s := newStorage(t)
-		pending := &resource.Deployed{ID: "id-1", Type: "egg", Name: "web", Inputs: map[string]any{"image": "a"}, Pending: true}
+		pending := &resource.Deployed{ID: "id-1", Type: resource.Egg, Name: "web", Inputs: map[string]any{"image": "a"}, Pending: true}
 		put(t, s, project, pending)
 		if got := list(t, s, project); len(got) != 1 || !got[0].Pending {
 			t.Fatalf("listed %+v, want the pending record", got)
 		}
-		confirmed := sample("egg", "web")
+		confirmed := sample(resource.Egg, "web")
 		confirmed.ID = "id-1"
 		put(t, s, project, confirmed)
 		got := list(t, s, project)
@@ -58,8 +58,8 @@ func Run(t *testing.T, newStorage func(t *testing.T) reconciler.ResourceStorage)
 
 	t.Run("put replaces the record with the same type and name", func(t *testing.T) {
 		s := newStorage(t)
-		put(t, s, project, sample("egg", "web"))
-		second := sample("egg", "web")
+		put(t, s, project, sample(resource.Egg, "web"))
+		second := sample(resource.Egg, "web")
 		second.ID, second.Inputs = "id-2", map[string]any{"image": "web:2"}
 		put(t, s, project, second)
 		got := list(t, s, project)
@@ -71,8 +71,8 @@ func Run(t *testing.T, newStorage func(t *testing.T) reconciler.ResourceStorage)
 
 	t.Run("same name, different type: two records", func(t *testing.T) {
 		s := newStorage(t)
-		put(t, s, project, sample("egg", "data"))
-		put(t, s, project, sample("volume", "data"))
+		put(t, s, project, sample(resource.Egg, "data"))
+		put(t, s, project, sample(resource.Volume, "data"))
 		if got := keys(list(t, s, project)); !reflect.DeepEqual(got, []string{"egg/data", "volume/data"}) {
 			t.Fatalf("listed %v", got)
 		}
@@ -80,12 +80,12 @@ func Run(t *testing.T, newStorage func(t *testing.T) reconciler.ResourceStorage)
 
 	t.Run("names may hold dots and slashes", func(t *testing.T) {
 		s := newStorage(t)
-		put(t, s, project, sample("route", "api.localhost/v1"))
-		put(t, s, project, sample("route", "api.localhost"))
+		put(t, s, project, sample(resource.Route, "api.localhost/v1"))
+		put(t, s, project, sample(resource.Route, "api.localhost"))
 		if got := keys(list(t, s, project)); !reflect.DeepEqual(got, []string{"route/api.localhost", "route/api.localhost/v1"}) {
 			t.Fatalf("listed %v", got)
 		}
-		del(t, s, project, sample("route", "api.localhost/v1"))
+		del(t, s, project, sample(resource.Route, "api.localhost/v1"))
 		if got := keys(list(t, s, project)); !reflect.DeepEqual(got, []string{"route/api.localhost"}) {
 			t.Fatalf("after delete listed %v", got)
 		}
@@ -93,9 +93,9 @@ func Run(t *testing.T, newStorage func(t *testing.T) reconciler.ResourceStorage)
 
 	t.Run("delete removes that record only", func(t *testing.T) {
 		s := newStorage(t)
-		put(t, s, project, sample("egg", "web"))
-		put(t, s, project, sample("egg", "db"))
-		del(t, s, project, sample("egg", "web"))
+		put(t, s, project, sample(resource.Egg, "web"))
+		put(t, s, project, sample(resource.Egg, "db"))
+		del(t, s, project, sample(resource.Egg, "web"))
 		if got := keys(list(t, s, project)); !reflect.DeepEqual(got, []string{"egg/db"}) {
 			t.Fatalf("listed %v", got)
 		}
@@ -103,21 +103,21 @@ func Run(t *testing.T, newStorage func(t *testing.T) reconciler.ResourceStorage)
 
 	t.Run("deleting an absent record is not an error", func(t *testing.T) {
 		s := newStorage(t)
-		del(t, s, project, sample("egg", "ghost"))
-		put(t, s, project, sample("egg", "web"))
-		del(t, s, project, sample("egg", "web"))
-		del(t, s, project, sample("egg", "web"))
+		del(t, s, project, sample(resource.Egg, "ghost"))
+		put(t, s, project, sample(resource.Egg, "web"))
+		del(t, s, project, sample(resource.Egg, "web"))
+		del(t, s, project, sample(resource.Egg, "web"))
 	})
 
 	t.Run("projects and namespaces are kept apart", func(t *testing.T) {
 		s := newStorage(t)
 		projects := []string{"staging/shop", "production/shop", "staging/shop-2", "a-b/c", "a/b-c"}
 		for i, p := range projects {
-			r := sample("egg", "web")
+			r := sample(resource.Egg, "web")
 			r.ID = fmt.Sprintf("id-%d", i)
 			put(t, s, p, r)
 		}
-		del(t, s, "staging/shop", sample("egg", "web"))
+		del(t, s, "staging/shop", sample(resource.Egg, "web"))
 		for i, p := range projects {
 			got := list(t, s, p)
 			if i == 0 {
@@ -134,16 +134,16 @@ func Run(t *testing.T, newStorage func(t *testing.T) reconciler.ResourceStorage)
 
 	t.Run("records are stored and listed by value", func(t *testing.T) {
 		s := newStorage(t)
-		r := sample("egg", "web")
+		r := sample(resource.Egg, "web")
 		put(t, s, project, r)
 		r.Inputs["image"] = "changed after put"
 		r.Outputs["address"] = "changed after put"
 		r.Parents[0] = "changed after put"
 		listed := list(t, s, project)[0]
-		assertSame(t, listed, sample("egg", "web"))
+		assertSame(t, listed, sample(resource.Egg, "web"))
 		listed.Inputs["image"] = "changed after list"
 		listed.Inputs["env"].(map[string]any)["A"] = "changed after list"
-		assertSame(t, list(t, s, project)[0], sample("egg", "web"))
+		assertSame(t, list(t, s, project)[0], sample(resource.Egg, "web"))
 	})
 
 	t.Run("concurrent writes all land", func(t *testing.T) {
@@ -155,9 +155,9 @@ func Run(t *testing.T, newStorage func(t *testing.T) reconciler.ResourceStorage)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs <- s.PutResource(ctx, project, sample("egg", fmt.Sprintf("e%02d", i)))
+				errs <- s.PutResource(ctx, project, sample(resource.Egg, fmt.Sprintf("e%02d", i)))
 				if i%2 == 0 {
-					errs <- s.DeleteResource(ctx, project, sample("egg", fmt.Sprintf("e%02d", i)))
+					errs <- s.DeleteResource(ctx, project, sample(resource.Egg, fmt.Sprintf("e%02d", i)))
 				}
 			}()
 		}
@@ -175,9 +175,9 @@ func Run(t *testing.T, newStorage func(t *testing.T) reconciler.ResourceStorage)
 }
 
 // sample is a record with every field set, values of every JSON kind.
-func sample(typ, name string) *resource.Deployed {
+func sample(typ resource.Kind, name string) *resource.Deployed {
 	return &resource.Deployed{
-		ID:   "id-" + typ + "-" + name,
+		ID:   "id-" + string(typ) + "-" + name,
 		Type: typ,
 		Name: name,
 		Inputs: map[string]any{

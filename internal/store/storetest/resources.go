@@ -158,7 +158,7 @@ func RunResourceStorage(t *testing.T, open Open) {
 			projects := []string{fmt.Sprintf("ns%d/a", run), fmt.Sprintf("ns%d/b", run)}
 			model := map[string]map[string]*resource.Deployed{}
 			names := rapid.SampledFrom([]string{"web", "db", "api.localhost/v1"})
-			typ := rapid.SampledFrom([]string{"egg", "route"})
+			typ := rapid.SampledFrom([]resource.Kind{resource.Egg, resource.Route})
 			for range rapid.IntRange(1, 30).Draw(rt, "ops") {
 				p := rapid.SampledFrom(projects).Draw(rt, "project")
 				r := &resource.Deployed{Type: typ.Draw(rt, "type"), Name: names.Draw(rt, "name")}
@@ -206,7 +206,7 @@ func put(t *testing.T, s ResourceStorage, project string, r *resource.Deployed) 
 }
 
 func cmpKeys(a, b *resource.Deployed) int {
-	return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(a.Name, b.Name))
+	return cmp.Or(cmp.Compare(a.Type, b.Type), strings.Compare(a.Name, b.Name))
 }
 
 func assertRecords(t *testing.T, got, want []*resource.Deployed) {

@@ -1,0 +1,249 @@
+// Package inputs declares the inputs of each kind of resource once: package
+// spec writes them (with references still unresolved, "${egg/db.address}")
+// and the providers read them back after the reconciler resolved those
+// references. Both sides use these types, so a field added for one is there
+// for the other; the package doc of spec describes every field.
+//
+// The one shape holds before and after resolution because every reference
+// stands where its output's value fits: a string output inside a string, and
+// a list output as an item of a list (resource.Resolve splices the list's
+// items in), as placement.beside[].hosts and a route's hosts are written. The
+// exception is an environment value, a string the user may make one whole
+// reference to a list; Env reads that back as a string (see Env).
+//
+// Slices and maps are never nil in what spec writes, so that an unset list
+// encodes as [] whatever loader produced it and equal settings give equal
+// inputs.
+package inputs
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// Egg is the inputs of an egg/<name> resource.
+type Egg struct {
+	Build       *Build            `json:"build"`
+	Image       string            `json:"image"`
+	Replicas    int               `json:"replicas"`
+	Command     []string          `json:"command"`
+	Entrypoint  []string          `json:"entrypoint"`
+	User        string            `json:"user"`
+	WorkingDir  string            `json:"working_dir"`
+	Port        int               `json:"port"`
+	Ports       []Port            `json:"ports"`
+	Env         Env               `json:"env"`
+	Health      *Health           `json:"health"`
+	Aliases     []string          `json:"aliases"`
+	Rollout     Rollout           `json:"rollout"`
+	Restart     string            `json:"restart"`
+	Resources   Resources         `json:"resources"`
+	Volumes     []Mount           `json:"volumes"`
+	Tmpfs       []string          `json:"tmpfs"`
+	ReadOnly    bool              `json:"read_only"`
+	CapAdd      []string          `json:"cap_add"`
+	CapDrop     []string          `json:"cap_drop"`
+	Labels      map[string]string `json:"labels"`
+	Secrets     []SecretMount     `json:"secrets"`
+	Networks    []string          `json:"networks"`
+	StopSignal  string            `json:"stop_signal"`
+	StopTimeout string            `json:"stop_timeout"`
+	Placement   Placement         `json:"placement"`
+}
+
+// Env is an egg's environment. Written, each value is a string that may hold
+// references. Resolved, a value that was one whole reference holds the
+// output's own value, which may be a list (API_HOSTS: "${egg/api.hosts}");
+// a container's environment holds strings, so Env reads a list back as its
+// items joined by commas and any other value as its JSON.
+type Env map[string]string
+
+// UnmarshalJSON reads resolved values as strings (see Env).
+func (e *Env) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	out := make(Env, len(raw))
+	for k, v := range raw {
+		var s string
+		var list []string
+		switch {
+		case json.Unmarshal(v, &s) == nil:
+			out[k] = s
+		case json.Unmarshal(v, &list) == nil:
+			out[k] = strings.Join(list, ",")
+		default:
+			out[k] = string(v)
+		}
+	}
+	*e = out
+	return nil
+}
+
+// Build says how to build an egg's image from a directory.
+type Build struct {
+	Context    string            `json:"context"`
+	Dockerfile string            `json:"dockerfile"`
+	Args       map[string]string `json:"args"`
+	Target     string            `json:"target"`
+}
+
+// Port publishes a container port on every host running the egg.
+type Port struct {
+	Published int    `json:"published"`
+	Target    int    `json:"target"`
+	Protocol  string `json:"protocol"`
+}
+
+// Health is an egg's health check; durations are strings ("5s").
+type Health struct {
+	HTTP        string   `json:"http"`
+	TCP         bool     `json:"tcp"`
+	Cmd         []string `json:"cmd"`
+	Interval    string   `json:"interval"`
+	Timeout     string   `json:"timeout"`
+	StartPeriod string   `json:"start_period"`
+	Retries     int      `json:"retries"`
+}
+
+// Rollout says how an egg's replicas are replaced by a new spec.
+type Rollout struct {
+	Order            string `json:"order"`
+	MaxSurge         Surge  `json:"max_surge"`
+	MinReady         string `json:"min_ready"`
+	DrainTimeout     string `json:"drain_timeout"`
+	ProgressDeadline string `json:"progress_deadline"`
+	AutoRevert       bool   `json:"auto_revert"`
+}
+
+// Surge is how many slots of a host roll at once: Count if set, else Percent
+// of the host's slots, at least one.
+type Surge struct {
+	Count   int `json:"count,omitempty"`
+	Percent int `json:"percent,omitempty"`
+}
+
+// Slots returns the number of slots rolled at once on a host running n: 0
+// when neither Count nor Percent is set, which leaves the choice to the
+// agent's default.
+func (s Surge) Slots(n int) int {
+	switch {
+	case s.Count > 0:
+		return s.Count
+	case s.Percent > 0:
+		return max(1, n*s.Percent/100)
+	}
+	return 0
+}
+
+// Resources are an egg's limits (memory in bytes); zero means no limit.
+type Resources struct {
+	Memory int64   `json:"memory"`
+	CPUs   float64 `json:"cpus"`
+	Pids   int64   `json:"pids"`
+}
+
+// The mount types.
+const (
+	MountVolume = "volume" // Source is a volume's name: ${volume/<name>.name}
+	MountBind   = "bind"   // Source is an absolute path on the host
+)
+
+// Mount is one of an egg's mounts.
+type Mount struct {
+	Type     string `json:"type"`
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"read_only"`
+}
+
+// SecretMount is a secret an egg mounts, by its handle: ${secret/<name>.handle}.
+type SecretMount struct {
+	Name   string `json:"name"`
+	Handle string `json:"handle"`
+	Target string `json:"target"`
+}
+
+// Placement is where an egg may run: the constraints of placement.Egg.
+type Placement struct {
+	Hosts      []string `json:"hosts"`
+	Volume     string   `json:"volume"`
+	VolumeHost string   `json:"volume_host"`
+	Beside     []Beside `json:"beside"`
+}
+
+// Beside is an egg whose address an egg references, and where that egg runs:
+// Hosts is written as one reference, [${egg/<name>.hosts}], and resolved to
+// the list of its host IDs.
+type Beside struct {
+	Egg   string   `json:"egg"`
+	Hosts []string `json:"hosts"`
+}
+
+// Volume is the inputs of a volume/<name> resource: its labels, and the egg
+// mounting it with that egg's placement and resources, from which its host is
+// chosen.
+type Volume struct {
+	Labels    map[string]string `json:"labels"`
+	Egg       string            `json:"egg"`
+	Placement Placement         `json:"placement"`
+	Resources Resources         `json:"resources"`
+}
+
+// Network is the inputs of a network/<name> resource.
+type Network struct {
+	Internal bool              `json:"internal"`
+	Labels   map[string]string `json:"labels"`
+}
+
+// Secret is the inputs of a secret/<name> resource as spec writes them:
+// where the CLI reads the value (a file or a variable). The control plane
+// adds the value's fingerprint when it stages it.
+type Secret struct {
+	File string `json:"file,omitempty"`
+	Env  string `json:"env,omitempty"`
+}
+
+// Route is the inputs of a route/<host>[<path>] resource.
+type Route struct {
+	Host string `json:"host"`
+	Path string `json:"path"`
+	Egg  string `json:"egg"`
+	Port int    `json:"port"`
+	// Hosts is where the egg runs, written [${egg/<egg>.hosts}]: it makes
+	// the route an update when the egg moves. Providers do not read it; the
+	// egg's own placement says where its routes go.
+	Hosts []string `json:"hosts"`
+}
+
+// Encode turns inputs into the JSON-compatible map package resource works
+// with. It cannot fail on the types of this package (strings, finite
+// numbers, booleans, slices and maps), so it panics if it does.
+func Encode(v any) map[string]any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("inputs: encode: " + err.Error())
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		panic("inputs: decode: " + err.Error())
+	}
+	return m
+}
+
+// Decode turns a resource's inputs into T, strictly: a field T does not
+// declare is an error rather than dropped, so inputs written by something
+// newer (or older) than the reader fail loudly instead of half applying.
+func Decode[T any](inputs map[string]any) (T, error) {
+	var v T
+	b, err := json.Marshal(inputs)
+	if err != nil {
+		return v, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err = dec.Decode(&v)
+	return v, err
+}
