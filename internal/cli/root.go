@@ -65,6 +65,7 @@ func newRootCmd() *cobra.Command {
 		newEventsCmd(),
 		newRolloutCmd(),
 		newUpCmd(),
+		newRelayCmd(),
 	)
 	return root
 }
