@@ -13,6 +13,7 @@ import (
 	"github.com/hatchery/hatchery/internal/containers/docker"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/ingress"
+	"github.com/hatchery/hatchery/internal/pki"
 )
 
 // Options are `hatch agent`'s settings.
@@ -61,6 +62,16 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// The mesh certificate: renewed at half-life, and asked for at once by
+	// an agent that has none (one that joined before host certificates).
+	certs, err := OpenHostCerts(opts.DataDir, id.HostID, cp, log)
+	if err != nil {
+		return err
+	}
+	certsDone := make(chan struct{})
+	certsCtx, stopCerts := context.WithCancel(ctx)
+	go func() { defer close(certsDone); certs.Run(certsCtx) }()
+	defer func() { stopCerts(); <-certsDone }()
 
 	icfg := ingress.DefaultConfig()
 	icfg.HTTPAddr, icfg.AdminAddr, icfg.PublishAddr, icfg.Logger = opts.IngressAddr, opts.AdminAddr, opts.PublishAddr, log
@@ -137,14 +148,28 @@ func ensureIdentity(ctx context.Context, opts Options, log *zap.Logger) (Identit
 	if opts.Server == "" || opts.JoinToken == "" {
 		return Identity{}, fmt.Errorf("no identity in %s yet: the first start needs --server and --join (a token from `hatch token create --join`)", opts.DataDir)
 	}
-	id, caPEM, err := Join(ctx, opts.Server, opts.JoinToken, opts.Name)
+	// The host key is made here and never sent: the join carries its CSR.
+	key, err := pki.NewHostKey()
 	if err != nil {
 		return Identity{}, err
 	}
-	if err := SaveIdentity(opts.DataDir, id, caPEM); err != nil {
+	csr, err := pki.HostCSR(key, "")
+	if err != nil {
+		return Identity{}, err
+	}
+	joined, err := Join(ctx, opts.Server, opts.JoinToken, opts.Name, csr)
+	if err != nil {
+		return Identity{}, err
+	}
+	id = joined.Identity
+	if err := SaveIdentity(opts.DataDir, id, joined.CAPEM); err != nil {
 		return Identity{}, err
 	}
 	log.Info("joined the control plane", zap.String("host", id.HostID), zap.String("server", id.Server))
+	if err := keepJoinCertificate(opts.DataDir, id.HostID, key, joined.HostCert); err != nil {
+		// Joined all the same: the renewal route gives the certificate.
+		log.Warn("the join's host certificate was not kept: it will be asked for again", zap.Error(err))
+	}
 	return id, nil
 }
 

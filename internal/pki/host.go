@@ -207,9 +207,14 @@ func NewHostKey() (*ecdsa.PrivateKey, error) {
 }
 
 // HostCSR makes the certificate request (PEM) a host sends for its key. It
-// names the host's URI too, for the reader's sake: the CA takes only the key.
+// names the host's URI too when hostID is known (a join's is not yet), for
+// the reader's sake: the CA takes only the key.
 func HostCSR(key crypto.Signer, hostID string) ([]byte, error) {
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{URIs: []*url.URL{HostURI(hostID)}}, key)
+	tmpl := &x509.CertificateRequest{}
+	if hostID != "" {
+		tmpl.URIs = []*url.URL{HostURI(hostID)}
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
 	if err != nil {
 		return nil, fmt.Errorf("make certificate request: %w", err)
 	}
