@@ -189,6 +189,10 @@ type StatusReport struct {
 	// Capacity is what the host offers containers, for the scheduler; nil
 	// when the agent could not tell.
 	Capacity *HostCapacity `json:"capacity,omitempty"`
+	// MeshAddresses are where the host's mesh port is reached ("ip:port"),
+	// in the order peers should try them (--advertise); the control plane
+	// passes them on in every host's Peers.
+	MeshAddresses []string `json:"mesh_addresses,omitempty"`
 }
 
 // HostCapacity is a host's total memory and CPU, as its Docker Engine reports.
