@@ -322,7 +322,8 @@ func (c *Client) dialAddr(ctx context.Context, peerID, addr string) (*peerConn, 
 			return err
 		},
 	}
-	tc := tls.Client(raw, cfg)
+	bc := newBatchedConn(raw)
+	tc := tls.Client(bc, cfg)
 	hctx, cancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
 	err = tc.HandshakeContext(hctx)
 	cancel()
@@ -334,7 +335,7 @@ func (c *Client) dialAddr(ctx context.Context, peerID, addr string) (*peerConn, 
 		_ = raw.Close()
 		return nil, fmt.Errorf("the peer speaks %q, not HTTP/2", p)
 	}
-	wc := &watchedConn{Conn: tc, closed: make(chan struct{})}
+	wc := &watchedConn{Conn: &batchedTLS{Conn: tc, raw: bc}, closed: make(chan struct{})}
 	cc, err := c.h2.NewClientConn(wc)
 	if err != nil {
 		_ = wc.Close()

@@ -28,8 +28,14 @@ type Dialer interface {
 // streamPath is the prefix of a stream's path: /v1/stream/<ns>/<project>/<egg>.
 const streamPath = "/v1/stream/"
 
-// copyBuffer is the size of the buffers streams are copied through.
-const copyBuffer = 32 << 10
+// copyBuffer is the size of the buffers a stream's bytes are copied
+// through, and workloadReadBuffer that of the one the workload's answer is
+// read into: larger, since each read becomes one HTTP/2 DATA frame, sent in
+// one system call (see batchedConn); fewer, larger frames cost less CPU.
+const (
+	copyBuffer         = 32 << 10
+	workloadReadBuffer = 64 << 10
+)
 
 // Server serves this host's mesh port. Start listens, Close stops it.
 type Server struct {
@@ -210,7 +216,8 @@ type peerKey struct{}
 func (s *Server) serveConn(raw net.Conn) {
 	defer s.wg.Done()
 	defer raw.Close()
-	tc := tls.Server(raw, s.tls)
+	bc := newBatchedConn(raw)
+	tc := tls.Server(bc, s.tls)
 	hctx, cancel := context.WithTimeout(s.ctx, s.cfg.HandshakeTimeout)
 	err := tc.HandshakeContext(hctx)
 	cancel()
@@ -225,7 +232,7 @@ func (s *Server) serveConn(raw net.Conn) {
 	}
 	defer s.untrack(peer, tc)
 	ctx := context.WithValue(s.ctx, peerKey{}, peer)
-	s.h2.ServeConn(tc, &http2.ServeConnOpts{Context: ctx, Handler: s.mux, BaseConfig: &http.Server{ErrorLog: nil}})
+	s.h2.ServeConn(&batchedTLS{Conn: tc, raw: bc}, &http2.ServeConnOpts{Context: ctx, Handler: s.mux, BaseConfig: &http.Server{}})
 }
 
 // track registers a connection under its peer, unless the peer has left the
@@ -300,7 +307,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	// Workload → caller, flushed as it comes. When the workload's side
 	// ends, the handler returns and the stream ends both ways: a handler
 	// cannot end its response and still read.
-	buf := make([]byte, copyBuffer)
+	buf := make([]byte, workloadReadBuffer)
 	for {
 		n, err := backend.Read(buf)
 		if n > 0 {
