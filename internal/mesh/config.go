@@ -19,7 +19,10 @@
 //
 // Streams are HTTP/2 requests (golang.org/x/net/http2, no framing of our
 // own): POST /v1/stream/<namespace>/<project>/<egg>, the request body the
-// caller's bytes and the response body the workload's.
+// caller's bytes and the response body the workload's. The caller's
+// half-close (CloseWrite) reaches the workload as EOF and the workload can
+// still answer; the workload's end of output ends the stream both ways (an
+// HTTP handler cannot end its response and go on reading).
 package mesh
 
 import (
