@@ -122,57 +122,72 @@ func drainClose(body io.ReadCloser) {
 	_ = body.Close()
 }
 
-// joinRequest and joinResponse are the bodies of POST /api/v1/join.
-type joinRequest struct {
-	Name string `json:"name,omitempty"`
-}
-
-type joinResponse struct {
-	HostID string `json:"host_id"`
-	Token  string `json:"token"`
+// JoinResult is what a join gives the agent.
+type JoinResult struct {
+	Identity Identity
+	// CAPEM is the control plane's CA certificate as seen in the handshake
+	// (nil for a plain-HTTP loopback server).
+	CAPEM []byte
+	// HostCert is the host certificate for the CSR sent, with the host CA
+	// (empty when the server is older than host certificates).
+	HostCert contract.HostCertificate
 }
 
 // Join trades a join token ("hatch-join.<secret>.<ca-fingerprint>") for a
-// host identity at POST /api/v1/join. The server's certificate is verified
-// against the fingerprint the token carries before the token is sent. It
-// returns the identity and the server's CA certificate (PEM) as seen in the
-// handshake.
-func Join(ctx context.Context, server, joinToken, name string) (Identity, []byte, error) {
+// host identity at POST /api/v1/join, and the public key of csrPEM (made on
+// this host) for a host certificate. The server's certificate is verified
+// against the fingerprint the token carries before the token is sent.
+func Join(ctx context.Context, server, joinToken, name string, csrPEM []byte) (JoinResult, error) {
 	tok, err := pki.ParseToken(joinToken)
 	if err != nil {
-		return Identity{}, nil, fmt.Errorf("join: %w", err)
+		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
 	if tok.Kind != pki.KindJoin {
-		return Identity{}, nil, fmt.Errorf("join: a %s token was given; `hatch token create --join` prints a join token", tok.Kind)
+		return JoinResult{}, fmt.Errorf("join: a %s token was given; `hatch token create --join` prints a join token", tok.Kind)
 	}
 	api, err := client.New(client.Config{Server: server, Token: joinToken})
 	if err != nil {
-		return Identity{}, nil, fmt.Errorf("join: %w", err)
+		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
 	defer api.Close()
-	body, _ := json.Marshal(joinRequest{Name: name}) // a struct of strings always encodes
+	body, _ := json.Marshal(contract.JoinRequest{Name: name, CSR: string(csrPEM)}) // a struct of strings always encodes
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	resp, err := api.Send(ctx, http.MethodPost, "/api/v1/join", bytes.NewReader(body), "application/json")
 	if err != nil {
-		return Identity{}, nil, fmt.Errorf("join %s: %w", api.Server(), err)
+		return JoinResult{}, fmt.Errorf("join %s: %w", api.Server(), err)
 	}
 	defer drainClose(resp.Body)
 	if resp.StatusCode/100 != 2 {
-		return Identity{}, nil, fmt.Errorf("join %s: %w", api.Server(), client.ReadError(resp))
+		return JoinResult{}, fmt.Errorf("join %s: %w", api.Server(), client.ReadError(resp))
 	}
-	var jr joinResponse
+	var jr contract.JoinResponse
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&jr); err != nil {
-		return Identity{}, nil, fmt.Errorf("join: decode answer: %w", err)
+		return JoinResult{}, fmt.Errorf("join: decode answer: %w", err)
 	}
 	id := Identity{Server: api.Server(), HostID: jr.HostID, Name: name, Token: jr.Token, CAFingerprint: tok.Fingerprint}
 	if err := id.Validate(); err != nil {
-		return Identity{}, nil, fmt.Errorf("join: the server's answer is incomplete: %w", err)
+		return JoinResult{}, fmt.Errorf("join: the server's answer is incomplete: %w", err)
 	}
 	if ht, err := pki.ParseToken(jr.Token); err != nil || ht.Kind != pki.KindHost {
-		return Identity{}, nil, errors.New("join: the server's answer holds no valid host token")
+		return JoinResult{}, errors.New("join: the server's answer holds no valid host token")
 	}
-	return id, pinnedCertificate(resp.TLS, tok.Fingerprint), nil
+	return JoinResult{
+		Identity: id,
+		CAPEM:    pinnedCertificate(resp.TLS, tok.Fingerprint),
+		HostCert: contract.HostCertificate{Certificate: jr.Certificate, HostCA: jr.HostCA},
+	}, nil
+}
+
+// RenewCertificate asks the control plane for a host certificate for the
+// public key of csrPEM, authenticated by the host token.
+func (c *HTTPClient) RenewCertificate(ctx context.Context, csrPEM []byte) (contract.HostCertificate, error) {
+	path := "/api/v1/hosts/" + url.PathEscape(c.hostID) + "/certificate"
+	var out contract.HostCertificate
+	if err := c.api.Do(ctx, http.MethodPost, path, contract.CertificateRequest{CSR: string(csrPEM)}, &out); err != nil {
+		return contract.HostCertificate{}, fmt.Errorf("renew host certificate: %w", err)
+	}
+	return out, nil
 }
 
 // pinnedCertificate returns, as PEM, the certificate of a verified connection

@@ -44,6 +44,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func TestJoinTradesTheJoinTokenForAHostIdentity(t *testing.T) {
+	hostCA, err := pki.LoadOrCreateHostCA(t.TempDir(), pki.MaxHostLifetime, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var gotAuth, gotName, hostTok string
 	srv, fp := tlsServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != "/api/v1/join" {
@@ -51,15 +55,28 @@ func TestJoinTradesTheJoinTokenForAHostIdentity(t *testing.T) {
 			return
 		}
 		gotAuth = r.Header.Get("Authorization")
-		var body struct{ Name string }
+		var body contract.JoinRequest
 		_ = json.NewDecoder(r.Body).Decode(&body)
 		gotName = body.Name
-		writeJSON(w, 200, map[string]string{"host_id": "h-123", "token": hostTok})
+		cert, err := hostCA.SignHost([]byte(body.CSR), "h-123", time.Now())
+		if err != nil {
+			writeJSON(w, 400, map[string]string{"error": "bad_request", "message": err.Error()})
+			return
+		}
+		writeJSON(w, 200, contract.JoinResponse{HostID: "h-123", Token: hostTok, Certificate: string(cert), HostCA: string(hostCA.CertPEM())})
 	}))
 	joinTok := pki.NewToken(pki.KindJoin, fp).String()
 	hostTok = pki.NewToken(pki.KindHost, fp).String()
 
-	id, caPEM, err := Join(t.Context(), srv.URL, joinTok, "edge-1")
+	key, err := pki.NewHostKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := pki.HostCSR(key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined, err := Join(t.Context(), srv.URL, joinTok, "edge-1", csr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,16 +84,36 @@ func TestJoinTradesTheJoinTokenForAHostIdentity(t *testing.T) {
 		t.Errorf("server got Authorization %q and name %q", gotAuth, gotName)
 	}
 	want := Identity{Server: srv.URL, HostID: "h-123", Name: "edge-1", Token: hostTok, CAFingerprint: fp}
-	if id != want {
-		t.Errorf("identity %+v, want %+v", id, want)
+	if joined.Identity != want {
+		t.Errorf("identity %+v, want %+v", joined.Identity, want)
 	}
-	block, _ := pem.Decode(caPEM)
+	block, _ := pem.Decode(joined.CAPEM)
 	if block == nil {
 		t.Fatal("no CA certificate kept from the join")
 	}
 	ca, err := x509.ParseCertificate(block.Bytes)
 	if err != nil || pki.Fingerprint(ca.Raw) != fp || !ca.IsCA {
 		t.Errorf("kept certificate is not the pinned CA (err %v)", err)
+	}
+	// The host certificate is kept beside the identity, for the key made here.
+	dir := t.TempDir()
+	if err := keepJoinCertificate(dir, "h-123", key, joined.HostCert); err != nil {
+		t.Fatal(err)
+	}
+	certs, err := OpenHostCerts(dir, "h-123", unreachable{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := certs.HostCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := pki.HostIDFromCert(cert.Leaf); err != nil || id != "h-123" || !key.PublicKey.Equal(cert.Leaf.PublicKey) {
+		t.Fatalf("kept certificate names %q (%v), or is for another key", id, err)
+	}
+	// Another host's certificate is not kept as this one's.
+	if err := keepJoinCertificate(t.TempDir(), "h-other", key, joined.HostCert); err == nil {
+		t.Fatal("a certificate naming another host was kept")
 	}
 }
 
@@ -87,7 +124,7 @@ func TestJoinRefusesAServerWhoseCertificateDoesNotMatchTheToken(t *testing.T) {
 		writeJSON(w, 200, map[string]string{"host_id": "h", "token": "x"})
 	}))
 	otherCA := strings.Repeat("0f", 32)
-	_, _, err := Join(t.Context(), srv.URL, pki.NewToken(pki.KindJoin, otherCA).String(), "")
+	_, err := Join(t.Context(), srv.URL, pki.NewToken(pki.KindJoin, otherCA).String(), "", nil)
 	if !errors.Is(err, pki.ErrFingerprintMismatch) {
 		t.Errorf("join against another CA: %v, want ErrFingerprintMismatch", err)
 	}
@@ -104,7 +141,7 @@ func TestJoinRejectsTheWrongKindOfTokenAndPlainHTTP(t *testing.T) {
 		{"garbage token", "https://127.0.0.1:1", "hello", "malformed token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := Join(t.Context(), tc.server, tc.token, "")
+			_, err := Join(t.Context(), tc.server, tc.token, "", nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err %v, want one mentioning %q", err, tc.want)
 			}
@@ -116,7 +153,7 @@ func TestJoinReportsTheServersError(t *testing.T) {
 	srv, fp := tlsServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 401, map[string]string{"error": "invalid_token", "message": "join token expired"})
 	}))
-	_, _, err := Join(t.Context(), srv.URL, pki.NewToken(pki.KindJoin, fp).String(), "")
+	_, err := Join(t.Context(), srv.URL, pki.NewToken(pki.KindJoin, fp).String(), "", nil)
 	var apiErr *APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Code != "invalid_token" || apiErr.Message != "join token expired" {
 		t.Errorf("err %v, want the server's 401 invalid_token", err)

@@ -63,6 +63,16 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 		return err
 	}
 	defer cp.Close()
+	// The mesh certificate: renewed at half-life, and asked for at once by
+	// an agent that has none (one that joined before host certificates).
+	certs, err := agent.OpenHostCerts(opts.DataDir, id.HostID, cp, hostLog)
+	if err != nil {
+		return err
+	}
+	certsCtx, stopCerts := context.WithCancel(ctx)
+	certsDone := make(chan struct{})
+	go func() { defer close(certsDone); certs.Run(certsCtx) }()
+	defer func() { stopCerts(); <-certsDone }()
 
 	in, err := startIngress(opts, hostLog)
 	if err != nil {
@@ -129,15 +139,7 @@ func ensureIdentity(ctx context.Context, opts agentOptions, log *zap.Logger) (ag
 	if opts.Server == "" || opts.JoinToken == "" {
 		return agent.Identity{}, fmt.Errorf("no identity in %s yet: the first start needs --server and --join (a token from `hatch token create --join`)", opts.DataDir)
 	}
-	id, caPEM, err := agent.Join(ctx, opts.Server, opts.JoinToken, opts.Name)
-	if err != nil {
-		return agent.Identity{}, err
-	}
-	if err := agent.SaveIdentity(opts.DataDir, id, caPEM); err != nil {
-		return agent.Identity{}, err
-	}
-	log.Info("joined the control plane", zap.String("host", id.HostID), zap.String("server", id.Server))
-	return id, nil
+	return agent.JoinHost(ctx, opts.DataDir, opts.Server, opts.JoinToken, opts.Name, log)
 }
 
 // startIngress starts the host's proxy on the addresses given, with a

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
@@ -124,6 +125,12 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
+	// Hosts' mesh certificates come from a CA of their own, never the one
+	// clients pin.
+	hostCA, err := pki.LoadOrCreateHostCA(filepath.Join(opts.dataDir, "tls"), pki.MaxHostLifetime, time.Now())
+	if err != nil {
+		return err
+	}
 	tokenPath := filepath.Join(opts.dataDir, "admin-token")
 	hash, fresh, err := server.EnsureAdminToken(ctx, st, tokenPath, transport.fingerprint, time.Now())
 	if err != nil {
@@ -143,7 +150,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	srv, err := server.New(cfg, server.Deps{
 		Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
 		Blobs: blobs, Box: box, Auth: server.NewTokenAuth(hash, st, nil), Tokens: st, Fingerprint: transport.fingerprint,
-		Apply: apply, Logger: log,
+		HostCA: hostCA, Apply: apply, Logger: log,
 	})
 	if err != nil {
 		return err

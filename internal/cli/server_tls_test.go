@@ -131,10 +131,11 @@ func TestHatchServerServesHTTPSAndTheCLIOnItsMachineNeedsNoFlags(t *testing.T) {
 	}
 
 	// An agent joins with it, verifying the server against the fingerprint.
-	id, caPEM, err := agent.Join(t.Context(), srv.url, joinToken, "alpha")
-	if err != nil || len(caPEM) == 0 {
+	joined, err := agent.Join(t.Context(), srv.url, joinToken, "alpha", nil)
+	if err != nil || len(joined.CAPEM) == 0 {
 		t.Fatalf("agent join: %v", err)
 	}
+	id := joined.Identity
 	code, out, errOut := run(t, "hosts")
 	if code != 0 || !strings.Contains(out, "alpha") || !strings.Contains(out, id.HostID) {
 		t.Fatalf("hatch hosts = %d %q %s", code, out, errOut)
@@ -147,7 +148,7 @@ func TestHatchServerServesHTTPSAndTheCLIOnItsMachineNeedsNoFlags(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "revoked") {
 		t.Fatalf("hatch token revoke = %d %q %s", code, out, errOut)
 	}
-	if _, _, err := agent.Join(t.Context(), srv.url, joinToken, "beta"); err == nil || !strings.Contains(err.Error(), "revoked") {
+	if _, err := agent.Join(t.Context(), srv.url, joinToken, "beta", nil); err == nil || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("join with a revoked token: %v, want refused as revoked", err)
 	}
 

@@ -37,6 +37,24 @@ type DesiredState struct {
 	// to keep (in use or retained after removal from the project file) and
 	// those marked for deletion (hatch destroy --volumes).
 	Volumes []VolumeSpec `json:"volumes,omitempty"`
+	// Peers is the valid host set: every host of the cluster that is not
+	// removed, this one included. The mesh accepts connections only from
+	// the hosts listed here, and closes those of a host that leaves it.
+	Peers []Peer `json:"peers,omitempty"`
+}
+
+// Peer is a host of the cluster as another host's mesh sees it.
+type Peer struct {
+	HostID string `json:"host_id"`
+	Name   string `json:"name,omitempty"`
+	// Addresses are the host's mesh addresses ("ip:port"), to be tried in
+	// order.
+	Addresses []string `json:"addresses,omitempty"`
+	// Reaches are the workloads (IDs, namespace/project/egg) this peer may
+	// open mesh streams to: those a consumer on the peer references or its
+	// ingress routes, as the peer's own desired state lists them. The mesh
+	// refuses a stream to any other.
+	Reaches []string `json:"reaches,omitempty"`
 }
 
 // VolumeSpec is a named volume kept on, or to be deleted from, this host.
@@ -53,7 +71,8 @@ type VolumeSpec struct {
 }
 
 // ComputeVersion returns the hash of the state's content, ignoring the Version
-// field itself, the order of workloads and volumes, and secret values (a new
+// field itself, the order of workloads, volumes, peers and a peer's
+// reaches, and secret values (a new
 // secret value comes with a new handle, which is hashed).
 func (d DesiredState) ComputeVersion() string {
 	c := DesiredState{HostID: d.HostID}
@@ -70,7 +89,26 @@ func (d DesiredState) ComputeVersion() string {
 	slices.SortStableFunc(c.Volumes, func(a, b VolumeSpec) int {
 		return strings.Compare(a.Namespace+"/"+a.Project+"/"+a.Name, b.Namespace+"/"+b.Project+"/"+b.Name)
 	})
+	c.Peers = make([]Peer, len(d.Peers))
+	for i, p := range d.Peers {
+		p.Reaches = slices.Sorted(slices.Values(p.Reaches))
+		c.Peers[i] = p
+	}
+	slices.SortStableFunc(c.Peers, func(a, b Peer) int { return strings.Compare(a.HostID, b.HostID) })
+	if len(c.Peers) == 0 {
+		c.Peers = nil // as before peers existed: the same content keeps its version
+	}
 	return hashJSON(c)
+}
+
+// Peer returns the peer with the host ID, if the state lists it.
+func (d DesiredState) Peer(hostID string) (Peer, bool) {
+	for _, p := range d.Peers {
+		if p.HostID == hostID {
+			return p, true
+		}
+	}
+	return Peer{}, false
 }
 
 // Seal sets Version to the hash of the content.
@@ -151,6 +189,10 @@ type StatusReport struct {
 	// Capacity is what the host offers containers, for the scheduler; nil
 	// when the agent could not tell.
 	Capacity *HostCapacity `json:"capacity,omitempty"`
+	// MeshAddresses are where the host's mesh port is reached ("ip:port"),
+	// in the order peers should try them (--advertise); the control plane
+	// passes them on in every host's Peers.
+	MeshAddresses []string `json:"mesh_addresses,omitempty"`
 }
 
 // HostCapacity is a host's total memory and CPU, as its Docker Engine reports.

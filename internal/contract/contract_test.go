@@ -14,7 +14,9 @@ func TestComputeVersionDependsOnContentOnly(t *testing.T) {
 	api := fullSpec()
 	api.Egg = "api"
 	base := DesiredState{HostID: "h1", Workloads: []WorkloadSpec{web, api},
-		Volumes: []VolumeSpec{{Namespace: "default", Project: "shop", Name: "a"}, {Namespace: "default", Project: "shop", Name: "b"}}}
+		Volumes: []VolumeSpec{{Namespace: "default", Project: "shop", Name: "a"}, {Namespace: "default", Project: "shop", Name: "b"}},
+		Peers: []Peer{{HostID: "h1", Addresses: []string{"10.0.0.1:7702"}},
+			{HostID: "h2", Name: "b", Addresses: []string{"10.0.0.2:7702"}, Reaches: []string{"default/shop/web", "default/shop/api"}}}}
 
 	tests := []struct {
 		name  string
@@ -26,6 +28,13 @@ func TestComputeVersionDependsOnContentOnly(t *testing.T) {
 			d.Workloads[0], d.Workloads[1] = d.Workloads[1], d.Workloads[0]
 		}, true},
 		{"volumes in another order", func(d *DesiredState) { d.Volumes[0], d.Volumes[1] = d.Volumes[1], d.Volumes[0] }, true},
+		{"peers in another order", func(d *DesiredState) { d.Peers[0], d.Peers[1] = d.Peers[1], d.Peers[0] }, true},
+		{"a peer's reaches in another order", func(d *DesiredState) {
+			d.Peers[1].Reaches[0], d.Peers[1].Reaches[1] = d.Peers[1].Reaches[1], d.Peers[1].Reaches[0]
+		}, true},
+		{"a peer removed", func(d *DesiredState) { d.Peers = d.Peers[:1] }, false},
+		{"a peer's new address", func(d *DesiredState) { d.Peers[0].Addresses[0] = "10.0.0.9:7702" }, false},
+		{"a peer may reach less", func(d *DesiredState) { d.Peers[1].Reaches = d.Peers[1].Reaches[:1] }, false},
 		{"a stale Version field", func(d *DesiredState) { d.Version = "old" }, true},
 		{"a new secret value under the same handle", func(d *DesiredState) { d.Workloads[0].Secrets[0].Value = "other" }, true},
 		{"another replica count", func(d *DesiredState) { d.Workloads[0].Replicas++ }, false},
@@ -47,8 +56,30 @@ func TestComputeVersionDependsOnContentOnly(t *testing.T) {
 		t.Error("ComputeVersion is not a stable non-empty hash")
 	}
 	// ComputeVersion must not reorder or blank the caller's data.
-	if base.Workloads[0].Egg != "web" || base.Workloads[0].Secrets[0].Value != "v1" {
+	if base.Workloads[0].Egg != "web" || base.Workloads[0].Secrets[0].Value != "v1" || base.Peers[1].Reaches[0] != "default/shop/web" {
 		t.Error("ComputeVersion mutated its receiver's slices")
+	}
+}
+
+// A state without peers keeps the version it had before peers existed, so
+// that agents do not all converge anew on the upgrade that brings them.
+func TestComputeVersionWithoutPeersIsUnchanged(t *testing.T) {
+	w := fullSpec()
+	w.Secrets = nil // their values are blanked in the hash
+	d := DesiredState{HostID: "h1", Workloads: []WorkloadSpec{w}}
+	withEmpty := d
+	withEmpty.Peers = []Peer{}
+	if d.ComputeVersion() != withEmpty.ComputeVersion() {
+		t.Error("an empty peer list changed the version")
+	}
+	type before struct { // DesiredState as it was
+		HostID    string         `json:"host_id"`
+		Version   string         `json:"version,omitempty"`
+		Workloads []WorkloadSpec `json:"workloads,omitempty"`
+		Volumes   []VolumeSpec   `json:"volumes,omitempty"`
+	}
+	if got, want := d.ComputeVersion(), hashJSON(before{HostID: d.HostID, Workloads: d.Workloads}); got != want {
+		t.Errorf("version %s, before peers it was %s", got, want)
 	}
 }
 

@@ -108,11 +108,15 @@ func newTLSWorld(t *testing.T) *tlsWorld {
 		t.Fatal(err)
 	}
 	w.token = admin
+	hostCA, err := pki.LoadOrCreateHostCA(filepath.Join(w.dataDir, "tls"), pki.MaxHostLifetime, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	st := w.store
 	srv, err := server.New(server.DefaultConfig(), server.Deps{
 		Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
 		Blobs: blobs, Box: w.box, Auth: server.NewTokenAuth(hash, st, nil), Tokens: st, Fingerprint: material.Fingerprint(),
-		Logger: log,
+		HostCA: hostCA, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -273,7 +277,7 @@ func TestAnAgentWhoseTokenPinsAnotherCARefusesToConnectAndSendsNothing(t *testin
 	}
 	// The same secret with the right fingerprint gets in: the refusal above
 	// was the pin's doing, not the token's.
-	if _, _, err := agent.Join(t.Context(), w.url, jt.Token, "alpha"); err != nil {
+	if _, err := agent.Join(t.Context(), w.url, jt.Token, "alpha", nil); err != nil {
 		t.Fatalf("join with the genuine token: %v", err)
 	}
 	w.checkNothingLeaked([]string{jt.Token})
@@ -285,10 +289,11 @@ func TestARemovedHostsAgentIsRefusedAndItsContainersKeepRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := agent.Join(t.Context(), w.url, jt.Token, "alpha")
+	joined, err := agent.Join(t.Context(), w.url, jt.Token, "alpha", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := joined.Identity
 	cp, err := agent.NewHTTPClient(id)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource"
 )
 
@@ -23,6 +25,8 @@ const (
 	blobAudience
 	// joinAudience: a usable join token only.
 	joinAudience
+	// selfHostAudience: a host token for its own {id}; not the admin.
+	selfHostAudience
 )
 
 // audiences says who may call each endpoint of the server. The matrix walks
@@ -46,6 +50,7 @@ var audiences = map[string]audience{
 	"GET /api/v1/join-tokens":                           adminAudience,
 	"DELETE /api/v1/join-tokens/{id}":                   adminAudience,
 	"DELETE /api/v1/hosts/{id}":                         adminAudience,
+	"POST /api/v1/hosts/{id}/certificate":               selfHostAudience,
 }
 
 // admitted is the status of a request let in, for the endpoints whose
@@ -69,6 +74,7 @@ var admitted = map[string]int{
 	"GET /api/v1/join-tokens":                           200,
 	"DELETE /api/v1/join-tokens/{id}":                   200,
 	"DELETE /api/v1/hosts/{id}":                         200,
+	"POST /api/v1/hosts/{id}/certificate":               200,
 }
 
 // caller is one kind of token the matrix tries.
@@ -90,6 +96,7 @@ type matrixWorld struct {
 	digest      string // a blob alpha's desired state references
 	joinTokenID string
 	alphaReport string
+	csrBody     string // a certificate request's body
 }
 
 func newMatrixWorld(t *testing.T) *matrixWorld {
@@ -110,6 +117,9 @@ func newMatrixWorld(t *testing.T) *matrixWorld {
 		t.Fatal(err)
 	}
 	w.alphaReport = `{"host_id": "` + alpha + `", "version": "", "containers": []}`
+	_, csr := newCSR(t, alpha)
+	body, _ := json.Marshal(contract.CertificateRequest{CSR: csr})
+	w.csrBody = string(body)
 
 	never := func(audience) bool { return false }
 	w.callers = []caller{
@@ -119,9 +129,11 @@ func newMatrixWorld(t *testing.T) *matrixWorld {
 		{"a removed host's token", goneTok, false, never},
 		{"another host's token", betaTok, true, never},
 		{"a usable join token", live, true, func(a audience) bool { return a == joinAudience }},
-		{"the right host's token", alphaTok, true, func(a audience) bool { return a == ownHostAudience || a == blobAudience }},
+		{"the right host's token", alphaTok, true, func(a audience) bool {
+			return a == ownHostAudience || a == blobAudience || a == selfHostAudience
+		}},
 		// The admin goes last: its calls may change the world (remove alpha).
-		{"the admin token", sh.token, true, func(a audience) bool { return a != joinAudience }},
+		{"the admin token", sh.token, true, func(a audience) bool { return a != joinAudience && a != selfHostAudience }},
 	}
 	return w
 }
@@ -146,6 +158,8 @@ func (w *matrixWorld) request(pattern string) (method, path string, body io.Read
 		return method, path, strings.NewReader(w.alphaReport)
 	case "PUT /api/v1/blobs/{digest}":
 		return method, path, strings.NewReader("FROM scratch\n")
+	case "POST /api/v1/hosts/{id}/certificate":
+		return method, path, strings.NewReader(w.csrBody)
 	case "POST /api/v1/join":
 		return method, path, strings.NewReader(`{"name": "n` + time.Now().Format("150405.000000000") + `"}`)
 	}

@@ -106,27 +106,23 @@ const (
 // that the machine's host name (the agent's default) fits.
 var hostNamePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,61}[A-Za-z0-9])?$`)
 
-type joinRequest struct {
-	Name string `json:"name"`
-}
-
-type joinResponse struct {
-	HostID string `json:"host_id"`
-	Name   string `json:"name"`
-	// Token is the host token: shown this once, only its hash is kept.
-	Token string `json:"token"`
-}
-
 // join trades a usable join token for a new host: an ID, the name asked for
-// (the ID when none is), and a host token.
+// (the ID when none is), a host token, and, for the CSR sent, a host
+// certificate with the host CA's. A bad CSR is refused before the token is
+// spent.
 func (s *Server) join(w http.ResponseWriter, r *http.Request) error {
-	var req joinRequest
+	var req contract.JoinRequest
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
 	if req.Name != "" && !hostNamePattern.MatchString(req.Name) {
 		return badRequest("name: %q is not a host name (letters, digits, '-' and '.', at most 63, "+
 			"starting and ending with a letter or digit)", req.Name)
+	}
+	if req.CSR != "" {
+		if _, err := pki.ParseHostCSR([]byte(req.CSR)); err != nil {
+			return badRequest("csr: %v", err)
+		}
 	}
 	joinTok, err := pki.ParseToken(bearer(r.Header.Get("Authorization")))
 	if err != nil { // the route's access let a join token in: it parses
@@ -159,9 +155,49 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	s.log.Info("host joined", zap.String("host", id), zap.String("name", name))
-	writeJSON(w, http.StatusCreated, joinResponse{HostID: id, Name: name, Token: hostTok.String()})
+	answer := contract.JoinResponse{HostID: id, Name: name, Token: hostTok.String()}
+	if req.CSR != "" {
+		// The host exists now: a failure here leaves it to get its
+		// certificate through the renewal route, as an older agent does.
+		cert, err := s.deps.HostCA.SignHost([]byte(req.CSR), id, now)
+		if err != nil {
+			return fmt.Errorf("host %s joined, but its certificate was not signed: %w", id, err)
+		}
+		answer.Certificate, answer.HostCA = string(cert), string(s.deps.HostCA.CertPEM())
+	}
+	s.log.Info("host joined", zap.String("host", id), zap.String("name", name), zap.Bool("certificate", answer.Certificate != ""))
+	writeJSON(w, http.StatusCreated, answer)
 	return nil
+}
+
+// maxCSRBody limits a certificate request's body: a CSR is well under 1 KiB.
+const maxCSRBody = 64 << 10
+
+// renewHostCertificate signs a host's new CSR (a key it made anew) with
+// its own ID, whatever the CSR names: the host token authenticated it.
+// Removed hosts never get here, their token being refused.
+func (s *Server) renewHostCertificate(w http.ResponseWriter, r *http.Request) error {
+	host := r.PathValue("id")
+	var req contract.CertificateRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	cert, err := s.deps.HostCA.SignHost([]byte(req.CSR), host, s.now())
+	if errors.Is(err, pki.ErrBadCSR) {
+		return badRequest("csr: %v", err)
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Info("host certificate issued", zap.String("host", host))
+	writeJSON(w, http.StatusOK, contract.HostCertificate{Certificate: string(cert), HostCA: string(s.deps.HostCA.CertPEM())})
+	return nil
+}
+
+// ownHostOnly lets a host act on its own {id}, and nobody else: not even the
+// admin gets a host's certificate, whose key only the host makes.
+func ownHostOnly(p Principal, r *http.Request) bool {
+	return p.HostID != "" && p.HostID == r.PathValue("id")
 }
 
 // checkFingerprint checks a CA fingerprint's form: 64 lowercase hex digits.

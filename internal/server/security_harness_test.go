@@ -34,6 +34,7 @@ type secureHarness struct {
 	mu      sync.Mutex // guards answers
 	answers []recorded
 	secrets []string // every token, secret and hash the test made or got
+	hostCA  *pki.HostCA
 }
 
 // recorded is one answer of the server: its route, status, headers and body.
@@ -88,13 +89,17 @@ func newSecureHarness(t *testing.T, cfg Config) *secureHarness {
 		t.Fatal(err)
 	}
 	clk := &clock{now: time.Now().UTC().Truncate(time.Millisecond)}
+	hostCA, err := pki.LoadOrCreateHostCA(filepath.Join(dir, "tls"), pki.MaxHostLifetime, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	hash, admin, err := EnsureAdminToken(t.Context(), st, filepath.Join(dir, "admin-token"), fingerprint(), clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	deps := Deps{Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
 		Blobs: blobs, Box: box, Auth: NewTokenAuth(hash, st, clk.Now), Tokens: st, Fingerprint: fingerprint(),
-		Logger: log, Now: clk.Now}
+		HostCA: hostCA, Logger: log, Now: clk.Now}
 	for _, add := range secureDeps {
 		add(t, &deps, st)
 	}
@@ -109,6 +114,7 @@ func newSecureHarness(t *testing.T, cfg Config) *secureHarness {
 		hs.Close()
 	})
 	sh.harness = &harness{t: t, srv: srv, http: hs, store: st, blobs: blobs, box: box, token: admin, clock: clk}
+	sh.hostCA = hostCA
 	sh.remember(admin)
 	return sh
 }
@@ -153,7 +159,7 @@ func (sh *secureHarness) createJoinToken(ttl time.Duration, uses int) (token, id
 func (sh *secureHarness) join(joinToken, name string) (hostID, hostToken string) {
 	sh.t.Helper()
 	resp := sh.doAs(joinToken, "POST", "/api/v1/join", strings.NewReader(`{"name": "`+name+`"}`))
-	got := decode[joinResponse](sh.t, resp, http.StatusCreated)
+	got := decode[contract.JoinResponse](sh.t, resp, http.StatusCreated)
 	sh.remember(got.Token)
 	return got.HostID, got.Token
 }

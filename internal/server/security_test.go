@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -121,7 +122,7 @@ func TestJoinChecksTheName(t *testing.T) {
 	for _, good := range []string{"a", "web-1.eu-west.example.com", "MyMac", strings.Repeat("a", 63)} {
 		sh.join(joinTok, good)
 	}
-	got := decode[joinResponse](t, sh.doAs(joinTok, "POST", "/api/v1/join", strings.NewReader(`{}`)), http.StatusCreated)
+	got := decode[contract.JoinResponse](t, sh.doAs(joinTok, "POST", "/api/v1/join", strings.NewReader(`{}`)), http.StatusCreated)
 	if got.Name != got.HostID {
 		t.Fatalf("a host joined without a name is named %q, want its ID %q", got.Name, got.HostID)
 	}

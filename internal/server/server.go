@@ -128,6 +128,9 @@ type Deps struct {
 	// Fingerprint is the served CA's fingerprint, which every token the
 	// server issues carries; required with Tokens.
 	Fingerprint string
+	// HostCA signs the certificates hosts present to each other on the
+	// mesh (pki.HostCA); required with Tokens.
+	HostCA HostSigner
 	// Apply runs plans, applies, rollouts and rescheduling; without it (tests
 	// of other concerns) those endpoints and loops do not exist.
 	Apply *ApplyDeps
@@ -151,8 +154,20 @@ func (d Deps) validate() error {
 		if err := checkFingerprint(d.Fingerprint); err != nil {
 			return fmt.Errorf("server: the tokens it issues need the CA's fingerprint: %w", err)
 		}
+		if d.HostCA == nil {
+			return errors.New("server: joining hosts need the host CA (Deps.HostCA)")
+		}
 	}
 	return nil
+}
+
+// HostSigner issues host certificates; pki.HostCA is the one.
+type HostSigner interface {
+	// SignHost signs the key of a PEM CSR for hostID; an error wrapping
+	// pki.ErrBadCSR is the request's fault.
+	SignHost(csrPEM []byte, hostID string, now time.Time) ([]byte, error)
+	// CertPEM is the host CA's certificate.
+	CertPEM() []byte
 }
 
 // Server is the control plane's API. Start launches its background work,

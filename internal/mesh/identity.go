@@ -1,0 +1,107 @@
+package mesh
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/pki"
+)
+
+// Certificates gives this host's current certificate; it is asked at every
+// handshake, so that a renewed certificate is used from the next connection
+// on without a restart.
+type Certificates interface {
+	HostCertificate() (*tls.Certificate, error)
+}
+
+// Credentials are this host's identity on the mesh.
+type Credentials struct {
+	// HostID is this host's ID, as its certificate names it.
+	HostID string
+	// HostCA is the pool of the host CA: the only roots the mesh trusts.
+	HostCA *x509.CertPool
+	// Certificate is this host's certificate and key.
+	Certificate Certificates
+}
+
+func (c Credentials) validate() error {
+	if c.HostID == "" || c.HostCA == nil || c.Certificate == nil {
+		return errors.New("mesh: credentials need the host ID, the host CA and the host certificate")
+	}
+	return nil
+}
+
+// Workload names an egg of a project: the target of a stream.
+type Workload struct {
+	Namespace, Project, Egg string
+}
+
+// ID is the workload ID, namespace/project/egg, as desired states write it.
+func (w Workload) ID() string { return w.Namespace + "/" + w.Project + "/" + w.Egg }
+
+func (w Workload) validate() error {
+	for _, part := range []string{w.Namespace, w.Project, w.Egg} {
+		if part == "" || strings.ContainsAny(part, "/?#%") {
+			return fmt.Errorf("workload %q: want namespace/project/egg, each part non-empty without '/'", w.ID())
+		}
+	}
+	return nil
+}
+
+// peerSet is the valid host set, as the last desired state gave it.
+type peerSet struct {
+	mu    sync.RWMutex // guards peers
+	peers map[string]contract.Peer
+}
+
+// replace installs a new set and returns the host IDs that left it.
+func (s *peerSet) replace(peers []contract.Peer) (gone []string) {
+	next := make(map[string]contract.Peer, len(peers))
+	for _, p := range peers {
+		next[p.HostID] = p
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.peers {
+		if _, ok := next[id]; !ok {
+			gone = append(gone, id)
+		}
+	}
+	s.peers = next
+	return gone
+}
+
+func (s *peerSet) get(id string) (contract.Peer, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.peers[id]
+	return p, ok
+}
+
+// verifyPeer checks a handshake's peer: a chain to the host CA for usage,
+// a host certificate, and a host in the valid set. It returns the host ID.
+func verifyPeer(certs []*x509.Certificate, roots *x509.CertPool, usage x509.ExtKeyUsage, valid *peerSet) (string, error) {
+	if len(certs) == 0 {
+		return "", errors.New("mesh: the peer presented no certificate")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+		return "", fmt.Errorf("mesh: peer certificate: %w", err)
+	}
+	id, err := pki.HostIDFromCert(certs[0])
+	if err != nil {
+		return "", fmt.Errorf("mesh: %w", err)
+	}
+	if _, ok := valid.get(id); !ok {
+		return "", fmt.Errorf("mesh: host %s is not in the valid host set", id)
+	}
+	return id, nil
+}

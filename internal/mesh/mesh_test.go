@@ -1,0 +1,503 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/pki"
+)
+
+const shopWeb = "default/shop/web"
+
+func TestStreamCarriesBytesBothWaysAndHalfCloses(t *testing.T) {
+	p := newPair(t, shopWeb)
+	p.dialer.add(t, shopWeb, echo)
+	conn, err := p.dial(t, shopWeb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A round trip on an open stream.
+	if _, err := conn.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	// Half-close: the workload reads EOF and still answers.
+	if _, err := conn.Write([]byte("last")); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(conn)
+	if err != nil || string(rest) != "last" {
+		t.Fatalf("after half-close read %q, %v", rest, err)
+	}
+	if conn.RemoteAddr().String() != p.ln.Addr().String() {
+		t.Errorf("remote address %v, want the peer's %v", conn.RemoteAddr(), p.ln.Addr())
+	}
+}
+
+// A caller without a valid host certificate gets nothing: no HTTP answer,
+// not even an error page. Only the handshake fails.
+func TestCallersWithoutAValidHostCertificateGetNothing(t *testing.T) {
+	p := newPair(t, shopWeb)
+	p.dialer.add(t, shopWeb, echo)
+	addr := p.ln.Addr().String()
+
+	other := newCluster(t) // another host CA
+	servingCA, err := pki.LoadOrCreate(t.TempDir(), []string{"localhost", "127.0.0.1"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := servingCA.TLSConfig().Certificates[0]
+	cases := map[string][]tls.Certificate{
+		"no certificate":                    nil,
+		"a host certificate of another CA":  {*hostCert(t, other.ca, "h-cli")},
+		"the control plane's serving cert":  {serving},
+		"a valid certificate, unknown host": {*hostCert(t, p.cluster.ca, "h-stranger")},
+	}
+	for name, certs := range cases {
+		t.Run(name, func(t *testing.T) {
+			raw, err := net.DialTimeout("tcp", addr, 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, Certificates: certs, NextProtos: []string{"h2"}})
+			_ = tc.SetDeadline(time.Now().Add(3 * time.Second))
+			err = tc.Handshake()
+			if err == nil {
+				// TLS 1.3: the client's handshake ends before the server
+				// has checked its certificate; the refusal comes on read.
+				_, _ = tc.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+				var got []byte
+				got, err = io.ReadAll(tc)
+				if len(got) > 0 {
+					t.Fatalf("the server answered %d bytes (%q)", len(got), got)
+				}
+			}
+			if err == nil {
+				t.Fatal("the connection ended cleanly; want a refused handshake")
+			}
+		})
+	}
+	// Plain text gets no HTTP answer either.
+	raw, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	_ = raw.SetDeadline(time.Now().Add(3 * time.Second))
+	fmt.Fprintf(raw, "POST /v1/stream/default/shop/web HTTP/1.1\r\nHost: x\r\n\r\n")
+	got, _ := io.ReadAll(raw)
+	if bytes.Contains(got, []byte("HTTP/")) {
+		t.Fatalf("plain HTTP got an answer: %q", got)
+	}
+	if n := p.dialer.dials.Load(); n != 0 {
+		t.Fatalf("the workload was dialled %d times for unauthenticated callers", n)
+	}
+	// And the valid client still works.
+	conn, err := p.dial(t, shopWeb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+}
+
+// The client checks the server too: a host certificate of another host, or
+// of another CA, at the peer's address is refused.
+func TestTheClientRefusesAPeerThatIsNotTheOneDialled(t *testing.T) {
+	p := newPair(t, shopWeb)
+	p.dialer.add(t, shopWeb, echo)
+	// Another valid host answers at h-srv's address: the client asked for h-srv.
+	impostor, err := NewServer(testConfig(t), p.cluster.creds(t, "h-other"), p.dialer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := impostor.Serve(ln); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { impostor.Close(context.Background()) })
+	peers := append(p.peers[:0:0], p.peers...)
+	peers[0].Addresses = []string{ln.Addr().String()}
+	peers = append(peers, contract.Peer{HostID: "h-other", Addresses: []string{ln.Addr().String()}})
+	impostor.SetPeers(peers)
+	p.client.SetPeers(peers)
+	_, err = p.dial(t, shopWeb)
+	if !errors.Is(err, ErrPeerUnreachable) || !strings.Contains(err.Error(), "answered as host h-other") {
+		t.Fatalf("err %v, want the impostor refused", err)
+	}
+}
+
+func TestStreamToAnotherProjectsEggIsRefused(t *testing.T) {
+	p := newPair(t, shopWeb)
+	p.dialer.add(t, shopWeb, echo)
+	p.dialer.add(t, "default/other/web", echo)
+	p.dialer.add(t, "team/shop/web", echo)
+	for _, id := range []string{"default/other/web", "team/shop/web", "default/shop/db"} {
+		if _, err := p.dial(t, id); !errors.Is(err, ErrForbidden) {
+			t.Errorf("%s: err %v, want ErrForbidden", id, err)
+		}
+	}
+	if n := p.dialer.dials.Load(); n != 0 {
+		t.Fatalf("a refused stream dialled the workload (%d dials)", n)
+	}
+	if conn, err := p.dial(t, shopWeb); err != nil {
+		t.Fatalf("the allowed workload: %v", err)
+	} else {
+		conn.Close()
+	}
+}
+
+func TestNoHealthyReplicaIsUnavailable(t *testing.T) {
+	p := newPair(t, shopWeb) // the dialer knows no replica
+	if _, err := p.dial(t, shopWeb); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err %v, want ErrUnavailable", err)
+	}
+}
+
+// A host removed from the valid set loses its open streams at once, and
+// cannot open new ones.
+func TestRemovedHostIsCutOffAtOnce(t *testing.T) {
+	p := newPair(t, shopWeb)
+	p.dialer.add(t, shopWeb, echo)
+	conn, err := p.dial(t, shopWeb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(conn, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	p.server.SetPeers(p.peers[:1]) // h-cli removed, on the server's side only
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("read after removal: %v, want the stream cut", err)
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("the stream ended %v after the removal", took)
+	}
+	if _, err := p.dial(t, shopWeb); err == nil {
+		t.Fatal("a removed host opened a new stream")
+	}
+}
+
+// The client's side too: a peer removed from its set is disconnected.
+func TestClientDropsRemovedPeers(t *testing.T) {
+	p := newPair(t, shopWeb)
+	p.dialer.add(t, shopWeb, echo)
+	conn, err := p.dial(t, shopWeb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if !p.client.Alive("h-srv") {
+		t.Fatal("no live connection after a stream")
+	}
+	p.client.SetPeers(p.peers[1:])
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err == nil {
+		t.Fatal("read after removal succeeded")
+	}
+	if p.client.Alive("h-srv") {
+		t.Fatal("still alive after removal")
+	}
+	if _, err := p.dial(t, shopWeb); !errors.Is(err, ErrUnknownPeer) {
+		t.Fatalf("err %v, want ErrUnknownPeer", err)
+	}
+}
+
+// freezer forwards TCP to target until frozen: then it keeps the sockets
+// open and silently drops everything, as a host that died without a word.
+type freezer struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex // guards frozen
+	frozen bool
+}
+
+func newFreezer(t *testing.T, target string) *freezer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			t.Cleanup(func() { c.Close(); up.Close() })
+			go f.pipe(up, c)
+			go f.pipe(c, up)
+		}
+	}()
+	return f
+}
+
+func (f *freezer) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		frozen := f.frozen
+		f.mu.Unlock()
+		if !frozen {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (f *freezer) freeze() { f.mu.Lock(); f.frozen = true; f.mu.Unlock() }
+
+// A peer that stops answering (no FIN, no RST) is found dead by the
+// keep-alive pings within about two seconds, and its streams end.
+func TestDeadPeerIsFoundWithinTwoSeconds(t *testing.T) {
+	p := newPair(t, shopWeb)
+	p.dialer.add(t, shopWeb, echo)
+	f := newFreezer(t, p.ln.Addr().String())
+	peers := append(p.peers[:0:0], p.peers...)
+	peers[0].Addresses = []string{f.ln.Addr().String()}
+	p.client.SetPeers(peers)
+
+	conn, err := p.dial(t, shopWeb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(conn, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	f.freeze()
+	start := time.Now()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = conn.Read(make([]byte, 1))
+	took := time.Since(start)
+	if err == nil || isTimeout(err) {
+		t.Fatalf("read: %v, want the stream ended by the lost ping", err)
+	}
+	if took > 2500*time.Millisecond {
+		t.Errorf("dead peer found after %v, want about 2 s", took)
+	}
+	t.Logf("dead peer found after %v", took)
+	deadline := time.Now().Add(time.Second)
+	for p.client.Alive("h-srv") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if p.client.Alive("h-srv") {
+		t.Fatal("the dead peer still counts as alive")
+	}
+}
+
+func TestManyConcurrentStreamsShareOneConnection(t *testing.T) {
+	p := newPair(t, shopWeb)
+	p.dialer.add(t, shopWeb, echo)
+	const streams = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	for i := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := p.dial(t, shopWeb)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close()
+			msg := fmt.Sprintf("stream %d says hello", i)
+			if _, err := conn.Write([]byte(msg)); err != nil {
+				errs <- err
+				return
+			}
+			conn.(interface{ CloseWrite() error }).CloseWrite()
+			got, err := io.ReadAll(conn)
+			if err != nil || string(got) != msg {
+				errs <- fmt.Errorf("stream %d: got %q, %v", i, got, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := p.ln.n.Load(); n != 1 {
+		t.Errorf("%d connections for %d streams, want 1", n, streams)
+	}
+}
+
+func TestLargeTransferArrivesIntact(t *testing.T) {
+	p := newPair(t, shopWeb)
+	p.dialer.add(t, shopWeb, echo)
+	conn, err := p.dial(t, shopWeb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const size = 32 << 20
+	want := sha256.New()
+	got := sha256.New()
+	done := make(chan error, 1)
+	go func() {
+		n, err := io.Copy(got, conn)
+		if err == nil && n != size {
+			err = fmt.Errorf("read %d bytes, want %d", n, size)
+		}
+		done <- err
+	}()
+	if _, err := io.Copy(conn, io.TeeReader(io.LimitReader(rand.Reader, size), want)); err != nil {
+		t.Fatal(err)
+	}
+	conn.(interface{ CloseWrite() error }).CloseWrite()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
+		t.Fatal("the bytes that came back differ from those sent")
+	}
+}
+
+// Peers' addresses are tried in order: one that refuses is passed over.
+func TestAddressesAreTriedInOrder(t *testing.T) {
+	p := newPair(t, shopWeb)
+	p.dialer.add(t, shopWeb, echo)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	peers := append(p.peers[:0:0], p.peers...)
+	peers[0].Addresses = []string{deadAddr, p.ln.Addr().String()}
+	p.client.SetPeers(peers)
+	conn, err := p.dial(t, shopWeb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+
+	peers[0].Addresses = []string{deadAddr}
+	p.client.SetPeers(peers)
+	p.client.Close() // forget the live connection
+	cli, err := NewClient(testConfig(t), p.cluster.creds(t, "h-cli"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	cli.SetPeers(peers)
+	start := time.Now()
+	_, err = cli.DialWorkload(context.Background(), "h-srv", Workload{"default", "shop", "web"})
+	if !errors.Is(err, ErrPeerUnreachable) {
+		t.Fatalf("err %v, want ErrPeerUnreachable", err)
+	}
+	if time.Since(start) > time.Second {
+		t.Errorf("a refused dial took %v", time.Since(start))
+	}
+}
+
+func TestReadDeadline(t *testing.T) {
+	p := newPair(t, shopWeb)
+	p.dialer.add(t, shopWeb, echo)
+	conn, err := p.dial(t, shopWeb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := conn.Read(make([]byte, 1)); !isTimeout(err) {
+		t.Fatalf("read past the deadline: %v", err)
+	}
+	// The stream is still good once the deadline is lifted.
+	_ = conn.SetReadDeadline(time.Time{})
+	if _, err := conn.Write([]byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2)
+	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "ok" {
+		t.Fatalf("after the deadline: %q %v", buf, err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for name, edit := range map[string]func(*Config){
+		"no address":           func(c *Config) { c.Addr = "" },
+		"advertised no port":   func(c *Config) { c.Advertise = []string{"10.0.0.1"} },
+		"advertised port 0":    func(c *Config) { c.Advertise = []string{"10.0.0.1:0"} },
+		"slow keep-alive":      func(c *Config) { c.KeepAlive = 5 * time.Second },
+		"no keep-alive":        func(c *Config) { c.KeepAlive = 0 },
+		"long ping timeout":    func(c *Config) { c.KeepAliveTimeout = 3 * time.Second },
+		"no dial timeout":      func(c *Config) { c.DialTimeout = 0 },
+		"no handshake timeout": func(c *Config) { c.HandshakeTimeout = 0 },
+		"no streams":           func(c *Config) { c.MaxConcurrentStreams = 0 },
+	} {
+		c := DefaultConfig()
+		edit(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	both := DefaultConfig()
+	both.Addr, both.DialTimeout = "", 0
+	if err := both.Validate(); err == nil || !strings.Contains(err.Error(), "address") || !strings.Contains(err.Error(), "dial timeout") {
+		t.Errorf("Validate does not join its errors: %v", err)
+	}
+	if addrs, err := DefaultAdvertise(DefaultPort); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, a := range addrs {
+			host, port, _ := net.SplitHostPort(a)
+			if ip := net.ParseIP(host); ip == nil || ip.IsLoopback() || port != "7702" {
+				t.Errorf("advertised %s", a)
+			}
+		}
+	}
+}

@@ -1,0 +1,267 @@
+package pki
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Host certificates.
+//
+// Hosts prove who they are to each other (the mesh between agents) with
+// certificates from a host CA of their own, kept beside the server's CA but
+// never mixed with it: a host certificate is not signed by the CA clients
+// pin, and carries no DNS name or IP address, so no client of the control
+// plane can take a host for the server; and the mesh trusts only the host
+// CA, so the serving certificate is no host. A host certificate names its
+// host by one URI SAN, hatch://host/<id>, and nothing else; its key is made
+// on the host and only its public half, in a CSR, ever leaves it.
+
+const (
+	hostCAFile    = "host-ca.pem"
+	hostCAKeyFile = "host-ca-key.pem"
+
+	// MaxHostLifetime is the longest a host certificate lives: a host
+	// removed from the cluster is refused by its peers at once through the
+	// valid host set, and its certificate dies within this at the latest.
+	MaxHostLifetime = 7 * 24 * time.Hour
+	// hostBackdate covers clocks a little behind the control plane's.
+	hostBackdate = 5 * time.Minute
+
+	hostURIScheme = "hatch"
+	hostURIHost   = "host"
+)
+
+// ErrBadCSR is returned by SignHost for a certificate request it will not
+// sign: not PEM, not parsable, a bad signature, or a key of a kind not
+// accepted. The caller answers 400.
+var ErrBadCSR = errors.New("bad certificate request")
+
+// hostIDPattern is what a host ID may be, so that it sits in a URI as it is.
+var hostIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// HostURI is the one name a host certificate carries: hatch://host/<id>.
+func HostURI(hostID string) *url.URL {
+	return &url.URL{Scheme: hostURIScheme, Host: hostURIHost, Path: "/" + hostID}
+}
+
+// HostCA signs host certificates. It is safe for concurrent use.
+type HostCA struct {
+	// Cert is the host CA's certificate: what peers put in their pools.
+	Cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	// lifetime is how long the certificates it signs live.
+	lifetime time.Duration
+}
+
+// LoadOrCreateHostCA loads the host CA kept in dir (the server's TLS
+// directory: host-ca.pem and host-ca-key.pem, 0600), creating it at the first
+// start. Its certificates live lifetime, at most MaxHostLifetime.
+func LoadOrCreateHostCA(dir string, lifetime time.Duration, now time.Time) (*HostCA, error) {
+	if lifetime <= 0 || lifetime > MaxHostLifetime {
+		return nil, fmt.Errorf("host certificate lifetime %v: want more than 0 and at most %v", lifetime, MaxHostLifetime)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create tls dir: %w", err)
+	}
+	cert, key, err := loadPair(dir, hostCAFile, hostCAKeyFile)
+	if errors.Is(err, os.ErrNotExist) {
+		cert, key, err = newHostCA(now)
+		if err == nil {
+			err = writePair(dir, hostCAFile, hostCAKeyFile, [][]byte{cert.Raw}, key)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("host certificate authority: %w", err)
+	}
+	return &HostCA{Cert: cert, key: key, lifetime: lifetime}, nil
+}
+
+func newHostCA(now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "Hatchery host CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(caLifetime),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+		// The host CA can name hosts and nothing else, whatever signs it.
+		PermittedURIDomains:         []string{hostURIHost},
+		ExcludedDNSDomains:          []string{""},
+		ExcludedIPRanges:            []*net.IPNet{{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}, {IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}},
+		PermittedDNSDomainsCritical: true,
+	}
+	return sign(tmpl, tmpl, key, key)
+}
+
+// CertPEM is the host CA's certificate in PEM, as joins and renewals send it.
+func (ca *HostCA) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw})
+}
+
+// Lifetime is how long the certificates the CA signs live.
+func (ca *HostCA) Lifetime() time.Duration { return ca.lifetime }
+
+// SignHost issues the certificate of host hostID for the public key of
+// csrPEM (a PEM "CERTIFICATE REQUEST" whose signature is checked, with an
+// ECDSA P-256 or Ed25519 key). Only the key is taken from the request: the
+// certificate names hostID, the caller's authenticated host, by the URI SAN
+// hatch://host/<id> and nothing else, for client and server authentication,
+// from now (less a few minutes of clock skew) for the CA's lifetime. It
+// returns the certificate in PEM.
+func (ca *HostCA) SignHost(csrPEM []byte, hostID string, now time.Time) ([]byte, error) {
+	if !hostIDPattern.MatchString(hostID) {
+		return nil, fmt.Errorf("host ID %q: not one of letters, digits, '.', '_' and '-'", hostID)
+	}
+	pub, err := ParseHostCSR(csrPEM)
+	if err != nil {
+		return nil, err
+	}
+	notBefore := now.Add(-hostBackdate)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		// No subject: the URI SAN (marked critical for it) is the only name.
+		NotBefore:   notBefore,
+		NotAfter:    notBefore.Add(ca.lifetime),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+		URIs:        []*url.URL{HostURI(hostID)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.key)
+	if err != nil {
+		return nil, fmt.Errorf("sign host certificate for %s: %w", hostID, err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}
+
+// ParseHostCSR returns the public key of a host's certificate request after
+// checking its signature (the requester holds the key) and the key's kind.
+// Every error wraps ErrBadCSR.
+func ParseHostCSR(csrPEM []byte) (crypto.PublicKey, error) {
+	block, _ := pem.Decode(csrPEM)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return nil, fmt.Errorf("%w: want one PEM block of type CERTIFICATE REQUEST", ErrBadCSR)
+	}
+	csr, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadCSR, err)
+	}
+	if err := csr.CheckSignature(); err != nil {
+		return nil, fmt.Errorf("%w: its signature does not verify: %w", ErrBadCSR, err)
+	}
+	switch k := csr.PublicKey.(type) {
+	case *ecdsa.PublicKey:
+		if k.Curve != elliptic.P256() {
+			return nil, fmt.Errorf("%w: ECDSA keys must be on P-256, not %s", ErrBadCSR, k.Curve.Params().Name)
+		}
+	case ed25519.PublicKey:
+	default:
+		return nil, fmt.Errorf("%w: a %T key: want ECDSA P-256 or Ed25519", ErrBadCSR, csr.PublicKey)
+	}
+	return csr.PublicKey, nil
+}
+
+// HostIDFromCert returns the host ID a host certificate names. It checks the
+// form only (exactly one URI SAN hatch://host/<id>, no other name, both key
+// usages): the chain must have been verified against the host CA already.
+func HostIDFromCert(cert *x509.Certificate) (string, error) {
+	if len(cert.DNSNames)+len(cert.IPAddresses)+len(cert.EmailAddresses) > 0 || len(cert.URIs) != 1 {
+		return "", errors.New("not a host certificate: it must name one hatch://host/<id> URI and nothing else")
+	}
+	u := cert.URIs[0]
+	id, ok := strings.CutPrefix(u.Path, "/")
+	if u.Scheme != hostURIScheme || u.Host != hostURIHost || u.User != nil || u.RawQuery != "" || u.Fragment != "" ||
+		!ok || !hostIDPattern.MatchString(id) {
+		return "", fmt.Errorf("not a host certificate: URI %q is not hatch://host/<id>", u)
+	}
+	return id, nil
+}
+
+// NewHostKey makes a host's private key (ECDSA P-256), on the host.
+func NewHostKey() (*ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("make host key: %w", err)
+	}
+	return key, nil
+}
+
+// HostCSR makes the certificate request (PEM) a host sends for its key. It
+// names the host's URI too when hostID is known (a join's is not yet), for
+// the reader's sake: the CA takes only the key.
+func HostCSR(key crypto.Signer, hostID string) ([]byte, error) {
+	tmpl := &x509.CertificateRequest{}
+	if hostID != "" {
+		tmpl.URIs = []*url.URL{HostURI(hostID)}
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	if err != nil {
+		return nil, fmt.Errorf("make certificate request: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), nil
+}
+
+// HostKeyPEM encodes a host key as PEM (PKCS #8, "PRIVATE KEY").
+func HostKeyPEM(key crypto.Signer) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("encode host key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// HostCertificate is a host's certificate with its key, checked to belong
+// together and to name the host.
+type HostCertificate struct {
+	tls.Certificate
+	HostID string
+}
+
+// ParseHostCertificate pairs a host certificate (PEM) with its key (PEM) and
+// checks that the certificate names a host.
+func ParseHostCertificate(certPEM, keyPEM []byte) (HostCertificate, error) {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return HostCertificate{}, fmt.Errorf("host certificate: %w", err)
+	}
+	id, err := HostIDFromCert(pair.Leaf)
+	if err != nil {
+		return HostCertificate{}, err
+	}
+	return HostCertificate{Certificate: pair, HostID: id}, nil
+}
+
+// RenewAt is when a certificate is renewed: at half its life, so that a
+// control plane out for a while still leaves days to spare.
+func RenewAt(cert *x509.Certificate) time.Time {
+	return cert.NotBefore.Add(cert.NotAfter.Sub(cert.NotBefore) / 2)
+}
+
+// ParseCertificatePEM parses the first PEM certificate of data.
+func ParseCertificatePEM(data []byte) (*x509.Certificate, error) {
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, errors.New("no PEM certificate")
+	}
+	return x509.ParseCertificate(block.Bytes)
+}
