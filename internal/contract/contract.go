@@ -41,7 +41,44 @@ type DesiredState struct {
 	// removed, this one included. The mesh accepts connections only from
 	// the hosts listed here, and closes those of a host that leaves it.
 	Peers []Peer `json:"peers,omitempty"`
+	// Services are the eggs this host serves whether or not it runs them:
+	// every egg of the cluster with routes or published ports (every host's
+	// ingress answers for them), and every egg a workload on this host
+	// references (a relay on this host stands for it). See Service.
+	Services []Service `json:"services,omitempty"`
 }
+
+// Service is an egg as a host that serves it sees it, wherever its replicas
+// run. The host's ingress and relays send each new connection to a healthy,
+// undrained replica: one of its own if it has one, else through the mesh to
+// one of Hosts, which picks among its own.
+type Service struct {
+	Namespace string `json:"namespace"`
+	Project   string `json:"project"`
+	Egg       string `json:"egg"`
+	// Port is the port the egg listens on inside its containers: what a
+	// route, a relay and a mesh stream reach.
+	Port int `json:"port,omitempty"`
+	// Hosts are the IDs of the hosts placed to run its replicas, this one
+	// included if it does; sorted. Which of their replicas are healthy is
+	// learnt through the mesh, not from here.
+	Hosts []string `json:"hosts,omitempty"`
+	// Routes and Ports are the egg's claims on every host of the cluster.
+	Routes []Route         `json:"routes,omitempty"`
+	Ports  []PublishedPort `json:"ports,omitempty"`
+	// DrainTimeout bounds how long the ingress lets a draining replica's
+	// requests finish (zero: the default).
+	DrainTimeout time.Duration `json:"drain_timeout,omitempty"`
+	// Names are the DNS names this host's consumers reach the egg by (its
+	// name, then its aliases), and Networks the Docker networks of this host
+	// on which a relay carries them; both empty when no workload on this
+	// host references the egg.
+	Names    []string `json:"names,omitempty"`
+	Networks []string `json:"networks,omitempty"`
+}
+
+// ID returns the service's workload ID, "namespace/project/egg".
+func (s Service) ID() string { return s.Namespace + "/" + s.Project + "/" + s.Egg }
 
 // Peer is a host of the cluster as another host's mesh sees it.
 type Peer struct {
@@ -98,7 +135,19 @@ func (d DesiredState) ComputeVersion() string {
 	if len(c.Peers) == 0 {
 		c.Peers = nil // as before peers existed: the same content keeps its version
 	}
+	c.Services = slices.Clone(d.Services)
+	slices.SortStableFunc(c.Services, func(a, b Service) int { return strings.Compare(a.ID(), b.ID()) })
 	return hashJSON(c)
+}
+
+// Service returns the service with the workload ID, if the state lists it.
+func (d DesiredState) Service(id string) (Service, bool) {
+	for _, s := range d.Services {
+		if s.ID() == id {
+			return s, true
+		}
+	}
+	return Service{}, false
 }
 
 // Peer returns the peer with the host ID, if the state lists it.

@@ -205,3 +205,30 @@ func TestWorkloadDefaults(t *testing.T) {
 		})
 	}
 }
+
+// Services are hashed whatever their order, and a change of one (a host
+// gained, a route added) is a new version.
+func TestComputeVersionCoversServicesInAnyOrder(t *testing.T) {
+	web := Service{Namespace: "default", Project: "shop", Egg: "web", Port: 8080, Hosts: []string{"h1", "h2"},
+		Routes: []Route{{Host: "shop.example.com"}}}
+	kv := Service{Namespace: "default", Project: "shop", Egg: "kv", Port: 7000, Hosts: []string{"h3"},
+		Names: []string{"kv"}, Networks: []string{"hatch-shop-default-1"}}
+	a := DesiredState{HostID: "h1", Services: []Service{web, kv}}
+	b := DesiredState{HostID: "h1", Services: []Service{kv, web}}
+	if a.ComputeVersion() != b.ComputeVersion() {
+		t.Error("the order of services changed the version")
+	}
+	moved := web
+	moved.Hosts = []string{"h1", "h3"}
+	c := DesiredState{HostID: "h1", Services: []Service{moved, kv}}
+	if a.ComputeVersion() == c.ComputeVersion() {
+		t.Error("a service on other hosts kept the version")
+	}
+	if s, ok := a.Service("default/shop/kv"); !ok || s.Port != 7000 {
+		t.Errorf("Service(kv) = %+v, %v", s, ok)
+	}
+	empty := DesiredState{HostID: "h1", Services: []Service{}}
+	if empty.ComputeVersion() != (DesiredState{HostID: "h1"}).ComputeVersion() {
+		t.Error("an empty service list changed the version")
+	}
+}
