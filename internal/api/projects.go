@@ -59,6 +59,13 @@ type Plan struct {
 	Hosts         []HostSteps    `json:"hosts"`
 }
 
+// Sensitive is what a plan shows of a secret's value, and Redacted what a
+// deployed secret's outputs show: the API never shows either.
+const (
+	Sensitive = "(sensitive)"
+	Redacted  = "[redacted]"
+)
+
 // Change is one resource's planned change: "+" create, "~" update (with the
 // changed inputs), "-" delete, "=" unchanged.
 type Change struct {

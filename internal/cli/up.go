@@ -23,6 +23,7 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/spec"
 )
@@ -303,7 +304,7 @@ func (l *localRun) startServer(ctx context.Context, dir string, opts upOptions, 
 	defaults := server.DefaultConfig()
 	configPath := client.ProjectConfigPath(filepath.Dir(dir))
 	sopts := serverOptions{
-		listen: opts.listen, dataDir: filepath.Join(dir, upServerDir), liveness: defaults.LivenessTimeout,
+		listen: opts.listen, dataDir: filepath.Join(dir, upServerDir), liveness: fleet.DefaultConfig().LivenessTimeout,
 		cliConfig: configPath, authFailureBurst: defaults.AuthFailureBurst, authFailureRefill: defaults.AuthFailureRefill,
 	}
 	// The server prints its admin token on stdout at its first start: here it

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+
 )
 
 // BenchmarkLongPollWakeup measures how long a waiting host takes to learn of

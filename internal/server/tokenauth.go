@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -86,6 +87,4 @@ func (a *TokenAuth) Authenticate(ctx context.Context, token string) (Principal, 
 	return Principal{}, ErrUnauthenticated
 }
 
-func joinRefusal(id, state string) error {
-	return &refusal{fmt.Sprintf("join token %s is %s: make a new one with `hatch token create --join`", id, state)}
-}
+func joinRefusal(id, state string) error { return &refusal{fleet.JoinRefusal(id, state)} }

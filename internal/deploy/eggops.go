@@ -1,56 +1,63 @@
-package server
+package deploy
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
-// postRestart is hatch rollout restart PROJECT/EGG: the egg's revision is
-// bumped, so the same spec rolls again.
-func (a *applier) postRestart(w http.ResponseWriter, r *http.Request) error {
-	project, err := projectOf(r)
+// RestartEgg is hatch rollout restart: the egg's revision is bumped, so
+// the same spec rolls again on every host that runs it. It holds the
+// project's lease while it works (api.CodeLocked when another holds it); an
+// egg not deployed gives api.CodeNotFound.
+func (s *Service) RestartEgg(ctx context.Context, project, egg string) (api.RestartResult, error) {
+	l, err := s.acquire(ctx, project, "rollout restart of egg/"+egg)
 	if err != nil {
-		return err
-	}
-	egg := r.PathValue("egg")
-	l, err := a.acquire(r.Context(), project, "rollout restart of egg/"+egg)
-	if err != nil {
-		return lockedError(err)
+		return api.RestartResult{}, lockedError(err)
 	}
 	defer l.release()
-	rec, err := a.record(r.Context(), project, resource.Key("egg", egg))
+	rec, err := s.record(ctx, project, resource.Key("egg", egg))
 	if err != nil {
-		return err
+		return api.RestartResult{}, err
 	}
-	next, err := a.deps.Providers.RestartEgg(r.Context(), project, rec)
+	next, err := s.deps.Providers.RestartEgg(ctx, project, rec)
 	if err != nil {
-		return err
+		return api.RestartResult{}, err
 	}
-	if err := a.putRecord(r.Context(), project, next); err != nil {
-		return err
+	if err := s.putRecord(ctx, project, next); err != nil {
+		return api.RestartResult{}, err
 	}
-	rev := next.Outputs["revision"]
-	a.event(r.Context(), store.Event{Type: store.EventRolloutRestarted, Project: project, Resource: next.Key(),
-		Message: fmt.Sprintf("egg %s of %s rolls again at revision %v", egg, project, rev)})
-	writeJSON(w, http.StatusOK, map[string]any{"egg": egg, "revision": rev, "hosts": next.Outputs["hosts"]})
-	return nil
+	var rev int64 // as the provider wrote it, or as a store gave it back
+	switch n := next.Outputs["revision"].(type) {
+	case int:
+		rev = int64(n)
+	case float64:
+		rev = int64(n)
+	}
+	s.event(ctx, store.Event{Type: store.EventRolloutRestarted, Project: project, Resource: next.Key(),
+		Message: fmt.Sprintf("egg %s of %s rolls again at revision %d", egg, project, rev)})
+	out := api.RestartResult{Egg: egg, Revision: rev, Hosts: []string{}}
+	hosts, _ := next.Outputs["hosts"].([]any)
+	for _, h := range hosts {
+		out.Hosts = append(out.Hosts, fmt.Sprint(h))
+	}
+	return out, nil
 }
 
 // record returns one deployed record of the project, or a 404.
-func (a *applier) record(ctx context.Context, project, key string) (*resource.Deployed, error) {
-	recs, err := a.deps.Resources.ListResources(ctx, project)
+func (s *Service) record(ctx context.Context, project, key string) (*resource.Deployed, error) {
+	recs, err := s.deps.Resources.ListResources(ctx, project)
 	if err != nil {
 		return nil, err
 	}
@@ -59,33 +66,25 @@ func (a *applier) record(ctx context.Context, project, key string) (*resource.De
 			return rec, nil
 		}
 	}
-	return nil, notFoundf("%s has no %s (apply it first)", project, key)
-}
-
-// event records an event; its failure is logged: what it tells of happened.
-func (a *applier) event(ctx context.Context, e store.Event) {
-	e.Time = a.s.now()
-	if _, err := a.s.deps.Events.AppendEvent(context.WithoutCancel(ctx), e); err != nil {
-		a.log.Warn("event not recorded", zap.String("type", string(e.Type)), zap.Error(err))
-	}
+	return nil, api.NotFound("%s has no %s (apply it first)", project, key)
 }
 
 // revertLoop follows the event log for failed rollouts of eggs with
 // rollout.auto_revert, and puts their previous spec back.
-func (a *applier) revertLoop(ctx context.Context, since int64) {
+func (s *Service) revertLoop(ctx context.Context, since int64) {
 	for {
-		changed := a.s.deps.Events.WatchEvents()
-		evs, err := a.s.deps.Events.ListEvents(ctx, since, maxEventLimit)
+		changed := s.deps.Events.WatchEvents()
+		evs, err := s.deps.Events.ListEvents(ctx, since, eventPage)
 		if err != nil && ctx.Err() == nil {
-			a.log.Warn("events not read for auto-revert", zap.Error(err))
+			s.log.Warn("events not read for auto-revert", zap.Error(err))
 		}
 		for _, e := range evs {
 			since = e.Seq
 			if e.Type == store.EventRolloutFailed && strings.HasPrefix(e.Resource, "egg/") {
-				a.s.loops.Go(func() { a.autoRevert(ctx, e) })
+				s.work.Go(func() { s.autoRevert(ctx, e) })
 			}
 		}
-		if len(evs) == maxEventLimit {
+		if len(evs) == eventPage {
 			continue
 		}
 		select {
@@ -99,10 +98,10 @@ func (a *applier) revertLoop(ctx context.Context, since int64) {
 
 // autoRevert reverts the egg of a rollout.failed event if it asks for it and
 // the failure is of its current spec, waiting for the project's lease.
-func (a *applier) autoRevert(ctx context.Context, e store.Event) {
-	log := a.log.With(zap.String("project", e.Project), zap.String("resource", e.Resource), zap.String("host", e.Host))
+func (s *Service) autoRevert(ctx context.Context, e store.Event) {
+	log := s.log.With(zap.String("project", e.Project), zap.String("resource", e.Resource), zap.String("host", e.Host))
 	for range 60 {
-		done, err := a.tryRevert(ctx, e)
+		done, err := s.tryRevert(ctx, e)
 		switch {
 		case done:
 			return
@@ -114,7 +113,7 @@ func (a *applier) autoRevert(ctx context.Context, e store.Event) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(a.cfg.RevertRetry):
+		case <-time.After(s.cfg.RevertRetry):
 		}
 	}
 	log.Warn("auto-revert gave up: the project stayed locked")
@@ -122,13 +121,13 @@ func (a *applier) autoRevert(ctx context.Context, e store.Event) {
 
 // tryRevert reverts once; done is false (with ErrLocked) when the project is
 // locked, and true when there was nothing to do or it was done.
-func (a *applier) tryRevert(ctx context.Context, e store.Event) (bool, error) {
-	l, err := a.acquire(ctx, e.Project, "auto-revert of "+e.Resource)
+func (s *Service) tryRevert(ctx context.Context, e store.Event) (bool, error) {
+	l, err := s.acquire(ctx, e.Project, "auto-revert of "+e.Resource)
 	if err != nil {
 		return false, err
 	}
 	defer l.release()
-	rec, err := a.record(ctx, e.Project, e.Resource)
+	rec, err := s.record(ctx, e.Project, e.Resource)
 	if err != nil {
 		return true, nil // gone since: nothing to revert
 	}
@@ -136,15 +135,15 @@ func (a *applier) tryRevert(ctx context.Context, e store.Event) (bool, error) {
 	if on, _ := rollout["auto_revert"].(bool); !on || rec.Outputs["previous"] == nil {
 		return true, nil
 	}
-	reason, failed, err := a.failureOfCurrentSpec(ctx, e.Host, e.Project+"/"+rec.Name)
+	reason, failed, err := s.failureOfCurrentSpec(ctx, e.Host, e.Project+"/"+rec.Name)
 	if err != nil || !failed {
 		return true, err // an apply since changed the spec, or the report moved on
 	}
-	next, ok, err := a.deps.Providers.Revert(ctx, e.Project, rec)
+	next, ok, err := s.deps.Providers.Revert(ctx, e.Project, rec)
 	if err != nil || !ok {
 		return true, err
 	}
-	if err := a.putRecord(ctx, e.Project, next); err != nil {
+	if err := s.putRecord(ctx, e.Project, next); err != nil {
 		return true, err
 	}
 	image, _ := next.Inputs["image"].(string)
@@ -153,15 +152,15 @@ func (a *applier) tryRevert(ctx context.Context, e store.Event) (bool, error) {
 	if image != "" {
 		msg += ", image " + image
 	}
-	a.event(ctx, store.Event{Type: store.EventRolloutReverted, Project: e.Project, Host: e.Host, Resource: e.Resource, Message: msg})
-	a.log.Info("reverted a failed rollout", zap.String("project", e.Project), zap.String("resource", e.Resource))
+	s.event(ctx, store.Event{Type: store.EventRolloutReverted, Project: e.Project, Host: e.Host, Resource: e.Resource, Message: msg})
+	s.log.Info("reverted a failed rollout", zap.String("project", e.Project), zap.String("resource", e.Resource))
 	return true, nil
 }
 
 // failureOfCurrentSpec reports whether the host's latest report shows the
 // workload's rollout to its current desired spec failed, and why.
-func (a *applier) failureOfCurrentSpec(ctx context.Context, host, workload string) (string, bool, error) {
-	stored, err := a.s.deps.Desired.DesiredState(ctx, host)
+func (s *Service) failureOfCurrentSpec(ctx context.Context, host, workload string) (string, bool, error) {
+	stored, err := s.deps.Reports.DesiredState(ctx, host)
 	if err != nil || stored.Doc == nil {
 		return "", false, err
 	}
@@ -174,7 +173,7 @@ func (a *applier) failureOfCurrentSpec(ctx context.Context, host, workload strin
 	if !ok {
 		return "", false, nil
 	}
-	st, err := a.s.deps.Statuses.Status(ctx, host)
+	st, err := s.deps.Reports.Status(ctx, host)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", false, nil
 	}
@@ -197,9 +196,9 @@ func (a *applier) failureOfCurrentSpec(ctx context.Context, host, workload strin
 // rescheduleLoop moves replicas off hosts that are gone (down past the
 // reschedule delay, or removed) and places replicas that found no room,
 // whenever the fleet's classes change, and every fullCheck in any case.
-func (a *applier) rescheduleLoop(ctx context.Context) {
+func (s *Service) rescheduleLoop(ctx context.Context) {
 	const fullCheck = 15 * time.Second
-	t := time.NewTicker(a.cfg.RescheduleInterval)
+	t := time.NewTicker(s.cfg.RescheduleInterval)
 	defer t.Stop()
 	var last string
 	var lastFull time.Time
@@ -209,20 +208,20 @@ func (a *applier) rescheduleLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		sig, err := a.fleetSignature(ctx)
+		sig, err := s.fleetSignature(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				a.log.Warn("fleet not read for rescheduling", zap.Error(err))
+				s.log.Warn("fleet not read for rescheduling", zap.Error(err))
 			}
 			continue
 		}
-		now := a.s.now()
+		now := s.now()
 		if sig == last && now.Sub(lastFull) < fullCheck {
 			continue
 		}
-		if err := a.rescheduleAll(ctx); err != nil {
+		if err := s.rescheduleAll(ctx); err != nil {
 			if ctx.Err() == nil && !errors.Is(err, store.ErrLocked) {
-				a.log.Warn("rescheduling incomplete; retrying", zap.Error(err))
+				s.log.Warn("rescheduling incomplete; retrying", zap.Error(err))
 			}
 			continue
 		}
@@ -231,15 +230,15 @@ func (a *applier) rescheduleLoop(ctx context.Context) {
 }
 
 // fleetSignature says how placement treats each host now.
-func (a *applier) fleetSignature(ctx context.Context) (string, error) {
-	hosts, err := a.deps.Providers.Hosts(ctx)
+func (s *Service) fleetSignature(ctx context.Context) (string, error) {
+	hosts, err := s.deps.Providers.Hosts(ctx)
 	if err != nil {
 		return "", err
 	}
-	now := a.s.now()
+	now := s.now()
 	parts := make([]string, len(hosts))
 	for i, h := range hosts {
-		parts[i] = h.ID + "=" + a.deps.Providers.HostClass(h, now)
+		parts[i] = h.ID + "=" + s.deps.Providers.HostClass(h, now)
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ","), nil
@@ -247,45 +246,45 @@ func (a *applier) fleetSignature(ctx context.Context) (string, error) {
 
 // rescheduleAll reschedules every project that needs it. A locked project
 // is left for the next round (its apply places with the fleet as it is).
-func (a *applier) rescheduleAll(ctx context.Context) error {
-	hosts, err := a.deps.Providers.Hosts(ctx)
+func (s *Service) rescheduleAll(ctx context.Context) error {
+	hosts, err := s.deps.Providers.Hosts(ctx)
 	if err != nil {
 		return err
 	}
-	projects, err := a.s.deps.Projects.ListProjects(ctx)
+	projects, err := s.deps.Projects.ListProjects(ctx)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, p := range projects {
-		recs, err := a.deps.Resources.ListResources(ctx, p)
+		recs, err := s.deps.Resources.ListResources(ctx, p)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if !a.deps.Providers.NeedsPlacing(recs, hosts, a.s.now()) {
+		if !s.deps.Providers.NeedsPlacing(recs, hosts, s.now()) {
 			continue
 		}
-		if err := a.reschedule(ctx, p); err != nil {
+		if err := s.reschedule(ctx, p); err != nil {
 			errs = append(errs, fmt.Errorf("reschedule %s: %w", p, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (a *applier) reschedule(ctx context.Context, project string) error {
-	l, err := a.acquire(ctx, project, "reschedule")
+func (s *Service) reschedule(ctx context.Context, project string) error {
+	l, err := s.acquire(ctx, project, "reschedule")
 	if err != nil {
 		return err
 	}
 	defer l.release()
-	recs, err := a.deps.Resources.ListResources(ctx, project)
+	recs, err := s.deps.Resources.ListResources(ctx, project)
 	if err != nil {
 		return err
 	}
-	changed, err := a.deps.Providers.Reschedule(ctx, project, recs)
+	changed, err := s.deps.Providers.Reschedule(ctx, project, recs)
 	for _, rec := range changed {
-		if perr := a.putRecord(ctx, project, rec); perr != nil {
+		if perr := s.putRecord(ctx, project, rec); perr != nil {
 			return errors.Join(err, perr)
 		}
 		hosts, _ := rec.Outputs["hosts"].([]any)
@@ -296,7 +295,7 @@ func (a *applier) reschedule(ctx context.Context, project string) error {
 		if why, ok := rec.Outputs["waiting"].(string); ok {
 			msg += " (" + why + ")"
 		}
-		a.event(ctx, store.Event{Type: store.EventEggRescheduled, Project: project, Resource: rec.Key(), Message: msg})
+		s.event(ctx, store.Event{Type: store.EventEggRescheduled, Project: project, Resource: rec.Key(), Message: msg})
 	}
 	return err
 }
