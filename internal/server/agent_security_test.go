@@ -101,7 +101,7 @@ func newTLSWorld(t *testing.T) *tlsWorld {
 	}
 	w.token = admin
 	srv := server.BuildTestServer(t, server.DefaultConfig(), server.TestWiring{Dir: w.dataDir, Store: w.store, Box: w.box,
-		Auth: server.NewTokenAuth(hash, w.store, nil), Fingerprint: material.Fingerprint(), Logger: log}).Server
+		Auth: server.NewTokenAuth(hash, w.store, time.Now), Fingerprint: material.Fingerprint(), Logger: log}).Server
 	if err := srv.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -19,12 +19,28 @@ func projectOf(r *http.Request) (string, error) {
 	return ns + "/" + name, nil
 }
 
-func applyIDOf(r *http.Request) (int64, error) {
+// projectBody returns the checked project of the path and the decoded body.
+func projectBody[T any](r *http.Request) (string, T, error) {
+	var body T
+	project, err := projectOf(r)
+	if err != nil {
+		return "", body, err
+	}
+	err = decodeJSON(r, &body)
+	return project, body, err
+}
+
+// applyOf returns the checked project and apply ID of the path.
+func applyOf(r *http.Request) (string, int64, error) {
+	project, err := projectOf(r)
+	if err != nil {
+		return "", 0, err
+	}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, api.BadRequest("path: apply ID %q is not a positive whole number", r.PathValue("id"))
+		return "", 0, api.BadRequest("path: apply ID %q is not a positive whole number", r.PathValue("id"))
 	}
-	return id, nil
+	return project, id, nil
 }
 
 func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
@@ -55,12 +71,8 @@ func (s *Server) getProjectStatus(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) postPlan(w http.ResponseWriter, r *http.Request) error {
-	project, err := projectOf(r)
+	project, req, err := projectBody[api.PlanRequest](r)
 	if err != nil {
-		return err
-	}
-	var req api.PlanRequest
-	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
 	plan, err := s.deps.Deploy.Plan(r.Context(), project, req)
@@ -94,12 +106,8 @@ func (s *Server) postDestroy(w http.ResponseWriter, r *http.Request) error {
 // postApply starts the apply of a plan: 202 with the apply's ID and its
 // event stream, or, to a client asking for text/event-stream, the stream.
 func (s *Server) postApply(w http.ResponseWriter, r *http.Request) error {
-	project, err := projectOf(r)
+	project, req, err := projectBody[api.ApplyRequest](r)
 	if err != nil {
-		return err
-	}
-	var req api.ApplyRequest
-	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
 	j, err := s.deps.Deploy.Apply(r.Context(), project, req.Plan)
@@ -118,11 +126,7 @@ func (s *Server) postApply(w http.ResponseWriter, r *http.Request) error {
 
 // getApply answers an apply's record and the progress this server kept.
 func (s *Server) getApply(w http.ResponseWriter, r *http.Request) error {
-	project, err := projectOf(r)
-	if err != nil {
-		return err
-	}
-	id, err := applyIDOf(r)
+	project, id, err := applyOf(r)
 	if err != nil {
 		return err
 	}
@@ -136,11 +140,7 @@ func (s *Server) getApply(w http.ResponseWriter, r *http.Request) error {
 
 // getApplyEvents streams an apply's progress until it finishes.
 func (s *Server) getApplyEvents(w http.ResponseWriter, r *http.Request) error {
-	project, err := projectOf(r)
-	if err != nil {
-		return err
-	}
-	id, err := applyIDOf(r)
+	project, id, err := applyOf(r)
 	if err != nil {
 		return err
 	}

@@ -29,11 +29,8 @@ type TokenAuth struct {
 }
 
 // NewTokenAuth returns the server's authenticator: adminHash is the stored
-// hash of the admin token's secret; now (nil: time.Now) decides expiry.
+// hash of the admin token's secret; now decides expiry.
 func NewTokenAuth(adminHash string, tokens TokenLookup, now func() time.Time) *TokenAuth {
-	if now == nil {
-		now = time.Now
-	}
 	return &TokenAuth{admin: NewAdminToken(adminHash), tokens: tokens, now: now}
 }
 
