@@ -7,7 +7,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
 )
 
 // BenchmarkLongPollWakeup measures how long a waiting host takes to learn of

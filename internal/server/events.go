@@ -22,7 +22,7 @@ func (s *Server) eventsDeadline(r *http.Request) time.Duration {
 
 // getEvents lists the events after ?since=N, or with ?follow=1 streams them
 // as server-sent events, from since on, until the client or the server goes.
-func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) error {
+func (h fleetAPI) getEvents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	since, err := intParam(q.Get("since"), "since", 0)
 	if err != nil {
@@ -43,11 +43,11 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		}
-		return s.streamEvents(w, r, since)
+		return h.streams.events(w, r, h.svc, since)
 	default:
 		return api.BadRequest("follow: %q, want 1 or 0", q.Get("follow"))
 	}
-	evs, err := s.deps.Fleet.Events(r.Context(), since, int(limit))
+	evs, err := h.svc.Events(r.Context(), since, int(limit))
 	if err != nil {
 		return err
 	}

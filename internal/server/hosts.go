@@ -6,11 +6,19 @@ import (
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
-func (s *Server) listHosts(w http.ResponseWriter, r *http.Request) error {
-	hosts, err := s.deps.Fleet.Hosts(r.Context())
+// fleetAPI maps the endpoints of hosts, tokens, project status and the
+// event log to the fleet.
+type fleetAPI struct {
+	svc     *fleet.Service
+	streams streams
+}
+
+func (h fleetAPI) listHosts(w http.ResponseWriter, r *http.Request) error {
+	hosts, err := h.svc.Hosts(r.Context())
 	if err != nil {
 		return err
 	}
@@ -18,22 +26,22 @@ func (s *Server) listHosts(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getHost(w http.ResponseWriter, r *http.Request) error {
-	h, err := s.deps.Fleet.Host(r.Context(), r.PathValue("id"))
+func (h fleetAPI) getHost(w http.ResponseWriter, r *http.Request) error {
+	host, err := h.svc.Host(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, h)
+	writeJSON(w, http.StatusOK, host)
 	return nil
 }
 
 // postStatus stores a host's report, which is also its heartbeat.
-func (s *Server) postStatus(w http.ResponseWriter, r *http.Request) error {
+func (h fleetAPI) postStatus(w http.ResponseWriter, r *http.Request) error {
 	var report contract.StatusReport
 	if err := decodeContract(r, &report); err != nil {
 		return err
 	}
-	if err := s.deps.Fleet.Report(r.Context(), r.PathValue("id"), report); err != nil {
+	if err := h.svc.Report(r.Context(), r.PathValue("id"), report); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

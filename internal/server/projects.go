@@ -6,7 +6,14 @@ import (
 	"strconv"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/deploy"
 )
+
+// deployAPI maps the project endpoints to the apply protocol.
+type deployAPI struct {
+	svc     *deploy.Service
+	streams streams
+}
 
 var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
 
@@ -43,8 +50,8 @@ func applyOf(r *http.Request) (string, int64, error) {
 	return project, id, nil
 }
 
-func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
-	projects, err := s.deps.Deploy.Projects(r.Context())
+func (h deployAPI) listProjects(w http.ResponseWriter, r *http.Request) error {
+	projects, err := h.svc.Projects(r.Context())
 	if err != nil {
 		return err
 	}
@@ -52,8 +59,8 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getProject(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.deps.Deploy.Project(r.Context(), r.PathValue("namespace"), r.PathValue("project"))
+func (h deployAPI) getProject(w http.ResponseWriter, r *http.Request) error {
+	p, err := h.svc.Project(r.Context(), r.PathValue("namespace"), r.PathValue("project"))
 	if err != nil {
 		return err
 	}
@@ -61,8 +68,8 @@ func (s *Server) getProject(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getProjectStatus(w http.ResponseWriter, r *http.Request) error {
-	st, err := s.deps.Fleet.ProjectStatus(r.Context(), r.PathValue("namespace"), r.PathValue("project"))
+func (h fleetAPI) getProjectStatus(w http.ResponseWriter, r *http.Request) error {
+	st, err := h.svc.ProjectStatus(r.Context(), r.PathValue("namespace"), r.PathValue("project"))
 	if err != nil {
 		return err
 	}
@@ -70,12 +77,12 @@ func (s *Server) getProjectStatus(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-func (s *Server) postPlan(w http.ResponseWriter, r *http.Request) error {
+func (h deployAPI) postPlan(w http.ResponseWriter, r *http.Request) error {
 	project, req, err := projectBody[api.PlanRequest](r)
 	if err != nil {
 		return err
 	}
-	plan, err := s.deps.Deploy.Plan(r.Context(), project, req)
+	plan, err := h.svc.Plan(r.Context(), project, req)
 	if err != nil {
 		return err
 	}
@@ -84,7 +91,7 @@ func (s *Server) postPlan(w http.ResponseWriter, r *http.Request) error {
 }
 
 // postDestroy plans the deletion of everything the project has.
-func (s *Server) postDestroy(w http.ResponseWriter, r *http.Request) error {
+func (h deployAPI) postDestroy(w http.ResponseWriter, r *http.Request) error {
 	project, err := projectOf(r)
 	if err != nil {
 		return err
@@ -95,7 +102,7 @@ func (s *Server) postDestroy(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	plan, err := s.deps.Deploy.Destroy(r.Context(), project, req.Volumes)
+	plan, err := h.svc.Destroy(r.Context(), project, req.Volumes)
 	if err != nil {
 		return err
 	}
@@ -105,17 +112,17 @@ func (s *Server) postDestroy(w http.ResponseWriter, r *http.Request) error {
 
 // postApply starts the apply of a plan: 202 with the apply's ID and its
 // event stream, or, to a client asking for text/event-stream, the stream.
-func (s *Server) postApply(w http.ResponseWriter, r *http.Request) error {
+func (h deployAPI) postApply(w http.ResponseWriter, r *http.Request) error {
 	project, req, err := projectBody[api.ApplyRequest](r)
 	if err != nil {
 		return err
 	}
-	j, err := s.deps.Deploy.Apply(r.Context(), project, req.Plan)
+	j, err := h.svc.Apply(r.Context(), project, req.Plan)
 	if err != nil {
 		return err
 	}
 	if acceptsEventStream(r) {
-		return s.streamProgress(w, r, j)
+		return h.streams.progress(w, r, j)
 	}
 	writeJSON(w, http.StatusAccepted, api.ApplyStarted{
 		Apply:  api.ApplyRef{ID: j.ID(), Project: project, Plan: req.Plan},
@@ -125,12 +132,12 @@ func (s *Server) postApply(w http.ResponseWriter, r *http.Request) error {
 }
 
 // getApply answers an apply's record and the progress this server kept.
-func (s *Server) getApply(w http.ResponseWriter, r *http.Request) error {
+func (h deployAPI) getApply(w http.ResponseWriter, r *http.Request) error {
 	project, id, err := applyOf(r)
 	if err != nil {
 		return err
 	}
-	st, err := s.deps.Deploy.ApplyStatus(r.Context(), project, id)
+	st, err := h.svc.ApplyStatus(r.Context(), project, id)
 	if err != nil {
 		return err
 	}
@@ -139,25 +146,25 @@ func (s *Server) getApply(w http.ResponseWriter, r *http.Request) error {
 }
 
 // getApplyEvents streams an apply's progress until it finishes.
-func (s *Server) getApplyEvents(w http.ResponseWriter, r *http.Request) error {
+func (h deployAPI) getApplyEvents(w http.ResponseWriter, r *http.Request) error {
 	project, id, err := applyOf(r)
 	if err != nil {
 		return err
 	}
-	j, err := s.deps.Deploy.Follow(r.Context(), project, id)
+	j, err := h.svc.Follow(r.Context(), project, id)
 	if err != nil {
 		return err
 	}
-	return s.streamProgress(w, r, j)
+	return h.streams.progress(w, r, j)
 }
 
 // postRestart is hatch rollout restart PROJECT/EGG.
-func (s *Server) postRestart(w http.ResponseWriter, r *http.Request) error {
+func (h deployAPI) postRestart(w http.ResponseWriter, r *http.Request) error {
 	project, err := projectOf(r)
 	if err != nil {
 		return err
 	}
-	out, err := s.deps.Deploy.RestartEgg(r.Context(), project, r.PathValue("egg"))
+	out, err := h.svc.RestartEgg(r.Context(), project, r.PathValue("egg"))
 	if err != nil {
 		return err
 	}

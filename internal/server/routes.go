@@ -54,40 +54,41 @@ func (s *Server) routeTable() []route {
 	plain, body := s.fixed(s.cfg.RequestTimeout), s.cfg.MaxBodyBytes
 	blobs := s.fixed(s.cfg.BlobTimeout)
 	const p = "/api/v1/projects/{namespace}/{project}"
+	st := streams{keepAlive: s.cfg.KeepAlive, closing: s.closing}
+	d, f := deployAPI{svc: s.deps.Deploy, streams: st}, fleetAPI{svc: s.deps.Fleet, streams: st}
 	metricsHandler := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
 	routes := []route{
-		{"GET /api/v1/hosts", adminOnly, plain, 0, s.listHosts},
-		{"GET /api/v1/hosts/{id}", adminOnly, plain, 0, s.getHost},
+		{"GET /api/v1/hosts", adminOnly, plain, 0, f.listHosts},
+		{"GET /api/v1/hosts/{id}", adminOnly, plain, 0, f.getHost},
 		{"GET /api/v1/hosts/{id}/desired-state", hostOrAdmin, s.waitPlusMargin, 0, s.getDesiredState},
-		{"POST /api/v1/hosts/{id}/status", hostOrAdmin, plain, body, s.postStatus},
+		{"POST /api/v1/hosts/{id}/status", hostOrAdmin, plain, body, f.postStatus},
 		{"PUT /api/v1/blobs/{digest}", adminOnly, blobs, s.cfg.MaxBlobBytes, s.putBlob},
 		{"HEAD /api/v1/blobs/{digest}", s.hostBlobOrAdmin, plain, 0, s.headBlob},
 		{"GET /api/v1/blobs/{digest}", s.hostBlobOrAdmin, blobs, 0, s.getBlob},
-		{"GET /api/v1/events", adminOnly, s.eventsDeadline, 0, s.getEvents},
-		{"GET /api/v1/projects", adminOnly, plain, 0, s.listProjects},
-		{"GET /api/v1/projects/{namespace}/{project}", adminOnly, plain, 0, s.getProject},
-		{"GET /api/v1/projects/{namespace}/{project}/status", adminOnly, plain, 0, s.getProjectStatus},
-		{"POST " + p + "/plan", adminOnly, plain, body, s.postPlan},
-		{"POST " + p + "/destroy", adminOnly, plain, body, s.postDestroy},
-		{"POST " + p + "/apply", adminOnly, s.streamOrPlain, body, s.postApply},
-		{"GET " + p + "/applies/{id}", adminOnly, plain, 0, s.getApply},
-		{"GET " + p + "/applies/{id}/events", adminOnly, noDeadline, 0, s.getApplyEvents},
-		{"POST " + p + "/eggs/{egg}/restart", adminOnly, plain, body, s.postRestart},
+		{"GET /api/v1/events", adminOnly, s.eventsDeadline, 0, f.getEvents},
+		{"GET /api/v1/projects", adminOnly, plain, 0, d.listProjects},
+		{"GET /api/v1/projects/{namespace}/{project}", adminOnly, plain, 0, d.getProject},
+		{"GET /api/v1/projects/{namespace}/{project}/status", adminOnly, plain, 0, f.getProjectStatus},
+		{"POST " + p + "/plan", adminOnly, plain, body, d.postPlan},
+		{"POST " + p + "/destroy", adminOnly, plain, body, d.postDestroy},
+		{"POST " + p + "/apply", adminOnly, s.streamOrPlain, body, d.postApply},
+		{"GET " + p + "/applies/{id}", adminOnly, plain, 0, d.getApply},
+		{"GET " + p + "/applies/{id}/events", adminOnly, noDeadline, 0, d.getApplyEvents},
+		{"POST " + p + "/eggs/{egg}/restart", adminOnly, plain, body, d.postRestart},
 		{"GET /metrics", adminOnly, plain, 0,
 			func(w http.ResponseWriter, r *http.Request) error { metricsHandler.ServeHTTP(w, r); return nil }},
 	}
-	return append(routes, s.securityRoutes()...)
+	return append(routes, securityRoutes(plain, body, f)...)
 }
 
 // securityRoutes are the endpoints of joining hosts and managing tokens.
-func (s *Server) securityRoutes() []route {
-	plain, body := s.fixed(s.cfg.RequestTimeout), s.cfg.MaxBodyBytes
+func securityRoutes(plain func(*http.Request) time.Duration, body int64, f fleetAPI) []route {
 	return []route{
-		{"POST /api/v1/join", joinTokenOnly, plain, body, s.join},
-		{"POST /api/v1/join-tokens", adminOnly, plain, body, s.createJoinToken},
-		{"GET /api/v1/join-tokens", adminOnly, plain, 0, s.listJoinTokens},
-		{"DELETE /api/v1/join-tokens/{id}", adminOnly, plain, 0, s.revokeJoinToken},
-		{"DELETE /api/v1/hosts/{id}", adminOnly, plain, 0, s.removeHost},
+		{"POST /api/v1/join", joinTokenOnly, plain, body, f.join},
+		{"POST /api/v1/join-tokens", adminOnly, plain, body, f.createJoinToken},
+		{"GET /api/v1/join-tokens", adminOnly, plain, 0, f.listJoinTokens},
+		{"DELETE /api/v1/join-tokens/{id}", adminOnly, plain, 0, f.revokeJoinToken},
+		{"DELETE /api/v1/hosts/{id}", adminOnly, plain, 0, f.removeHost},
 	}
 }
 

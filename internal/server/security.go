@@ -67,12 +67,12 @@ func (s *Server) hostBlobOrAdmin(p Principal, r *http.Request) bool {
 }
 
 // join trades a usable join token for a new host.
-func (s *Server) join(w http.ResponseWriter, r *http.Request) error {
+func (h fleetAPI) join(w http.ResponseWriter, r *http.Request) error {
 	var req api.JoinRequest
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	out, err := s.deps.Fleet.Join(r.Context(), bearer(r.Header.Get("Authorization")), req.Name)
+	out, err := h.svc.Join(r.Context(), bearer(r.Header.Get("Authorization")), req.Name)
 	if err != nil {
 		return err
 	}
@@ -80,12 +80,12 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) createJoinToken(w http.ResponseWriter, r *http.Request) error {
+func (h fleetAPI) createJoinToken(w http.ResponseWriter, r *http.Request) error {
 	var req api.CreateJoinTokenRequest
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	out, err := s.deps.Fleet.CreateJoinToken(r.Context(), req)
+	out, err := h.svc.CreateJoinToken(r.Context(), req)
 	if err != nil {
 		return err
 	}
@@ -93,8 +93,8 @@ func (s *Server) createJoinToken(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) listJoinTokens(w http.ResponseWriter, r *http.Request) error {
-	all, err := s.deps.Fleet.JoinTokens(r.Context())
+func (h fleetAPI) listJoinTokens(w http.ResponseWriter, r *http.Request) error {
+	all, err := h.svc.JoinTokens(r.Context())
 	if err != nil {
 		return err
 	}
@@ -102,8 +102,8 @@ func (s *Server) listJoinTokens(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) revokeJoinToken(w http.ResponseWriter, r *http.Request) error {
-	out, err := s.deps.Fleet.RevokeJoinToken(r.Context(), r.PathValue("id"))
+func (h fleetAPI) revokeJoinToken(w http.ResponseWriter, r *http.Request) error {
+	out, err := h.svc.RevokeJoinToken(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -112,8 +112,8 @@ func (s *Server) revokeJoinToken(w http.ResponseWriter, r *http.Request) error {
 }
 
 // removeHost revokes a host's token and marks it removed.
-func (s *Server) removeHost(w http.ResponseWriter, r *http.Request) error {
-	out, err := s.deps.Fleet.RemoveHost(r.Context(), r.PathValue("id"))
+func (h fleetAPI) removeHost(w http.ResponseWriter, r *http.Request) error {
+	out, err := h.svc.RemoveHost(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}

@@ -9,10 +9,17 @@ import (
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/deploy"
+	"github.com/hatchery/hatchery/internal/fleet"
 )
 
-// This file is the server-sent event plumbing: the event log's stream and
+// streams are the server-sent event plumbing: the event log's stream and
 // an apply's progress stream.
+type streams struct {
+	// keepAlive is how often an idle stream gets a comment line.
+	keepAlive time.Duration
+	// closing is closed when the server drains: every stream returns.
+	closing <-chan struct{}
+}
 
 func acceptsEventStream(r *http.Request) bool {
 	return r.Header.Get("Accept") == "text/event-stream"
@@ -38,16 +45,16 @@ func writeEvent(w http.ResponseWriter, id int64, name string, v any) error {
 // streamEvents streams the event log after since until the client or the
 // server goes; a read that fails ends the stream (headers are sent), and the
 // client reconnects.
-func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, since int64) error {
+func (st streams) events(w http.ResponseWriter, r *http.Request, f *fleet.Service, since int64) error {
 	rc := startStream(w)
 	if err := rc.Flush(); err != nil {
 		return nil // the connection cannot stream; nothing more to say on it
 	}
-	keepAlive := time.NewTicker(s.cfg.KeepAlive)
+	keepAlive := time.NewTicker(st.keepAlive)
 	defer keepAlive.Stop()
 	for {
-		changed := s.deps.Fleet.WatchEvents() // before the read: no event slips between
-		evs, err := s.deps.Fleet.Events(r.Context(), since, defaultEventLimit)
+		changed := f.WatchEvents() // before the read: no event slips between
+		evs, err := f.Events(r.Context(), since, defaultEventLimit)
 		if err != nil {
 			return nil
 		}
@@ -71,7 +78,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, since int6
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
 				return nil
 			}
-		case <-s.closing:
+		case <-st.closing:
 			return nil
 		case <-r.Context().Done():
 			return nil
@@ -82,7 +89,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, since int6
 // streamProgress writes an apply's steps from Last-Event-ID on, as
 // "progress" events and a last "done" event, until the apply is over or the
 // client leaves.
-func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request, j *deploy.Job) error {
+func (st streams) progress(w http.ResponseWriter, r *http.Request, j *deploy.Job) error {
 	var seq int64
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		n, err := strconv.ParseInt(id, 10, 64)
@@ -92,7 +99,7 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request, j *deplo
 		seq = n
 	}
 	rc := startStream(w)
-	keepAlive := time.NewTicker(s.cfg.KeepAlive)
+	keepAlive := time.NewTicker(st.keepAlive)
 	defer keepAlive.Stop()
 	for {
 		steps, over, changed := j.Since(seq)
@@ -115,7 +122,7 @@ func (s *Server) streamProgress(w http.ResponseWriter, r *http.Request, j *deplo
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return nil
 			}
-		case <-s.closing:
+		case <-st.closing:
 			return nil
 		case <-r.Context().Done():
 			return nil
