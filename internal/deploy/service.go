@@ -179,8 +179,8 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read the event log: %w", err)
 	}
-	s.work.Go(func() { s.rescheduleLoop(s.life) })
-	s.work.Go(func() { s.revertLoop(s.life, since) })
+	s.work.Go(func() { rescheduler{s}.rescheduleLoop(s.life) })
+	s.work.Go(func() { reverter{s}.revertLoop(s.life, since) })
 	return nil
 }
 
