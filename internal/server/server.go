@@ -100,6 +100,13 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// DesiredStates is what the agents' long-poll reads: a host's desired state
+// and a wake-up at its next change.
+type DesiredStates interface {
+	DesiredState(ctx context.Context, hostID string) (store.DesiredState, error)
+	WatchDesiredState(hostID string) <-chan struct{}
+}
+
 // Deps are what the server works with; every one is required.
 type Deps struct {
 	// Deploy is the apply protocol, Fleet the hosts and what runs on them.
@@ -108,7 +115,7 @@ type Deps struct {
 	Fleet  *fleet.Service
 	// Desired are the hosts' desired states, which their long-polls wait on,
 	// and Box opens the secret values sealed in them.
-	Desired store.DesiredStates
+	Desired DesiredStates
 	Box     *seal.Box
 	Blobs   *blob.Store
 	Auth    Authenticator
