@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
@@ -130,7 +131,7 @@ type JoinResult struct {
 	CAPEM []byte
 	// HostCert is the host certificate for the CSR sent, with the host CA
 	// (empty when the server is older than host certificates).
-	HostCert contract.HostCertificate
+	HostCert api.HostCertificate
 }
 
 // Join trades a join token ("hatch-join.<secret>.<ca-fingerprint>") for a
@@ -145,27 +146,27 @@ func Join(ctx context.Context, server, joinToken, name string, csrPEM []byte) (J
 	if tok.Kind != pki.KindJoin {
 		return JoinResult{}, fmt.Errorf("join: a %s token was given; `hatch token create --join` prints a join token", tok.Kind)
 	}
-	api, err := client.New(client.Config{Server: server, Token: joinToken})
+	cl, err := client.New(client.Config{Server: server, Token: joinToken})
 	if err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
-	defer api.Close()
-	body, _ := json.Marshal(contract.JoinRequest{Name: name, CSR: string(csrPEM)}) // a struct of strings always encodes
+	defer cl.Close()
+	body, _ := json.Marshal(api.JoinRequest{Name: name, CSR: string(csrPEM)}) // a struct of strings always encodes
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	resp, err := api.Send(ctx, http.MethodPost, "/api/v1/join", bytes.NewReader(body), "application/json")
+	resp, err := cl.Send(ctx, http.MethodPost, "/api/v1/join", bytes.NewReader(body), "application/json")
 	if err != nil {
-		return JoinResult{}, fmt.Errorf("join %s: %w", api.Server(), err)
+		return JoinResult{}, fmt.Errorf("join %s: %w", cl.Server(), err)
 	}
 	defer drainClose(resp.Body)
 	if resp.StatusCode/100 != 2 {
-		return JoinResult{}, fmt.Errorf("join %s: %w", api.Server(), client.ReadError(resp))
+		return JoinResult{}, fmt.Errorf("join %s: %w", cl.Server(), client.ReadError(resp))
 	}
-	var jr contract.JoinResponse
+	var jr api.JoinResponse
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&jr); err != nil {
 		return JoinResult{}, fmt.Errorf("join: decode answer: %w", err)
 	}
-	id := Identity{Server: api.Server(), HostID: jr.HostID, Name: name, Token: jr.Token, CAFingerprint: tok.Fingerprint}
+	id := Identity{Server: cl.Server(), HostID: jr.HostID, Name: name, Token: jr.Token, CAFingerprint: tok.Fingerprint}
 	if err := id.Validate(); err != nil {
 		return JoinResult{}, fmt.Errorf("join: the server's answer is incomplete: %w", err)
 	}
@@ -175,17 +176,17 @@ func Join(ctx context.Context, server, joinToken, name string, csrPEM []byte) (J
 	return JoinResult{
 		Identity: id,
 		CAPEM:    pinnedCertificate(resp.TLS, tok.Fingerprint),
-		HostCert: contract.HostCertificate{Certificate: jr.Certificate, HostCA: jr.HostCA},
+		HostCert: api.HostCertificate{Certificate: jr.Certificate, HostCA: jr.HostCA},
 	}, nil
 }
 
 // RenewCertificate asks the control plane for a host certificate for the
 // public key of csrPEM, authenticated by the host token.
-func (c *HTTPClient) RenewCertificate(ctx context.Context, csrPEM []byte) (contract.HostCertificate, error) {
+func (c *HTTPClient) RenewCertificate(ctx context.Context, csrPEM []byte) (api.HostCertificate, error) {
 	path := "/api/v1/hosts/" + url.PathEscape(c.hostID) + "/certificate"
-	var out contract.HostCertificate
-	if err := c.api.Do(ctx, http.MethodPost, path, contract.CertificateRequest{CSR: string(csrPEM)}, &out); err != nil {
-		return contract.HostCertificate{}, fmt.Errorf("renew host certificate: %w", err)
+	var out api.HostCertificate
+	if err := c.api.Do(ctx, http.MethodPost, path, api.CertificateRequest{CSR: string(csrPEM)}, &out); err != nil {
+		return api.HostCertificate{}, fmt.Errorf("renew host certificate: %w", err)
 	}
 	return out, nil
 }

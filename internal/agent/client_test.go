@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
 )
@@ -55,7 +56,7 @@ func TestJoinTradesTheJoinTokenForAHostIdentity(t *testing.T) {
 			return
 		}
 		gotAuth = r.Header.Get("Authorization")
-		var body contract.JoinRequest
+		var body api.JoinRequest
 		_ = json.NewDecoder(r.Body).Decode(&body)
 		gotName = body.Name
 		cert, err := hostCA.SignHost([]byte(body.CSR), "h-123", time.Now())
@@ -63,7 +64,7 @@ func TestJoinTradesTheJoinTokenForAHostIdentity(t *testing.T) {
 			writeJSON(w, 400, map[string]string{"error": "bad_request", "message": err.Error()})
 			return
 		}
-		writeJSON(w, 200, contract.JoinResponse{HostID: "h-123", Token: hostTok, Certificate: string(cert), HostCA: string(hostCA.CertPEM())})
+		writeJSON(w, 200, api.JoinResponse{HostID: "h-123", Token: hostTok, Certificate: string(cert), HostCA: string(hostCA.CertPEM())})
 	}))
 	joinTok := pki.NewToken(pki.KindJoin, fp).String()
 	hostTok = pki.NewToken(pki.KindHost, fp).String()

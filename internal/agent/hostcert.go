@@ -15,7 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/pki"
 )
@@ -43,7 +43,7 @@ var ErrNoHostCertificate = errors.New("no host certificate yet: the control plan
 // CertificateRenewer gets a host certificate for a CSR from the control
 // plane; HTTPClient is one.
 type CertificateRenewer interface {
-	RenewCertificate(ctx context.Context, csrPEM []byte) (contract.HostCertificate, error)
+	RenewCertificate(ctx context.Context, csrPEM []byte) (api.HostCertificate, error)
 }
 
 // HostCerts keeps this host's certificate for the mesh: loaded from the data
@@ -146,7 +146,7 @@ func (h *HostCerts) Renew(ctx context.Context) error {
 
 // install checks a certificate answer against the key, keeps it on disk and
 // makes it current.
-func (h *HostCerts) install(keyPEM []byte, got contract.HostCertificate) error {
+func (h *HostCerts) install(keyPEM []byte, got api.HostCertificate) error {
 	cert, pool, err := parseHostFiles([]byte(got.Certificate), keyPEM, []byte(got.HostCA), h.hostID)
 	if err != nil {
 		return fmt.Errorf("the control plane's host certificate: %w", err)
@@ -220,7 +220,7 @@ func JoinHost(ctx context.Context, dataDir, server, joinToken, name string, log 
 
 // keepJoinCertificate keeps the host certificate a join gave, for key; a
 // server older than host certificates gave none, and that is not an error.
-func keepJoinCertificate(dataDir, hostID string, key crypto.Signer, got contract.HostCertificate) error {
+func keepJoinCertificate(dataDir, hostID string, key crypto.Signer, got api.HostCertificate) error {
 	if got.Certificate == "" {
 		return nil
 	}

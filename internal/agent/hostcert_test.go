@@ -11,15 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/pki"
 )
 
 // unreachable is a control plane that cannot be reached.
 type unreachable struct{}
 
-func (unreachable) RenewCertificate(context.Context, []byte) (contract.HostCertificate, error) {
-	return contract.HostCertificate{}, errors.New("connection refused")
+func (unreachable) RenewCertificate(context.Context, []byte) (api.HostCertificate, error) {
+	return api.HostCertificate{}, errors.New("connection refused")
 }
 
 // signingRenewer signs as the control plane would, for host.
@@ -30,13 +30,13 @@ type signingRenewer struct {
 	calls atomic.Int64
 }
 
-func (s *signingRenewer) RenewCertificate(_ context.Context, csr []byte) (contract.HostCertificate, error) {
+func (s *signingRenewer) RenewCertificate(_ context.Context, csr []byte) (api.HostCertificate, error) {
 	s.calls.Add(1)
 	cert, err := s.ca.SignHost(csr, s.host, s.now())
 	if err != nil {
-		return contract.HostCertificate{}, err
+		return api.HostCertificate{}, err
 	}
-	return contract.HostCertificate{Certificate: string(cert), HostCA: string(s.ca.CertPEM())}, nil
+	return api.HostCertificate{Certificate: string(cert), HostCA: string(s.ca.CertPEM())}, nil
 }
 
 func newSigningRenewer(t *testing.T, host string, now func() time.Time) *signingRenewer {

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/hatchery/hatchery/internal/client"
+
 	"context"
 
 	"github.com/spf13/cobra"
@@ -28,8 +30,8 @@ func newApplyCmd() *cobra.Command {
 				return err
 			}
 			opts.namespace = flags.namespace
-			return flags.run(cmd.Context(), func(ctx context.Context, api projectAPI) error {
-				return newDeployer(cmd, api).deploy(ctx, p, opts)
+			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+				return newDeployer(cmd, c).deploy(ctx, p, opts)
 			})
 		},
 	}

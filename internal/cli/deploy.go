@@ -10,16 +10,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/buildctx"
+	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/spec"
 )
 
 // deployer is the client side of a deploy, shared by apply, destroy and up:
 // it prepares a plan request from a project (packing and uploading build
-// contexts, reading secret values), shows the plan, asks, applies it while
+// contexts, reading secret values), shows the api.Plan, asks, applies it while
 // printing each resource as it lands, and follows the eggs' rollouts.
 type deployer struct {
-	api projectAPI
+	c   *client.Client
 	out io.Writer
 	in  io.Reader
 	// terminal: out is a terminal, so progress redraws in place.
@@ -47,11 +49,11 @@ var errApplyFailed = errors.New("failed")
 // prepare turns a loaded project into a plan request: each build context is
 // packed and uploaded unless the server has it, and each secret's value is
 // read. It returns the request and the project's egg names.
-func (d *deployer) prepare(ctx context.Context, p *spec.Project) (planRequest, []string, error) {
+func (d *deployer) prepare(ctx context.Context, p *spec.Project) (api.PlanRequest, []string, error) {
 	resources, deps := p.Resources()
 	sources, err := d.uploadContexts(ctx, p)
 	if err != nil {
-		return planRequest{}, nil, err
+		return api.PlanRequest{}, nil, err
 	}
 	var eggs []string
 	for _, r := range resources {
@@ -62,9 +64,9 @@ func (d *deployer) prepare(ctx context.Context, p *spec.Project) (planRequest, [
 	}
 	secrets, err := readSecrets(p)
 	if err != nil {
-		return planRequest{}, nil, err
+		return api.PlanRequest{}, nil, err
 	}
-	return newPlanRequest(resources, deps, secrets), eggs, nil
+	return client.NewPlanRequest(resources, deps, secrets), eggs, nil
 }
 
 // uploadContexts packs each distinct build context once and uploads it if
@@ -97,7 +99,7 @@ func (d *deployer) upload(ctx context.Context, egg, dir, dockerfile string) (str
 		return "", fmt.Errorf("egg %s: %w", egg, err)
 	}
 	defer os.Remove(archive.Path)
-	has, err := d.api.HasBlob(ctx, archive.Digest)
+	has, err := d.c.HasBlob(ctx, archive.Digest)
 	if err != nil {
 		return "", err
 	}
@@ -106,7 +108,7 @@ func (d *deployer) upload(ctx context.Context, egg, dir, dockerfile string) (str
 		return archive.Digest, nil
 	}
 	start := time.Now()
-	if err := d.api.PutBlob(ctx, archive.Digest, archive.Path); err != nil {
+	if err := d.c.PutBlob(ctx, archive.Digest, archive.Path); err != nil {
 		return "", fmt.Errorf("upload the build context of %s: %w", egg, err)
 	}
 	fmt.Fprintf(d.out, "%s: build context %s uploaded in %s\n", egg, byteSize(archive.Size), time.Since(start).Round(time.Millisecond))
@@ -136,7 +138,7 @@ func readSecrets(p *spec.Project) (map[string]string, error) {
 	return values, nil
 }
 
-// deploy plans the project, shows the plan, asks (unless opts.yes), applies
+// deploy plans the project, shows the api.Plan, asks (unless opts.yes), applies
 // it and, unless opts.noWait, follows the rollouts until every egg is ready
 // or one fails.
 func (d *deployer) deploy(ctx context.Context, p *spec.Project, opts deployOptions) error {
@@ -144,7 +146,7 @@ func (d *deployer) deploy(ctx context.Context, p *spec.Project, opts deployOptio
 	if err != nil {
 		return err
 	}
-	pl, err := d.api.Plan(ctx, opts.namespace, p.Name, req)
+	pl, err := d.c.Plan(ctx, opts.namespace, p.Name, req)
 	if err != nil {
 		return err
 	}
@@ -162,7 +164,7 @@ func (d *deployer) deploy(ctx context.Context, p *spec.Project, opts deployOptio
 }
 
 // applyPlan asks for confirmation, applies the plan and prints its progress.
-func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project string, pl plan, verb string) error {
+func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project string, pl api.Plan, verb string) error {
 	if !opts.yes {
 		if !d.interactive {
 			return fmt.Errorf("not a terminal, so nobody can confirm: review the plan above, then run again with --yes")
@@ -175,14 +177,14 @@ func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project st
 			return errNotConfirmed
 		}
 	}
-	id, err := d.api.Apply(ctx, opts.namespace, project, pl.ID)
+	id, err := d.c.Apply(ctx, opts.namespace, project, pl.ID)
 	if err != nil {
 		return err
 	}
 	// The server retries a failed step: each repeat of the same failure
 	// would say nothing new.
 	lastLine := map[string]string{}
-	final, err := d.api.FollowApply(ctx, opts.namespace, project, id, func(s applyStep) {
+	final, err := d.c.FollowApply(ctx, opts.namespace, project, id, func(s api.Progress) {
 		line := stepLine(s)
 		if line == "" || lastLine[s.Resource] == line {
 			return
@@ -207,7 +209,7 @@ func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project st
 
 // stepLine is how an apply step is shown: a line per resource as it lands,
 // as it fails, and as it waits for a condition ("" for steps not worth one).
-func stepLine(s applyStep) string {
+func stepLine(s api.Progress) string {
 	if s.Resource == "" {
 		return ""
 	}
@@ -239,7 +241,7 @@ func (d *deployer) waitRollouts(ctx context.Context, namespace, project string, 
 	var failingSince, noHostSince time.Time
 	for {
 		pollCtx, cancel := context.WithTimeout(ctx, apiTimeout)
-		status, hostsUp, err := projectEggs(pollCtx, d.api, namespace, project)
+		status, hostsUp, err := projectEggs(pollCtx, d.c, namespace, project)
 		cancel()
 		if err == nil && hostsUp > 0 {
 			noHostSince = time.Time{}

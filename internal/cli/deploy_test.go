@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
@@ -31,22 +32,22 @@ type fakeAPI struct {
 	mu        sync.Mutex // guards every field below
 	blobs     map[string]bool
 	puts      int
-	plans     []planRequest
-	answer    plan
+	plans     []api.PlanRequest
+	answer    api.Plan
 	applied   []string
-	steps     []applyStep
+	steps     []api.Progress
 	outcome   string
-	statuses  []projectStatus // successive answers; the last one stays
+	statuses  []api.ProjectStatus // successive answers; the last one stays
 	polls     int
 	hosts     [][]hostState // successive answers; the last one stays
 	hostPolls int
 	restarted []string
 }
 
-func newFakeAPI(t *testing.T) (*fakeAPI, projectAPI) {
+func newFakeAPI(t *testing.T) (*fakeAPI, *client.Client) {
 	t.Helper()
 	f := &fakeAPI{blobs: map[string]bool{}, outcome: "succeeded",
-		answer: plan{ID: "plan-1", HasChanges: true, Changes: []planChange{{Action: "+", Key: "egg/web"}}}}
+		answer: api.Plan{ID: "plan-1", HasChanges: true, Changes: []api.Change{{Action: "+", Key: "egg/web"}}}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("HEAD /api/v1/blobs/{digest}", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -64,7 +65,7 @@ func newFakeAPI(t *testing.T) (*fakeAPI, projectAPI) {
 		w.WriteHeader(http.StatusCreated)
 	})
 	mux.HandleFunc("POST /api/v1/projects/{ns}/{p}/plan", func(w http.ResponseWriter, r *http.Request) {
-		var req planRequest
+		var req api.PlanRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -97,7 +98,7 @@ func newFakeAPI(t *testing.T) (*fakeAPI, projectAPI) {
 			data, _ := json.Marshal(s)
 			fmt.Fprintf(w, "id: %d\nevent: progress\ndata: %s\n\n", s.Seq, data)
 		}
-		data, _ := json.Marshal(applyStep{Seq: int64(len(steps) + 1), Status: "finished", Outcome: outcome, Message: "apply " + outcome})
+		data, _ := json.Marshal(api.Progress{Seq: int64(len(steps) + 1), Status: "finished", Outcome: outcome, Message: "apply " + outcome})
 		fmt.Fprintf(w, ": keep-alive\n\nid: %d\nevent: done\ndata: %s\n\n", len(steps)+1, data)
 	})
 	mux.HandleFunc("POST /api/v1/projects/{ns}/{p}/eggs/{egg}/restart", func(w http.ResponseWriter, r *http.Request) {
@@ -109,9 +110,9 @@ func newFakeAPI(t *testing.T) (*fakeAPI, projectAPI) {
 	mux.HandleFunc("GET /api/v1/projects", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		var projects []projectName
+		var projects []api.ProjectSummary
 		if len(f.statuses) > 0 {
-			projects = append(projects, projectName{Namespace: f.statuses[0].Namespace, Name: f.statuses[0].Project})
+			projects = append(projects, api.ProjectSummary{Namespace: f.statuses[0].Namespace, Name: f.statuses[0].Project})
 		}
 		writeTestJSON(w, http.StatusOK, map[string]any{"projects": projects})
 	})
@@ -129,9 +130,9 @@ func newFakeAPI(t *testing.T) (*fakeAPI, projectAPI) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.hostPolls++
-		var hosts []client.Host
+		var hosts []api.Host
 		for _, h := range f.currentHosts() {
-			hosts = append(hosts, client.Host{ID: h.ID, Name: h.Name, State: h.State})
+			hosts = append(hosts, api.Host{ID: h.ID, Name: h.Name, State: h.State})
 		}
 		writeTestJSON(w, http.StatusOK, map[string]any{"hosts": hosts})
 	})
@@ -158,7 +159,7 @@ func newFakeAPI(t *testing.T) (*fakeAPI, projectAPI) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return f, projectAPI{c: c}
+	return f, c
 }
 
 // currentHosts are the hosts as of the last read of the list; mu must be
@@ -204,28 +205,28 @@ func testProject(t *testing.T) *spec.Project {
 	return p
 }
 
-func testDeployer(api projectAPI, out io.Writer) *deployer {
-	return &deployer{api: api, out: out, in: strings.NewReader(""), poll: time.Millisecond, noHostGrace: 50 * time.Millisecond}
+func testDeployer(c *client.Client, out io.Writer) *deployer {
+	return &deployer{c: c, out: out, in: strings.NewReader(""), poll: time.Millisecond, noHostGrace: 50 * time.Millisecond}
 }
 
 // readyStatuses returns the statuses of default/demo going from nothing
 // ready to every egg ready, on host local, beside a host that runs nothing.
-func readyStatuses(eggs ...string) []projectStatus {
-	var rolling, ready []projectEggStatus
+func readyStatuses(eggs ...string) []api.ProjectStatus {
+	var rolling, ready []api.EggStatus
 	for _, e := range eggs {
 		rolling = append(rolling, eggAt(e, 0, 1, "progressing", "local"))
 		ready = append(ready, eggAt(e, 1, 1, "done", "local"))
 	}
-	return []projectStatus{demoStatus(2, rolling...), demoStatus(2, ready...)}
+	return []api.ProjectStatus{demoStatus(2, rolling...), demoStatus(2, ready...)}
 }
 
 func TestDeployUploadsPlansAppliesAndFollowsTheRollout(t *testing.T) {
-	f, api := newFakeAPI(t)
-	f.steps = []applyStep{{Resource: "egg/web", Action: "create", Status: "started"}, {Resource: "egg/web", Action: "create", Status: "done"},
+	f, c := newFakeAPI(t)
+	f.steps = []api.Progress{{Resource: "egg/web", Action: "create", Status: "started"}, {Resource: "egg/web", Action: "create", Status: "done"},
 		{Resource: "egg/worker", Action: "wait healthy", Status: "waiting", Message: "0/1 replicas healthy"}}
 	f.statuses = readyStatuses("web", "worker")
 	var out bytes.Buffer
-	err := testDeployer(api, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default", yes: true})
+	err := testDeployer(c, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default", yes: true})
 	if err != nil {
 		t.Fatalf("deploy = %v\n%s", err, out.String())
 	}
@@ -255,10 +256,10 @@ func TestDeployUploadsPlansAppliesAndFollowsTheRollout(t *testing.T) {
 }
 
 func TestDeployUploadsNothingTheServerHas(t *testing.T) {
-	f, api := newFakeAPI(t)
+	f, c := newFakeAPI(t)
 	f.statuses = readyStatuses("web", "worker")
 	p := testProject(t)
-	d := testDeployer(api, io.Discard)
+	d := testDeployer(c, io.Discard)
 	if err := d.deploy(context.Background(), p, deployOptions{namespace: "default", yes: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -273,8 +274,8 @@ func TestDeployUploadsNothingTheServerHas(t *testing.T) {
 }
 
 func TestDeployWithNobodyToAskAppliesNothingWithoutYes(t *testing.T) {
-	f, api := newFakeAPI(t)
-	err := testDeployer(api, io.Discard).deploy(context.Background(), testProject(t), deployOptions{namespace: "default"})
+	f, c := newFakeAPI(t)
+	err := testDeployer(c, io.Discard).deploy(context.Background(), testProject(t), deployOptions{namespace: "default"})
 	if err == nil || !strings.Contains(err.Error(), "--yes") {
 		t.Fatalf("deploy = %v, want an error saying to use --yes", err)
 	}
@@ -286,9 +287,9 @@ func TestDeployWithNobodyToAskAppliesNothingWithoutYes(t *testing.T) {
 func TestDeployOnATerminalAppliesOnlyOnYes(t *testing.T) {
 	for answer, wantApplied := range map[string]bool{"n\n": false, "yes\n": true} {
 		t.Run(strings.TrimSpace(answer), func(t *testing.T) {
-			f, api := newFakeAPI(t)
+			f, c := newFakeAPI(t)
 			f.statuses = readyStatuses("web", "worker")
-			d := testDeployer(api, io.Discard)
+			d := testDeployer(c, io.Discard)
 			d.interactive, d.in = true, strings.NewReader(answer)
 			err := d.deploy(context.Background(), testProject(t), deployOptions{namespace: "default"})
 			if applied := len(f.applied) == 1; applied != wantApplied {
@@ -302,12 +303,12 @@ func TestDeployOnATerminalAppliesOnlyOnYes(t *testing.T) {
 }
 
 func TestDeployExplainsAFailedRollout(t *testing.T) {
-	f, api := newFakeAPI(t)
+	f, c := newFakeAPI(t)
 	bad := eggAt("web", 0, 1, "failed", "local")
 	bad.Rollout.Reason, bad.Rollout.LogTail = "on local: not healthy within the progress deadline (1m0s)", []string{"listening on :9999", "still no traffic"}
-	f.statuses = []projectStatus{demoStatus(1, bad, eggAt("worker", 1, 1, "done", "local"))}
+	f.statuses = []api.ProjectStatus{demoStatus(1, bad, eggAt("worker", 1, 1, "done", "local"))}
 	var out bytes.Buffer
-	err := testDeployer(api, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default", yes: true})
+	err := testDeployer(c, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default", yes: true})
 	if !errors.Is(err, errApplyFailed) {
 		t.Fatalf("deploy = %v, want errApplyFailed", err)
 	}
@@ -319,12 +320,12 @@ func TestDeployExplainsAFailedRollout(t *testing.T) {
 }
 
 func TestDeployReportsAFailedApplyAndFollowsNoRollout(t *testing.T) {
-	f, api := newFakeAPI(t)
+	f, c := newFakeAPI(t)
 	f.outcome = "failed"
-	held := applyStep{Resource: "egg/web", Action: "create", Status: "failed", Message: "route demo.localhost is held by shop/web on local"}
-	f.steps = []applyStep{held, held, held} // retried by the server
+	held := api.Progress{Resource: "egg/web", Action: "create", Status: "failed", Message: "route demo.localhost is held by shop/web on local"}
+	f.steps = []api.Progress{held, held, held} // retried by the server
 	var out bytes.Buffer
-	err := testDeployer(api, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default", yes: true})
+	err := testDeployer(c, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default", yes: true})
 	if !errors.Is(err, errApplyFailed) || f.polls != 0 {
 		t.Fatalf("deploy = %v after %d status polls, want errApplyFailed and none", err, f.polls)
 	}
@@ -334,11 +335,11 @@ func TestDeployReportsAFailedApplyAndFollowsNoRollout(t *testing.T) {
 }
 
 func TestDeployWithoutChangesAppliesNothingAndStillFollows(t *testing.T) {
-	f, api := newFakeAPI(t)
-	f.answer = plan{ID: "plan-2", Changes: []planChange{{Action: "=", Key: "egg/web"}}}
+	f, c := newFakeAPI(t)
+	f.answer = api.Plan{ID: "plan-2", Changes: []api.Change{{Action: "=", Key: "egg/web"}}}
 	f.statuses = readyStatuses("web", "worker")
 	var out bytes.Buffer
-	if err := testDeployer(api, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default"}); err != nil {
+	if err := testDeployer(c, &out).deploy(context.Background(), testProject(t), deployOptions{namespace: "default"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.applied) != 0 || !strings.Contains(out.String(), "No changes") || !strings.Contains(out.String(), "is ready") {
@@ -361,7 +362,7 @@ func TestSecretsComeFromTheirFileOrVariable(t *testing.T) {
 }
 
 func TestStepLines(t *testing.T) {
-	tests := map[string]applyStep{
+	tests := map[string]api.Progress{
 		"  + egg/web created":              {Resource: "egg/web", Action: "create", Status: "done"},
 		"  ~ egg/web updated":              {Resource: "egg/web", Action: "update", Status: "done"},
 		"  - route/a.localhost deleted":    {Resource: "route/a.localhost", Action: "delete", Status: "done"},
@@ -375,19 +376,19 @@ func TestStepLines(t *testing.T) {
 			t.Errorf("stepLine(%+v) = %q, want %q", s, got, want)
 		}
 	}
-	if got := stepLine(applyStep{Status: "started", Message: "apply 3 started"}); got != "" {
+	if got := stepLine(api.Progress{Status: "started", Message: "apply 3 started"}); got != "" {
 		t.Errorf("the apply's own step printed %q", got)
 	}
 }
 
 func TestPrintPlanShowsChangesStepsAndCounts(t *testing.T) {
 	var b strings.Builder
-	printPlan(&b, "default/demo", plan{Changes: []planChange{
+	printPlan(&b, "default/demo", api.Plan{Changes: []api.Change{
 		{Action: "+", Key: "egg/kv", Unknown: []string{"placement"}},
 		{Action: "~", Key: "egg/web", Changed: []string{"env", "replicas"}},
 		{Action: "-", Key: "route/old.localhost"},
 		{Action: "=", Key: "network/default"},
-	}, Hosts: []planHost{{Host: "h-1", Name: "local", Steps: []string{"roll web: 3 replicas, start-first, 1 at a time"}}, {Host: "h-2", Name: "idle"}}})
+	}, Hosts: []api.HostSteps{{Host: "h-1", Name: "local", Steps: []string{"roll web: 3 replicas, start-first, 1 at a time"}}, {Host: "h-2", Name: "idle"}}})
 	want := "Plan for default/demo:\n" +
 		"  + egg/kv [known after apply: placement]\n" +
 		"  ~ egg/web (env, replicas)\n" +
@@ -402,30 +403,30 @@ func TestPrintPlanShowsChangesStepsAndCounts(t *testing.T) {
 }
 
 func TestInterruptedFollowSaysTheRolloutGoesOn(t *testing.T) {
-	f, api := newFakeAPI(t)
+	f, c := newFakeAPI(t)
 	f.statuses = readyStatuses("web")[:1] // never ready
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	err := testDeployer(api, &out).waitRollouts(ctx, "default", "demo", []string{"web"})
+	err := testDeployer(c, &out).waitRollouts(ctx, "default", "demo", []string{"web"})
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(out.String(), "the rollouts go on; `hatch status demo` shows them") {
 		t.Fatalf("waitRollouts = %v, output:\n%s", err, out.String())
 	}
 }
 
 func TestFollowingWithoutAnyHostUpSaysToStartAnAgent(t *testing.T) {
-	f, api := newFakeAPI(t)
+	f, c := newFakeAPI(t)
 	down := eggAt("web", 0, 1, "progressing", "gone")
 	down.Rollout.Reason = "host gone is down"
-	f.statuses = []projectStatus{demoStatus(0, down)}
-	err := testDeployer(api, io.Discard).waitRollouts(context.Background(), "default", "demo", []string{"web"})
+	f.statuses = []api.ProjectStatus{demoStatus(0, down)}
+	err := testDeployer(c, io.Discard).waitRollouts(context.Background(), "default", "demo", []string{"web"})
 	if err == nil || !strings.Contains(err.Error(), "no host is up") || !strings.Contains(err.Error(), "hatch token create --join") {
 		t.Fatalf("waitRollouts = %v, want an error saying to start an agent", err)
 	}
 }
 
 func TestDestroyWaitsUntilNoHostUpReportsAContainerOfTheProject(t *testing.T) {
-	f, api := newFakeAPI(t)
+	f, cl := newFakeAPI(t)
 	c := func(workload string, slot int) contract.ContainerStatus {
 		return contract.ContainerStatus{WorkloadID: workload, Slot: slot, State: contract.StateRunning}
 	}
@@ -439,7 +440,7 @@ func TestDestroyWaitsUntilNoHostUpReportsAContainerOfTheProject(t *testing.T) {
 		{report("local", "up", other), report("gone", "down", c("default/demo/kv", 0))},
 	}
 	var out bytes.Buffer
-	if err := testDeployer(api, &out).waitGone(context.Background(), "default", "demo"); err != nil {
+	if err := testDeployer(cl, &out).waitGone(context.Background(), "default", "demo"); err != nil {
 		t.Fatal(err)
 	}
 	want := "waiting for 2 containers to stop on local\nwaiting for 1 containers to stop on local\nEvery container of default/demo is gone.\n"
@@ -450,11 +451,11 @@ func TestDestroyWaitsUntilNoHostUpReportsAContainerOfTheProject(t *testing.T) {
 
 func TestStatusPrintsTheServersViewOfTheProject(t *testing.T) {
 	isolate(t)
-	f, api := newFakeAPI(t)
+	f, c := newFakeAPI(t)
 	web := eggAt("web", 2, 3, "progressing", "b", "a")
 	web.Previous = 1
-	f.statuses = []projectStatus{demoStatus(2, eggAt("kv", 1, 1, "done", "a"), web)}
-	t.Setenv(client.EnvServer, api.c.Server())
+	f.statuses = []api.ProjectStatus{demoStatus(2, eggAt("kv", 1, 1, "done", "a"), web)}
+	t.Setenv(client.EnvServer, c.Server())
 	t.Setenv(client.EnvToken, adminToken())
 	for _, args := range [][]string{{"status", "demo"}, {"status"}} {
 		code, stdout, stderr := run(t, args...)

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/hatchery/hatchery/internal/client"
+
 	"context"
 	"fmt"
 	"strings"
@@ -29,14 +31,14 @@ func newDestroyCmd() *cobra.Command {
 				return err
 			}
 			opts.namespace = flags.namespace
-			return flags.run(cmd.Context(), func(ctx context.Context, api projectAPI) error {
-				d := newDeployer(cmd, api)
-				if _, ok, err := api.Project(ctx, opts.namespace, project); err != nil {
+			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+				d := newDeployer(cmd, c)
+				if _, ok, err := c.Project(ctx, opts.namespace, project); err != nil {
 					return err
 				} else if !ok {
 					return fmt.Errorf("no project %s/%s on this server: `hatch status` lists every project", opts.namespace, project)
 				}
-				pl, err := api.PlanDestroy(ctx, opts.namespace, project, volumes)
+				pl, err := c.PlanDestroy(ctx, opts.namespace, project, volumes)
 				if err != nil {
 					return err
 				}
@@ -72,7 +74,7 @@ func (d *deployer) waitGone(ctx context.Context, namespace, project string) erro
 	last := -1
 	for {
 		pollCtx, cancel := context.WithTimeout(ctx, apiTimeout)
-		hosts, err := fetchHosts(pollCtx, d.api)
+		hosts, err := fetchHosts(pollCtx, d.c)
 		cancel()
 		if err != nil {
 			return err

@@ -5,6 +5,8 @@ import (
 	"context"
 	"slices"
 
+	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
 )
 
@@ -34,14 +36,15 @@ type eggStatus struct {
 }
 
 // rolloutStates maps the server's rollout states to the CLI's words.
-var rolloutStates = map[string]rolloutState{
-	"done": rolloutDone, "progressing": rolloutProgressing, "waiting": rolloutWaiting, "failed": rolloutFailed,
+var rolloutStates = map[api.RolloutState]rolloutState{
+	api.RolloutDone: rolloutDone, api.RolloutProgressing: rolloutProgressing, api.RolloutWaiting: rolloutWaiting,
+	api.RolloutFailed: rolloutFailed,
 }
 
 // eggStatuses turns the server's status of a project into the CLI's view,
 // in the server's order (by egg name). A state the CLI does not know is
 // shown as the server says it.
-func eggStatuses(s projectStatus) []eggStatus {
+func eggStatuses(s api.ProjectStatus) []eggStatus {
 	out := make([]eggStatus, 0, len(s.Eggs))
 	for _, e := range s.Eggs {
 		state, ok := rolloutStates[e.Rollout.State]
@@ -64,8 +67,8 @@ func eggStatuses(s projectStatus) []eggStatus {
 
 // projectEggs is the status of one project's eggs, and how many hosts are
 // up. A project the server does not know (yet) has no eggs.
-func projectEggs(ctx context.Context, api projectAPI, namespace, project string) (eggs []eggStatus, hostsUp int, err error) {
-	s, _, err := api.ProjectStatus(ctx, namespace, project)
+func projectEggs(ctx context.Context, c *client.Client, namespace, project string) (eggs []eggStatus, hostsUp int, err error) {
+	s, _, err := c.ProjectStatus(ctx, namespace, project)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -84,8 +87,8 @@ type hostState struct {
 func hostLabel(h hostState) string { return cmp.Or(h.Name, h.ID) }
 
 // fetchHosts reads every host that is not removed, with its last report.
-func fetchHosts(ctx context.Context, api projectAPI) ([]hostState, error) {
-	hosts, err := api.c.Hosts(ctx)
+func fetchHosts(ctx context.Context, c *client.Client) ([]hostState, error) {
+	hosts, err := c.Hosts(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +97,7 @@ func fetchHosts(ctx context.Context, api projectAPI) ([]hostState, error) {
 		if !h.RemovedAt.IsZero() {
 			continue
 		}
-		report, err := api.HostReport(ctx, h.ID)
+		report, err := c.HostReport(ctx, h.ID)
 		if err != nil {
 			return nil, err
 		}

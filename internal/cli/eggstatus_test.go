@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/hatchery/hatchery/internal/api"
+
 	"slices"
 	"strings"
 	"testing"
@@ -8,17 +10,17 @@ import (
 
 // eggAt is an egg's status as the server gives it: ready of desired, in a
 // rollout state, with a replica on each named host.
-func eggAt(name string, ready, desired int, state string, hosts ...string) projectEggStatus {
-	e := projectEggStatus{Name: name, Ready: ready, Desired: desired, Rollout: eggRollout{State: state}, Hosts: []eggOnAHost{}}
+func eggAt(name string, ready, desired int, state string, hosts ...string) api.EggStatus {
+	e := api.EggStatus{Name: name, Ready: ready, Desired: desired, Rollout: api.Rollout{State: api.RolloutState(state)}, Hosts: []api.EggHost{}}
 	for _, h := range hosts {
-		e.Hosts = append(e.Hosts, eggOnAHost{ID: "h-" + h, Name: h, Desired: 1})
+		e.Hosts = append(e.Hosts, api.EggHost{ID: "h-" + h, Name: h, Desired: 1})
 	}
 	return e
 }
 
 // demoStatus is the status of default/demo with the eggs, hostsUp hosts up.
-func demoStatus(hostsUp int, eggs ...projectEggStatus) projectStatus {
-	return projectStatus{Namespace: "default", Project: "demo", HostsUp: hostsUp, Eggs: eggs}
+func demoStatus(hostsUp int, eggs ...api.EggStatus) api.ProjectStatus {
+	return api.ProjectStatus{Namespace: "default", Project: "demo", HostsUp: hostsUp, Eggs: eggs}
 }
 
 func TestEggStatusesShowTheServersView(t *testing.T) {
@@ -26,18 +28,18 @@ func TestEggStatusesShowTheServersView(t *testing.T) {
 	failed.Rollout.Reason, failed.Rollout.LogTail = "on a: not healthy", []string{"panic: no config"}
 	failed.Previous, failed.Restarts, failed.CrashLooping = 2, 5, 1
 	unnamed := eggAt("kv", 0, 1, "progressing")
-	unnamed.Hosts = []eggOnAHost{{ID: "h-9", Desired: 1}, {ID: "h-1", Name: "idle", Desired: 0}}
+	unnamed.Hosts = []api.EggHost{{ID: "h-9", Desired: 1}, {ID: "h-1", Name: "idle", Desired: 0}}
 
 	tests := []struct {
 		name string
-		egg  projectEggStatus
+		egg  api.EggStatus
 		want eggStatus
 	}{
 		{"a done egg", eggAt("web", 2, 2, "done", "a"),
 			eggStatus{Ready: 2, Desired: 2, State: rolloutDone, Hosts: []string{"a"}}},
 		{"progressing reads as rolling", eggAt("web", 1, 2, "progressing", "a"),
 			eggStatus{Ready: 1, Desired: 2, State: rolloutProgressing, Hosts: []string{"a"}}},
-		{"waiting keeps its reason", func() projectEggStatus {
+		{"waiting keeps its reason", func() api.EggStatus {
 			e := eggAt("web", 0, 2, "waiting")
 			e.Rollout.Reason = "2 not placed: no host has 512 MiB free"
 			return e

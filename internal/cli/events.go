@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 )
 
@@ -38,13 +39,13 @@ func newEventsCmd() *cobra.Command {
 				filter.namespace = flags.namespace
 			}
 			out := cmd.OutOrStdout()
-			return flags.run(cmd.Context(), func(ctx context.Context, api projectAPI) error {
+			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
 				if follow {
-					return followEvents(ctx, api, filter, out, cmd.ErrOrStderr())
+					return followEvents(ctx, c, filter, out, cmd.ErrOrStderr())
 				}
 				var since int64
 				for {
-					page, err := api.Events(ctx, since)
+					page, err := c.Events(ctx, since)
 					if err != nil {
 						return err
 					}
@@ -69,11 +70,11 @@ func newEventsCmd() *cobra.Command {
 // followEvents prints events as they come until ctx ends (Ctrl-C: the
 // normal end, nil). A stream the control plane cuts (a restart) is taken up
 // again after the last event printed; an answer refusing the request ends it.
-func followEvents(ctx context.Context, api projectAPI, filter eventFilter, out, errOut io.Writer) error {
+func followEvents(ctx context.Context, c *client.Client, filter eventFilter, out, errOut io.Writer) error {
 	var last int64
 	lost := false
 	for {
-		err := api.FollowEvents(ctx, last, func(e event) error {
+		err := c.FollowEvents(ctx, last, func(e api.Event) error {
 			if lost {
 				fmt.Fprintln(errOut, "(following again)")
 				lost = false
@@ -109,7 +110,7 @@ type eventFilter struct {
 	namespace string
 }
 
-func (f eventFilter) keep(e event) bool {
+func (f eventFilter) keep(e api.Event) bool {
 	switch {
 	case e.Project == "":
 		return true
@@ -124,7 +125,7 @@ func (f eventFilter) keep(e event) bool {
 // printEvent prints one event on one line:
 //
 //	2025-03-01 12:00:00  rollout.done  default/demo egg/web  web on h-1a2b: 3/3 replicas ready at the new spec
-func printEvent(w io.Writer, e event) {
+func printEvent(w io.Writer, e api.Event) {
 	about := strings.TrimSpace(e.Project + " " + e.Resource)
 	if about == "" {
 		about = "host " + e.Host

@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 )
 
 func TestEventFilterKeepsTheProjectOrNamespaceAndEveryHostEvent(t *testing.T) {
-	events := []event{
+	events := []api.Event{
 		{Type: "host.down", Host: "h1"},
 		{Type: "apply.started", Project: "default/demo"},
 		{Type: "apply.started", Project: "staging/demo"},
@@ -52,8 +53,8 @@ func TestEventFilterKeepsTheProjectOrNamespaceAndEveryHostEvent(t *testing.T) {
 func TestPrintEventNamesWhatItIsAbout(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.Local)
 	var b strings.Builder
-	printEvent(&b, event{Time: at, Type: "rollout.done", Project: "default/demo", Resource: "egg/web", Message: "web on h1: 3/3"})
-	printEvent(&b, event{Time: at, Type: "host.down", Host: "h1", Message: "host h1 is down"})
+	printEvent(&b, api.Event{Time: at, Type: "rollout.done", Project: "default/demo", Resource: "egg/web", Message: "web on h1: 3/3"})
+	printEvent(&b, api.Event{Time: at, Type: "host.down", Host: "h1", Message: "host h1 is down"})
 	want := "2026-03-01 12:00:00  rollout.done         default/demo egg/web  web on h1: 3/3\n" +
 		"2026-03-01 12:00:00  host.down            host h1  host h1 is down\n"
 	if b.String() != want {
@@ -91,7 +92,7 @@ func TestFollowEventsTakesUpACutStreamAfterTheLastEvent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut safeBuffer
 	done := make(chan error, 1)
-	go func() { done <- followEvents(ctx, projectAPI{c: c}, eventFilter{}, &out, &errOut) }()
+	go func() { done <- followEvents(ctx, c, eventFilter{}, &out, &errOut) }()
 	select {
 	case <-second:
 	case <-time.After(10 * time.Second):

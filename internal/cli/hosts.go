@@ -9,17 +9,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 )
 
 func newHostsCmd() *cobra.Command {
-	var api apiFlags
+	var af apiFlags
 	cmd := &cobra.Command{
 		Use:   "hosts",
 		Short: "List the hosts: name, ID, liveness, last report",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return api.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+			return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
 				hosts, err := c.Hosts(ctx)
 				if err != nil {
 					return err
@@ -28,12 +29,12 @@ func newHostsCmd() *cobra.Command {
 			})
 		},
 	}
-	api.register(cmd)
+	af.register(cmd)
 	cmd.AddCommand(newHostsRemoveCmd())
 	return cmd
 }
 
-func printHosts(w io.Writer, hosts []client.Host, now time.Time) error {
+func printHosts(w io.Writer, hosts []api.Host, now time.Time) error {
 	if len(hosts) == 0 {
 		_, err := fmt.Fprintln(w, "no hosts: on a Docker host, run `hatch agent --server URL --join TOKEN` "+
 			"with a token from `hatch token create --join`")
@@ -56,7 +57,7 @@ func printHosts(w io.Writer, hosts []client.Host, now time.Time) error {
 }
 
 func newHostsRemoveCmd() *cobra.Command {
-	var api apiFlags
+	var af apiFlags
 	cmd := &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Remove a host: its token is refused at once and its replicas go elsewhere",
@@ -65,7 +66,7 @@ func newHostsRemoveCmd() *cobra.Command {
 			"and remove them on that machine. To bring it back, join it again with a new join token.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return api.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+			return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
 				h, err := c.RemoveHost(ctx, args[0])
 				if err != nil {
 					return err
@@ -76,6 +77,6 @@ func newHostsRemoveCmd() *cobra.Command {
 			})
 		},
 	}
-	api.register(cmd)
+	af.register(cmd)
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/spec"
 )
 
@@ -27,13 +28,13 @@ func newPlanCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return flags.run(cmd.Context(), func(ctx context.Context, api projectAPI) error {
-				d := newDeployer(cmd, api)
+			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+				d := newDeployer(cmd, c)
 				req, _, err := d.prepare(ctx, p)
 				if err != nil {
 					return err
 				}
-				pl, err := api.Plan(ctx, flags.namespace, p.Name, req)
+				pl, err := c.Plan(ctx, flags.namespace, p.Name, req)
 				if err != nil {
 					return err
 				}

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/hatchery/hatchery/internal/api"
+
 	"fmt"
 	"io"
 	"strings"
@@ -15,7 +17,7 @@ import (
 //	On the hosts:
 //	  local: start kv: 1 replica; roll web: 3 replicas, start-first, 1 at a time
 //	1 to create, 1 to update, 0 to delete, 3 unchanged.
-func printPlan(w io.Writer, project string, p plan) {
+func printPlan(w io.Writer, project string, p api.Plan) {
 	counts := map[string]int{}
 	fmt.Fprintf(w, "Plan for %s:\n", project)
 	for _, c := range p.Changes {
@@ -35,7 +37,7 @@ func printPlan(w io.Writer, project string, p plan) {
 	if len(p.Changes) == counts["="] {
 		fmt.Fprintln(w, "  (nothing to change)")
 	}
-	var steps []planHost
+	var steps []api.HostSteps
 	for _, h := range p.Hosts {
 		if len(h.Steps) > 0 {
 			steps = append(steps, h)

@@ -20,12 +20,12 @@ import (
 // projectFlags are the flags every project command shares: where the
 // server is, and the namespace.
 type projectFlags struct {
-	api       apiFlags
+	af        apiFlags
 	namespace string
 }
 
 func (f *projectFlags) register(cmd *cobra.Command) {
-	f.api.register(cmd)
+	f.af.register(cmd)
 	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "default",
 		"the namespace: the same project in two namespaces is two independent deployments")
 }
@@ -40,26 +40,26 @@ func checkName(what, name string) error {
 	return nil
 }
 
-// run calls fn with the project API of the server found, and makes the
+// run calls fn with an API client for the server found, and makes the
 // errors a user can cause say what to do.
-func (f *projectFlags) run(ctx context.Context, fn func(context.Context, projectAPI) error) error {
+func (f *projectFlags) run(ctx context.Context, fn func(context.Context, *client.Client) error) error {
 	if err := checkName("namespace", f.namespace); err != nil {
 		return err
 	}
-	c, err := f.api.client()
+	c, err := f.af.client()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return explainErr(c.Server(), fn(ctx, projectAPI{c: c}))
+	return explainErr(c.Server(), fn(ctx, c))
 }
 
 // newDeployer returns a deployer writing to cmd's output, asking on its
 // input when both are terminals.
-func newDeployer(cmd *cobra.Command, api projectAPI) *deployer {
+func newDeployer(cmd *cobra.Command, c *client.Client) *deployer {
 	out := cmd.OutOrStdout()
 	return &deployer{
-		api: api, out: out, in: cmd.InOrStdin(),
+		c: c, out: out, in: cmd.InOrStdin(),
 		terminal:    isTerminal(out),
 		interactive: isTerminal(out) && isTerminal(cmd.InOrStdin()),
 		poll:        500 * time.Millisecond,

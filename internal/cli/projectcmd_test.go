@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/pki"
 )
@@ -71,8 +72,8 @@ func TestApplyWithoutATerminalNeedsYes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, api := newFakeAPI(t)
-	t.Setenv(client.EnvServer, api.c.Server())
+	f, c := newFakeAPI(t)
+	t.Setenv(client.EnvServer, c.Server())
 	t.Setenv(client.EnvToken, adminToken())
 	if err := os.WriteFile(filepath.Join(dir, "hatch.yaml"), []byte("project: demo\neggs:\n  web: {image: nginx:1.27}\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -88,9 +89,9 @@ func TestApplyWithoutATerminalNeedsYes(t *testing.T) {
 
 func TestRolloutRestartRollsTheEggAndFollowsIt(t *testing.T) {
 	isolate(t)
-	f, api := newFakeAPI(t)
+	f, c := newFakeAPI(t)
 	f.statuses = readyStatuses("web")
-	t.Setenv(client.EnvServer, api.c.Server())
+	t.Setenv(client.EnvServer, c.Server())
 	t.Setenv(client.EnvToken, adminToken())
 	code, stdout, stderr := run(t, "rollout", "restart", "demo/web")
 	if code != 0 || len(f.restarted) != 1 || f.restarted[0] != "web" {
@@ -107,8 +108,8 @@ func TestPlanTakesAComposeFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, api := newFakeAPI(t)
-	t.Setenv(client.EnvServer, api.c.Server())
+	f, c := newFakeAPI(t)
+	t.Setenv(client.EnvServer, c.Server())
 	t.Setenv(client.EnvToken, adminToken())
 	compose := "name: shop\nservices:\n  web:\n    image: nginx:1.27\n    deploy: {replicas: 2}\n"
 	if err := os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(compose), 0o644); err != nil {
@@ -118,7 +119,7 @@ func TestPlanTakesAComposeFile(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "Plan for staging/shop:") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	if len(f.plans) != 1 || !slices.ContainsFunc(f.plans[0].Resources, func(r planResource) bool {
+	if len(f.plans) != 1 || !slices.ContainsFunc(f.plans[0].Resources, func(r api.DesiredResource) bool {
 		return r.Type == "egg" && r.Name == "web" && r.Inputs["replicas"] == float64(2)
 	}) {
 		t.Fatalf("plan request %+v, want egg/web with 2 replicas", f.plans)

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/hatchery/hatchery/internal/client"
+
 	"context"
 	"fmt"
 	"strings"
@@ -39,13 +41,13 @@ func newRolloutRestartCmd() *cobra.Command {
 			if err := checkName("project", project); err != nil {
 				return err
 			}
-			return flags.run(cmd.Context(), func(ctx context.Context, api projectAPI) error {
-				rev, err := api.Restart(ctx, flags.namespace, project, egg)
+			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+				rev, err := c.RestartEgg(ctx, flags.namespace, project, egg)
 				if err != nil {
 					return err
 				}
-				d := newDeployer(cmd, api)
-				fmt.Fprintf(d.out, "%s/%s/%s rolls again (revision %d).\n", flags.namespace, project, egg, rev)
+				d := newDeployer(cmd, c)
+				fmt.Fprintf(d.out, "%s/%s/%s rolls again (revision %d).\n", flags.namespace, project, egg, rev.Revision)
 				if noWait {
 					return nil
 				}

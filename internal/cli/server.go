@@ -18,7 +18,10 @@ import (
 
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/deploy"
+	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
@@ -62,7 +65,7 @@ gracefully.`,
 	f.StringVar(&opts.listen, "listen", ":7700", "address to serve the API on")
 	f.StringVar(&opts.dataDir, "data-dir", "./hatch-data", "directory for the database, blobs, keys and the admin token")
 	f.StringVar(&opts.store, "store", "", "store: sqlite:<path> (default sqlite:<data-dir>/hatch.db)")
-	f.DurationVar(&opts.liveness, "liveness-timeout", server.DefaultConfig().LivenessTimeout,
+	f.DurationVar(&opts.liveness, "liveness-timeout", fleet.DefaultConfig().LivenessTimeout,
 		"how long a host may go without a report before it is marked down")
 	f.StringVar(&opts.tls.certFile, "tls-cert", "", "serve this certificate (PEM, its chain after it) instead of one from the server's own CA")
 	f.StringVar(&opts.tls.keyFile, "tls-key", "", "the private key of --tls-cert (PEM)")
@@ -92,9 +95,13 @@ func sqlitePath(storeFlag, dataDir string) (string, error) {
 
 func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer) error {
 	cfg := server.DefaultConfig()
-	cfg.LivenessTimeout = opts.liveness
 	cfg.AuthFailureBurst, cfg.AuthFailureRefill = opts.authFailureBurst, opts.authFailureRefill
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	fleetCfg := fleet.DefaultConfig()
+	fleetCfg.LivenessTimeout = opts.liveness
+	if err := fleetCfg.Validate(); err != nil {
 		return err
 	}
 	dbPath, err := sqlitePath(opts.store, opts.dataDir)
@@ -112,22 +119,8 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 		return err
 	}
 	defer st.Close()
-	blobs, err := blob.Open(filepath.Join(opts.dataDir, "blobs"))
-	if err != nil {
-		return err
-	}
-	box, err := seal.LoadOrCreate(filepath.Join(opts.dataDir, "seal.key"))
-	if err != nil {
-		return err
-	}
 	// The fingerprint goes into every token, so that clients can pin the server.
 	transport, err := loadServing(opts.tls, opts.dataDir, opts.listen, time.Now())
-	if err != nil {
-		return err
-	}
-	// Hosts' mesh certificates come from a CA of their own, never the one
-	// clients pin.
-	hostCA, err := pki.LoadOrCreateHostCA(filepath.Join(opts.dataDir, "tls"), pki.MaxHostLifetime, time.Now())
 	if err != nil {
 		return err
 	}
@@ -143,15 +136,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	apply, err := applyDeps(st, box, opts.dataDir, log)
-	if err != nil {
-		return err
-	}
-	srv, err := server.New(cfg, server.Deps{
-		Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
-		Blobs: blobs, Box: box, Auth: server.NewTokenAuth(hash, st, nil), Tokens: st, Fingerprint: transport.fingerprint,
-		HostCA: hostCA, Apply: apply, Logger: log,
-	})
+	srv, err := wireServer(st, opts.dataDir, cfg, fleetCfg, deploy.DefaultConfig(), hash, transport.fingerprint, log)
 	if err != nil {
 		return err
 	}
@@ -177,6 +162,75 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	}
 	log.Info("server stopped")
 	return nil
+}
+
+// wireServer is the one wiring of the control plane over the embedded
+// store: the providers that turn projects into desired state, the apply
+// protocol and the fleet over them, and the API over both. `hatch server`
+// and `hatch up` both run what it returns.
+func wireServer(st *sqlite.Store, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
+	adminHash, fingerprint string, log *zap.Logger) (*server.Server, error) {
+	blobs, err := blob.Open(filepath.Join(dataDir, "blobs"))
+	if err != nil {
+		return nil, err
+	}
+	box, err := seal.LoadOrCreate(filepath.Join(dataDir, "seal.key"))
+	if err != nil {
+		return nil, err
+	}
+	id, err := serverID(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	// Hosts' mesh certificates come from a CA of their own, never the one
+	// clients pin.
+	hostCA, err := pki.LoadOrCreateHostCA(filepath.Join(dataDir, "tls"), pki.MaxHostLifetime, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	providers, err := provider.New(provider.Deps{
+		Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
+		Fleet:  provider.StoreFleet{List: st, Identities: st, Reports: st},
+		Box:    box,
+		Logger: log.With(zap.String("component", "providers")),
+		Now:    time.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	applies, err := deploy.New(deployCfg, deploy.Deps{
+		Resources: st, Plans: st, Leases: st, Applies: st, Projects: st, Events: st, Reports: st,
+		Sources: blobs, Providers: providers, ServerID: id, Logger: log, Now: time.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := fleet.New(fleetCfg, fleet.Deps{
+		Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
+		JoinTokens: st, Members: st, Blobs: blobs, Fingerprint: fingerprint, HostCA: hostCA, Logger: log, Now: time.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return server.New(cfg, server.Deps{
+		Deploy: applies, Fleet: hosts, Desired: st, Box: box, Blobs: blobs,
+		Auth: server.NewTokenAuth(adminHash, st, time.Now), Logger: log, Now: time.Now,
+	})
+}
+
+// serverID names this server in the leases it holds: the same after a
+// restart (so it releases what its previous life held), and apart from any
+// other server on another machine or data dir.
+func serverID(dataDir string) (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("server id: %w", err)
+	}
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("server id: %w", err)
+	}
+	return host + ":" + dir, nil
 }
 
 // writeLocalCLIConfig writes the CLI config where --cli-config says: by

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/hatchery/hatchery/internal/client"
+
 	"context"
 	"fmt"
 	"io"
@@ -22,15 +24,15 @@ func newStatusCmd() *cobra.Command {
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			allNamespaces := !cmd.Flags().Changed("namespace")
-			return flags.run(cmd.Context(), func(ctx context.Context, api projectAPI) error {
+			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
 				ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 				defer cancel()
 				var eggs []eggStatus
 				var err error
 				if len(args) == 1 {
-					eggs, err = oneProject(ctx, api, flags.namespace, args[0])
+					eggs, err = oneProject(ctx, c, flags.namespace, args[0])
 				} else {
-					eggs, err = allProjects(ctx, api, flags.namespace, allNamespaces)
+					eggs, err = allProjects(ctx, c, flags.namespace, allNamespaces)
 				}
 				if err != nil {
 					return err
@@ -43,11 +45,11 @@ func newStatusCmd() *cobra.Command {
 	return cmd
 }
 
-func oneProject(ctx context.Context, api projectAPI, namespace, project string) ([]eggStatus, error) {
+func oneProject(ctx context.Context, c *client.Client, namespace, project string) ([]eggStatus, error) {
 	if err := checkName("project", project); err != nil {
 		return nil, err
 	}
-	s, ok, err := api.ProjectStatus(ctx, namespace, project)
+	s, ok, err := c.ProjectStatus(ctx, namespace, project)
 	if err != nil {
 		return nil, err
 	}
@@ -60,8 +62,8 @@ func oneProject(ctx context.Context, api projectAPI, namespace, project string) 
 // allProjects is the status of every project of the namespace (or of every
 // namespace), one project after the other; a project gone since the list
 // was read is left out.
-func allProjects(ctx context.Context, api projectAPI, namespace string, allNamespaces bool) ([]eggStatus, error) {
-	projects, err := api.Projects(ctx)
+func allProjects(ctx context.Context, c *client.Client, namespace string, allNamespaces bool) ([]eggStatus, error) {
+	projects, err := c.Projects(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +72,7 @@ func allProjects(ctx context.Context, api projectAPI, namespace string, allNames
 		if !allNamespaces && p.Namespace != namespace {
 			continue
 		}
-		s, ok, err := api.ProjectStatus(ctx, p.Namespace, p.Name)
+		s, ok, err := c.ProjectStatus(ctx, p.Namespace, p.Name)
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/store"
@@ -29,7 +30,7 @@ func newTokenCmd() *cobra.Command {
 
 func newTokenCreateCmd() *cobra.Command {
 	var (
-		api  apiFlags
+		af   apiFlags
 		join bool
 		ttl  time.Duration
 		uses int
@@ -48,7 +49,7 @@ func newTokenCreateCmd() *cobra.Command {
 			if ttl <= 0 || uses < 1 {
 				return fmt.Errorf("--ttl must be positive and --uses at least 1 (got %v and %d)", ttl, uses)
 			}
-			return api.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+			return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
 				tok, err := c.CreateJoinToken(ctx, ttl, uses)
 				if err != nil {
 					return err
@@ -60,7 +61,7 @@ func newTokenCreateCmd() *cobra.Command {
 			})
 		},
 	}
-	api.register(cmd)
+	af.register(cmd)
 	f := cmd.Flags()
 	f.BoolVar(&join, "join", false, "make a join token (for `hatch agent --join`)")
 	f.DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid")
@@ -69,13 +70,13 @@ func newTokenCreateCmd() *cobra.Command {
 }
 
 func newTokenListCmd() *cobra.Command {
-	var api apiFlags
+	var af apiFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List join tokens: their IDs, expiry, uses and state",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return api.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+			return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
 				tokens, err := c.JoinTokens(ctx)
 				if err != nil {
 					return err
@@ -84,11 +85,11 @@ func newTokenListCmd() *cobra.Command {
 			})
 		},
 	}
-	api.register(cmd)
+	af.register(cmd)
 	return cmd
 }
 
-func printJoinTokens(w io.Writer, tokens []client.JoinToken) error {
+func printJoinTokens(w io.Writer, tokens []api.JoinToken) error {
 	if len(tokens) == 0 {
 		_, err := fmt.Fprintln(w, "no join tokens: `hatch token create --join` makes one")
 		return err
@@ -103,7 +104,7 @@ func printJoinTokens(w io.Writer, tokens []client.JoinToken) error {
 }
 
 func newTokenRevokeCmd() *cobra.Command {
-	var api apiFlags
+	var af apiFlags
 	cmd := &cobra.Command{
 		Use:   "revoke ID|TOKEN",
 		Short: "Revoke a join token: no host can join with it any more",
@@ -115,7 +116,7 @@ func newTokenRevokeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return api.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+			return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
 				tok, err := c.RevokeJoinToken(ctx, id)
 				if err != nil {
 					return err
@@ -125,7 +126,7 @@ func newTokenRevokeCmd() *cobra.Command {
 			})
 		},
 	}
-	api.register(cmd)
+	af.register(cmd)
 	return cmd
 }
 

@@ -20,8 +20,10 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hatchery/hatchery/internal/agent"
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/spec"
 )
@@ -124,7 +126,7 @@ func runUp(cmd *cobra.Command, p *spec.Project, dir string, opts upOptions) erro
 	fmt.Fprintf(out, "Hatchery is up: control plane %s, host %s (%s) on the local Docker Engine, ingress %s; logs in %s.\n",
 		cp.Server(), opts.hostName, hostID, ingressURL(opts.ingressAddr), logName)
 
-	d := newDeployer(cmd, projectAPI{c: cp})
+	d := newDeployer(cmd, cp)
 	switch err := d.deploy(ctx, p, opts.deploy); {
 	case ctx.Err() != nil:
 	case errors.Is(err, errApplyFailed):
@@ -137,18 +139,18 @@ func runUp(cmd *cobra.Command, p *spec.Project, dir string, opts upOptions) erro
 		printRoutes(out, p, opts.ingressAddr)
 		fmt.Fprintf(out, "Following %s/%s (Ctrl-C stops; `hatch status` in another terminal shows where it stands):\n", opts.deploy.namespace, p.Name)
 	}
-	events, err := projectAPI{c: cp}.lastEventSeq(ctx)
+	events, err := cp.LastEventSeq(ctx)
 	if err != nil && ctx.Err() == nil {
 		return upError(explainErr(cp.Server(), err), logName)
 	}
 	filter := eventFilter{project: opts.deploy.namespace + "/" + p.Name}
-	followErr := projectAPI{c: cp}.FollowEvents(local.ctxUntilStopped(ctx), events, func(e event) error {
+	followErr := cp.FollowEvents(local.ctxUntilStopped(ctx), events, func(e api.Event) error {
 		if filter.keep(e) {
 			printEvent(out, e)
 		}
 		return nil
 	})
-	left := projectRunsContainers(projectAPI{c: cp}, opts.deploy.namespace, p.Name)
+	left := projectRunsContainers(cp, opts.deploy.namespace, p.Name)
 	stopErr := local.stop()
 	fmt.Fprintln(out, "\nStopped the control plane and the agent.")
 	if left {
@@ -166,10 +168,10 @@ func runUp(cmd *cobra.Command, p *spec.Project, dir string, opts upOptions) erro
 
 // projectRunsContainers reports whether a host reports a container of the
 // project; when in doubt (the control plane does not answer), it says yes.
-func projectRunsContainers(api projectAPI, namespace, project string) bool {
+func projectRunsContainers(c *client.Client, namespace, project string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	hosts, err := fetchHosts(ctx, api)
+	hosts, err := fetchHosts(ctx, c)
 	if err != nil {
 		return true
 	}
@@ -302,7 +304,7 @@ func (l *localRun) startServer(ctx context.Context, dir string, opts upOptions, 
 	defaults := server.DefaultConfig()
 	configPath := client.ProjectConfigPath(filepath.Dir(dir))
 	sopts := serverOptions{
-		listen: opts.listen, dataDir: filepath.Join(dir, upServerDir), liveness: defaults.LivenessTimeout,
+		listen: opts.listen, dataDir: filepath.Join(dir, upServerDir), liveness: fleet.DefaultConfig().LivenessTimeout,
 		cliConfig: configPath, authFailureBurst: defaults.AuthFailureBurst, authFailureRefill: defaults.AuthFailureRefill,
 	}
 	// The server prints its admin token on stdout at its first start: here it
@@ -426,19 +428,6 @@ func printRoutes(w io.Writer, p *spec.Project, ingressAddr string) {
 			}
 			fmt.Fprintf(w, "%s answers at http://%s%s%s\n", e.Name, r.Host, suffix, path)
 		}
-	}
-}
-
-// lastEventSeq is the sequence number of the newest event, so that a
-// follower starts after what happened before.
-func (a projectAPI) lastEventSeq(ctx context.Context) (int64, error) {
-	var last int64
-	for {
-		page, err := a.Events(ctx, last)
-		if err != nil || len(page) == 0 {
-			return last, err
-		}
-		last = page[len(page)-1].Seq
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/pki"
 )
 
@@ -146,12 +147,9 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 // that is not one still gives the status.
 func ReadError(resp *http.Response) error {
 	e := &APIError{StatusCode: resp.StatusCode}
-	var body struct {
-		Error   string `json:"error"`
-		Message string `json:"message"`
-	}
+	var body api.Error
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body); err == nil {
-		e.Code, e.Message = body.Error, body.Message
+		e.Code, e.Message = string(body.Code), body.Message
 	}
 	return e
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/pki"
 )
 
@@ -34,7 +35,7 @@ func TestTheClientTalksOnlyToTheServerItsTokenPins(t *testing.T) {
 	srv, serverFP := tlsServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		gotAuth.Store(r.Header.Get("Authorization"))
-		_ = json.NewEncoder(w).Encode(map[string]any{"hosts": []Host{{ID: "h-1", Name: "alpha", State: "up"}}})
+		_ = json.NewEncoder(w).Encode(map[string]any{"hosts": []api.Host{{ID: "h-1", Name: "alpha", State: "up"}}})
 	}))
 
 	t.Run("the right fingerprint: the request is made, with the token", func(t *testing.T) {

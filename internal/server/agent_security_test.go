@@ -24,7 +24,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hatchery/hatchery/internal/agent"
-	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/cli"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/containers"
@@ -96,10 +95,6 @@ func newTLSWorld(t *testing.T) *tlsWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.store.Close() })
-	blobs, err := blob.Open(filepath.Join(w.dataDir, "blobs"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if w.box, err = seal.LoadOrCreate(filepath.Join(w.dataDir, "seal.key")); err != nil {
 		t.Fatal(err)
 	}
@@ -108,19 +103,8 @@ func newTLSWorld(t *testing.T) *tlsWorld {
 		t.Fatal(err)
 	}
 	w.token = admin
-	hostCA, err := pki.LoadOrCreateHostCA(filepath.Join(w.dataDir, "tls"), pki.MaxHostLifetime, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := w.store
-	srv, err := server.New(server.DefaultConfig(), server.Deps{
-		Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
-		Blobs: blobs, Box: w.box, Auth: server.NewTokenAuth(hash, st, nil), Tokens: st, Fingerprint: material.Fingerprint(),
-		HostCA: hostCA, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := server.BuildTestServer(t, server.DefaultConfig(), server.TestWiring{Dir: w.dataDir, Store: w.store, Box: w.box,
+		Auth: server.NewTokenAuth(hash, w.store, time.Now), Fingerprint: material.Fingerprint(), Logger: log}).Server
 	if err := srv.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}

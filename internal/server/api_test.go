@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/store"
@@ -64,7 +66,9 @@ func digestOf(b []byte) string {
 func TestBlobs(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxBlobBytes = 1000
-	h := newHarness(t, cfg, nil)
+	fc := fleet.DefaultConfig()
+	fc.BlobGrace = 1 // nanosecond: every blob is past its grace when collected (the collector runs only when asked here)
+	h := newHarnessOf(t, cfg, fc, nil)
 	content := []byte("FROM scratch\nCOPY app /app\n")
 	d := digestOf(content)
 
@@ -110,13 +114,12 @@ func TestBlobs(t *testing.T) {
 		wantError(t, h.do("PUT", "/api/v1/blobs/md5:abc", bytes.NewReader(content)), 400, "bad_request", "digest")
 	})
 	t.Run("unreferenced blobs are collected, referenced ones kept", func(t *testing.T) {
-		h.srv.cfg.BlobGrace = 1 // nanosecond: everything is past its grace
 		kept := []byte("kept")
 		decode[map[string]any](t, h.do("PUT", "/api/v1/blobs/"+digestOf(kept), bytes.NewReader(kept)), http.StatusCreated)
 		if err := h.store.PutResource(t.Context(), "default/shop", &resource.Deployed{ID: "1", Type: "egg", Name: "web", Source: digestOf(kept)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.srv.collectOnce(t.Context()); err != nil {
+		if err := h.fleet.CollectBlobs(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		if resp := h.do("HEAD", "/api/v1/blobs/"+digestOf(kept), nil); resp.StatusCode != 200 {
@@ -147,7 +150,7 @@ func TestProjects(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	list := decode[struct{ Projects []projectSummary }](t, h.do("GET", "/api/v1/projects", nil), 200)
+	list := decode[struct{ Projects []api.ProjectSummary }](t, h.do("GET", "/api/v1/projects", nil), 200)
 	if len(list.Projects) != 1 || list.Projects[0].Namespace != "default" || list.Projects[0].Name != "shop" ||
 		list.Projects[0].Resources != 2 || list.Projects[0].LastApply == nil || list.Projects[0].LastApply.Outcome != "succeeded" {
 		t.Fatalf("projects = %+v", list.Projects)

@@ -16,11 +16,12 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 
-	"github.com/hatchery/hatchery/internal/blob"
+	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/provider"
-	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/spec"
 	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
@@ -30,9 +31,11 @@ import (
 // whose hosts are simulated by posting status reports.
 type applyHarness struct {
 	*harness
-	t    *testing.T // shadows harness.t: decode needs a *testing.T
-	dir  string
-	once sync.Once
+	deploy    *deploy.Service
+	providers *provider.Set
+	t         *testing.T // shadows harness.t: decode needs a *testing.T
+	dir       string
+	once      sync.Once
 }
 
 type applyOptions struct {
@@ -54,45 +57,32 @@ func newApplyHarness(t *testing.T, o applyOptions) *applyHarness {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	st, err := sqlite.Open(t.Context(), filepath.Join(o.dir, "hatch.db"), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blobs, err := blob.Open(filepath.Join(o.dir, "blobs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	box, err := seal.New(bytes.Repeat([]byte{1}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now
 	if o.clock != nil {
 		now = o.clock.Now
 	}
-	set, err := provider.New(provider.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st}, Box: box, Logger: log, Now: now})
+	// The store is opened here, not by BuildTestServer: stop closes it, as
+	// a restart of the server does.
+	st, err := sqlite.Open(t.Context(), filepath.Join(o.dir, "hatch.db"), log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tok := pki.NewToken(pki.KindAdmin, fingerprint())
-	deps := Deps{Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
-		Blobs: blobs, Box: box, Auth: NewAdminToken(tok.Hash()), Logger: log, Now: now,
-		Apply: &ApplyDeps{Resources: st, Plans: st, Leases: st, Providers: set, ServerID: o.serverID,
-			Config: ApplyConfig{RescheduleInterval: 20 * time.Millisecond, RevertRetry: 20 * time.Millisecond,
-				Backoff: func() backoff.BackOff {
-					return backoff.NewExponentialBackOff(backoff.WithInitialInterval(10*time.Millisecond),
-						backoff.WithMaxInterval(50*time.Millisecond), backoff.WithMaxElapsedTime(20*time.Second))
-				}}}}
-	srv, err := New(DefaultConfig(), deps)
-	if err != nil {
-		t.Fatal(err)
+	dc := deploy.DefaultConfig()
+	dc.RescheduleInterval, dc.RevertRetry = 20*time.Millisecond, 20*time.Millisecond
+	dc.Backoff = func() backoff.BackOff {
+		return backoff.NewExponentialBackOff(backoff.WithInitialInterval(10*time.Millisecond),
+			backoff.WithMaxInterval(50*time.Millisecond), backoff.WithMaxElapsedTime(20*time.Second))
 	}
+	b := BuildTestServer(t, DefaultConfig(), TestWiring{Dir: o.dir, Store: st, AdminHash: tok.Hash(), ServerID: o.serverID,
+		Logger: log, Now: now, Deploy: dc})
+	srv := b.Server
 	if err := srv.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
-	h := &applyHarness{harness: &harness{t: t, srv: srv, http: hs, store: st, blobs: blobs, box: box, token: tok.String(), clock: o.clock}, t: t, dir: o.dir}
+	h := &applyHarness{harness: &harness{t: t, srv: srv, http: hs, store: st, blobs: b.Blobs, box: b.Box, fleet: b.Fleet, token: tok.String(),
+		clock: o.clock}, deploy: b.Deploy, providers: b.Providers, t: t, dir: o.dir}
 	t.Cleanup(h.stop)
 	return h
 }
@@ -143,14 +133,7 @@ func planBody(t *testing.T, yaml string, secrets map[string]string) []byte {
 		t.Fatalf("parse: %v", err)
 	}
 	rs, deps := p.Resources()
-	req := planRequest{Resources: []desiredJSON{}, Dependencies: []dependencyJSON{}, Secrets: secrets}
-	for _, r := range rs {
-		req.Resources = append(req.Resources, desiredJSON{Type: r.Type, Name: r.Name, Inputs: r.Inputs, Source: r.Source})
-	}
-	for _, d := range deps {
-		req.Dependencies = append(req.Dependencies, dependencyJSON{Parent: d.Parent, Child: d.Child, Condition: string(d.Condition)})
-	}
-	b, err := json.Marshal(req)
+	b, err := json.Marshal(client.NewPlanRequest(rs, deps, secrets))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,9 +141,9 @@ func planBody(t *testing.T, yaml string, secrets map[string]string) []byte {
 }
 
 // plan posts a plan of yaml for project ("<namespace>/<project>").
-func (h *applyHarness) plan(project, yaml string, secrets map[string]string) planJSON {
+func (h *applyHarness) plan(project, yaml string, secrets map[string]string) api.Plan {
 	h.t.Helper()
-	return decode[planJSON](h.t, h.do("POST", "/api/v1/projects/"+project+"/plan", bytes.NewReader(planBody(h.t, yaml, secrets))), http.StatusCreated)
+	return decode[api.Plan](h.t, h.do("POST", "/api/v1/projects/"+project+"/plan", bytes.NewReader(planBody(h.t, yaml, secrets))), http.StatusCreated)
 }
 
 type applyStarted struct {
@@ -182,7 +165,7 @@ func (h *applyHarness) applyResp(project, planID string) *http.Response {
 }
 
 // follow reads an apply's event stream to its end and returns its steps.
-func (h *applyHarness) follow(path string) []progressJSON {
+func (h *applyHarness) follow(path string) []api.Progress {
 	h.t.Helper()
 	resp := h.do("GET", path, nil)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
@@ -191,16 +174,16 @@ func (h *applyHarness) follow(path string) []progressJSON {
 	return readSteps(h.t, resp)
 }
 
-func readSteps(t *testing.T, resp *http.Response) []progressJSON {
+func readSteps(t *testing.T, resp *http.Response) []api.Progress {
 	t.Helper()
-	var steps []progressJSON
+	var steps []api.Progress
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok {
 			continue
 		}
-		var p progressJSON
+		var p api.Progress
 		if err := json.Unmarshal([]byte(data), &p); err != nil {
 			t.Fatalf("step %s: %v", data, err)
 		}
@@ -214,7 +197,7 @@ func readSteps(t *testing.T, resp *http.Response) []progressJSON {
 }
 
 // applyAndWait plans, applies and follows to the end; it returns the last step.
-func (h *applyHarness) applyAndWait(project, yaml string, secrets map[string]string) progressJSON {
+func (h *applyHarness) applyAndWait(project, yaml string, secrets map[string]string) api.Progress {
 	h.t.Helper()
 	p := h.plan(project, yaml, secrets)
 	steps := h.follow(h.apply(project, p.ID).Events)
@@ -222,7 +205,7 @@ func (h *applyHarness) applyAndWait(project, yaml string, secrets map[string]str
 }
 
 // wantSucceeded checks an apply's last step.
-func wantSucceeded(t *testing.T, last progressJSON) {
+func wantSucceeded(t *testing.T, last api.Progress) {
 	t.Helper()
 	if last.Outcome != string(store.ApplySucceeded) {
 		t.Fatalf("apply finished %s: %s", last.Outcome, last.Message)

@@ -14,7 +14,9 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/graph"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
@@ -69,8 +71,8 @@ func TestPlanThenApplyDeploysTheProjectAndStreamsItsProgress(t *testing.T) {
 	}
 	// The apply is in the history, with its progress.
 	got := decode[struct {
-		Apply    applyJSON      `json:"apply"`
-		Progress []progressJSON `json:"progress"`
+		Apply    api.Apply      `json:"apply"`
+		Progress []api.Progress `json:"progress"`
 	}](t, h.do("GET", "/api/v1/projects/default/shop/applies/"+strconv.FormatInt(started.Apply.ID, 10), nil), http.StatusOK)
 	if got.Apply.Outcome != "succeeded" || len(got.Progress) != len(steps) {
 		t.Fatalf("GET apply = %+v with %d steps, want succeeded with %d", got.Apply, len(got.Progress), len(steps))
@@ -95,7 +97,7 @@ func TestAStalePlanIsRefusedAndAPlanIsUsedOnce(t *testing.T) {
 	wantSucceeded(t, h.applyAndWait("default/shop", shopYAML, nil))
 }
 
-func lastStep(steps []progressJSON) progressJSON { return steps[len(steps)-1] }
+func lastStep(steps []api.Progress) api.Progress { return steps[len(steps)-1] }
 
 const waitingYAML = `
 project: shop
@@ -118,8 +120,8 @@ func TestASecondApplyFailsAtOnceNamingTheHolderAndSinceWhen(t *testing.T) {
 	if took := time.Since(begun); took > 2*time.Second {
 		t.Fatalf("the second apply took %v to be refused", took)
 	}
-	e := decode[errorBody](t, resp, http.StatusConflict)
-	if e.Error != "locked" || !strings.Contains(e.Message, "apply of "+first.ID) || !strings.Contains(e.Message, "since "+time.Now().UTC().Format("2006-01-02T")) {
+	e := decode[api.Error](t, resp, http.StatusConflict)
+	if e.Code != api.CodeLocked || !strings.Contains(e.Message, "apply of "+first.ID) || !strings.Contains(e.Message, "since "+time.Now().UTC().Format("2006-01-02T")) {
 		t.Fatalf("error %+v, want locked by the first apply, with since when", e)
 	}
 	// A rollout restart waits for nobody either.
@@ -185,15 +187,23 @@ func TestAServerKilledMidApplyLeavesNothingLockedAndAReapplyCompletes(t *testing
 // the stuck goroutine go.
 func killDuring(t *testing.T, h *applyHarness, key, yaml string) func() {
 	t.Helper()
-	var req planRequest
+	var req api.PlanRequest
 	if err := json.Unmarshal(planBody(t, yaml, nil), &req); err != nil {
 		t.Fatal(err)
 	}
-	g, err := buildGraph(req.Resources, req.Dependencies)
+	rs := make([]*resource.Desired, len(req.Resources))
+	for i, d := range req.Resources {
+		rs[i] = &resource.Desired{Type: d.Type, Name: d.Name, Inputs: d.Inputs, Source: d.Source}
+	}
+	ds := make([]*resource.Dependency, len(req.Dependencies))
+	for i, d := range req.Dependencies {
+		ds[i] = &resource.Dependency{Parent: d.Parent, Child: d.Child, Condition: resource.Condition(d.Condition)}
+	}
+	g, err := graph.New(rs, ds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := h.srv.applies.deps.Providers.Registry(provider.Options{})
+	reg := h.providers.Registry(provider.Options{})
 	entered, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	typ, _, _ := resource.SplitKey(key)
 	reg[typ] = &stuckProvider{Provider: readyProvider{reg[typ]}, only: key, entered: entered, release: release}
@@ -371,8 +381,8 @@ func TestDestroyWithVolumesDeletesThemAndWithoutKeepsThem(t *testing.T) {
 	h.report("h1")
 	yaml := "project: data\neggs:\n  db: {image: pg:1, volumes: [\"pgdata:/d\"]}\nvolumes:\n  pgdata: {}\n"
 	wantSucceeded(t, h.applyAndWait("default/data", yaml, nil))
-	destroy := func(body string) planJSON {
-		return decode[planJSON](t, h.do("POST", "/api/v1/projects/default/data/destroy", strings.NewReader(body)), http.StatusCreated)
+	destroy := func(body string) api.Plan {
+		return decode[api.Plan](t, h.do("POST", "/api/v1/projects/default/data/destroy", strings.NewReader(body)), http.StatusCreated)
 	}
 	p := destroy(`{}`)
 	if p.Summary["delete"] != 3 || !p.Destroy {
@@ -419,7 +429,7 @@ func TestAPlanKeepsItsBlobsFromCollection(t *testing.T) {
 	}
 	body := `{"resources":[{"type":"egg","name":"w","source":"` + digest + `","inputs":` + eggInputsJSON(t) + `}]}`
 	resp := h.do("POST", "/api/v1/projects/default/shop/plan", strings.NewReader(body))
-	plan := decode[planJSON](t, resp, http.StatusCreated)
+	plan := decode[api.Plan](t, resp, http.StatusCreated)
 	refs, err := h.store.ReferencedBlobs(t.Context())
 	if err != nil || !slices.Contains(refs, digest) {
 		t.Fatalf("referenced blobs %v, want the plan's %s", refs, digest)
@@ -433,7 +443,7 @@ func TestAPlanKeepsItsBlobsFromCollection(t *testing.T) {
 // eggInputsJSON is an egg's inputs, built from a blob, as spec writes them.
 func eggInputsJSON(t *testing.T) string {
 	t.Helper()
-	var req planRequest
+	var req api.PlanRequest
 	if err := json.Unmarshal(planBody(t, "project: shop\neggs:\n  w: {build: ./w}\n", nil), &req); err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ const AdminTokenName = "admin"
 // The file is written before the hash is stored, so a crash in between leaves
 // a file whose token the next start adopts, never a stored hash whose token
 // nobody has.
-func EnsureAdminToken(ctx context.Context, tokens store.Tokens, path, fingerprint string, now time.Time) (hash, fresh string, err error) {
+func EnsureAdminToken(ctx context.Context, tokens store.AdminTokens, path, fingerprint string, now time.Time) (hash, fresh string, err error) {
 	hash, err = tokens.TokenHash(ctx, AdminTokenName)
 	if err == nil {
 		return hash, "", nil

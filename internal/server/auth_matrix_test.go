@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/resource"
 )
 
@@ -51,6 +51,13 @@ var audiences = map[string]audience{
 	"DELETE /api/v1/join-tokens/{id}":                   adminAudience,
 	"DELETE /api/v1/hosts/{id}":                         adminAudience,
 	"POST /api/v1/hosts/{id}/certificate":               selfHostAudience,
+
+	"POST /api/v1/projects/{namespace}/{project}/plan":               adminAudience,
+	"POST /api/v1/projects/{namespace}/{project}/destroy":            adminAudience,
+	"POST /api/v1/projects/{namespace}/{project}/apply":              adminAudience,
+	"GET /api/v1/projects/{namespace}/{project}/applies/{id}":        adminAudience,
+	"GET /api/v1/projects/{namespace}/{project}/applies/{id}/events": adminAudience,
+	"POST /api/v1/projects/{namespace}/{project}/eggs/{egg}/restart": adminAudience,
 }
 
 // admitted is the status of a request let in, for the endpoints whose
@@ -108,7 +115,7 @@ func newMatrixWorld(t *testing.T) *matrixWorld {
 	alpha, alphaTok := sh.join(live, "alpha")
 	_, betaTok := sh.join(live, "beta")
 	gone, goneTok := sh.join(live, "gone")
-	decode[hostIdentityJSON](t, sh.do("DELETE", "/api/v1/hosts/"+gone, nil), http.StatusOK)
+	decode[api.RemovedHost](t, sh.do("DELETE", "/api/v1/hosts/"+gone, nil), http.StatusOK)
 	sh.clock.Set(sh.clock.Now().Add(2 * time.Minute)) // expired expires; live lives on
 	w.alpha = alpha
 	w.digest = sh.putBlob("FROM scratch\n")
@@ -118,7 +125,7 @@ func newMatrixWorld(t *testing.T) *matrixWorld {
 	}
 	w.alphaReport = `{"host_id": "` + alpha + `", "version": "", "containers": []}`
 	_, csr := newCSR(t, alpha)
-	body, _ := json.Marshal(contract.CertificateRequest{CSR: csr})
+	body, _ := json.Marshal(api.CertificateRequest{CSR: csr})
 	w.csrBody = string(body)
 
 	never := func(audience) bool { return false }

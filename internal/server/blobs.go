@@ -5,19 +5,20 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/blob"
 )
 
 func blobError(err error) error {
 	switch {
 	case errors.Is(err, blob.ErrBadDigest):
-		return badRequest("digest: %v", err)
+		return api.BadRequest("digest: %v", err)
 	case errors.Is(err, blob.ErrNotFound):
-		return notFoundf("no such blob")
+		return api.NotFound("no such blob")
 	case errors.Is(err, blob.ErrDigestMismatch):
-		return errorf(http.StatusBadRequest, "digest_mismatch", "%v", err)
+		return api.Errorf(api.CodeDigestMismatch, "%v", err)
 	case errors.Is(err, blob.ErrTooLarge):
-		return errorf(http.StatusRequestEntityTooLarge, "too_large", "%v", err)
+		return api.Errorf(api.CodeTooLarge, "%v", err)
 	}
 	return err
 }
@@ -30,12 +31,12 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) error {
 		return blobError(err)
 	}
 	if r.ContentLength > s.cfg.MaxBlobBytes {
-		return errorf(http.StatusRequestEntityTooLarge, "too_large", "blob of %d bytes: the limit is %d", r.ContentLength, s.cfg.MaxBlobBytes)
+		return api.Errorf(api.CodeTooLarge, "blob of %d bytes: the limit is %d", r.ContentLength, s.cfg.MaxBlobBytes)
 	}
 	info, created, err := s.deps.Blobs.Put(r.Context(), digest, r.Body, s.cfg.MaxBlobBytes)
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return errorf(http.StatusRequestEntityTooLarge, "too_large", "blob larger than %d bytes", tooBig.Limit)
+		return api.Errorf(api.CodeTooLarge, "blob larger than %d bytes", tooBig.Limit)
 	}
 	if err != nil {
 		return blobError(err)
@@ -44,7 +45,7 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) error {
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, map[string]any{"digest": info.Digest, "size": info.Size})
+	writeJSON(w, status, api.StoredBlob{Digest: info.Digest, Size: info.Size})
 	return nil
 }
 

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -151,12 +153,12 @@ func TestStatusReportIsStoredAndIsTheHeartbeat(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("POST status: %d %s", resp.StatusCode, b)
 	}
-	hosts := decode[struct{ Hosts []hostJSON }](t, h.do("GET", "/api/v1/hosts", nil), 200)
+	hosts := decode[struct{ Hosts []api.Host }](t, h.do("GET", "/api/v1/hosts", nil), 200)
 	if len(hosts.Hosts) != 1 || hosts.Hosts[0].ID != "h1" || hosts.Hosts[0].State != "up" || hosts.Hosts[0].LastSeen.IsZero() {
 		t.Fatalf("hosts = %+v", hosts.Hosts)
 	}
 	one := decode[struct {
-		hostJSON
+		api.Host
 		Status *contract.StatusReport
 	}](t, h.do("GET", "/api/v1/hosts/h1", nil), 200)
 	if one.Status == nil || len(one.Status.Containers) != 1 || one.Status.Containers[0].WorkloadID != "default/shop/web" {
@@ -218,5 +220,22 @@ func TestDesiredStateOfManyHostsIsIndependent(t *testing.T) {
 		if got.Workloads[0].Replicas != i+1 {
 			t.Fatalf("h%d got %d replicas", i, got.Workloads[0].Replicas)
 		}
+	}
+}
+
+func TestStatusReportsRecordRolloutEvents(t *testing.T) {
+	h := newHarness(t, DefaultConfig(), nil)
+	d := h.publish("h1", 1, "x")
+	hash := contract.SpecHash(d.Workloads[0])
+	ready := contract.ContainerStatus{WorkloadID: d.Workloads[0].ID(), Slot: 0, SpecHash: hash, State: contract.StateRunning, Healthy: true}
+	if resp := h.do("POST", "/api/v1/hosts/h1/status", strings.NewReader(report("h1", ready))); resp.StatusCode != 204 {
+		t.Fatalf("status: %d", resp.StatusCode)
+	}
+	evs, err := h.store.ListEvents(t.Context(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(evs, func(e store.Event) bool { return e.Type == store.EventRolloutDone }) {
+		t.Fatalf("events %+v lack rollout.done", evs)
 	}
 }

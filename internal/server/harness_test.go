@@ -1,12 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +14,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/blob"
+	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
@@ -43,6 +43,7 @@ type harness struct {
 	store *sqlite.Store
 	blobs *blob.Store
 	box   *seal.Box
+	fleet *fleet.Service
 	token string
 	clock *clock // nil: the real clock
 }
@@ -51,39 +52,25 @@ func fingerprint() string { return strings.Repeat("ab", 32) }
 
 func newHarness(t testing.TB, cfg Config, fakeClock *clock) *harness {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "hatch.db"), zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	box, err := seal.New(bytes.Repeat([]byte{1}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
+	return newHarnessOf(t, cfg, fleet.DefaultConfig(), fakeClock)
+}
+
+// newHarnessOf is newHarness with a fleet of its own settings.
+func newHarnessOf(t testing.TB, cfg Config, fc fleet.Config, fakeClock *clock) *harness {
+	t.Helper()
 	tok := pki.NewToken(pki.KindAdmin, fingerprint())
-	deps := Deps{Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
-		Blobs: blobs, Box: box, Auth: NewAdminToken(tok.Hash()), Logger: zaptest.NewLogger(t)}
+	w := TestWiring{AdminHash: tok.Hash(), Logger: zaptest.NewLogger(t), Fleet: fc}
 	if fakeClock != nil {
-		deps.Now = fakeClock.Now
+		w.Now = fakeClock.Now
 	}
 	// Tests of other concerns fail authentication on purpose, all from
 	// 127.0.0.1: the limit on failures is tested on its own.
 	cfg.AuthFailureBurst = 1 << 20
-	srv, err := New(cfg, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		hs.Close()
-	})
-	return &harness{t: t, srv: srv, http: hs, store: st, blobs: blobs, box: box, token: tok.String(), clock: fakeClock}
+	b := BuildTestServer(t, cfg, w)
+	hs := httptest.NewServer(b.Server.Handler())
+	t.Cleanup(hs.Close)
+	return &harness{t: t, srv: b.Server, http: hs, store: b.Store, blobs: b.Blobs, box: b.Box, fleet: b.Fleet,
+		token: tok.String(), clock: fakeClock}
 }
 
 // do sends a request with the admin token.
@@ -127,8 +114,8 @@ func decode[T any](t *testing.T, resp *http.Response, status int) T {
 // names what it should.
 func wantError(t *testing.T, resp *http.Response, status int, code, mentions string) {
 	t.Helper()
-	e := decode[errorBody](t, resp, status)
-	if e.Error != code || !strings.Contains(e.Message, mentions) {
+	e := decode[api.Error](t, resp, status)
+	if string(e.Code) != code || !strings.Contains(e.Message, mentions) {
 		t.Fatalf("error %+v, want code %q and a message mentioning %q", e, code, mentions)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/pki"
 )
 
@@ -65,13 +65,13 @@ func TestJoinWithACSRGetsAHostCertificate(t *testing.T) {
 	sh := newSecureHarness(t, DefaultConfig())
 	joinTok, _ := sh.createJoinToken(time.Hour, 10)
 	key, csr := newCSR(t, "whatever")
-	got := decode[contract.JoinResponse](t, sh.doAs(joinTok, "POST", "/api/v1/join",
-		csrBody(t, contract.JoinRequest{Name: "alpha", CSR: csr})), http.StatusCreated)
+	got := decode[api.JoinResponse](t, sh.doAs(joinTok, "POST", "/api/v1/join",
+		csrBody(t, api.JoinRequest{Name: "alpha", CSR: csr})), http.StatusCreated)
 	sh.remember(got.Token)
 	checkHostCert(t, sh, got.Certificate, got.HostCA, got.HostID, key)
 
 	// An agent older than host certificates sends no CSR and gets none.
-	old := decode[contract.JoinResponse](t, sh.doAs(joinTok, "POST", "/api/v1/join", strings.NewReader(`{"name": "beta"}`)), http.StatusCreated)
+	old := decode[api.JoinResponse](t, sh.doAs(joinTok, "POST", "/api/v1/join", strings.NewReader(`{"name": "beta"}`)), http.StatusCreated)
 	sh.remember(old.Token)
 	if old.Certificate != "" || old.HostCA != "" {
 		t.Fatal("a join without a CSR got a certificate")
@@ -85,7 +85,7 @@ func TestJoinRefusesABadCSRBeforeSpendingTheToken(t *testing.T) {
 	_, csr := newCSR(t, "x")
 	tampered := strings.Replace(csr, csr[len(csr)-60:len(csr)-50], strings.Repeat("A", 10), 1)
 	for _, bad := range []string{"not a csr", tampered} {
-		resp := sh.doAs(joinTok, "POST", "/api/v1/join", csrBody(t, contract.JoinRequest{Name: "alpha", CSR: bad}))
+		resp := sh.doAs(joinTok, "POST", "/api/v1/join", csrBody(t, api.JoinRequest{Name: "alpha", CSR: bad}))
 		wantError(t, resp, http.StatusBadRequest, "bad_request", "csr")
 	}
 	if uses := sh.joinTokenUses(joinTok); uses != 0 {
@@ -103,11 +103,11 @@ func TestHostRenewsItsCertificate(t *testing.T) {
 	beta, _ := sh.join(joinTok, "beta")
 
 	key, csr := newCSR(t, beta) // asks for beta's name
-	got := decode[contract.HostCertificate](t, sh.doAs(alphaTok, "POST", "/api/v1/hosts/"+alpha+"/certificate",
-		csrBody(t, contract.CertificateRequest{CSR: csr})), http.StatusOK)
+	got := decode[api.HostCertificate](t, sh.doAs(alphaTok, "POST", "/api/v1/hosts/"+alpha+"/certificate",
+		csrBody(t, api.CertificateRequest{CSR: csr})), http.StatusOK)
 	checkHostCert(t, sh, got.Certificate, got.HostCA, alpha, key)
 
-	resp := sh.doAs(alphaTok, "POST", "/api/v1/hosts/"+alpha+"/certificate", csrBody(t, contract.CertificateRequest{CSR: "junk"}))
+	resp := sh.doAs(alphaTok, "POST", "/api/v1/hosts/"+alpha+"/certificate", csrBody(t, api.CertificateRequest{CSR: "junk"}))
 	wantError(t, resp, http.StatusBadRequest, "bad_request", "csr")
 	sh.checkNoSecretLeaked()
 }

@@ -20,6 +20,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
 )
@@ -229,7 +230,7 @@ func TestSIGKILLDuringWritesLosesNothingAcknowledged(t *testing.T) {
 
 	// The agents go on reporting every 500 ms; a restart marks none of them
 	// down, over more than a liveness period.
-	var events struct{ Events []eventJSON }
+	var events struct{ Events []api.Event }
 	getJSON(t, w2, "/api/v1/events?limit=1000", &events)
 	var since int64
 	if n := len(events.Events); n > 0 {
@@ -247,7 +248,7 @@ func TestSIGKILLDuringWritesLosesNothingAcknowledged(t *testing.T) {
 			t.Errorf("after the restart: %s %s", e.Type, e.Message)
 		}
 	}
-	var list struct{ Hosts []hostJSON }
+	var list struct{ Hosts []api.Host }
 	getJSON(t, w2, "/api/v1/hosts", &list)
 	for _, h := range list.Hosts {
 		if h.State != "up" {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/store"
@@ -42,7 +43,7 @@ func TestLivenessAfterAServerStart(t *testing.T) {
 	}
 	states := func() map[string]store.HostState {
 		t.Helper()
-		if err := h.srv.liveness.check(ctx); err != nil {
+		if err := h.fleet.CheckLiveness(ctx); err != nil {
 			t.Fatal(err)
 		}
 		hosts, err := h.store.ListHosts(ctx)
@@ -70,7 +71,7 @@ func TestLivenessAfterAServerStart(t *testing.T) {
 	if got := states(); got["h1"] != store.HostUp || got["h2"] != store.HostDown {
 		t.Fatalf("7 s after the start: %v, want h1 up, h2 down", got)
 	}
-	if v := gaugeValue(t, h.srv.metrics.hosts.WithLabelValues("up")); v != 1 {
+	if v := hostsGauge(t, h.srv, "up"); v != 1 {
 		t.Fatalf("hosts{state=up} = %v", v)
 	}
 	clk.Set(start.Add(12 * time.Second)) // h1 silent for 6.5 s
@@ -97,31 +98,6 @@ func TestLivenessAfterAServerStart(t *testing.T) {
 	}
 }
 
-func TestDueDown(t *testing.T) {
-	start := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	const timeout = 6 * time.Second
-	tests := []struct {
-		name string
-		host store.Host
-		now  time.Time
-		want bool
-	}{
-		{"seen within the timeout", store.Host{State: store.HostUp, LastSeen: start.Add(10 * time.Second)}, start.Add(15 * time.Second), false},
-		{"silent past the timeout", store.Host{State: store.HostUp, LastSeen: start.Add(10 * time.Second)}, start.Add(16*time.Second + 1), true},
-		{"seen before the start, within a period of it", store.Host{State: store.HostUnknown, LastSeen: start.Add(-time.Hour)}, start.Add(6 * time.Second), false},
-		{"seen before the start, a period after it", store.Host{State: store.HostUnknown, LastSeen: start.Add(-time.Hour)}, start.Add(6*time.Second + 1), true},
-		{"never seen, a period after the start", store.Host{State: store.HostUnknown}, start.Add(7 * time.Second), true},
-		{"already down", store.Host{State: store.HostDown}, start.Add(time.Hour), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := dueDown(tt.host, start, tt.now, timeout); got != tt.want {
-				t.Fatalf("dueDown = %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
 func TestEventsListAndFollow(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.KeepAlive = 50 * time.Millisecond
@@ -130,7 +106,7 @@ func TestEventsListAndFollow(t *testing.T) {
 	seq1, _ := h.store.AppendEvent(ctx, store.Event{Time: time.Now(), Type: store.EventApplyStarted, Project: "default/shop", Message: "one"})
 	h.store.AppendEvent(ctx, store.Event{Time: time.Now(), Type: store.EventApplyFinished, Project: "default/shop", Message: "two"})
 
-	list := decode[struct{ Events []eventJSON }](t, h.do("GET", "/api/v1/events?since="+itoa(seq1), nil), 200)
+	list := decode[struct{ Events []api.Event }](t, h.do("GET", "/api/v1/events?since="+itoa(seq1), nil), 200)
 	if len(list.Events) != 1 || list.Events[0].Message != "two" || list.Events[0].Type != "apply.finished" {
 		t.Fatalf("events since %d = %+v", seq1, list.Events)
 	}
@@ -267,4 +243,27 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not return")
 	}
+}
+
+// hostsGauge reads hatch_hosts{state=...} as the server's /metrics serves it.
+func hostsGauge(t *testing.T, srv *Server, state string) float64 {
+	t.Helper()
+	families, err := srv.metrics.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "hatch_hosts" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "state" && l.GetValue() == state {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no hatch_hosts{state=%q} among the server's metrics", state)
+	return 0
 }

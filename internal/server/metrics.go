@@ -14,14 +14,14 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	waiters  prometheus.Gauge
-	hosts    *prometheus.GaugeVec
 	// authFailures counts tokens refused (401); authLimited requests refused
 	// because their address failed too often (429).
 	authFailures prometheus.Counter
 	authLimited  prometheus.Counter
 }
 
-func newMetrics(blobs *blob.Store) *metrics {
+// newMetrics makes the server's collectors, with the services' own.
+func newMetrics(blobs *blob.Store, services ...prometheus.Collector) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -37,10 +37,6 @@ func newMetrics(blobs *blob.Store) *metrics {
 			Name: "hatch_longpoll_waiters",
 			Help: "Desired-state long-polls waiting for a change.",
 		}),
-		hosts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "hatch_hosts",
-			Help: "Hosts by liveness state, as of the last liveness check.",
-		}, []string{"state"}),
 		authFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hatch_auth_failures_total",
 			Help: "Requests refused for a missing or invalid token (401).",
@@ -50,7 +46,8 @@ func newMetrics(blobs *blob.Store) *metrics {
 			Help: "Requests refused because their address failed to authenticate too often (429).",
 		}),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.waiters, m.hosts, m.authFailures, m.authLimited,
+	m.registry.MustRegister(services...)
+	m.registry.MustRegister(m.requests, m.duration, m.waiters, m.authFailures, m.authLimited,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hatch_blob_bytes",
 			Help: "Bytes of stored blobs.",

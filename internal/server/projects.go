@@ -2,109 +2,171 @@ package server
 
 import (
 	"net/http"
-	"strings"
-	"time"
+	"regexp"
+	"strconv"
 
-	"github.com/hatchery/hatchery/internal/resource"
-	"github.com/hatchery/hatchery/internal/store"
+	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/deploy"
 )
 
-// redacted replaces values the API never shows.
-const redacted = "[redacted]"
-
-type applyJSON struct {
-	ID       int64     `json:"id"`
-	Started  time.Time `json:"started"`
-	Finished time.Time `json:"finished,omitzero"`
-	Outcome  string    `json:"outcome"`
-	Message  string    `json:"message,omitempty"`
+// deployAPI maps the project endpoints to the apply protocol.
+type deployAPI struct {
+	svc     *deploy.Service
+	streams streams
 }
 
-// resourceJSON is a deployed resource as the API shows it: no inputs, no
-// source blob (internal), and a secret's outputs redacted.
-type resourceJSON struct {
-	Type    resource.Kind  `json:"type"`
-	Name    string         `json:"name"`
-	ID      string         `json:"id"`
-	Pending bool           `json:"pending,omitempty"`
-	Parents []string       `json:"parents,omitempty"`
-	Outputs map[string]any `json:"outputs,omitempty"`
-}
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
 
-func toResourceJSON(r *resource.Deployed) resourceJSON {
-	out := resourceJSON{Type: r.Type, Name: r.Name, ID: r.ID, Pending: r.Pending, Parents: r.Parents, Outputs: r.Outputs}
-	if r.Type == "secret" && len(r.Outputs) > 0 {
-		out.Outputs = make(map[string]any, len(r.Outputs))
-		for k := range r.Outputs {
-			out.Outputs[k] = redacted
-		}
+// projectOf returns "<namespace>/<project>" from the path, checked.
+func projectOf(r *http.Request) (string, error) {
+	ns, name := r.PathValue("namespace"), r.PathValue("project")
+	if !namePattern.MatchString(ns) || !namePattern.MatchString(name) {
+		return "", api.BadRequest("path: namespace %q and project %q must be [a-z0-9-], 1 to 40 characters", ns, name)
 	}
-	return out
+	return ns + "/" + name, nil
 }
 
-func toApplyJSON(a store.Apply) applyJSON {
-	return applyJSON{ID: a.ID, Started: a.Started, Finished: a.Finished, Outcome: string(a.Outcome), Message: a.Message}
+// projectBody returns the checked project of the path and the decoded body.
+func projectBody[T any](r *http.Request) (string, T, error) {
+	var body T
+	project, err := projectOf(r)
+	if err != nil {
+		return "", body, err
+	}
+	err = decodeJSON(r, &body)
+	return project, body, err
 }
 
-type projectSummary struct {
-	Namespace string     `json:"namespace"`
-	Name      string     `json:"name"`
-	Resources int        `json:"resources"`
-	LastApply *applyJSON `json:"last_apply"`
+// applyOf returns the checked project and apply ID of the path.
+func applyOf(r *http.Request) (string, int64, error) {
+	project, err := projectOf(r)
+	if err != nil {
+		return "", 0, err
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return "", 0, api.BadRequest("path: apply ID %q is not a positive whole number", r.PathValue("id"))
+	}
+	return project, id, nil
 }
 
-func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
-	projects, err := s.deps.Projects.ListProjects(r.Context())
+func (h deployAPI) listProjects(w http.ResponseWriter, r *http.Request) error {
+	projects, err := h.svc.Projects(r.Context())
 	if err != nil {
 		return err
 	}
-	out := make([]projectSummary, 0, len(projects))
-	for _, p := range projects {
-		ns, name, _ := strings.Cut(p, "/")
-		res, err := s.deps.Projects.ListResources(r.Context(), p)
-		if err != nil {
-			return err
-		}
-		applies, err := s.deps.Applies.Applies(r.Context(), p)
-		if err != nil {
-			return err
-		}
-		sum := projectSummary{Namespace: ns, Name: name, Resources: len(res)}
-		if len(applies) > 0 {
-			last := toApplyJSON(applies[0])
-			sum.LastApply = &last
-		}
-		out = append(out, sum)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"projects": out})
+	writeJSON(w, http.StatusOK, api.ProjectList{Projects: projects})
 	return nil
 }
 
-func (s *Server) getProject(w http.ResponseWriter, r *http.Request) error {
-	ns, name := r.PathValue("namespace"), r.PathValue("project")
-	p := ns + "/" + name
-	res, err := s.deps.Projects.ListResources(r.Context(), p)
+func (h deployAPI) getProject(w http.ResponseWriter, r *http.Request) error {
+	p, err := h.svc.Project(r.Context(), r.PathValue("namespace"), r.PathValue("project"))
 	if err != nil {
 		return err
 	}
-	applies, err := s.deps.Applies.Applies(r.Context(), p)
+	writeJSON(w, http.StatusOK, p)
+	return nil
+}
+
+func (h fleetAPI) getProjectStatus(w http.ResponseWriter, r *http.Request) error {
+	st, err := h.svc.ProjectStatus(r.Context(), r.PathValue("namespace"), r.PathValue("project"))
 	if err != nil {
 		return err
 	}
-	if len(res) == 0 && len(applies) == 0 {
-		return notFoundf("no project %q in namespace %q", name, ns)
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (h deployAPI) postPlan(w http.ResponseWriter, r *http.Request) error {
+	project, req, err := projectBody[api.PlanRequest](r)
+	if err != nil {
+		return err
 	}
-	out := struct {
-		Namespace string         `json:"namespace"`
-		Name      string         `json:"name"`
-		Resources []resourceJSON `json:"resources"`
-		Applies   []applyJSON    `json:"applies"`
-	}{Namespace: ns, Name: name, Resources: make([]resourceJSON, len(res)), Applies: make([]applyJSON, len(applies))}
-	for i, rec := range res {
-		out.Resources[i] = toResourceJSON(rec)
+	plan, err := h.svc.Plan(r.Context(), project, req)
+	if err != nil {
+		return err
 	}
-	for i, a := range applies {
-		out.Applies[i] = toApplyJSON(a)
+	writeJSON(w, http.StatusCreated, plan)
+	return nil
+}
+
+// postDestroy plans the deletion of everything the project has.
+func (h deployAPI) postDestroy(w http.ResponseWriter, r *http.Request) error {
+	project, err := projectOf(r)
+	if err != nil {
+		return err
+	}
+	var req api.DestroyRequest
+	if r.ContentLength != 0 {
+		if err := decodeJSON(r, &req); err != nil {
+			return err
+		}
+	}
+	plan, err := h.svc.Destroy(r.Context(), project, req.Volumes)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, plan)
+	return nil
+}
+
+// postApply starts the apply of a plan: 202 with the apply's ID and its
+// event stream, or, to a client asking for text/event-stream, the stream.
+func (h deployAPI) postApply(w http.ResponseWriter, r *http.Request) error {
+	project, req, err := projectBody[api.ApplyRequest](r)
+	if err != nil {
+		return err
+	}
+	j, err := h.svc.Apply(r.Context(), project, req.Plan)
+	if err != nil {
+		return err
+	}
+	if acceptsEventStream(r) {
+		return h.streams.progress(w, r, j)
+	}
+	writeJSON(w, http.StatusAccepted, api.ApplyStarted{
+		Apply:  api.ApplyRef{ID: j.ID(), Project: project, Plan: req.Plan},
+		Events: "/api/v1/projects/" + project + "/applies/" + strconv.FormatInt(j.ID(), 10) + "/events",
+	})
+	return nil
+}
+
+// getApply answers an apply's record and the progress this server kept.
+func (h deployAPI) getApply(w http.ResponseWriter, r *http.Request) error {
+	project, id, err := applyOf(r)
+	if err != nil {
+		return err
+	}
+	st, err := h.svc.ApplyStatus(r.Context(), project, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// getApplyEvents streams an apply's progress until it finishes.
+func (h deployAPI) getApplyEvents(w http.ResponseWriter, r *http.Request) error {
+	project, id, err := applyOf(r)
+	if err != nil {
+		return err
+	}
+	j, err := h.svc.Follow(r.Context(), project, id)
+	if err != nil {
+		return err
+	}
+	return h.streams.progress(w, r, j)
+}
+
+// postRestart is hatch rollout restart PROJECT/EGG.
+func (h deployAPI) postRestart(w http.ResponseWriter, r *http.Request) error {
+	project, err := projectOf(r)
+	if err != nil {
+		return err
+	}
+	out, err := h.svc.RestartEgg(r.Context(), project, r.PathValue("egg"))
+	if err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -3,43 +3,39 @@ package server
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/hatchery/hatchery/internal/api"
 )
 
-// apiError is an error with the HTTP status and code the client gets. Any
-// other error a handler returns is an internal error: logged, and shown to the
-// client only as "internal".
-type apiError struct {
-	status  int
-	code    string
-	message string
+// statusOf is the HTTP status of each error code a service or handler
+// gives; any other error is the server's own failure: logged, and shown to
+// the client only as "internal".
+var statusOf = map[api.Code]int{
+	api.CodeBadRequest:       http.StatusBadRequest,
+	api.CodeDigestMismatch:   http.StatusBadRequest,
+	api.CodeUnauthorized:     http.StatusUnauthorized,
+	api.CodeForbidden:        http.StatusForbidden,
+	api.CodeNotFound:         http.StatusNotFound,
+	api.CodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	api.CodeConflict:         http.StatusConflict,
+	api.CodeLocked:           http.StatusConflict,
+	api.CodeStalePlan:        http.StatusConflict,
+	api.CodeNameTaken:        http.StatusConflict,
+	api.CodeTooLarge:         http.StatusRequestEntityTooLarge,
+	api.CodeRateLimited:      http.StatusTooManyRequests,
+	api.CodeInternal:         http.StatusInternalServerError,
 }
 
-func (e *apiError) Error() string { return e.code + ": " + e.message }
-
-func errorf(status int, code, format string, args ...any) *apiError {
-	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
-}
-
-func badRequest(format string, args ...any) *apiError {
-	return errorf(http.StatusBadRequest, "bad_request", format, args...)
-}
-
-func notFoundf(format string, args ...any) *apiError {
-	return errorf(http.StatusNotFound, "not_found", format, args...)
-}
-
-// errorBody is every error response: {"error": CODE, "message": TEXT}.
-type errorBody struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
-
-func writeError(w http.ResponseWriter, e *apiError) {
-	writeJSON(w, e.status, errorBody{Error: e.code, Message: e.message})
+// writeError answers with an error body, at its code's status.
+func writeError(w http.ResponseWriter, e *api.Error) {
+	status, ok := statusOf[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	writeJSON(w, status, e)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -68,7 +64,7 @@ func decodeBody(r *http.Request, v any, strict bool) error {
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return badRequest("body: want one JSON value, found more after it")
+		return api.BadRequest("body: want one JSON value, found more after it")
 	}
 	return nil
 }
@@ -79,24 +75,24 @@ func jsonError(err error) error {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return errorf(http.StatusRequestEntityTooLarge, "too_large", "body: larger than %d bytes", tooBig.Limit)
+		return api.Errorf(api.CodeTooLarge, "body: larger than %d bytes", tooBig.Limit)
 	case errors.Is(err, io.EOF):
-		return badRequest("body: empty, want a JSON object")
+		return api.BadRequest("body: empty, want a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("body: malformed JSON (it ends early)")
+		return api.BadRequest("body: malformed JSON (it ends early)")
 	case errors.As(err, &syntax):
-		return badRequest("body: malformed JSON at byte %d: %v", syntax.Offset, syntax)
+		return api.BadRequest("body: malformed JSON at byte %d: %v", syntax.Offset, syntax)
 	case errors.As(err, &typ):
 		field := typ.Field
 		if field == "" {
 			field = "body"
 		}
-		return badRequest("%s: want %s, got %s", field, typ.Type, typ.Value)
+		return api.BadRequest("%s: want %s, got %s", field, typ.Type, typ.Value)
 	}
 	// encoding/json has no typed error for an unknown field: its message,
 	// `json: unknown field "name"`, is the only way to name the field.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return badRequest("%s: unknown field", strings.Trim(name, `"`))
+		return api.BadRequest("%s: unknown field", strings.Trim(name, `"`))
 	}
-	return badRequest("body: %v", err)
+	return api.BadRequest("body: %v", err)
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/api"
 )
 
 // route is one endpoint with its own access rule, deadline and body limit.
@@ -51,25 +53,56 @@ func (s *Server) waitPlusMargin(r *http.Request) time.Duration {
 func (s *Server) routeTable() []route {
 	plain, body := s.fixed(s.cfg.RequestTimeout), s.cfg.MaxBodyBytes
 	blobs := s.fixed(s.cfg.BlobTimeout)
+	const p = "/api/v1/projects/{namespace}/{project}"
+	st := streams{keepAlive: s.cfg.KeepAlive, closing: s.closing}
+	d, f := deployAPI{svc: s.deps.Deploy, streams: st}, fleetAPI{svc: s.deps.Fleet, streams: st}
 	metricsHandler := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
 	routes := []route{
-		{"GET /api/v1/hosts", adminOnly, plain, 0, s.listHosts},
-		{"GET /api/v1/hosts/{id}", adminOnly, plain, 0, s.getHost},
+		{"GET /api/v1/hosts", adminOnly, plain, 0, f.listHosts},
+		{"GET /api/v1/hosts/{id}", adminOnly, plain, 0, f.getHost},
 		{"GET /api/v1/hosts/{id}/desired-state", hostOrAdmin, s.waitPlusMargin, 0, s.getDesiredState},
-		{"POST /api/v1/hosts/{id}/status", hostOrAdmin, plain, body, s.postStatus},
+		{"POST /api/v1/hosts/{id}/status", hostOrAdmin, plain, body, f.postStatus},
 		{"PUT /api/v1/blobs/{digest}", adminOnly, blobs, s.cfg.MaxBlobBytes, s.putBlob},
 		{"HEAD /api/v1/blobs/{digest}", s.hostBlobOrAdmin, plain, 0, s.headBlob},
 		{"GET /api/v1/blobs/{digest}", s.hostBlobOrAdmin, blobs, 0, s.getBlob},
-		{"GET /api/v1/events", adminOnly, s.eventsDeadline, 0, s.getEvents},
-		{"GET /api/v1/projects", adminOnly, plain, 0, s.listProjects},
-		{"GET /api/v1/projects/{namespace}/{project}", adminOnly, plain, 0, s.getProject},
-		{"GET /api/v1/projects/{namespace}/{project}/status", adminOnly, plain, 0, s.getProjectStatus},
+		{"GET /api/v1/events", adminOnly, s.eventsDeadline, 0, f.getEvents},
+		{"GET /api/v1/projects", adminOnly, plain, 0, d.listProjects},
+		{"GET /api/v1/projects/{namespace}/{project}", adminOnly, plain, 0, d.getProject},
+		{"GET /api/v1/projects/{namespace}/{project}/status", adminOnly, plain, 0, f.getProjectStatus},
+		{"POST " + p + "/plan", adminOnly, plain, body, d.postPlan},
+		{"POST " + p + "/destroy", adminOnly, plain, body, d.postDestroy},
+		{"POST " + p + "/apply", adminOnly, s.streamOrPlain, body, d.postApply},
+		{"GET " + p + "/applies/{id}", adminOnly, plain, 0, d.getApply},
+		{"GET " + p + "/applies/{id}/events", adminOnly, noDeadline, 0, d.getApplyEvents},
+		{"POST " + p + "/eggs/{egg}/restart", adminOnly, plain, body, d.postRestart},
 		{"GET /metrics", adminOnly, plain, 0,
 			func(w http.ResponseWriter, r *http.Request) error { metricsHandler.ServeHTTP(w, r); return nil }},
 	}
-	routes = append(routes, s.securityRoutes()...)
-	return append(routes, s.applyRoutes()...)
+	return append(routes, securityRoutes(plain, body, f)...)
 }
+
+// securityRoutes are the endpoints of joining hosts and managing tokens.
+func securityRoutes(plain func(*http.Request) time.Duration, body int64, f fleetAPI) []route {
+	return []route{
+		{"POST /api/v1/join", joinTokenOnly, plain, body, f.join},
+		{"POST /api/v1/hosts/{id}/certificate", ownHostOnly, plain, maxCSRBody, f.renewHostCertificate},
+		{"POST /api/v1/join-tokens", adminOnly, plain, body, f.createJoinToken},
+		{"GET /api/v1/join-tokens", adminOnly, plain, 0, f.listJoinTokens},
+		{"DELETE /api/v1/join-tokens/{id}", adminOnly, plain, 0, f.revokeJoinToken},
+		{"DELETE /api/v1/hosts/{id}", adminOnly, plain, 0, f.removeHost},
+	}
+}
+
+// streamOrPlain is the deadline of a request that streams when asked to.
+func (s *Server) streamOrPlain(r *http.Request) time.Duration {
+	if acceptsEventStream(r) {
+		return 0
+	}
+	return s.cfg.RequestTimeout
+}
+
+// noDeadline is a stream's: it sends keep-alives instead.
+func noDeadline(*http.Request) time.Duration { return 0 }
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
@@ -101,11 +134,11 @@ func (s *Server) outer(mux *http.ServeMux) http.Handler {
 		mux.ServeHTTP(probe, r)
 		if probe.status == http.StatusMethodNotAllowed {
 			w.Header().Set("Allow", probe.header.Get("Allow"))
-			writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s (allowed: %s)",
+			writeError(w, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s (allowed: %s)",
 				r.Method, r.URL.Path, probe.header.Get("Allow")))
 			return
 		}
-		writeError(w, notFoundf("no endpoint %s %s", r.Method, r.URL.Path))
+		writeError(w, api.NotFound("no endpoint %s %s", r.Method, r.URL.Path))
 	})
 }
 
@@ -127,7 +160,7 @@ func (s *Server) unauthorized(w http.ResponseWriter, err error) {
 	if r := (*refusal)(nil); errors.As(err, &r) {
 		msg = r.reason
 	}
-	writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "%s", msg))
+	writeError(w, api.Errorf(api.CodeUnauthorized, "%s", msg))
 }
 
 // wrap applies a route's rules: authentication and access, deadline, body
@@ -139,7 +172,7 @@ func (s *Server) wrap(rt route) http.Handler {
 			return
 		}
 		if !rt.access(p, r) {
-			writeError(w, errorf(http.StatusForbidden, "forbidden", "this token may not call %s", rt.pattern))
+			writeError(w, api.Errorf(api.CodeForbidden, "this token may not call %s", rt.pattern))
 			return
 		}
 		ctx := r.Context()
@@ -163,16 +196,16 @@ func (s *Server) wrap(rt route) http.Handler {
 // fail answers with a handler's error. Errors the client caused are answered
 // as they are; anything else is logged here, once, and answered "internal".
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, pattern string, err error) {
-	var api *apiError
-	if errors.As(err, &api) {
-		writeError(w, api)
+	var apiErr *api.Error
+	if errors.As(err, &apiErr) {
+		writeError(w, apiErr)
 		return
 	}
 	if r.Context().Err() != nil {
 		return // the client went away or the deadline passed: nobody to answer
 	}
 	s.log.Error("request failed", zap.String("route", pattern), zap.Error(err))
-	writeError(w, errorf(http.StatusInternalServerError, "internal", "the server failed; its log says why"))
+	writeError(w, api.Errorf(api.CodeInternal, "the server failed; its log says why"))
 }
 
 // instrument counts and times a route's requests.

@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/hatchery/hatchery/internal/api"
 )
 
 const secretYAML = `
@@ -80,13 +82,13 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 
 	h.report("h1")
 	for i, v := range values {
-		var plan planJSON
+		var plan api.Plan
 		body := planBody(t, secretYAML, map[string]string{"api_key": v})
 		if err := json.Unmarshal(call("POST", "/api/v1/projects/default/shop/plan", string(body)), &plan); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range plan.Changes {
-			if c.Key == "secret/api_key" && (c.Inputs["value"] != sensitive || i == 1 && strings.Join(c.Changed, ",") != "value") {
+			if c.Key == "secret/api_key" && (c.Inputs["value"] != api.Sensitive || i == 1 && strings.Join(c.Changed, ",") != "value") {
 				t.Fatalf("the plan shows the secret as %+v, want its value (sensitive) and, on rotation, changed [value]", c)
 			}
 		}
@@ -109,11 +111,11 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 		}
 		h.healthy("h1")
 		// The status works from the same desired state, values sealed and left so.
-		var status projectStatusJSON
+		var status api.ProjectStatus
 		if err := json.Unmarshal(call("GET", "/api/v1/projects/default/shop/status", ""), &status); err != nil {
 			t.Fatal(err)
 		}
-		if len(status.Eggs) != 2 || status.Eggs[1].Name != "web" || status.Eggs[1].Ready != 1 || status.Eggs[1].Rollout.State != phaseDone {
+		if len(status.Eggs) != 2 || status.Eggs[1].Name != "web" || status.Eggs[1].Ready != 1 || status.Eggs[1].Rollout.State != api.RolloutDone {
 			t.Fatalf("apply %d: status %+v, want web ready and done", i, status)
 		}
 	}
@@ -126,7 +128,7 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 	call("GET", "/api/v1/events?limit=1000", "")
 	call("GET", "/metrics", "")
 	destroy := call("POST", "/api/v1/projects/default/shop/destroy", `{}`)
-	var plan planJSON
+	var plan api.Plan
 	if err := json.Unmarshal(destroy, &plan); err != nil {
 		t.Fatal(err)
 	}

@@ -15,10 +15,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/hatchery/hatchery/internal/blob"
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
-	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
 )
@@ -31,10 +30,10 @@ type secureHarness struct {
 	t       *testing.T
 	clock   *clock
 	logs    *lockedBuffer
+	hostCA  *pki.HostCA
 	mu      sync.Mutex // guards answers
 	answers []recorded
 	secrets []string // every token, secret and hash the test made or got
-	hostCA  *pki.HostCA
 }
 
 // recorded is one answer of the server: its route, status, headers and body.
@@ -64,12 +63,6 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// secureDeps are what the tests of other concerns add to the secure
-// harness's dependencies, so that endpoints which exist only with their
-// dependencies (the apply endpoints need Deps.Apply) are in the route table
-// the auth matrix walks. Register one from an init func of a test file.
-var secureDeps []func(t *testing.T, d *Deps, st *sqlite.Store)
-
 func newSecureHarness(t *testing.T, cfg Config) *secureHarness {
 	t.Helper()
 	dir := t.TempDir()
@@ -80,41 +73,18 @@ func newSecureHarness(t *testing.T, cfg Config) *secureHarness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	box, err := seal.New(bytes.Repeat([]byte{1}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := &clock{now: time.Now().UTC().Truncate(time.Millisecond)}
-	hostCA, err := pki.LoadOrCreateHostCA(filepath.Join(dir, "tls"), pki.MaxHostLifetime, clk.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	hash, admin, err := EnsureAdminToken(t.Context(), st, filepath.Join(dir, "admin-token"), fingerprint(), clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := Deps{Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
-		Blobs: blobs, Box: box, Auth: NewTokenAuth(hash, st, clk.Now), Tokens: st, Fingerprint: fingerprint(),
-		HostCA: hostCA, Logger: log, Now: clk.Now}
-	for _, add := range secureDeps {
-		add(t, &deps, st)
-	}
-	srv, err := New(cfg, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh := &secureHarness{t: t, clock: clk, logs: logs}
+	b := BuildTestServer(t, cfg, TestWiring{Dir: dir, Store: st, Auth: NewTokenAuth(hash, st, clk.Now), ServerID: "srv-matrix",
+		Logger: log, Now: clk.Now})
+	srv := b.Server
+	sh := &secureHarness{t: t, clock: clk, logs: logs, hostCA: b.HostCA}
 	hs := httptest.NewServer(sh.record(srv.Handler()))
-	t.Cleanup(func() {
-		srv.Close()
-		hs.Close()
-	})
-	sh.harness = &harness{t: t, srv: srv, http: hs, store: st, blobs: blobs, box: box, token: admin, clock: clk}
-	sh.hostCA = hostCA
+	t.Cleanup(hs.Close)
+	sh.harness = &harness{t: t, srv: srv, http: hs, store: st, blobs: b.Blobs, box: b.Box, fleet: b.Fleet, token: admin, clock: clk}
 	sh.remember(admin)
 	return sh
 }
@@ -150,7 +120,7 @@ func (sh *secureHarness) remember(token string) {
 func (sh *secureHarness) createJoinToken(ttl time.Duration, uses int) (token, id string) {
 	sh.t.Helper()
 	body := `{"ttl": "` + ttl.String() + `", "uses": ` + jsonInt(uses) + `}`
-	got := decode[joinTokenJSON](sh.t, sh.do("POST", "/api/v1/join-tokens", strings.NewReader(body)), http.StatusCreated)
+	got := decode[api.JoinToken](sh.t, sh.do("POST", "/api/v1/join-tokens", strings.NewReader(body)), http.StatusCreated)
 	sh.remember(got.Token)
 	return got.Token, got.ID
 }
@@ -159,7 +129,7 @@ func (sh *secureHarness) createJoinToken(ttl time.Duration, uses int) (token, id
 func (sh *secureHarness) join(joinToken, name string) (hostID, hostToken string) {
 	sh.t.Helper()
 	resp := sh.doAs(joinToken, "POST", "/api/v1/join", strings.NewReader(`{"name": "`+name+`"}`))
-	got := decode[contract.JoinResponse](sh.t, resp, http.StatusCreated)
+	got := decode[api.JoinResponse](sh.t, resp, http.StatusCreated)
 	sh.remember(got.Token)
 	return got.HostID, got.Token
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -42,12 +42,12 @@ func TestAJoinGivesAHostThatReadsItsDesiredStateAndReportsItsStatus(t *testing.T
 		t.Fatalf("status report: %d %s", resp.StatusCode, readAll(t, resp.Body))
 	}
 
-	hosts := decode[struct{ Hosts []hostJSON }](t, sh.do("GET", "/api/v1/hosts", nil), http.StatusOK).Hosts
+	hosts := decode[struct{ Hosts []api.Host }](t, sh.do("GET", "/api/v1/hosts", nil), http.StatusOK).Hosts
 	if len(hosts) != 1 || hosts[0].ID != hostID || hosts[0].Name != "alpha" || hosts[0].State != "up" {
 		t.Fatalf("hosts %+v, want alpha up", hosts)
 	}
 	tokens := decode[struct {
-		JoinTokens []joinTokenJSON `json:"join_tokens"`
+		JoinTokens []api.JoinToken `json:"join_tokens"`
 	}](t, sh.do("GET", "/api/v1/join-tokens", nil), http.StatusOK).JoinTokens
 	if len(tokens) != 1 || tokens[0].ID != joinID || tokens[0].Uses != 1 || tokens[0].State != store.JoinTokenUsedUp || tokens[0].Token != "" {
 		t.Fatalf("join tokens %+v, want %s used up, without the token", tokens, joinID)
@@ -64,7 +64,7 @@ func TestAJoinTokenStopsWorkingWhenUsedUpExpiredOrRevoked(t *testing.T) {
 	sh.join(twice, "a1")
 	sh.join(twice, "a2")
 	sh.join(shortLived, "b1")
-	decode[joinTokenJSON](t, sh.do("DELETE", "/api/v1/join-tokens/"+revokedID, nil), http.StatusOK)
+	decode[api.JoinToken](t, sh.do("DELETE", "/api/v1/join-tokens/"+revokedID, nil), http.StatusOK)
 	sh.clock.Set(sh.clock.Now().Add(time.Minute))
 
 	for _, tc := range []struct{ token, reason string }{
@@ -91,7 +91,7 @@ func TestAHostNameBelongsToOneMemberAtATime(t *testing.T) {
 	resp = sh.doAs(joinTok, "POST", "/api/v1/join", strings.NewReader(`{"name": "`+first+`"}`))
 	wantError(t, resp, http.StatusConflict, "name_taken", first)
 
-	decode[hostIdentityJSON](t, sh.do("DELETE", "/api/v1/hosts/alpha", nil), http.StatusOK)
+	decode[api.RemovedHost](t, sh.do("DELETE", "/api/v1/hosts/alpha", nil), http.StatusOK)
 	second, _ := sh.join(joinTok, "alpha")
 	if second == first {
 		t.Fatal("the new alpha got the removed one's ID")
@@ -122,7 +122,7 @@ func TestJoinChecksTheName(t *testing.T) {
 	for _, good := range []string{"a", "web-1.eu-west.example.com", "MyMac", strings.Repeat("a", 63)} {
 		sh.join(joinTok, good)
 	}
-	got := decode[contract.JoinResponse](t, sh.doAs(joinTok, "POST", "/api/v1/join", strings.NewReader(`{}`)), http.StatusCreated)
+	got := decode[api.JoinResponse](t, sh.doAs(joinTok, "POST", "/api/v1/join", strings.NewReader(`{}`)), http.StatusCreated)
 	if got.Name != got.HostID {
 		t.Fatalf("a host joined without a name is named %q, want its ID %q", got.Name, got.HostID)
 	}
@@ -139,7 +139,7 @@ func TestJoinTokenCreationChecksTheTTLAndUses(t *testing.T) {
 	} {
 		wantError(t, sh.do("POST", "/api/v1/join-tokens", strings.NewReader(body)), http.StatusBadRequest, "bad_request", field)
 	}
-	got := decode[joinTokenJSON](t, sh.do("POST", "/api/v1/join-tokens", strings.NewReader(`{}`)), http.StatusCreated)
+	got := decode[api.JoinToken](t, sh.do("POST", "/api/v1/join-tokens", strings.NewReader(`{}`)), http.StatusCreated)
 	sh.remember(got.Token)
 	if got.MaxUses != 1 || !got.ExpiresAt.Equal(sh.clock.Now().Add(time.Hour)) || got.State != store.JoinTokenActive {
 		t.Fatalf("default join token %+v, want one use for an hour", got)
@@ -158,18 +158,18 @@ func TestRemovingAHostRefusesItsTokenAtOnce(t *testing.T) {
 	decode[map[string]any](t, sh.doAs(hostTok, "GET", path, nil), http.StatusOK)
 
 	sh.clock.Set(sh.clock.Now().Add(time.Second))
-	removed := decode[hostIdentityJSON](t, sh.do("DELETE", "/api/v1/hosts/alpha", nil), http.StatusOK)
+	removed := decode[api.RemovedHost](t, sh.do("DELETE", "/api/v1/hosts/alpha", nil), http.StatusOK)
 	if removed.ID != hostID || !removed.RemovedAt.Equal(sh.clock.Now()) {
 		t.Fatalf("removed %+v, want %s removed now", removed, hostID)
 	}
 	wantError(t, sh.doAs(hostTok, "GET", path, nil), http.StatusUnauthorized, "unauthorized", "was removed")
 
-	hosts := decode[struct{ Hosts []hostJSON }](t, sh.do("GET", "/api/v1/hosts", nil), http.StatusOK).Hosts
+	hosts := decode[struct{ Hosts []api.Host }](t, sh.do("GET", "/api/v1/hosts", nil), http.StatusOK).Hosts
 	if len(hosts) != 1 || !hosts[0].RemovedAt.Equal(removed.RemovedAt) {
 		t.Fatalf("hosts %+v, want alpha shown removed", hosts)
 	}
 	sh.clock.Set(sh.clock.Now().Add(time.Minute))
-	again := decode[hostIdentityJSON](t, sh.do("DELETE", "/api/v1/hosts/"+hostID, nil), http.StatusOK)
+	again := decode[api.RemovedHost](t, sh.do("DELETE", "/api/v1/hosts/"+hostID, nil), http.StatusOK)
 	if !again.RemovedAt.Equal(removed.RemovedAt) {
 		t.Fatalf("removing again moved the removal time to %v", again.RemovedAt)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -28,11 +29,8 @@ type TokenAuth struct {
 }
 
 // NewTokenAuth returns the server's authenticator: adminHash is the stored
-// hash of the admin token's secret; now (nil: time.Now) decides expiry.
+// hash of the admin token's secret; now decides expiry.
 func NewTokenAuth(adminHash string, tokens TokenLookup, now func() time.Time) *TokenAuth {
-	if now == nil {
-		now = time.Now
-	}
 	return &TokenAuth{admin: NewAdminToken(adminHash), tokens: tokens, now: now}
 }
 
@@ -86,6 +84,4 @@ func (a *TokenAuth) Authenticate(ctx context.Context, token string) (Principal, 
 	return Principal{}, ErrUnauthenticated
 }
 
-func joinRefusal(id, state string) error {
-	return &refusal{fmt.Sprintf("join token %s is %s: make a new one with `hatch token create --join`", id, state)}
-}
+func joinRefusal(id, state string) error { return &refusal{fleet.JoinRefusal(id, state)} }

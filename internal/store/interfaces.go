@@ -7,12 +7,18 @@ import (
 	"github.com/hatchery/hatchery/internal/resource"
 )
 
+// HostList lists the hosts the control plane has heard of: those that
+// reported and those that joined.
+type HostList interface {
+	// ListHosts returns every host, sorted by ID.
+	ListHosts(ctx context.Context) ([]Host, error)
+}
+
 // Liveness is what the liveness monitor needs: the hosts, and two guarded
 // transitions. A status report is the other half: it marks its host up (see
 // Statuses).
 type Liveness interface {
-	// ListHosts returns every host, sorted by ID.
-	ListHosts(ctx context.Context) ([]Host, error)
+	HostList
 	// MarkAllHostsUnknown sets every host that is not unknown to unknown,
 	// recording a host.unknown event for each. The server calls it when it
 	// starts: it has not heard from anyone yet, and a restart of the server is
@@ -35,8 +41,7 @@ type Statuses interface {
 	Status(ctx context.Context, hostID string) (Status, error)
 	// Host returns one host, or ErrNotFound.
 	Host(ctx context.Context, id string) (Host, error)
-	// ListHosts returns every host, sorted by ID.
-	ListHosts(ctx context.Context) ([]Host, error)
+	HostList
 }
 
 // DesiredStates keeps one desired state per host and wakes those waiting for
@@ -98,16 +103,20 @@ type Projects interface {
 	ListResources(ctx context.Context, project string) ([]*resource.Deployed, error)
 }
 
-// Tokens keeps what authenticates callers: the hashes of named tokens (the
-// admin token), join tokens, and the identities of the hosts that joined with
-// their host tokens' hashes. The tokens themselves are never stored.
-type Tokens interface {
+// The tokens themselves are never stored: AdminTokens, JoinTokens and
+// Members keep the hashes of their secrets, each for its own consumer.
+
+// AdminTokens keeps the hashes of named tokens (the admin token).
+type AdminTokens interface {
 	// TokenHash returns the hash stored under name, or ErrNotFound.
 	TokenHash(ctx context.Context, name string) (string, error)
 	// CreateTokenHash stores a hash under a new name; an existing name gives
 	// ErrExists and is left as it was.
 	CreateTokenHash(ctx context.Context, name, hash string, at time.Time) error
+}
 
+// JoinTokens keeps the join tokens hosts join with.
+type JoinTokens interface {
 	// CreateJoinToken stores a new join token (Uses 0, not revoked); an ID or
 	// hash already stored gives ErrExists.
 	CreateJoinToken(ctx context.Context, t JoinToken) error
@@ -119,7 +128,12 @@ type Tokens interface {
 	// RevokeJoinToken revokes a join token and returns it; a token revoked
 	// already keeps its first RevokedAt. An unknown ID gives ErrNotFound.
 	RevokeJoinToken(ctx context.Context, id string, at time.Time) (JoinToken, error)
+}
 
+// Members keeps the identities of the hosts that joined, with their host
+// tokens' hashes.
+type Members interface {
+	HostIdentities
 	// JoinHost spends one use of the join token whose secret has joinHash and
 	// records the host h, in one transaction: the host also appears in the
 	// host list (unknown, never seen, until it reports), with a host.joined
@@ -133,9 +147,6 @@ type Tokens interface {
 	// FindHost returns the host with the ID, else the host not removed with
 	// that name, else the one removed last with that name, or ErrNotFound.
 	FindHost(ctx context.Context, idOrName string) (HostIdentity, error)
-	// ListHostIdentities returns every host that joined, removed ones
-	// included, sorted by name, then by when they joined.
-	ListHostIdentities(ctx context.Context) ([]HostIdentity, error)
 	// RemoveHost revokes the host's token from at on, with a host.removed
 	// event, and returns the host; a host removed already keeps its first
 	// RemovedAt (and no event). An unknown ID gives ErrNotFound.
@@ -145,5 +156,7 @@ type Tokens interface {
 // HostIdentities is what placement needs of the joined hosts: their names,
 // and which were removed (their replicas go elsewhere).
 type HostIdentities interface {
+	// ListHostIdentities returns every host that joined, removed ones
+	// included, sorted by name, then by when they joined.
 	ListHostIdentities(ctx context.Context) ([]HostIdentity, error)
 }

@@ -53,7 +53,9 @@ var (
 	_ store.BlobRetention = (*Store)(nil)
 	_ store.ApplyHistory  = (*Store)(nil)
 	_ store.Projects      = (*Store)(nil)
-	_ store.Tokens        = (*Store)(nil)
+	_ store.AdminTokens   = (*Store)(nil)
+	_ store.JoinTokens    = (*Store)(nil)
+	_ store.Members       = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the database file at path and migrates it.

@@ -36,7 +36,9 @@ type Store interface {
 	store.BlobRetention
 	store.ApplyHistory
 	store.Projects
-	store.Tokens
+	store.AdminTokens
+	store.JoinTokens
+	store.Members
 }
 
 // Open returns a new, empty store for one test.

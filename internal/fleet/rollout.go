@@ -1,24 +1,25 @@
-package server
+package fleet
 
 import (
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
-type rolloutPhase string
+// rolloutPhase is where a rollout stands: the API's states.
+type rolloutPhase = api.RolloutState
 
 const (
-	phaseNone        rolloutPhase = ""
-	phaseProgressing rolloutPhase = "progressing"
-	phaseFailed      rolloutPhase = "failed"
-	phaseDone        rolloutPhase = "done"
+	phaseProgressing = api.RolloutProgressing
+	phaseFailed      = api.RolloutFailed
+	phaseDone        = api.RolloutDone
 	// phaseWaiting is an egg's as a whole (never one host's): some of its
 	// replicas could not be placed on any host.
-	phaseWaiting rolloutPhase = "waiting"
+	phaseWaiting = api.RolloutWaiting
 )
 
 // progress is where one workload on one host stands against its desired spec.

@@ -1,4 +1,4 @@
-package server
+package fleet
 
 import (
 	"bytes"
@@ -7,96 +7,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
-// This file is GET /api/v1/projects/{namespace}/{project}/status: where each
+// This file is where each
 // egg of a project stands, worked out on the server from the hosts' desired
 // states and reports, so that a client (hatch status, the rollout following
 // of hatch apply) never reads a desired state, which carries secret values
 // meant for agents only. The answer holds no spec but replica counts and
 // whether a container is at its spec; a workload's secret values are never
 // even opened here.
-
-// projectStatusJSON is the answer: every egg of the project, by name.
-type projectStatusJSON struct {
-	Namespace string `json:"namespace"`
-	Project   string `json:"project"`
-	// HostsUp counts the fleet's hosts up now, whatever they run: a client
-	// following a rollout tells "no host to run it" from "not there yet".
-	HostsUp int             `json:"hosts_up"`
-	Eggs    []eggStatusJSON `json:"eggs"`
-}
-
-// eggStatusJSON is one egg over every host.
-type eggStatusJSON struct {
-	Name string `json:"name"`
-	// Desired is the replica count: those placed on hosts plus Unplaced.
-	Desired  int `json:"desired"`
-	Unplaced int `json:"unplaced"`
-	// Ready counts replicas ready at their host's current spec hash (running
-	// healthy, or for a one-shot job, completed), on hosts up only: the last
-	// report of a host down may be old news.
-	Ready int `json:"ready"`
-	// Previous counts containers not at the current spec (older specs, slots
-	// beyond the replica count) still running on hosts up: during a roll, or
-	// after a failed one, they are what serves.
-	Previous int `json:"previous"`
-	// Restarts sums the in-place restarts of its containers; CrashLooping
-	// counts those whose restart the agent holds back now.
-	Restarts     int         `json:"restarts"`
-	CrashLooping int         `json:"crash_looping"`
-	Rollout      rolloutJSON `json:"rollout"`
-	// Hosts are the hosts whose desired state holds the egg, by name.
-	Hosts []eggHostJSON `json:"hosts"`
-}
-
-// rolloutJSON is where an egg's rollout stands: done, progressing, waiting
-// (replicas not placed) or failed, the worst of its hosts'.
-type rolloutJSON struct {
-	State rolloutPhase `json:"state"`
-	// Reason says what is in the way: where and why it failed, the hosts not
-	// up, why replicas are not placed.
-	Reason string `json:"reason,omitempty"`
-	// LogTail is the failing container's last log lines, for a failed rollout.
-	LogTail []string `json:"log_tail,omitempty"`
-}
-
-// eggHostJSON is the egg's workload on one host.
-type eggHostJSON struct {
-	ID   string `json:"id"`
-	Name string `json:"name,omitempty"`
-	// State is the host's liveness: up, down or unknown.
-	State   store.HostState `json:"state"`
-	Desired int             `json:"desired"`
-	// Ready and Rollout are as of the host's last report, whatever its
-	// liveness now; Rollout is progressing, done or failed.
-	Ready      int                   `json:"ready"`
-	Rollout    rolloutPhase          `json:"rollout"`
-	Containers []containerStatusJSON `json:"containers"`
-}
-
-// containerStatusJSON is one container of the workload, as its agent last
-// reported it.
-type containerStatusJSON struct {
-	Slot    int                     `json:"slot"`
-	State   contract.ContainerState `json:"state"`
-	Healthy bool                    `json:"healthy"`
-	// Current: at the workload's spec hash, in a slot it should run; any
-	// other container is on its way out.
-	Current        bool      `json:"current"`
-	Restarts       int       `json:"restarts"`
-	CrashLoopUntil time.Time `json:"crash_loop_until,omitzero"`
-	RolloutFailure string    `json:"rollout_failure,omitempty"`
-	LogTail        []string  `json:"log_tail,omitempty"`
-}
 
 // statusHost is one host as a project's status needs it.
 type statusHost struct {
@@ -114,13 +41,13 @@ func (h statusHost) label() string { return cmp.Or(h.Name, h.ID) }
 // hosts (removed ones left out) and its deployed records (which say how many
 // replicas found no host, and why). Eggs come sorted by name, their hosts by
 // name. It is pure: the clock (for crash-loop back-offs) is an argument.
-func projectStatus(namespace, project string, hosts []statusHost, records []*resource.Deployed, now time.Time) projectStatusJSON {
-	out := projectStatusJSON{Namespace: namespace, Project: project, Eggs: []eggStatusJSON{}}
+func projectStatus(namespace, project string, hosts []statusHost, records []*resource.Deployed, now time.Time) api.ProjectStatus {
+	out := api.ProjectStatus{Namespace: namespace, Project: project, Eggs: []api.EggStatus{}}
 	tallies := map[string]*eggTally{}
 	tally := func(egg string) *eggTally {
 		t := tallies[egg]
 		if t == nil {
-			t = &eggTally{eggStatusJSON: eggStatusJSON{Name: egg, Rollout: rolloutJSON{State: phaseDone}, Hosts: []eggHostJSON{}}}
+			t = &eggTally{EggStatus: api.EggStatus{Name: egg, Rollout: api.Rollout{State: phaseDone}, Hosts: []api.EggHost{}}}
 			tallies[egg] = t
 		}
 		return t
@@ -144,13 +71,13 @@ func projectStatus(namespace, project string, hosts []statusHost, records []*res
 	for _, t := range tallies {
 		out.Eggs = append(out.Eggs, t.finish())
 	}
-	slices.SortFunc(out.Eggs, func(a, b eggStatusJSON) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(out.Eggs, func(a, b api.EggStatus) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
 // eggTally adds an egg up host by host.
 type eggTally struct {
-	eggStatusJSON
+	api.EggStatus
 	notUp   []string // "host b is down", for hosts not up that should run some
 	waiting string   // why replicas are not placed
 }
@@ -160,13 +87,13 @@ type eggTally struct {
 func (t *eggTally) addHost(h statusHost, w contract.WorkloadSpec, now time.Time) {
 	hash := contract.SpecHash(w)
 	p := assess(w, hash, h.Containers)
-	view := eggHostJSON{ID: h.ID, Name: h.Name, State: h.State, Desired: w.Replicas, Ready: p.ready, Rollout: p.phase,
-		Containers: []containerStatusJSON{}}
+	view := api.EggHost{ID: h.ID, Name: h.Name, State: string(h.State), Desired: w.Replicas, Ready: p.ready, Rollout: p.phase,
+		Containers: []api.ContainerStatus{}}
 	for _, c := range h.Containers {
 		if c.WorkloadID != w.ID() {
 			continue
 		}
-		view.Containers = append(view.Containers, containerStatusJSON{Slot: c.Slot, State: c.State, Healthy: c.Healthy,
+		view.Containers = append(view.Containers, api.ContainerStatus{Slot: c.Slot, State: c.State, Healthy: c.Healthy,
 			Current: atSpec(w, hash, c), Restarts: c.Restarts, CrashLoopUntil: c.CrashLoopUntil,
 			RolloutFailure: c.RolloutFailure, LogTail: c.LogTail})
 		t.Restarts += c.Restarts
@@ -184,7 +111,7 @@ func (t *eggTally) addHost(h statusHost, w contract.WorkloadSpec, now time.Time)
 	case p.phase == phaseFailed:
 		t.Ready += p.ready
 		if t.Rollout.State != phaseFailed { // the first failure found says why
-			t.Rollout = rolloutJSON{State: phaseFailed, Reason: fmt.Sprintf("on %s: %s", h.label(), p.reason), LogTail: p.logTail}
+			t.Rollout = api.Rollout{State: phaseFailed, Reason: fmt.Sprintf("on %s: %s", h.label(), p.reason), LogTail: p.logTail}
 		}
 	default:
 		t.Ready += p.ready
@@ -209,8 +136,8 @@ func (t *eggTally) addUnplaced(n int, why string) {
 
 // finish sorts the hosts and says why the rollout is not done, unless it
 // failed (the failure says it).
-func (t *eggTally) finish() eggStatusJSON {
-	slices.SortFunc(t.Hosts, func(a, b eggHostJSON) int {
+func (t *eggTally) finish() api.EggStatus {
+	slices.SortFunc(t.Hosts, func(a, b api.EggHost) int {
 		return cmp.Or(cmp.Compare(cmp.Or(a.Name, a.ID), cmp.Or(b.Name, b.ID)), cmp.Compare(a.ID, b.ID))
 	})
 	switch {
@@ -223,7 +150,7 @@ func (t *eggTally) finish() eggStatusJSON {
 	case len(t.notUp) > 0:
 		t.Rollout.Reason = strings.Join(t.notUp, ", ")
 	}
-	return t.eggStatusJSON
+	return t.EggStatus
 }
 
 // worsen moves the egg's rollout state to p if p is further from done:
@@ -252,35 +179,36 @@ func outputInt(v any) int {
 	return 0
 }
 
-// getProjectStatus answers GET /api/v1/projects/{namespace}/{project}/status:
-// 404 for a project with no record, no apply and no workload on any host.
-func (s *Server) getProjectStatus(w http.ResponseWriter, r *http.Request) error {
-	ns, name := r.PathValue("namespace"), r.PathValue("project")
+// ProjectStatus works out where each egg of the project stands, from the
+// hosts' desired states and reports, so that a client (hatch status, the
+// rollout following of hatch apply) never reads a desired state, which
+// carries secret values meant for agents only. A project with no record, no
+// apply and no workload on any host gives api.CodeNotFound.
+func (s *Service) ProjectStatus(ctx context.Context, ns, name string) (api.ProjectStatus, error) {
 	key := ns + "/" + name
-	records, err := s.deps.Projects.ListResources(r.Context(), key)
+	records, err := s.deps.Projects.ListResources(ctx, key)
 	if err != nil {
-		return err
+		return api.ProjectStatus{}, err
 	}
-	applies, err := s.deps.Applies.Applies(r.Context(), key)
+	applies, err := s.deps.Applies.Applies(ctx, key)
 	if err != nil {
-		return err
+		return api.ProjectStatus{}, err
 	}
-	hosts, err := s.statusHosts(r.Context(), ns, name)
+	hosts, err := s.statusHosts(ctx, ns, name)
 	if err != nil {
-		return err
+		return api.ProjectStatus{}, err
 	}
 	deployed := slices.ContainsFunc(hosts, func(h statusHost) bool { return len(h.Workloads) > 0 })
 	if len(records) == 0 && len(applies) == 0 && !deployed {
-		return notFoundf("no project %q in namespace %q", name, ns)
+		return api.ProjectStatus{}, api.NotFound("no project %q in namespace %q", name, ns)
 	}
-	writeJSON(w, http.StatusOK, projectStatus(ns, name, hosts, records, s.now()))
-	return nil
+	return projectStatus(ns, name, hosts, records, s.now()), nil
 }
 
 // statusHosts reads every host not removed: its liveness, the project's
 // workloads in its desired state and the project's containers in its last
 // report.
-func (s *Server) statusHosts(ctx context.Context, namespace, project string) ([]statusHost, error) {
+func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([]statusHost, error) {
 	hosts, err := s.deps.Statuses.ListHosts(ctx)
 	if err != nil {
 		return nil, err
@@ -324,7 +252,7 @@ func (s *Server) statusHosts(ctx context.Context, namespace, project string) ([]
 // projectWorkloads reads the project's workloads in a host's desired state.
 // The state is decoded as stored, its secret values sealed, and those are
 // dropped too: spec hashes leave them out, and nothing else needs them.
-func (s *Server) projectWorkloads(ctx context.Context, host, namespace, project string) ([]contract.WorkloadSpec, error) {
+func (s *Service) projectWorkloads(ctx context.Context, host, namespace, project string) ([]contract.WorkloadSpec, error) {
 	stored, err := s.deps.Desired.DesiredState(ctx, host)
 	if err != nil || len(stored.Doc) == 0 {
 		return nil, err

@@ -1,4 +1,4 @@
-package server
+package fleet
 
 import (
 	"slices"
@@ -81,23 +81,6 @@ func types(evs []store.Event) []store.EventType {
 		out = append(out, e.Type)
 	}
 	return out
-}
-
-func TestStatusReportsRecordRolloutEvents(t *testing.T) {
-	h := newHarness(t, DefaultConfig(), nil)
-	d := h.publish("h1", 1, "x")
-	hash := contract.SpecHash(d.Workloads[0])
-	ready := contract.ContainerStatus{WorkloadID: d.Workloads[0].ID(), Slot: 0, SpecHash: hash, State: contract.StateRunning, Healthy: true}
-	if resp := h.do("POST", "/api/v1/hosts/h1/status", strings.NewReader(report("h1", ready))); resp.StatusCode != 204 {
-		t.Fatalf("status: %d", resp.StatusCode)
-	}
-	evs, err := h.store.ListEvents(t.Context(), 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(types(evs), store.EventRolloutDone) {
-		t.Fatalf("events %v lack rollout.done", types(evs))
-	}
 }
 
 func TestRolloutTrackerForgetsRemovedWorkloads(t *testing.T) {

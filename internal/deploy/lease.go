@@ -1,0 +1,73 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+// lease is a project's lease held by this server, renewed until released.
+type lease struct {
+	s      *Service
+	held   store.Lease
+	cancel context.CancelFunc
+	lost   chan struct{} // closed if a renewal finds the lease gone
+	wg     sync.WaitGroup
+	once   sync.Once // release runs once
+}
+
+// acquire takes the project's lease for holder, or returns the
+// *store.LockedError naming who holds it. The lease is renewed on its own
+// goroutine until release.
+func (s *Service) acquire(ctx context.Context, project, holder string) (*lease, error) {
+	now := s.now()
+	held, err := s.deps.Leases.AcquireLease(ctx, store.Lease{Project: project, Token: randomID(), Holder: holder,
+		Server: s.deps.ServerID, Since: now, Expires: now.Add(s.cfg.LeaseTTL)})
+	if err != nil {
+		return nil, err
+	}
+	renewCtx, cancel := context.WithCancel(s.life)
+	l := &lease{s: s, held: held, cancel: cancel, lost: make(chan struct{})}
+	l.wg.Go(func() { l.renew(renewCtx) })
+	return l, nil
+}
+
+func (l *lease) renew(ctx context.Context) {
+	t := time.NewTicker(l.s.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := l.s.deps.Leases.RenewLease(ctx, l.held.Project, l.held.Token, l.s.now().Add(l.s.cfg.LeaseTTL))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			l.s.log.Error("lost a project's lease", zap.String("project", l.held.Project), zap.String("holder", l.held.Holder))
+			close(l.lost)
+			return
+		case err != nil && ctx.Err() == nil:
+			l.s.log.Warn("lease not renewed; retrying", zap.String("project", l.held.Project), zap.Error(err))
+		}
+	}
+}
+
+// release stops renewing and releases the lease, even after a cancel. Calls
+// after the first do nothing.
+func (l *lease) release() { l.once.Do(l.releaseOnce) }
+
+func (l *lease) releaseOnce() {
+	l.cancel()
+	l.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.s.life), 10*time.Second)
+	defer cancel()
+	if err := l.s.deps.Leases.ReleaseLease(ctx, l.held.Project, l.held.Token); err != nil {
+		l.s.log.Warn("lease not released (it expires by itself)", zap.String("project", l.held.Project), zap.Error(err))
+	}
+}

@@ -1,0 +1,312 @@
+// Package deploy is the apply protocol of the control plane: plans made
+// against a project's deployed state, applies of those plans under the
+// project's lease, destroys, rollout restarts, auto-revert of failed
+// rollouts and rescheduling of eggs whose hosts are gone. Its Service takes
+// and returns plain Go values (package api's); the HTTP API, `hatch up` and
+// the dashboard call it alike.
+//
+// Invariants:
+//   - Every change of a project's deployed state happens under its lease,
+//     held by one operation of one server at a time and renewed while it
+//     runs; a server that dies keeps a project locked for one lease TTL at
+//     most.
+//   - A plan is applied only if the project's deployed state is still the
+//     one it was made against (its state hash), and only once.
+//   - An apply runs on the service's life, not its caller's: a client that
+//     goes away changes nothing. Its lease is released before its outcome
+//     is told.
+package deploy
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/provider"
+	"github.com/hatchery/hatchery/internal/reconciler"
+	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+// Config tunes the apply protocol. Start from DefaultConfig.
+type Config struct {
+	// PlanTTL is how long a plan may wait for its apply.
+	PlanTTL time.Duration
+	// LeaseTTL is how long a project's lease lasts unless its holder renews
+	// it (every third of it): the longest a server that died keeps a project
+	// locked from other servers.
+	LeaseTTL time.Duration
+	// RescheduleInterval is how often the fleet is checked for hosts whose
+	// replicas must move (placement's own delay is 2s).
+	RescheduleInterval time.Duration
+	// RevertRetry is how long auto-revert waits for a locked project (for at
+	// most 60 tries).
+	RevertRetry time.Duration
+	// Concurrency bounds each apply's provider calls (0: the reconciler's
+	// default).
+	Concurrency uint
+	// Backoff is the reconciler's retry policy (nil: its default).
+	Backoff func() backoff.BackOff
+}
+
+// DefaultConfig returns the defaults documented in docs/API.md.
+func DefaultConfig() Config {
+	return Config{PlanTTL: time.Hour, LeaseTTL: 30 * time.Second, RescheduleInterval: 500 * time.Millisecond,
+		RevertRetry: time.Second}
+}
+
+// Validate reports every setting that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"plan TTL", c.PlanTTL}, {"lease TTL", c.LeaseTTL}, {"reschedule interval", c.RescheduleInterval}, {"revert retry", c.RevertRetry}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("deploy config: %s must be positive, not %v", d.name, d.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Reports is what auto-revert reads of a host: its desired state and its
+// last report, to tell whether a failure is of the current spec.
+type Reports interface {
+	DesiredState(ctx context.Context, hostID string) (store.DesiredState, error)
+	Status(ctx context.Context, hostID string) (store.Status, error)
+}
+
+// Deps are what the service works with; every one is required.
+type Deps struct {
+	// Resources are the deployed resources (the reconciler's storage).
+	Resources reconciler.ResourceStorage
+	Plans     store.Plans
+	Leases    store.Leases
+	Applies   store.ApplyHistory
+	Projects  store.Projects
+	Events    store.Events
+	Reports   Reports
+	// Sources say whether a blob is uploaded.
+	Sources   reconciler.SourceStorage
+	Providers *provider.Set
+	// ServerID names this server in the leases it holds. It must be the same
+	// across restarts: a starting server releases what its previous life held.
+	ServerID string
+	Logger   *zap.Logger
+	// Now is the clock.
+	Now func() time.Time
+}
+
+func (d Deps) validate() error {
+	if d.Resources == nil || d.Plans == nil || d.Leases == nil || d.Applies == nil || d.Projects == nil ||
+		d.Events == nil || d.Reports == nil || d.Sources == nil || d.Providers == nil || d.Logger == nil || d.Now == nil {
+		return errors.New("deploy: every dependency must be set")
+	}
+	if d.ServerID == "" {
+		return errors.New("deploy: ServerID must name this server")
+	}
+	return nil
+}
+
+// Service runs the apply protocol. Start recovers from a previous life and
+// launches the revert and reschedule loops; Close stops them and every
+// apply still running.
+type Service struct {
+	cfg  Config
+	deps Deps
+	log  *zap.Logger
+	now  func() time.Time
+
+	mu   sync.Mutex // guards jobs and done
+	jobs map[int64]*Job
+	done []int64 // finished jobs, oldest first, forgotten past maxFinishedJobs
+
+	life   context.Context // the service's life: jobs and loops end with it
+	cancel context.CancelFunc
+	work   sync.WaitGroup // applies, loops and auto-reverts
+}
+
+// maxFinishedJobs is how many finished applies keep their progress in memory
+// for late followers.
+const maxFinishedJobs = 100
+
+// eventPage is how many events a loop reads at a time.
+const eventPage = 1000
+
+// New returns a service; nothing runs until Start.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := deps.validate(); err != nil {
+		return nil, err
+	}
+	life, cancel := context.WithCancel(context.Background())
+	return &Service{cfg: cfg, deps: deps, log: deps.Logger.With(zap.String("component", "deploy")), now: deps.Now,
+		jobs: map[int64]*Job{}, life: life, cancel: cancel}, nil
+}
+
+// Start recovers from the previous life of this server (its leases, its
+// applies left running, expired plans), then runs the reschedule and revert
+// loops until Close.
+func (s *Service) Start(ctx context.Context) error {
+	released, err := s.deps.Leases.ReleaseServerLeases(ctx, s.deps.ServerID)
+	if err != nil {
+		return fmt.Errorf("release this server's leases: %w", err)
+	}
+	for _, l := range released {
+		s.log.Info("released a lease this server held before it restarted",
+			zap.String("project", l.Project), zap.String("holder", l.Holder))
+	}
+	if err := s.failInterrupted(ctx); err != nil {
+		return fmt.Errorf("finish interrupted applies: %w", err)
+	}
+	if _, err := s.deps.Plans.DeleteExpiredPlans(ctx, s.now()); err != nil {
+		return fmt.Errorf("delete expired plans: %w", err)
+	}
+	since, err := s.lastEventSeq(ctx)
+	if err != nil {
+		return fmt.Errorf("read the event log: %w", err)
+	}
+	s.work.Go(func() { rescheduler{s}.rescheduleLoop(s.life) })
+	s.work.Go(func() { reverter{s}.revertLoop(s.life, since) })
+	return nil
+}
+
+// Close stops the loops and the applies still running (they are recorded
+// as interrupted) and waits for them.
+func (s *Service) Close() {
+	s.cancel()
+	s.work.Wait()
+}
+
+// failInterrupted finishes the applies a previous life left running: their
+// server died, and with it their work. A new apply finishes the job (pending
+// records are created again with the same IDs).
+func (s *Service) failInterrupted(ctx context.Context) error {
+	projects, err := s.deps.Projects.ListProjects(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range projects {
+		applies, err := s.deps.Applies.Applies(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, ap := range applies {
+			if ap.Outcome != store.ApplyRunning {
+				continue
+			}
+			err := s.deps.Applies.FinishApply(ctx, ap.ID, store.ApplyFailed,
+				"interrupted: the server stopped during this apply; apply again to finish it", s.now())
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Service) lastEventSeq(ctx context.Context) (int64, error) {
+	var since int64
+	for {
+		evs, err := s.deps.Events.ListEvents(ctx, since, eventPage)
+		if err != nil {
+			return 0, err
+		}
+		if len(evs) == 0 {
+			return since, nil
+		}
+		since = evs[len(evs)-1].Seq
+	}
+}
+
+// stateHash identifies a project's deployed state: a plan is applied only
+// if the hash it was made against still holds.
+func stateHash(recs []*resource.Deployed) string {
+	type rec struct {
+		Key, ID, Source string
+		Pending         bool
+		Inputs, Outputs map[string]any
+		Parents         []string
+	}
+	list := make([]rec, len(recs))
+	for i, r := range recs {
+		list[i] = rec{Key: r.Key(), ID: r.ID, Source: r.Source, Pending: r.Pending, Inputs: r.Inputs, Outputs: r.Outputs,
+			Parents: slices.Sorted(slices.Values(r.Parents))}
+	}
+	slices.SortFunc(list, func(a, b rec) int {
+		switch {
+		case a.Key < b.Key:
+			return -1
+		case a.Key > b.Key:
+			return 1
+		}
+		return 0
+	})
+	b, err := json.Marshal(list) // map keys sorted; numbers as JSON writes them
+	if err != nil {
+		return "unhashable: " + err.Error()
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// randomID returns 16 random hex digits.
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// lockedError tells the caller of an operation on a locked project who
+// holds it.
+func lockedError(err error) error {
+	var locked *store.LockedError
+	if errors.As(err, &locked) {
+		return api.Errorf(api.CodeLocked, "%s; try again when it is done", locked.Error())
+	}
+	return err
+}
+
+// reconcilerFor returns a reconciler for one operation on the project.
+func (s *Service) reconcilerFor(reg reconciler.Registry, log *zap.Logger) *reconciler.Reconciler {
+	return &reconciler.Reconciler{
+		Resources:   s.deps.Resources,
+		Source:      s.deps.Sources,
+		Registry:    reg,
+		Concurrency: s.cfg.Concurrency,
+		Logger:      log,
+		Backoff:     s.cfg.Backoff,
+	}
+}
+
+// putRecord stores a record an egg operation changed, even after a cancel:
+// the desired states were written already.
+func (s *Service) putRecord(ctx context.Context, project string, r *resource.Deployed) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := s.deps.Resources.PutResource(ctx, project, r); err != nil {
+		return fmt.Errorf("record %s: %w", r.Key(), err)
+	}
+	return nil
+}
+
+// event records an event; its failure is logged: what it tells of happened.
+func (s *Service) event(ctx context.Context, e store.Event) {
+	e.Time = s.now()
+	if _, err := s.deps.Events.AppendEvent(context.WithoutCancel(ctx), e); err != nil {
+		s.log.Warn("event not recorded", zap.String("type", string(e.Type)), zap.Error(err))
+	}
+}

@@ -1,0 +1,197 @@
+// Package fleet is the control plane's view of its hosts and what runs on
+// them: their liveness (a host is down after a timeout without a report,
+// never within one timeout of the server's start), their reports and the
+// rollout events those give, where each egg of a project stands, the joining
+// and removal of hosts with their tokens, the event log, and the collection
+// of blobs nothing references. Its Service takes and returns plain Go values
+// (package api's); it never connects to a host: agents only ever pull.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/blob"
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+// Config tunes the fleet's background work. Start from DefaultConfig.
+type Config struct {
+	// LivenessTimeout is how long a host may go without a report before it is
+	// marked down (agents report every 2 s).
+	LivenessTimeout time.Duration
+	// BlobGrace is how long an unreferenced blob is kept after its upload or
+	// its last HEAD, and BlobGCInterval how often unreferenced blobs are sought.
+	BlobGrace      time.Duration
+	BlobGCInterval time.Duration
+}
+
+// DefaultConfig returns the defaults documented in docs/API.md.
+func DefaultConfig() Config {
+	return Config{LivenessTimeout: 6 * time.Second, BlobGrace: time.Hour, BlobGCInterval: 10 * time.Minute}
+}
+
+// Validate reports every setting that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"liveness timeout", c.LivenessTimeout}, {"blob grace", c.BlobGrace}, {"blob gc interval", c.BlobGCInterval}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("fleet config: %s must be positive, not %v", d.name, d.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// DesiredStates is what the fleet reads of the hosts' desired states.
+type DesiredStates interface {
+	DesiredState(ctx context.Context, hostID string) (store.DesiredState, error)
+}
+
+// Deps are what the service works with; every one is required. Each store
+// interface is the narrow one its part needs; one store usually provides
+// them all.
+type Deps struct {
+	Liveness   store.Liveness
+	Statuses   store.Statuses
+	Desired    DesiredStates
+	Events     store.Events
+	Retention  store.BlobRetention
+	Applies    store.ApplyHistory
+	Projects   store.Projects
+	JoinTokens store.JoinTokens
+	Members    store.Members
+	Blobs      *blob.Store
+	// Fingerprint is the served CA's fingerprint, which every token the
+	// fleet issues carries.
+	Fingerprint string
+	// HostCA signs the certificates hosts present to each other on the
+	// mesh (pki.HostCA): a CA of their own, never the one clients pin.
+	HostCA HostSigner
+	Logger *zap.Logger
+	// Now is the clock.
+	Now func() time.Time
+}
+
+func (d Deps) validate() error {
+	if d.Liveness == nil || d.Statuses == nil || d.Desired == nil || d.Events == nil || d.Retention == nil ||
+		d.Applies == nil || d.Projects == nil || d.JoinTokens == nil || d.Members == nil || d.Blobs == nil ||
+		d.HostCA == nil || d.Logger == nil || d.Now == nil {
+		return errors.New("fleet: every dependency must be set")
+	}
+	if err := CheckFingerprint(d.Fingerprint); err != nil {
+		return fmt.Errorf("fleet: the tokens it issues need the CA's fingerprint: %w", err)
+	}
+	return nil
+}
+
+// HostSigner issues host certificates; pki.HostCA is the one.
+type HostSigner interface {
+	// SignHost signs the key of a PEM CSR for hostID; an error wrapping
+	// pki.ErrBadCSR is the request's fault.
+	SignHost(csrPEM []byte, hostID string, now time.Time) ([]byte, error)
+	// CertPEM is the host CA's certificate.
+	CertPEM() []byte
+}
+
+// Service is the fleet. Start marks every host unknown and launches the
+// liveness monitor and the blob collector; Close stops them.
+type Service struct {
+	cfg  Config
+	deps Deps
+	log  *zap.Logger
+	now  func() time.Time
+
+	liveness *liveness
+	rollouts *rolloutTracker
+	hosts    *prometheus.GaugeVec
+
+	stop  context.CancelFunc // stops the loops; set by Start
+	loops sync.WaitGroup
+}
+
+// New returns a fleet; nothing runs until Start.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := deps.validate(); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, deps: deps, log: deps.Logger, now: deps.Now, rollouts: newRolloutTracker(),
+		hosts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hatch_hosts",
+			Help: "Hosts by liveness state, as of the last liveness check.",
+		}, []string{"state"})}
+	s.liveness = &liveness{store: deps.Liveness, timeout: cfg.LivenessTimeout, now: deps.Now,
+		log: deps.Logger.With(zap.String("component", "liveness")), hosts: s.hosts}
+	return s, nil
+}
+
+// Collector is the fleet's Prometheus collector: hosts by liveness state.
+func (s *Service) Collector() prometheus.Collector { return s.hosts }
+
+// Start begins the fleet's life: every host becomes unknown (the server has
+// heard from none yet), then the liveness monitor and the blob collector run
+// until Close.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.liveness.begin(ctx); err != nil {
+		return fmt.Errorf("mark hosts unknown: %w", err)
+	}
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = cancel
+	s.loops.Go(func() { s.liveness.run(loopCtx) })
+	s.loops.Go(func() { s.collectBlobs(loopCtx) })
+	return nil
+}
+
+// Close stops the loops and waits for them.
+func (s *Service) Close() {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.loops.Wait()
+}
+
+// CheckLiveness marks down, now, every host silent for longer than the
+// liveness timeout; the monitor does it four times per timeout.
+func (s *Service) CheckLiveness(ctx context.Context) error { return s.liveness.check(ctx) }
+
+// collectBlobs removes unreferenced blobs past their grace, every BlobGCInterval.
+func (s *Service) collectBlobs(ctx context.Context) {
+	log := s.log.With(zap.String("component", "blob-gc"))
+	t := time.NewTicker(s.cfg.BlobGCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.CollectBlobs(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("blob collection failed", zap.Error(err))
+		}
+	}
+}
+
+// CollectBlobs removes, now, the blobs nothing references that are past
+// their grace.
+func (s *Service) CollectBlobs(ctx context.Context) error {
+	refs, err := s.deps.Retention.ReferencedBlobs(ctx)
+	if err != nil {
+		return err
+	}
+	removed, err := s.deps.Blobs.Collect(ctx, refs, s.cfg.BlobGrace)
+	for _, b := range removed {
+		s.log.Info("collected unreferenced blob", zap.String("digest", b.Digest), zap.Int64("bytes", b.Size))
+	}
+	return err
+}

@@ -1,0 +1,212 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+// hostView shows a host: its liveness, identity, and the versions of its
+// desired state and last report (nil before one).
+func (s *Service) hostView(ctx context.Context, h store.Host, id store.HostIdentity) (api.Host, *contract.StatusReport, error) {
+	v := api.Host{ID: h.ID, Name: id.Name, RemovedAt: id.RemovedAt, State: string(h.State), StateSince: h.StateSince, LastSeen: h.LastSeen}
+	d, err := s.deps.Desired.DesiredState(ctx, h.ID)
+	if err != nil {
+		return v, nil, err
+	}
+	v.DesiredVersion = d.Version
+	st, err := s.deps.Statuses.Status(ctx, h.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return v, nil, nil
+	}
+	if err != nil {
+		return v, nil, err
+	}
+	report, err := contract.DecodeStatusReport(bytes.NewReader(st.Report))
+	if err != nil {
+		return v, nil, fmt.Errorf("host %s: stored report: %w", h.ID, err)
+	}
+	v.ReportedVersion = report.Version
+	return v, &report, nil
+}
+
+// Hosts lists every host, removed ones too, sorted by ID.
+func (s *Service) Hosts(ctx context.Context) ([]api.Host, error) {
+	hosts, err := s.deps.Statuses.ListHosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	identities, err := s.hostIdentities(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Host, 0, len(hosts))
+	for _, h := range hosts {
+		v, _, err := s.hostView(ctx, h, identities[h.ID])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Host returns one host with its last report; an unknown ID gives
+// api.CodeNotFound.
+func (s *Service) Host(ctx context.Context, id string) (api.HostDetail, error) {
+	h, err := s.deps.Statuses.Host(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return api.HostDetail{}, api.NotFound("no host %q", id)
+	}
+	if err != nil {
+		return api.HostDetail{}, err
+	}
+	identities, err := s.hostIdentities(ctx)
+	if err != nil {
+		return api.HostDetail{}, err
+	}
+	v, report, err := s.hostView(ctx, h, identities[id])
+	if err != nil {
+		return api.HostDetail{}, err
+	}
+	return api.HostDetail{Host: v, Status: report}, nil
+}
+
+// hostIdentities returns the joined hosts by ID.
+func (s *Service) hostIdentities(ctx context.Context) (map[string]store.HostIdentity, error) {
+	all, err := s.deps.Members.ListHostIdentities(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]store.HostIdentity, len(all))
+	for _, h := range all {
+		byID[h.ID] = h
+	}
+	return byID, nil
+}
+
+// Report stores a host's status report. It is the host's heartbeat, and the
+// report's containers, compared with the previous report's, give the
+// rollout events. A report that cannot be right gives an *api.Error naming
+// the field. Once the report is stored, a failure to record its rollout
+// events is logged, not returned: it is not the agent's concern.
+func (s *Service) Report(ctx context.Context, host string, report contract.StatusReport) error {
+	if report.HostID == "" {
+		report.HostID = host
+	}
+	if err := validateReport(host, report); err != nil {
+		return err
+	}
+	body, err := json.Marshal(report)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	prevBody, err := s.deps.Statuses.PutStatus(ctx, host, body, now)
+	if err != nil {
+		return err
+	}
+	if err := s.recordRollouts(ctx, host, prevBody, report, now); err != nil {
+		s.log.Warn("rollout events not recorded", zap.String("host", host), zap.Error(err))
+	}
+	return nil
+}
+
+func (s *Service) recordRollouts(ctx context.Context, host string, prevBody []byte, report contract.StatusReport, now time.Time) error {
+	stored, err := s.deps.Desired.DesiredState(ctx, host)
+	if err != nil || stored.Doc == nil {
+		return err
+	}
+	// Spec hashes leave secret values out, so the sealed form serves as it is.
+	desired, err := contract.DecodeDesiredState(bytes.NewReader(stored.Doc))
+	if err != nil {
+		return err
+	}
+	var prev []contract.ContainerStatus
+	if prevBody != nil {
+		p, err := contract.DecodeStatusReport(bytes.NewReader(prevBody))
+		if err != nil {
+			return err
+		}
+		prev = p.Containers
+	}
+	for _, e := range s.rollouts.events(host, desired, prev, report.Containers, now) {
+		if _, err := s.deps.Events.AppendEvent(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var knownStates = map[contract.ContainerState]bool{
+	contract.StateBuilding: true, contract.StateStarting: true, contract.StateRunning: true,
+	contract.StateDraining: true, contract.StateStopped: true, contract.StateCompleted: true,
+	contract.StateCrashed: true, contract.StateUnknown: true,
+}
+
+// validateReport names the first field of a report that cannot be right.
+func validateReport(host string, rep contract.StatusReport) error {
+	if rep.HostID != host {
+		return api.BadRequest("host_id: %q, but the report was sent for host %q", rep.HostID, host)
+	}
+	for i, c := range rep.Containers {
+		switch {
+		case c.WorkloadID == "":
+			return api.BadRequest("containers[%d].workload: empty", i)
+		case c.Slot < 0:
+			return api.BadRequest("containers[%d].slot: %d is negative", i, c.Slot)
+		case !knownStates[c.State]:
+			return api.BadRequest("containers[%d].state: %q is not a container state", i, c.State)
+		case c.Restarts < 0:
+			return api.BadRequest("containers[%d].restarts: %d is negative", i, c.Restarts)
+		}
+	}
+	return nil
+}
+
+// ReferencesBlob reports whether the host's desired state builds from the
+// blob: a host may read only those.
+func (s *Service) ReferencesBlob(ctx context.Context, hostID, digest string) (bool, error) {
+	stored, err := s.deps.Desired.DesiredState(ctx, hostID)
+	if err != nil || len(stored.Doc) == 0 {
+		return false, err
+	}
+	// Blob IDs are not secret: the sealed form serves as it is.
+	d, err := contract.DecodeDesiredState(bytes.NewReader(stored.Doc))
+	if err != nil {
+		return false, err
+	}
+	for _, w := range d.Workloads {
+		if w.BlobID != "" && w.BlobID == digest {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Events returns up to limit events of the log after since, oldest first.
+func (s *Service) Events(ctx context.Context, since int64, limit int) ([]api.Event, error) {
+	evs, err := s.deps.Events.ListEvents(ctx, since, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Event, len(evs))
+	for i, e := range evs {
+		out[i] = api.Event{Seq: e.Seq, Time: e.Time, Type: string(e.Type), Project: e.Project, Host: e.Host,
+			Resource: e.Resource, Message: e.Message}
+	}
+	return out, nil
+}
+
+// WatchEvents returns a channel closed when the next event is recorded
+// after the call: call it before Events, so that none slips between.
+func (s *Service) WatchEvents() <-chan struct{} { return s.deps.Events.WatchEvents() }

@@ -1,0 +1,128 @@
+package server
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/blob"
+	"github.com/hatchery/hatchery/internal/deploy"
+	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/provider"
+	"github.com/hatchery/hatchery/internal/seal"
+	"github.com/hatchery/hatchery/internal/store/sqlite"
+)
+
+// TestWiring is what a test builds a server over: a real SQLite store and
+// blob directory, and the services over them, as `hatch server` wires them.
+// Zero fields take a test's defaults. It is exported for the tests of
+// package server_test too.
+type TestWiring struct {
+	// Dir holds the store and the blobs ("" for a new temporary one); a
+	// Store already open is used as it is.
+	Dir   string
+	Store *sqlite.Store
+	Box   *seal.Box
+	// Auth defaults to the admin token AdminHash.
+	Auth        Authenticator
+	AdminHash   string
+	Fingerprint string
+	ServerID    string
+	Logger      *zap.Logger
+	Now         func() time.Time
+	Deploy      deploy.Config
+	Fleet       fleet.Config
+}
+
+// Built is a test server and what it was built over.
+type Built struct {
+	Server *Server
+	Store  *sqlite.Store
+	Blobs  *blob.Store
+	Box    *seal.Box
+	Fleet  *fleet.Service
+	Deploy *deploy.Service
+	// HostCA signs the hosts' certificates.
+	HostCA *pki.HostCA
+	// Providers are the deploy service's, for tests that drive the
+	// reconciler themselves.
+	Providers *provider.Set
+}
+
+// BuildTestServer builds a server over w; the store is closed in t.Cleanup
+// when BuildTestServer opened it, and the server is closed there too.
+func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
+	t.Helper()
+	if w.Dir == "" {
+		w.Dir = t.TempDir()
+	}
+	if w.Logger == nil {
+		w.Logger = zap.NewNop()
+	}
+	if w.Now == nil {
+		w.Now = time.Now
+	}
+	if w.Fingerprint == "" {
+		w.Fingerprint = fingerprint()
+	}
+	if w.ServerID == "" {
+		w.ServerID = "srv-test"
+	}
+	if w.Deploy.PlanTTL == 0 {
+		w.Deploy = deploy.DefaultConfig()
+	}
+	if w.Fleet.LivenessTimeout == 0 {
+		w.Fleet = fleet.DefaultConfig()
+	}
+	st := w.Store
+	if st == nil {
+		var err error
+		if st, err = sqlite.Open(t.Context(), filepath.Join(w.Dir, "hatch.db"), w.Logger); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+	}
+	blobs, err := blob.Open(filepath.Join(w.Dir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Box == nil {
+		if w.Box, err = seal.New(bytes.Repeat([]byte{1}, 32)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.Auth == nil {
+		w.Auth = NewAdminToken(w.AdminHash)
+	}
+	set, err := provider.New(provider.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
+		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st}, Box: w.Box, Logger: w.Logger, Now: w.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep, err := deploy.New(w.Deploy, deploy.Deps{Resources: st, Plans: st, Leases: st, Applies: st, Projects: st,
+		Events: st, Reports: st, Sources: blobs, Providers: set, ServerID: w.ServerID, Logger: w.Logger, Now: w.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostCA, err := pki.LoadOrCreateHostCA(filepath.Join(w.Dir, "tls"), pki.MaxHostLifetime, w.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := fleet.New(w.Fleet, fleet.Deps{Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st,
+		Applies: st, Projects: st, JoinTokens: st, Members: st, Blobs: blobs, Fingerprint: w.Fingerprint,
+		HostCA: hostCA, Logger: w.Logger, Now: w.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, Deps{Deploy: dep, Fleet: fl, Desired: st, Box: w.Box, Blobs: blobs, Auth: w.Auth,
+		Logger: w.Logger, Now: w.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return Built{Server: srv, Store: st, Blobs: blobs, Box: w.Box, Fleet: fl, Deploy: dep, Providers: set, HostCA: hostCA}
+}
