@@ -57,13 +57,16 @@ eggs:
     routes: [%s.localhost]
     stop_timeout: 2s
 `, project, replicas, project),
-		"app/Dockerfile": dockertest.ImageSpec{Healthcheck: dockertest.AppHealthcheck}.Dockerfile(),
+		"app/Dockerfile": netAppImage.Dockerfile(),
 	})
 	if err := os.WriteFile(filepath.Join(dir, "app", "app"), data, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return dir
 }
+
+// netAppImage is the image of netSpreadProject's egg.
+var netAppImage = dockertest.ImageSpec{Healthcheck: dockertest.AppHealthcheck}
 
 func TestNetClusterSpreadsAnEggOverHostsAndOutlivesTheLossOfOne(t *testing.T) {
 	c := newCluster(t, clusterOptions{hosts: 3})
@@ -307,8 +310,10 @@ func (c *cluster) createNetForeign(agents []*clAgent) *netForeign {
 }
 
 func createForeignSet(ctx context.Context, cli *client.Client, labels map[string]string, name string) (*foreignSet, error) {
+	// The egg's own build context (netSpreadProject's): the engine's build
+	// cache then spares the agent's build of the egg most of the work.
 	img := "hatchtest/foreign:" + dockertest.RunID()
-	if err := dockertest.BuildImage(ctx, cli, dockertest.ImageSpec{}, img, labels); err != nil {
+	if err := dockertest.BuildImage(ctx, cli, netAppImage, img, labels); err != nil {
 		return nil, err
 	}
 	s := &foreignSet{cli: cli, volume: name + "-v"}

@@ -183,8 +183,10 @@ func (h *Host) engineLog() string {
 // lost machine is not asked to shut down), then stops the engine, which
 // stops its containers, and kills whatever of the host is left. Start brings it back with the same engine data.
 func (h *Host) Stop() error {
-	if err := run(context.Background(), "ip", "link", "set", h.Link, "down"); err != nil {
-		return fmt.Errorf("netcluster: stop %s: %w", h.Name, err)
+	if linkExists(h.Link) { // not yet, if the host's creation failed
+		if err := run(context.Background(), "ip", "link", "set", h.Link, "down"); err != nil {
+			return fmt.Errorf("netcluster: stop %s: %w", h.Name, err)
+		}
 	}
 	h.mu.Lock()
 	engine, exited := h.engine, h.exited
