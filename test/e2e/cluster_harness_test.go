@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -211,9 +210,6 @@ func (c *cluster) runAgent(a *clAgent, extra ...string) {
 	}
 	a.proc.waitLine(c.t, `"agent running"`, 30*time.Second)
 }
-
-// stopAgent ends an agent's process gracefully (its containers keep running).
-func (c *cluster) stopAgent(a *clAgent) { a.proc.stop(c.t) }
 
 // waitHostUp waits until the server lists the host as up.
 func (c *cluster) waitHostUp(a *clAgent, timeout time.Duration) {
@@ -585,28 +581,6 @@ func (c *cluster) projectObjectsOn(namespace, project, hostID string) (nContaine
 		c.t.Fatal(err)
 	}
 	return len(cs), len(ns), len(vs.Volumes)
-}
-
-// servingContainers counts the egg's running containers on a host that
-// answer GET /healthz at their address, with their IDs.
-func (c *cluster) servingContainers(namespace, project, egg, hostID string, port int) []string {
-	c.t.Helper()
-	var ids []string
-	for _, s := range c.projectContainers(namespace, project, egg, hostID) {
-		for _, n := range s.NetworkSettings.Networks {
-			if n.IPAddress == "" {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(c.t.Context(), time.Second)
-			code, _, err := dockertest.Get(ctx, "http://"+net.JoinHostPort(n.IPAddress, strconv.Itoa(port))+"/healthz")
-			cancel()
-			if err == nil && code == http.StatusOK {
-				ids = append(ids, s.ID)
-			}
-			break
-		}
-	}
-	return ids
 }
 
 // viaIngress GETs path on a host's ingress with the Host header.

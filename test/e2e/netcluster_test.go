@@ -92,6 +92,10 @@ func TestNetClusterSpreadsAnEggOverHostsAndOutlivesTheLossOfOne(t *testing.T) {
 		}
 		return nil
 	})
+	// Each engine runs its own host's replicas and no other's.
+	if n := c.eggContainersEverywhere(all, "spread", true); n != 6 {
+		t.Errorf("the three engines hold %d containers of the egg, want the 6 of their own hosts", n)
+	}
 	if status := c.mustHatch(nil, "status", "spread"); !strings.Contains(status, "app  6/6    done     h1,h2,h3") {
 		t.Errorf("status:\n%s", status)
 	}
