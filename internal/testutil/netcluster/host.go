@@ -244,13 +244,17 @@ func (h *Host) netnsInode() uint64 { return nsInode(h.NetnsPath()) }
 
 // killAll kills every process of the host: in its namespace, in its
 // engine's containers, or running from its directory (containerd, shims,
-// fuse-overlayfs).
+// fuse-overlayfs), and removes the sockets of the shims it killed.
 func (h *Host) killAll() error {
 	ino := h.netnsInode()
 	ids := containerIDs(filepath.Join(h.Dir, "data"))
-	return killWhere(func(p proc) bool {
+	err := killWhere(func(p proc) bool {
 		return (ino != 0 && p.netns == ino) || strings.Contains(p.cmdline, h.Dir+"/") || p.inContainer(ids)
 	})
+	if err != nil {
+		return err
+	}
+	return removeShimSockets(h.Dir, ids)
 }
 
 // remove stops the host for good and removes its namespace, link and

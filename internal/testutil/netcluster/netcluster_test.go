@@ -4,6 +4,8 @@ package netcluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -37,6 +39,7 @@ func TestHostsAreApartAndGoneAfterCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	var c *Cluster
+	var keptDir, keptID string // a container's host directory and ID
 	t.Run("hosts", func(t *testing.T) {
 		c = Start(t, 2)
 		h1, h2 := c.Hosts[0], c.Hosts[1]
@@ -117,6 +120,7 @@ func TestHostsAreApartAndGoneAfterCleanup(t *testing.T) {
 		if err := h2.Docker().ContainerStart(t.Context(), created.ID, container.StartOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		keptDir, keptID = h2.Dir, created.ID
 		start := time.Now()
 		if err := h2.Stop(); err != nil {
 			t.Fatal(err)
@@ -151,6 +155,12 @@ func TestHostsAreApartAndGoneAfterCleanup(t *testing.T) {
 	// The subtest's cleanup has run: nothing of the run is left.
 	if left := leftovers(t, c.run); len(left) > 0 {
 		t.Fatalf("left after cleanup: %v", left)
+	}
+	if keptID != "" {
+		sum := sha256.Sum256([]byte(filepath.Join(keptDir, "exec", "containerd", "containerd.sock", "moby", keptID)))
+		if _, err := os.Stat(filepath.Join(shimSocketDir, hex.EncodeToString(sum[:]))); err == nil {
+			t.Fatalf("the shim socket of h2's container is left in %s", shimSocketDir)
+		}
 	}
 }
 

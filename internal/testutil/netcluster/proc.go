@@ -3,6 +3,8 @@
 package netcluster
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -131,6 +133,27 @@ func containerIDs(dataRoot string) []string {
 		}
 	}
 	return ids
+}
+
+// shimSocketDir is where containerd (1.6) puts its shims' sockets, whatever
+// its own address: one directory for every containerd of the machine.
+const shimSocketDir = "/run/containerd/s"
+
+// removeShimSockets removes the sockets of an engine's killed shims, which
+// only a shim's clean exit removes. Each is named, as containerd names it,
+// after the hash of the containerd address, namespace and container ID, so
+// only the sockets of this engine's own containers are touched.
+func removeShimSockets(engineDir string, ids []string) error {
+	address := filepath.Join(engineDir, "exec", "containerd", "containerd.sock")
+	var errs []error
+	for _, id := range ids {
+		sum := sha256.Sum256([]byte(filepath.Join(address, "moby", id)))
+		err := os.Remove(filepath.Join(shimSocketDir, hex.EncodeToString(sum[:])))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // unmountUnder detaches every mount at or below dir, deepest first: the

@@ -109,12 +109,15 @@ func Sweep() error {
 }
 
 // sweepRun kills what runs from a dead run's directory or in its
-// containers, unmounts and removes the directory.
+// containers, removes its shims' sockets, unmounts and removes the
+// directory.
 func sweepRun(run, dir string) error {
 	var ids []string
 	hosts, _ := filepath.Glob(filepath.Join(dir, "h*"))
+	byHost := map[string][]string{}
 	for _, h := range hosts {
-		ids = append(ids, containerIDs(filepath.Join(h, "data"))...)
+		byHost[h] = containerIDs(filepath.Join(h, "data"))
+		ids = append(ids, byHost[h]...)
 	}
 	var netns []uint64
 	nsEntries, _ := os.ReadDir(netnsDir)
@@ -135,6 +138,11 @@ func sweepRun(run, dir string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("netcluster sweep %s: %w", run, err)
+	}
+	for h, hostIDs := range byHost {
+		if err := removeShimSockets(h, hostIDs); err != nil {
+			return fmt.Errorf("netcluster sweep %s: %w", run, err)
+		}
 	}
 	if err := removeDir(dir); err != nil {
 		return fmt.Errorf("netcluster sweep %s: %w", run, err)
