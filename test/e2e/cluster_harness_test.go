@@ -70,6 +70,7 @@ type clAgent struct {
 	ingressPort, dataDir string
 	adminPort, secretDir string
 	proc                 *clProc
+	past                 []*clProc // the processes before a restart, for the secret check
 	hostID               string
 	// host is the agent's own host (nil on the shared engine).
 	host *netcluster.Host
@@ -200,6 +201,9 @@ func (c *cluster) runAgent(a *clAgent, extra ...string) {
 		args = append(args, "--label", k+"="+v)
 	}
 	args = append(args, extra...)
+	if a.proc != nil {
+		a.past = append(a.past, a.proc)
+	}
 	if a.host == nil {
 		a.proc = c.start("agent-"+a.name, args, nil)
 	} else {
@@ -366,8 +370,10 @@ func (c *cluster) secretsFound() []string {
 	c.mu.Unlock()
 	texts = append(texts, c.server.stderr())
 	for _, a := range c.agents {
-		if a.proc != nil {
-			texts = append(texts, a.proc.stderr(), a.proc.stdout())
+		for _, p := range append(a.past, a.proc) {
+			if p != nil {
+				texts = append(texts, p.stderr(), p.stdout())
+			}
 		}
 	}
 	return findSecrets(texts, secrets)
