@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,15 +27,20 @@ import (
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
+	"github.com/hatchery/hatchery/internal/testutil/netcluster"
 )
 
 // cluster is Hatchery as an operator runs it, every part the real binary
-// built from this checkout: one `hatch server`, and `hatch agent`s sharing
-// the one Docker Engine as separate hosts, each with its own name, data
-// directory and loopback address (127.0.0.2, 127.0.0.3...) for its ingress,
-// admin and published ports. The CLI runs as a process too, with the server
-// and admin token in its environment. Everything the agents create carries
-// the scope's labels and is removed with it.
+// built from this checkout: one `hatch server`, and `hatch agent`s as
+// separate hosts, each with its own name and data directory. By default the
+// agents share the one Docker Engine, each on its own loopback address
+// (127.0.0.2, 127.0.0.3...) for its ingress, admin and published ports;
+// with clusterOptions.hosts each agent runs on a host of its own
+// (internal/testutil/netcluster: a network namespace with its own Docker
+// Engine), and the server listens on the address the hosts reach it at. The
+// CLI runs as a process too, with the server and admin token in its
+// environment. Everything the agents create carries the scope's labels and
+// is removed with it (or with its host's engine).
 //
 // The cluster keeps every log line, every CLI output and every API answer
 // the test reads, and checks when the test ends that none holds a token, a
@@ -51,6 +55,9 @@ type cluster struct {
 	token  string
 	api    *client.Client
 	agents map[string]*clAgent
+	// net is the cluster's hosts when each agent has its own (nil when
+	// they share the test's engine).
+	net *netcluster.Cluster
 
 	mu       sync.Mutex // guards recorded and secrets
 	recorded []string   // CLI outputs and API answers
@@ -63,7 +70,10 @@ type clAgent struct {
 	ingressPort, dataDir string
 	adminPort, secretDir string
 	proc                 *clProc
+	past                 []*clProc // the processes before a restart, for the secret check
 	hostID               string
+	// host is the agent's own host (nil on the shared engine).
+	host *netcluster.Host
 }
 
 // IngressURL is the agent's ingress, http://<ip>:<port>.
@@ -75,7 +85,16 @@ type clusterOptions struct {
 	agents []string
 	// liveness is the server's liveness timeout (default the server's).
 	liveness time.Duration
+	// hosts, if set, gives each agent a host of its own, named h1..hN,
+	// instead of the shared engine (agents is then ignored).
+	hosts int
 }
+
+// Each agent has its host's network namespace to itself: fixed ports.
+const (
+	netIngressPort = "8080"
+	netAdminPort   = "7701"
+)
 
 func newCluster(t testing.TB, opts clusterOptions) *cluster {
 	t.Helper()
@@ -87,9 +106,19 @@ func newCluster(t testing.TB, opts clusterOptions) *cluster {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, scope: dockertest.NewScope(t), bin: bin, dir: t.TempDir(), agents: map[string]*clAgent{}}
-	c.startServer(opts.liveness)
-	for i, name := range opts.agents {
-		c.startAgent(name, fmt.Sprintf("127.0.0.%d", i+2))
+	if opts.hosts > 0 {
+		start := time.Now()
+		c.net = netcluster.Start(t, opts.hosts)
+		c.startServer(opts.liveness, c.net.ServerIP)
+		for _, h := range c.net.Hosts {
+			c.startAgent(h.Name, h.IP, h)
+		}
+		t.Logf("%d hosts, the server and their agents up in %v", opts.hosts, time.Since(start).Round(time.Millisecond))
+	} else {
+		c.startServer(opts.liveness, "127.0.0.1")
+		for i, name := range opts.agents {
+			c.startAgent(name, fmt.Sprintf("127.0.0.%d", i+2), nil)
+		}
 	}
 	t.Cleanup(func() {
 		if leaks := c.secretsFound(); len(leaks) > 0 {
@@ -99,11 +128,17 @@ func newCluster(t testing.TB, opts clusterOptions) *cluster {
 	return c
 }
 
-func (c *cluster) startServer(liveness time.Duration) {
+// startServer starts the server listening on ip. An address other than
+// loopback is named with --tls-name, so that the serving certificate covers
+// it even if the machine's addresses are read before it exists.
+func (c *cluster) startServer(liveness time.Duration, ip string) {
 	c.t.Helper()
 	dataDir := filepath.Join(c.dir, "server")
-	port := clFreePort(c.t, "127.0.0.1")
-	args := []string{"server", "--listen", "127.0.0.1:" + port, "--data-dir", dataDir, "--cli-config", "-"}
+	port := clFreePort(c.t, ip)
+	args := []string{"server", "--listen", net.JoinHostPort(ip, port), "--data-dir", dataDir, "--cli-config", "-"}
+	if !net.ParseIP(ip).IsLoopback() {
+		args = append(args, "--tls-name", ip)
+	}
 	if liveness > 0 {
 		args = append(args, "--liveness-timeout", liveness.String())
 	}
@@ -124,13 +159,18 @@ func (c *cluster) startServer(liveness time.Duration) {
 	c.keepFileSecrets(filepath.Join(dataDir, "seal.key"), filepath.Join(dataDir, "tls", "ca-key.pem"), filepath.Join(dataDir, "tls", "server-key.pem"))
 }
 
-// startAgent joins a new host: its ingress, admin and published ports on ip.
-func (c *cluster) startAgent(name, ip string) *clAgent {
+// startAgent joins a new host: its ingress, admin and published ports on ip,
+// in host's network namespace and on its engine if host is set.
+func (c *cluster) startAgent(name, ip string, host *netcluster.Host) *clAgent {
 	c.t.Helper()
 	join := strings.TrimSpace(c.hatchSecretly("token", "create", "--join"))
 	c.keepSecret(tokenSecret(join))
-	a := &clAgent{name: name, ip: ip, ingressPort: clFreePort(c.t, ip), adminPort: clFreePort(c.t, ip),
-		dataDir: filepath.Join(c.dir, "agent-"+name), secretDir: c.scope.ShmDir()}
+	a := &clAgent{name: name, ip: ip, dataDir: filepath.Join(c.dir, "agent-"+name), secretDir: c.scope.ShmDir(), host: host}
+	if host != nil {
+		a.ingressPort, a.adminPort = netIngressPort, netAdminPort
+	} else {
+		a.ingressPort, a.adminPort = clFreePort(c.t, ip), clFreePort(c.t, ip)
+	}
 	c.agents[name] = a
 	c.runAgent(a, "--server", c.url, "--join", join, "--name", name)
 	id, err := os.ReadFile(filepath.Join(a.dataDir, "identity.json"))
@@ -160,12 +200,20 @@ func (c *cluster) runAgent(a *clAgent, extra ...string) {
 	for k, v := range c.scope.Labels(nil) {
 		args = append(args, "--label", k+"="+v)
 	}
-	a.proc = c.start("agent-"+a.name, append(args, extra...), nil)
+	args = append(args, extra...)
+	if a.proc != nil {
+		a.past = append(a.past, a.proc)
+	}
+	if a.host == nil {
+		a.proc = c.start("agent-"+a.name, args, nil)
+	} else {
+		cmd := a.host.Command(context.Background(), c.bin, args...)
+		cmd.Dir = c.dir
+		cmd.Env = append(c.cliEnv(), "DOCKER_HOST="+a.host.DockerHost())
+		a.proc = c.startCmd("agent-"+a.name, cmd)
+	}
 	a.proc.waitLine(c.t, `"agent running"`, 30*time.Second)
 }
-
-// stopAgent ends an agent's process gracefully (its containers keep running).
-func (c *cluster) stopAgent(a *clAgent) { a.proc.stop(c.t) }
 
 // waitHostUp waits until the server lists the host as up.
 func (c *cluster) waitHostUp(a *clAgent, timeout time.Duration) {
@@ -190,7 +238,14 @@ func (c *cluster) start(name string, args []string, env []string) *clProc {
 	cmd := exec.Command(c.bin, args...)
 	cmd.Dir = c.dir
 	cmd.Env = append(c.cliEnv(), env...)
-	p := &clProc{name: name, cmd: cmd, done: make(chan struct{})}
+	return c.startCmd(name, cmd)
+}
+
+// startCmd starts cmd, keeping its output lines as they come, and stops it
+// when the test ends.
+func (c *cluster) startCmd(name string, cmd *exec.Cmd) *clProc {
+	c.t.Helper()
+	p := &clProc{name: name, cmd: cmd, done: make(chan struct{}), started: time.Now()}
 	if err := p.startReading(); err != nil {
 		c.t.Fatal(err)
 	}
@@ -315,8 +370,10 @@ func (c *cluster) secretsFound() []string {
 	c.mu.Unlock()
 	texts = append(texts, c.server.stderr())
 	for _, a := range c.agents {
-		if a.proc != nil {
-			texts = append(texts, a.proc.stderr(), a.proc.stdout())
+		for _, p := range append(a.past, a.proc) {
+			if p != nil {
+				texts = append(texts, p.stderr(), p.stdout())
+			}
 		}
 	}
 	return findSecrets(texts, secrets)
@@ -360,9 +417,10 @@ func clFreePort(t testing.TB, ip string) string {
 // clProc is a running process of the binary, its output lines kept with
 // the time each arrived.
 type clProc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
+	name    string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	started time.Time
 
 	mu      sync.Mutex // guards lines, out, errOut and changed
 	lines   []clLine
@@ -529,28 +587,6 @@ func (c *cluster) projectObjectsOn(namespace, project, hostID string) (nContaine
 		c.t.Fatal(err)
 	}
 	return len(cs), len(ns), len(vs.Volumes)
-}
-
-// servingContainers counts the egg's running containers on a host that
-// answer GET /healthz at their address, with their IDs.
-func (c *cluster) servingContainers(namespace, project, egg, hostID string, port int) []string {
-	c.t.Helper()
-	var ids []string
-	for _, s := range c.projectContainers(namespace, project, egg, hostID) {
-		for _, n := range s.NetworkSettings.Networks {
-			if n.IPAddress == "" {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(c.t.Context(), time.Second)
-			code, _, err := dockertest.Get(ctx, "http://"+net.JoinHostPort(n.IPAddress, strconv.Itoa(port))+"/healthz")
-			cancel()
-			if err == nil && code == http.StatusOK {
-				ids = append(ids, s.ID)
-			}
-			break
-		}
-	}
-	return ids
 }
 
 // viaIngress GETs path on a host's ingress with the Host header.

@@ -20,6 +20,8 @@ import (
 
 // The issue's end-to-end scenarios of the CLI on a whole cluster: one
 // server and two agents on the one Docker Engine (cluster_harness_test.go).
+// What needs hosts apart (spreading over hosts, losing one) is tested on
+// hosts of their own, in netcluster_test.go.
 
 // spreadProject is an egg of the test app that references nothing, so it
 // may go anywhere.
@@ -35,25 +37,6 @@ eggs:
     env: {APP_VERSION: v1}
     health: {http: /healthz, interval: 1s, timeout: 1s}
 %s`, project, image, replicas, extra)})
-}
-
-func TestClusterSpreadsAnEggWithoutReferencesOverBothHosts(t *testing.T) {
-	c := newCluster(t, clusterOptions{})
-	dir := spreadProject(t, "spread", 4, "")
-	out := c.mustHatch(nil, "apply", "-f", filepath.Join(dir, "hatch.yaml"), "--yes")
-	if !strings.Contains(out, "default/spread is ready: app 4/4.") {
-		t.Fatalf("apply output:\n%s", out)
-	}
-	for _, name := range []string{"a", "b"} {
-		a := c.agents[name]
-		if n := len(c.servingContainers("default", "spread", "app", a.hostID, 8080)); n != 2 {
-			t.Errorf("host %s serves %d replicas, want 2 of the 4", name, n)
-		}
-	}
-	status := c.mustHatch(nil, "status", "spread")
-	if !strings.Contains(status, "app  4/4    done     a,b") {
-		t.Errorf("status:\n%s", status)
-	}
 }
 
 func TestClusterRunsTheDemoAndAChangeOfWebRollsOnlyWeb(t *testing.T) {
@@ -100,23 +83,6 @@ func TestClusterRunsTheDemoAndAChangeOfWebRollsOnlyWeb(t *testing.T) {
 	if page := c.demoPage(host); !strings.Contains(page, "version: 2\n") {
 		t.Fatalf("the demo answered %q after the roll", page)
 	}
-}
-
-func TestClusterMovesAStoppedHostsStatelessReplicasToTheOther(t *testing.T) {
-	c := newCluster(t, clusterOptions{})
-	dir := spreadProject(t, "moving", 4, "")
-	c.mustHatch(nil, "apply", "-f", filepath.Join(dir, "hatch.yaml"), "--yes")
-	a, b := c.agents["a"], c.agents["b"]
-	took := c.loseHost(b, a, "moving", 4, 45*time.Second)
-	t.Logf("host b stopped: 4 replicas healthy on a after %v", took.Round(time.Millisecond))
-	// The replicas answer before the agent's next report reaches the server,
-	// so status catches up within a heartbeat or two.
-	dockertest.Eventually(t, 10*time.Second, 250*time.Millisecond, func() error {
-		if status := c.mustHatch(nil, "status", "moving"); !strings.Contains(status, "app  4/4    done     a ") {
-			return fmt.Errorf("status after the move:\n%s", status)
-		}
-		return nil
-	})
 }
 
 func TestClusterDestroyRemovesEverythingButVolumesUnlessAsked(t *testing.T) {
@@ -256,21 +222,6 @@ func (c *cluster) readInContainer(project, path string) string {
 	}
 	c.t.Fatal("the container has no network")
 	return ""
-}
-
-// loseHost stops lost's agent and returns how long until want replicas of
-// the project's egg "app" serve on the other host.
-func (c *cluster) loseHost(lost, other *clAgent, project string, want int, timeout time.Duration) time.Duration {
-	c.t.Helper()
-	start := time.Now()
-	c.stopAgent(lost)
-	dockertest.Eventually(c.t, timeout, 100*time.Millisecond, func() error {
-		if n := len(c.servingContainers("default", project, "app", other.hostID, 8080)); n < want {
-			return fmt.Errorf("%d of %d replicas serve on %s", n, want, other.name)
-		}
-		return nil
-	})
-	return time.Since(start)
 }
 
 // demoPage GETs the demo's page through a host's ingress.

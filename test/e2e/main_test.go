@@ -13,10 +13,20 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
+	"github.com/hatchery/hatchery/internal/testutil/netcluster"
 )
 
-func TestMain(m *testing.M) { os.Exit(dockertest.Main(m)) }
+// TestMain first removes what killed runs of the many-hosts harness left
+// (namespaces, links, rules, engines), then runs the tests.
+func TestMain(m *testing.M) {
+	if err := netcluster.Sweep(); err != nil {
+		fmt.Fprintln(os.Stderr, "netcluster: sweep:", err)
+		os.Exit(1)
+	}
+	os.Exit(dockertest.Main(m))
+}

@@ -1,0 +1,386 @@
+//go:build docker
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+
+	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/testutil/dockertest"
+)
+
+// Scenarios on a cluster of real hosts (clusterOptions.hosts): each agent
+// in its own network namespace with its own Docker Engine, the server in
+// the root namespace. Everything is checked through each engine's own API
+// and each host's own address, never through the server's view alone.
+
+// netSpreadProject is an egg of the test app built from a source Blob (so
+// each engine builds its own image: nothing is pulled, and the hosts share
+// no image), with a Docker HEALTHCHECK the test reads through each engine,
+// and a route, so each host's ingress serves it.
+func netSpreadProject(t testing.TB, project string, replicas int) string {
+	t.Helper()
+	bin, err := dockertest.Binary("./test/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeProject(t, map[string]string{
+		"hatch.yaml": fmt.Sprintf(`project: %s
+eggs:
+  app:
+    build: ./app
+    replicas: %d
+    port: 8080
+    env: {APP_VERSION: v1}
+    health: {http: /healthz, interval: 1s, timeout: 1s}
+    routes: [%s.localhost]
+    stop_timeout: 2s
+`, project, replicas, project),
+		"app/Dockerfile": netAppImage.Dockerfile(),
+	})
+	if err := os.WriteFile(filepath.Join(dir, "app", "app"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// netAppImage is the image of netSpreadProject's egg.
+var netAppImage = dockertest.ImageSpec{Healthcheck: dockertest.AppHealthcheck}
+
+func TestNetClusterSpreadsAnEggOverHostsAndOutlivesTheLossOfOne(t *testing.T) {
+	c := newCluster(t, clusterOptions{hosts: 3})
+	h1, h2, h3 := c.agents["h1"], c.agents["h2"], c.agents["h3"]
+	all := []*clAgent{h1, h2, h3}
+	made := time.Now()
+	foreign := c.createNetForeign(all)
+	t.Logf("foreign objects made on the 3 engines in %v", time.Since(made).Round(time.Millisecond))
+
+	dir := netSpreadProject(t, "spread", 6)
+	applied := time.Now()
+	out := c.mustHatch(nil, "apply", "-f", filepath.Join(dir, "hatch.yaml"), "--yes")
+	if !strings.Contains(out, "default/spread is ready: app 6/6.") {
+		t.Fatalf("apply output:\n%s", out)
+	}
+	t.Logf("apply of 6 replicas over 3 hosts (3 image builds) done in %v", time.Since(applied).Round(time.Millisecond))
+	// Docker's own health check (the image's) lags the agent's probes.
+	dockertest.Eventually(t, 20*time.Second, 250*time.Millisecond, func() error {
+		for _, a := range all {
+			if ids := c.healthyOn(a, "spread"); len(ids) != 2 {
+				return fmt.Errorf("host %s's engine runs %d healthy replicas, want 2 of the 6", a.name, len(ids))
+			}
+		}
+		return nil
+	})
+	// Each engine runs its own host's replicas and no other's.
+	if n := c.eggContainersEverywhere(all, "spread", true); n != 6 {
+		t.Errorf("the three engines hold %d containers of the egg, want the 6 of their own hosts", n)
+	}
+	if status := c.mustHatch(nil, "status", "spread"); !strings.Contains(status, "app  6/6    done     h1,h2,h3") {
+		t.Errorf("status:\n%s", status)
+	}
+	for _, a := range all {
+		c.checkIngressServesEach(a, "spread")
+	}
+
+	// h3 is lost: off the network, its agent killed, its engine stopped.
+	took := c.loseNetHost(h3, []*clAgent{h1, h2}, "spread", 6, time.Minute)
+	t.Logf("host h3 lost: its 2 replicas healthy on h1 and h2 after %v", took.Round(time.Millisecond))
+	for _, a := range []*clAgent{h1, h2} {
+		c.checkIngressServesEach(a, "spread")
+	}
+	dockertest.Eventually(t, 15*time.Second, 250*time.Millisecond, func() error {
+		if status := c.mustHatch(nil, "status", "spread"); !strings.Contains(status, "app  6/6    done     h1,h2 ") {
+			return fmt.Errorf("status after the loss:\n%s", status)
+		}
+		return nil
+	})
+
+	// h3 comes back, with its engine's data and its agent's identity: its
+	// old replicas must not run beside their replacements.
+	back := time.Now()
+	if err := h3.host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.runAgent(h3)
+	c.waitHostUp(h3, 30*time.Second)
+	t.Logf("host h3 back (engine and agent) in %v", time.Since(back).Round(time.Millisecond))
+	dockertest.Eventually(t, 30*time.Second, 250*time.Millisecond, func() error {
+		if n := c.eggContainersEverywhere(all, "spread", true); n != 6 {
+			return fmt.Errorf("%d containers of the egg on the three engines, want 6", n)
+		}
+		return nil
+	})
+	// And it stays so over a few of the agents' converges (2 s apart).
+	for range 12 {
+		if n := c.eggContainersEverywhere(all, "spread", false); n != 6 {
+			t.Fatalf("%d replicas run on the three engines after h3 came back, want 6", n)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if status := c.mustHatch(nil, "status", "spread"); !strings.Contains(status, "app  6/6    done") {
+		t.Errorf("status after h3 came back:\n%s", status)
+	}
+	foreign.check(t, h3)
+}
+
+// loseNetHost stops lost's host (link down, agent killed, engine stopped)
+// and returns how long until want replicas of the project's egg "app" are
+// healthy on the others' engines together.
+func (c *cluster) loseNetHost(lost *clAgent, others []*clAgent, project string, want int, timeout time.Duration) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	if err := lost.host.Stop(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Logf("host %s stopped in %v", lost.name, time.Since(start).Round(time.Millisecond))
+	dockertest.Eventually(c.t, timeout, 250*time.Millisecond, func() error {
+		var counts []string
+		n := 0
+		for _, a := range others {
+			ids := c.healthyOn(a, project)
+			n += len(ids)
+			counts = append(counts, fmt.Sprintf("%s %d", a.name, len(ids)))
+		}
+		if n < want {
+			return fmt.Errorf("healthy replicas: %s; want %d together", strings.Join(counts, ", "), want)
+		}
+		return nil
+	})
+	return time.Since(start)
+}
+
+// healthyOn is the short IDs (the containers' host names) of the egg
+// "app"'s running containers on a's engine that Docker reports healthy.
+func (c *cluster) healthyOn(a *clAgent, project string) []string {
+	c.t.Helper()
+	var ids []string
+	for _, s := range c.eggContainersOn(a, project, false) {
+		if s.State == "running" && strings.Contains(s.Status, "(healthy)") {
+			ids = append(ids, s.ID[:12])
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// eggContainersOn lists the egg "app"'s containers of a project on a's
+// engine, carrying a's host ID (all: stopped ones too).
+func (c *cluster) eggContainersOn(a *clAgent, project string, all bool) []container.Summary {
+	c.t.Helper()
+	f := filters.NewArgs(
+		filters.Arg("label", containers.LabelManaged+"=true"),
+		filters.Arg("label", containers.LabelHost+"="+a.hostID),
+		filters.Arg("label", containers.LabelProject+"="+project),
+		filters.Arg("label", containers.LabelEgg+"=app"))
+	ctx, cancel := context.WithTimeout(c.t.Context(), 10*time.Second)
+	defer cancel()
+	list, err := a.host.Docker().ContainerList(ctx, container.ListOptions{All: all, Filters: f})
+	if err != nil {
+		c.t.Fatalf("containers on %s: %v", a.name, err)
+	}
+	return list
+}
+
+// eggContainersEverywhere counts the egg's containers on every engine,
+// whatever host label they carry (running ones, or all).
+func (c *cluster) eggContainersEverywhere(agents []*clAgent, project string, all bool) int {
+	c.t.Helper()
+	n := 0
+	for _, a := range agents {
+		f := filters.NewArgs(filters.Arg("label", containers.LabelProject+"="+project), filters.Arg("label", containers.LabelEgg+"=app"))
+		ctx, cancel := context.WithTimeout(c.t.Context(), 10*time.Second)
+		list, err := a.host.Docker().ContainerList(ctx, container.ListOptions{All: all, Filters: f})
+		cancel()
+		if err != nil {
+			c.t.Fatalf("containers on %s: %v", a.name, err)
+		}
+		n += len(list)
+	}
+	return n
+}
+
+// checkIngressServesEach asks a's ingress, at a's own address, for the
+// answering container's host name until every healthy replica on a's
+// engine has answered (at most 60 requests), and fails on an answer from
+// no replica of the egg.
+func (c *cluster) checkIngressServesEach(a *clAgent, project string) {
+	c.t.Helper()
+	want := c.healthyOn(a, project)
+	known := map[string]bool{}
+	for _, other := range c.agents {
+		if other.host.Docker() == nil {
+			continue
+		}
+		if _, err := other.host.Docker().Ping(c.t.Context()); err != nil {
+			continue // a stopped host
+		}
+		for _, s := range c.eggContainersOn(other, project, false) {
+			known[s.ID[:12]] = true
+		}
+	}
+	seen := map[string]bool{}
+	var errs []error
+	for i := 0; i < 60 && len(seen) < len(want); i++ {
+		ctx, cancel := context.WithTimeout(c.t.Context(), 5*time.Second)
+		code, body, err := viaIngress(ctx, a, project+".localhost", "/env/HOSTNAME")
+		cancel()
+		if err != nil || code != http.StatusOK {
+			errs = append(errs, fmt.Errorf("%d %q %v", code, body, err))
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		id := strings.TrimSpace(body)
+		if !known[id] {
+			c.t.Fatalf("%s's ingress answered from %q, no replica of the egg (replicas: %v)", a.name, id, slices.Sorted(maps.Keys(known)))
+		}
+		if slices.Contains(want, id) {
+			seen[id] = true
+		}
+	}
+	if len(seen) < len(want) {
+		c.t.Fatalf("%s's ingress at %s: of its replicas %v, only %v answered in 60 requests (errors: %v)",
+			a.name, a.IngressURL(), want, slices.Sorted(maps.Keys(seen)), errors.Join(errs...))
+	}
+}
+
+// netForeign is a container, a network and a volume on each host's engine
+// that no agent made: they must stay as they were.
+type netForeign struct {
+	objects map[string]*foreignSet // by host name
+}
+
+type foreignSet struct {
+	cli                            *client.Client
+	containerID, networkID, volume string
+	before                         foreignState
+}
+
+// foreignState is what a careless agent would change of the objects.
+type foreignState struct {
+	running, started string
+	restarts         int
+	networks         []string
+	netContainers    []string
+	volumeLabels     map[string]string
+}
+
+// createNetForeign builds the test app on every host's engine (in
+// parallel) and sets a foreign container there, on its own network, with
+// its own volume.
+func (c *cluster) createNetForeign(agents []*clAgent) *netForeign {
+	c.t.Helper()
+	f := &netForeign{objects: map[string]*foreignSet{}}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, a := range agents {
+		wg.Go(func() {
+			set, err := createForeignSet(c.t.Context(), a.host.Docker(), c.scope.Labels(nil), c.scope.Name("foreign", a.name))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("foreign objects on %s: %w", a.name, err))
+				return
+			}
+			f.objects[a.name] = set
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.t.Fatal(err)
+	}
+	return f
+}
+
+func createForeignSet(ctx context.Context, cli *client.Client, labels map[string]string, name string) (*foreignSet, error) {
+	// The egg's own build context (netSpreadProject's): the engine's build
+	// cache then spares the agent's build of the egg most of the work.
+	img := "hatchtest/foreign:" + dockertest.RunID()
+	if err := dockertest.BuildImage(ctx, cli, netAppImage, img, labels); err != nil {
+		return nil, err
+	}
+	s := &foreignSet{cli: cli, volume: name + "-v"}
+	n, err := cli.NetworkCreate(ctx, name+"-n", network.CreateOptions{Labels: labels})
+	if err != nil {
+		return nil, err
+	}
+	s.networkID = n.ID
+	if _, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: s.volume, Labels: labels}); err != nil {
+		return nil, err
+	}
+	created, err := cli.ContainerCreate(ctx, &container.Config{Image: img, Labels: labels, Env: []string{"APP_VERSION=foreign"}},
+		&container.HostConfig{NetworkMode: container.NetworkMode(name + "-n"), Binds: []string{s.volume + ":/data"}}, nil, nil, name+"-c")
+	if err != nil {
+		return nil, err
+	}
+	s.containerID = created.ID
+	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return nil, err
+	}
+	if s.before, err = s.state(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *foreignSet) state(ctx context.Context) (foreignState, error) {
+	ci, err := s.cli.ContainerInspect(ctx, s.containerID)
+	if err != nil {
+		return foreignState{}, fmt.Errorf("foreign container: %w", err)
+	}
+	st := foreignState{running: ci.State.Status, started: ci.State.StartedAt, restarts: ci.RestartCount}
+	st.networks = slices.Sorted(maps.Keys(ci.NetworkSettings.Networks))
+	ni, err := s.cli.NetworkInspect(ctx, s.networkID, network.InspectOptions{})
+	if err != nil {
+		return foreignState{}, fmt.Errorf("foreign network: %w", err)
+	}
+	st.netContainers = slices.Sorted(maps.Keys(ni.Containers))
+	vi, err := s.cli.VolumeInspect(ctx, s.volume)
+	if err != nil {
+		return foreignState{}, fmt.Errorf("foreign volume: %w", err)
+	}
+	st.volumeLabels = vi.Labels
+	return st, nil
+}
+
+// check compares every host's foreign objects with what they were. On
+// restarted, whose engine stopped every container, the objects must still
+// be there, the container stopped, not removed or recreated.
+func (f *netForeign) check(t *testing.T, restarted *clAgent) {
+	t.Helper()
+	for name, s := range f.objects {
+		now, err := s.state(t.Context())
+		if err != nil {
+			t.Errorf("host %s: %v", name, err)
+			continue
+		}
+		want := s.before
+		if name == restarted.name {
+			want.running, want.started, want.netContainers = "exited", now.started, nil
+		}
+		if fmt.Sprint(now) != fmt.Sprint(want) {
+			t.Errorf("host %s's foreign objects changed:\n now  %+v\n want %+v", name, now, want)
+		}
+	}
+}
