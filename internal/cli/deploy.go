@@ -157,10 +157,19 @@ func (d *deployer) deploy(ctx context.Context, p *spec.Project, opts deployOptio
 		return err
 	}
 	if opts.noWait {
-		fmt.Fprintf(d.out, "Not waiting for the rollouts: `hatch status %s` shows them.\n", p.Name)
+		fmt.Fprintf(d.out, "Not waiting for the rollouts: `%s` shows them.\n", statusCommand(opts.namespace, p.Name))
 		return nil
 	}
 	return d.waitRollouts(ctx, opts.namespace, p.Name, eggs)
+}
+
+// statusCommand is the command that shows a project's status, with the
+// namespace it was given unless it is the default one.
+func statusCommand(namespace, project string) string {
+	if namespace == defaultNamespace {
+		return "hatch status " + project
+	}
+	return "hatch status -n " + namespace + " " + project
 }
 
 // applyPlan asks for confirmation, applies the plan and prints its progress.
@@ -193,7 +202,7 @@ func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project st
 		fmt.Fprintln(d.out, line)
 	})
 	if ctx.Err() != nil {
-		fmt.Fprintf(d.out, "Stopped following: the apply goes on on the server; `hatch status %s` shows where it stands.\n", project)
+		fmt.Fprintf(d.out, "Stopped following: the apply goes on on the server; `%s` shows where it stands.\n", statusCommand(opts.namespace, project))
 		return ctx.Err()
 	}
 	if err != nil {
@@ -250,7 +259,7 @@ func (d *deployer) waitRollouts(ctx context.Context, namespace, project string, 
 		}
 		switch {
 		case err != nil && ctx.Err() != nil:
-			fmt.Fprintf(d.out, "Stopped following: the rollouts go on; `hatch status %s` shows them.\n", project)
+			fmt.Fprintf(d.out, "Stopped following: the rollouts go on; `%s` shows them.\n", statusCommand(namespace, project))
 			return ctx.Err()
 		case err != nil:
 			if failingSince.IsZero() {
@@ -281,7 +290,7 @@ func (d *deployer) waitRollouts(ctx context.Context, namespace, project string, 
 		}
 		select {
 		case <-ctx.Done():
-			fmt.Fprintf(d.out, "Stopped following: the rollouts go on; `hatch status %s` shows them.\n", project)
+			fmt.Fprintf(d.out, "Stopped following: the rollouts go on; `%s` shows them.\n", statusCommand(namespace, project))
 			return ctx.Err()
 		case <-time.After(d.poll):
 		}

@@ -473,3 +473,22 @@ func TestStatusPrintsTheServersViewOfTheProject(t *testing.T) {
 		t.Fatalf("status of an unknown project: exit %d, stderr %s", code, stderr)
 	}
 }
+
+// An apply that does not wait names the status command of the namespace it
+// applied to: `hatch status demo` alone would look in "default".
+func TestDeployWithoutWaitingNamesItsNamespacesStatusCommand(t *testing.T) {
+	for ns, want := range map[string]string{
+		"default": "`hatch status demo` shows them",
+		"staging": "`hatch status -n staging demo` shows them",
+	} {
+		_, c := newFakeAPI(t)
+		p := testProject(t)
+		var out bytes.Buffer
+		if err := testDeployer(c, &out).deploy(context.Background(), p, deployOptions{namespace: ns, yes: true, noWait: true}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-n %s: output does not say %q:\n%s", ns, want, out.String())
+		}
+	}
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/contract"
 
 	"context"
 	"fmt"
@@ -70,7 +71,7 @@ func newDestroyCmd() *cobra.Command {
 // waitGone waits until no host that is up reports a container of the
 // project any more.
 func (d *deployer) waitGone(ctx context.Context, namespace, project string) error {
-	prefix := namespace + "/" + project + "/"
+	prefix := contract.WorkloadID(namespace, project, "")
 	last := -1
 	for {
 		pollCtx, cancel := context.WithTimeout(ctx, apiTimeout)

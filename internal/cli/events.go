@@ -12,6 +12,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/resource"
 )
 
 func newEventsCmd() *cobra.Command {
@@ -34,7 +35,7 @@ func newEventsCmd() *cobra.Command {
 				if err := checkName("project", args[0]); err != nil {
 					return err
 				}
-				filter.project = flags.namespace + "/" + args[0]
+				filter.project = resource.Project(flags.namespace, args[0])
 			} else if cmd.Flags().Changed("namespace") {
 				filter.namespace = flags.namespace
 			}

@@ -24,9 +24,12 @@ type projectFlags struct {
 	namespace string
 }
 
+// defaultNamespace is the namespace of a command given no -n.
+const defaultNamespace = "default"
+
 func (f *projectFlags) register(cmd *cobra.Command) {
 	f.af.register(cmd)
-	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "default",
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", defaultNamespace,
 		"the namespace: the same project in two namespaces is two independent deployments")
 }
 

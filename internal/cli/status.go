@@ -2,6 +2,7 @@ package cli
 
 import (
 	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/resource"
 
 	"context"
 	"fmt"
@@ -96,7 +97,7 @@ func printStatus(w io.Writer, eggs []eggStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	project := ""
 	for _, e := range eggs {
-		if p := e.Namespace + "/" + e.Project; p != project {
+		if p := resource.Project(e.Namespace, e.Project); p != project {
 			if project != "" {
 				fmt.Fprintln(tw)
 			}

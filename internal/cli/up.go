@@ -24,6 +24,7 @@ import (
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/spec"
 )
@@ -77,7 +78,7 @@ func newUpCmd() *cobra.Command {
 	}
 	files.register(cmd, "hatch.yaml", false)
 	f := cmd.Flags()
-	f.StringVarP(&opts.deploy.namespace, "namespace", "n", "default", "the namespace to deploy the project in")
+	f.StringVarP(&opts.deploy.namespace, "namespace", "n", defaultNamespace, "the namespace to deploy the project in")
 	f.BoolVarP(&opts.deploy.yes, "yes", "y", false, "apply without asking")
 	f.StringVar(&opts.listen, "listen", "127.0.0.1:7700", "where the control plane serves its API")
 	f.StringVar(&opts.hostName, "name", "local", "this host's name, as placement and plans show it")
@@ -143,7 +144,7 @@ func runUp(cmd *cobra.Command, p *spec.Project, dir string, opts upOptions) erro
 	if err != nil && ctx.Err() == nil {
 		return upError(explainErr(cp.Server(), err), logName)
 	}
-	filter := eventFilter{project: opts.deploy.namespace + "/" + p.Name}
+	filter := eventFilter{project: resource.Project(opts.deploy.namespace, p.Name)}
 	followErr := cp.FollowEvents(local.ctxUntilStopped(ctx), events, func(e api.Event) error {
 		if filter.keep(e) {
 			printEvent(out, e)

@@ -78,7 +78,7 @@ type Service struct {
 }
 
 // ID returns the service's workload ID, "namespace/project/egg".
-func (s Service) ID() string { return s.Namespace + "/" + s.Project + "/" + s.Egg }
+func (s Service) ID() string { return WorkloadID(s.Namespace, s.Project, s.Egg) }
 
 // Peer is a host of the cluster as another host's mesh sees it.
 type Peer struct {

@@ -198,7 +198,12 @@ const (
 
 // ID returns the workload's identity, "namespace/project/egg", which the
 // agent labels its containers with.
-func (w WorkloadSpec) ID() string { return w.Namespace + "/" + w.Project + "/" + w.Egg }
+func (w WorkloadSpec) ID() string { return WorkloadID(w.Namespace, w.Project, w.Egg) }
+
+// WorkloadID is the one spelling of an egg's workload ID,
+// "namespace/project/egg": labels, desired states, the ingress and the mesh
+// all name an egg by it.
+func WorkloadID(namespace, project, egg string) string { return namespace + "/" + project + "/" + egg }
 
 // Stateful reports whether the workload rolls stop-old-then-start-new: it
 // mounts a named volume (one writer at a time), or asks for stop-first.

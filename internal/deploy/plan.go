@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/graph"
@@ -70,7 +69,7 @@ func (s *Service) Plan(ctx context.Context, project string, req api.PlanRequest)
 	resources := slices.Clone(req.Resources)
 	for i := range resources {
 		d := &resources[i]
-		if d.Type != "secret" {
+		if d.Type != resource.Secret {
 			continue
 		}
 		fp, err := s.deps.Providers.StageSecret(ctx, project, d.Name, []byte(req.Secrets[d.Name]))
@@ -158,7 +157,7 @@ func checkPlanRequest(req api.PlanRequest) error {
 		if d.Type == "" || d.Name == "" {
 			return api.BadRequest("resources[%d]: type and name are required", i)
 		}
-		if d.Type == "secret" {
+		if d.Type == resource.Secret {
 			secrets[d.Name] = true
 			if _, ok := req.Secrets[d.Name]; !ok {
 				return api.BadRequest("secrets.%s: no value sent for secret %s (the CLI reads it from its file or variable)", d.Name, d.Name)
@@ -202,7 +201,7 @@ func buildGraph(resources []api.DesiredResource, deps []api.Dependency) (*graph.
 // value or fingerprint.
 func toChange(c reconciler.Change) api.Change {
 	out := api.Change{Action: symbols[c.Action], Key: c.Key, ID: c.ID, Changed: c.Changed, Unknown: c.Unknown, Inputs: c.Inputs}
-	if strings.HasPrefix(c.Key, "secret/") {
+	if resource.KindOf(c.Key) == resource.Secret {
 		out.Inputs = map[string]any{"value": api.Sensitive}
 		for k, v := range c.Inputs {
 			if k != provider.FingerprintInput {

@@ -12,7 +12,7 @@ import (
 // (internal), and a secret's outputs redacted.
 func toResource(r *resource.Deployed) api.Resource {
 	out := api.Resource{Type: r.Type, Name: r.Name, ID: r.ID, Pending: r.Pending, Parents: r.Parents, Outputs: r.Outputs}
-	if r.Type == "secret" && len(r.Outputs) > 0 {
+	if r.Type == resource.Secret && len(r.Outputs) > 0 {
 		out.Outputs = make(map[string]any, len(r.Outputs))
 		for k := range r.Outputs {
 			out.Outputs[k] = api.Redacted
@@ -52,7 +52,7 @@ func (s *Service) Projects(ctx context.Context) ([]api.ProjectSummary, error) {
 // Project returns a project's deployed resources and kept applies; a
 // project with neither gives api.CodeNotFound.
 func (s *Service) Project(ctx context.Context, namespace, name string) (api.Project, error) {
-	p := namespace + "/" + name
+	p := resource.Project(namespace, name)
 	res, err := s.deps.Projects.ListResources(ctx, p)
 	if err != nil {
 		return api.Project{}, err

@@ -19,7 +19,7 @@ func (s *Service) RestartEgg(ctx context.Context, project, egg string) (api.Rest
 		return api.RestartResult{}, lockedError(err)
 	}
 	defer l.release()
-	rec, err := s.record(ctx, project, resource.Key("egg", egg))
+	rec, err := s.record(ctx, project, resource.Key(resource.Egg, egg))
 	if err != nil {
 		return api.RestartResult{}, err
 	}

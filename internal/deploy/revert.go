@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -30,7 +30,7 @@ func (s reverter) revertLoop(ctx context.Context, since int64) {
 		}
 		for _, e := range evs {
 			since = e.Seq
-			if e.Type == store.EventRolloutFailed && strings.HasPrefix(e.Resource, "egg/") {
+			if e.Type == store.EventRolloutFailed && resource.KindOf(e.Resource) == resource.Egg {
 				s.work.Go(func() { s.autoRevert(ctx, e) })
 			}
 		}

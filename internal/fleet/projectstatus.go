@@ -185,7 +185,7 @@ func outputInt(v any) int {
 // carries secret values meant for agents only. A project with no record, no
 // apply and no workload on any host gives api.CodeNotFound.
 func (s *Service) ProjectStatus(ctx context.Context, ns, name string) (api.ProjectStatus, error) {
-	key := ns + "/" + name
+	key := resource.Project(ns, name)
 	records, err := s.deps.Projects.ListResources(ctx, key)
 	if err != nil {
 		return api.ProjectStatus{}, err
@@ -217,7 +217,7 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 	if err != nil {
 		return nil, err
 	}
-	prefix := namespace + "/" + project + "/"
+	prefix := contract.WorkloadID(namespace, project, "")
 	out := make([]statusHost, 0, len(hosts))
 	for _, h := range hosts {
 		id := identities[h.ID]

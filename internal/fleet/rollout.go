@@ -7,6 +7,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -112,7 +113,7 @@ func (t *rolloutTracker) events(host string, desired contract.DesiredState, prev
 		if before.phase == phaseDone {
 			continue // finished before this report: nothing new
 		}
-		e := store.Event{Time: at, Project: w.Namespace + "/" + w.Project, Host: host, Resource: "egg/" + w.Egg}
+		e := store.Event{Time: at, Project: resource.Project(w.Namespace, w.Project), Host: host, Resource: resource.Key(resource.Egg, w.Egg)}
 		switch {
 		case now.phase == phaseDone:
 			e.Type = store.EventRolloutDone

@@ -162,7 +162,7 @@ func (c *Client) DialWorkload(ctx context.Context, peerID string, w Workload) (n
 }
 
 func (c *Client) open(ctx context.Context, pc *peerConn, peerID string, w Workload) (net.Conn, error) {
-	u := url.URL{Scheme: "https", Host: peerID, Path: streamPath + w.Namespace + "/" + w.Project + "/" + w.Egg}
+	u := url.URL{Scheme: "https", Host: peerID, Path: streamPath + w.ID()}
 	// The stream lives until the connection returned is closed; ctx only
 	// bounds the wait for the answer.
 	sctx, cancel := context.WithCancel(context.Background())

@@ -42,7 +42,7 @@ type Workload struct {
 }
 
 // ID is the workload ID, namespace/project/egg, as desired states write it.
-func (w Workload) ID() string { return w.Namespace + "/" + w.Project + "/" + w.Egg }
+func (w Workload) ID() string { return contract.WorkloadID(w.Namespace, w.Project, w.Egg) }
 
 func (w Workload) validate() error {
 	for _, part := range []string{w.Namespace, w.Project, w.Egg} {

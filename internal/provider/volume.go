@@ -193,7 +193,7 @@ func (s *Set) DeleteVolumes(ctx context.Context, project string) ([]string, erro
 		return nil
 	})
 	for _, name := range marked {
-		s.event(ctx, store.Event{Type: store.EventVolumeDeleted, Project: project, Resource: "volume/" + name,
+		s.event(ctx, store.Event{Type: store.EventVolumeDeleted, Project: project, Resource: resource.Key(resource.Volume, name),
 			Message: fmt.Sprintf("volume %s of %s is deleted", name, project)})
 	}
 	return marked, err

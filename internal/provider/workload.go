@@ -41,7 +41,7 @@ func newEggSpec(project, name string, resolved map[string]any, source string, re
 	return eggSpec{namespace: ns, project: proj, name: name, in: in, source: source, revision: revision}, nil
 }
 
-func (e eggSpec) id() string { return e.namespace + "/" + e.project + "/" + e.name }
+func (e eggSpec) id() string { return contract.WorkloadID(e.namespace, e.project, e.name) }
 
 // address is the egg's address output: its name (always one of its aliases on
 // its networks) and port.

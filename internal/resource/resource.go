@@ -46,6 +46,12 @@ func SplitKey(key string) (typ Kind, name string, ok bool) {
 	return Kind(t), name, true
 }
 
+// KindOf returns the kind a key names ("" for a malformed key).
+func KindOf(key string) Kind {
+	typ, _, _ := SplitKey(key)
+	return typ
+}
+
 // Project returns the project string "<namespace>/<name>" that keys a
 // project's resources, records and workloads.
 func Project(namespace, name string) string { return namespace + "/" + name }

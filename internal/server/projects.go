@@ -7,6 +7,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/deploy"
+	"github.com/hatchery/hatchery/internal/resource"
 )
 
 // deployAPI maps the project endpoints to the apply protocol.
@@ -23,7 +24,7 @@ func projectOf(r *http.Request) (string, error) {
 	if !namePattern.MatchString(ns) || !namePattern.MatchString(name) {
 		return "", api.BadRequest("path: namespace %q and project %q must be [a-z0-9-], 1 to 40 characters", ns, name)
 	}
-	return ns + "/" + name, nil
+	return resource.Project(ns, name), nil
 }
 
 // projectBody returns the checked project of the path and the decoded body.

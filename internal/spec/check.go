@@ -216,10 +216,10 @@ func (c *checker) unused() {
 			used[resource.Key(resource.Volume, m.Source)] = true
 		}
 		for _, n := range e.Networks {
-			used["network/"+n] = true
+			used[resource.Key(resource.Network, n)] = true
 		}
 		for _, s := range e.Secrets {
-			used["secret/"+s] = true
+			used[resource.Key(resource.Secret, s)] = true
 		}
 		for _, r := range e.refs {
 			used[r.Key] = true
@@ -231,12 +231,12 @@ func (c *checker) unused() {
 		}
 	}
 	for _, n := range c.p.Networks {
-		if !used["network/"+n.Name] && n.Line != 0 {
+		if !used[resource.Key(resource.Network, n.Name)] && n.Line != 0 {
 			c.warnf(n.Line, "network %q has no egg on it", n.Name)
 		}
 	}
 	for _, s := range c.p.Secrets {
-		if !used["secret/"+s.Name] {
+		if !used[resource.Key(resource.Secret, s.Name)] {
 			c.warnf(s.Line, "secret %q is not used by any egg", s.Name)
 		}
 	}
