@@ -200,10 +200,7 @@ func TestPropertyDiffIsTotal(t *testing.T) {
 			}
 		}
 		// The slots themselves are planned exactly as without the strays.
-		var want []string
-		for _, line := range render(Diff(desiredOf(w), inRange, nil, t0)) {
-			want = append(want, line)
-		}
+		want := render(Diff(desiredOf(w), inRange, nil, t0))
 		var got []string
 		for _, st := range p.Steps {
 			if st.ReplicaIndex >= 0 && st.ReplicaIndex < w.Replicas {
