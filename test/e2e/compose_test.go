@@ -25,7 +25,7 @@ import (
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
 
-// Issue 10 end to end: an existing Docker Compose project, written as users
+// Compose end to end: an existing Docker Compose project, written as users
 // write them, run with `hatch up -f compose.yaml` on the real engine. Its
 // web service is built from the demo's front end (3 replicas, a published
 // port, a Compose healthcheck, a start-first update_config), and its
@@ -292,7 +292,7 @@ func freshClient() *http.Client {
 	return &http.Client{Timeout: loadTimeout, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 }
 
-// TestComposeProjectRollsUnderLoadWithoutAFailedRequest is issue 10's end
+// TestComposeProjectRollsUnderLoadWithoutAFailedRequest is the Compose end
 // to end test: hatch up of a Compose project; web answers on its published
 // port from its three replicas, each passing its Compose healthcheck as a
 // Docker HEALTHCHECK, and counts visits in kv_store; a new WEB_VERSION in

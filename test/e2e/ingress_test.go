@@ -21,7 +21,7 @@ import (
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
 
-// Issue 7's load tests: a steady load through the agent's ingress, HTTP on a
+// The ingress's load tests: a steady load through the agent's ingress, HTTP on a
 // route and TCP on a published port at once, against a 3-replica egg while
 // it is rolled, scaled and has a replica killed. Every request and every
 // TCP exchange is counted, and so is every failure: a non-2xx answer, a
