@@ -148,9 +148,31 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = cancel
-	s.loops.Go(func() { s.liveness.run(loopCtx) })
-	s.loops.Go(func() { s.collectBlobs(loopCtx) })
+	// Liveness checks four times per timeout, so a silent host is down
+	// within 1.25 timeouts of its last report.
+	s.loops.Go(func() {
+		every(loopCtx, s.liveness.timeout/4, s.liveness.check, s.log.With(zap.String("component", "liveness")))
+	})
+	s.loops.Go(func() {
+		every(loopCtx, s.cfg.BlobGCInterval, s.CollectBlobs, s.log.With(zap.String("component", "blob-gc")))
+	})
 	return nil
+}
+
+// every runs fn each interval until ctx ends, logging its failures.
+func every(ctx context.Context, interval time.Duration, fn func(context.Context) error, log *zap.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("periodic work failed", zap.Error(err))
+		}
+	}
 }
 
 // Close stops the loops and waits for them.
@@ -164,23 +186,6 @@ func (s *Service) Close() {
 // CheckLiveness marks down, now, every host silent for longer than the
 // liveness timeout; the monitor does it four times per timeout.
 func (s *Service) CheckLiveness(ctx context.Context) error { return s.liveness.check(ctx) }
-
-// collectBlobs removes unreferenced blobs past their grace, every BlobGCInterval.
-func (s *Service) collectBlobs(ctx context.Context) {
-	log := s.log.With(zap.String("component", "blob-gc"))
-	t := time.NewTicker(s.cfg.BlobGCInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := s.CollectBlobs(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("blob collection failed", zap.Error(err))
-		}
-	}
-}
 
 // CollectBlobs removes, now, the blobs nothing references that are past
 // their grace.

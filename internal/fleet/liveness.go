@@ -27,23 +27,6 @@ func (l *liveness) begin(ctx context.Context) error {
 	return l.store.MarkAllHostsUnknown(ctx, l.started)
 }
 
-// run checks four times per timeout, so a silent host is down within 1.25
-// timeouts of its last report.
-func (l *liveness) run(ctx context.Context) {
-	t := time.NewTicker(l.timeout / 4)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := l.check(ctx); err != nil && ctx.Err() == nil {
-			l.log.Warn("liveness check failed", zap.Error(err))
-		}
-	}
-}
-
 // check marks down every host silent for longer than the timeout.
 func (l *liveness) check(ctx context.Context) error {
 	hosts, err := l.store.ListHosts(ctx)

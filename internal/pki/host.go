@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -80,7 +79,7 @@ func LoadOrCreateHostCA(dir string, lifetime time.Duration, now time.Time) (*Hos
 	}
 	cert, key, err := loadPair(dir, hostCAFile, hostCAKeyFile)
 	if errors.Is(err, os.ErrNotExist) {
-		cert, key, err = newHostCA(now)
+		cert, key, err = newCA(now, "Hatchery host CA", constrainToHosts)
 		if err == nil {
 			err = writePair(dir, hostCAFile, hostCAKeyFile, [][]byte{cert.Raw}, key)
 		}
@@ -91,27 +90,13 @@ func LoadOrCreateHostCA(dir string, lifetime time.Duration, now time.Time) (*Hos
 	return &HostCA{Cert: cert, key: key, lifetime: lifetime}, nil
 }
 
-func newHostCA(now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "Hatchery host CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(caLifetime),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-		// The host CA can name hosts and nothing else, whatever signs it.
-		PermittedURIDomains:         []string{hostURIHost},
-		ExcludedDNSDomains:          []string{""},
-		ExcludedIPRanges:            []*net.IPNet{{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}, {IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}},
-		PermittedDNSDomainsCritical: true,
-	}
-	return sign(tmpl, tmpl, key, key)
+// constrainToHosts makes a CA able to name hosts and nothing else, whatever
+// signs with it.
+func constrainToHosts(ca *x509.Certificate) {
+	ca.PermittedURIDomains = []string{hostURIHost}
+	ca.ExcludedDNSDomains = []string{""}
+	ca.ExcludedIPRanges = []*net.IPNet{{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}, {IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}}
+	ca.PermittedDNSDomainsCritical = true
 }
 
 // CertPEM is the host CA's certificate in PEM, as joins and renewals send it.

@@ -76,7 +76,7 @@ func LoadOrCreate(dir string, names []string, now time.Time) (*Server, error) {
 	}
 	ca, caKey, err := loadPair(dir, caFile, caKeyFile)
 	if errors.Is(err, os.ErrNotExist) {
-		ca, caKey, err = newCA(now)
+		ca, caKey, err = newCA(now, "Hatchery control plane CA", nil)
 		if err == nil {
 			err = writePair(dir, caFile, caKeyFile, [][]byte{ca.Raw}, caKey)
 		}
@@ -131,20 +131,25 @@ func covers(cert *x509.Certificate, names []string) bool {
 	return true
 }
 
-func newCA(now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+// newCA makes a self-signed CA named name, valid for caLifetime, that signs
+// leaf certificates only; constrain, if given, narrows what it may name.
+func newCA(now time.Time, name string, constrain func(*x509.Certificate)) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "Hatchery control plane CA"},
+		Subject:               pkix.Name{CommonName: name},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(caLifetime),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		MaxPathLenZero:        true,
+	}
+	if constrain != nil {
+		constrain(tmpl)
 	}
 	return sign(tmpl, tmpl, key, key)
 }
