@@ -30,6 +30,7 @@ type states struct {
 // and the desired state of each.
 type view struct {
 	hosts  []placement.Host                  // as the fleet lists them, Placed left empty
+	mesh   map[string][]string               // host ID -> the mesh addresses it reported
 	states map[string]*contract.DesiredState // by host ID, one per listed host
 	loaded map[string]string                 // host ID -> content version when loaded
 	before map[string]int                    // host ID -> replicas when loaded
@@ -38,12 +39,16 @@ type view struct {
 // read loads the view without the lock: for readiness and previews, which
 // change nothing.
 func (s *states) read(ctx context.Context) (*view, error) {
-	hosts, err := s.fleet.Hosts(ctx)
+	fleet, err := s.fleet.Hosts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
 	}
-	v := &view{hosts: hosts, states: make(map[string]*contract.DesiredState, len(hosts)), loaded: map[string]string{}, before: map[string]int{}}
-	for _, h := range hosts {
+	v := &view{hosts: make([]placement.Host, len(fleet)), mesh: make(map[string][]string, len(fleet)),
+		states: make(map[string]*contract.DesiredState, len(fleet)), loaded: map[string]string{}, before: map[string]int{}}
+	for i, h := range fleet {
+		v.hosts[i], v.mesh[h.ID] = h.Host, h.MeshAddresses
+	}
+	for _, h := range v.hosts {
 		stored, err := s.desired.DesiredState(ctx, h.ID)
 		if err != nil {
 			return nil, err
