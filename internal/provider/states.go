@@ -64,8 +64,9 @@ func (s *states) read(ctx context.Context) (*view, error) {
 	return v, nil
 }
 
-// update runs change on the view under the lock and then writes the states
-// whose content changed. If change fails nothing is written.
+// update runs change on the view under the lock, derives every state's
+// Services and Peers from the result, and then writes the states whose
+// content changed. If change fails nothing is written.
 func (s *states) update(ctx context.Context, change func(v *view) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -76,6 +77,7 @@ func (s *states) update(ctx context.Context, change func(v *view) error) error {
 	if err := change(v); err != nil {
 		return err
 	}
+	v.derive()
 	return s.commit(ctx, v)
 }
 
