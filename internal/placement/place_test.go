@@ -95,6 +95,17 @@ func TestPlace(t *testing.T) {
 			want:  map[string]int{"c": 2},
 		},
 		{
+			// web references db's address; every host reaches db, so db's
+			// host is only one of web's hosts, and web's current slots there
+			// (where it was once pinned beside db) stay put.
+			name: "an egg spreads over every host whichever one runs the eggs it references",
+			hosts: []Host{host("a", 8, 4), host("b", 8, 4, func(h *Host) {
+				h.Placed = append(h.Placed, Allocation{Workload: "default/shop/db", Slots: 1, PerSlot: small})
+			}), host("c", 8, 4)},
+			egg:  egg(6, small, current(map[string]int{"b": 3})),
+			want: map[string]int{"a": 2, "b": 3, "c": 1},
+		},
+		{
 			name:  "a placement change moves replicas off the excluded hosts",
 			hosts: []Host{host("a", 8, 4), host("b", 8, 4), host("c", 8, 4)},
 			egg:   egg(2, small, placement("b", "c"), current(map[string]int{"a": 1, "b": 1})),
