@@ -18,7 +18,7 @@ import (
 //     labels, resource limits, stop signal and timeout, and a Docker
 //     HEALTHCHECK (a Cmd health check, with its timings);
 //   - out: replicas (scaling rolls nothing), port, published ports and routes
-//     (served by the agent's proxy), agent-side probes (HTTP, TCP) and their
+//     (served by the agent's proxy), the eggs it uses (served by relays), agent-side probes (HTTP, TCP) and their
 //     timings, the restart policy (applied by the agent), the rollout settings,
 //     and secret values (their handle is in).
 //

@@ -39,6 +39,12 @@ type WorkloadSpec struct {
 	Routes []Route `json:"routes,omitempty"`
 	// Aliases are extra DNS names on the workload's networks.
 	Aliases []string `json:"aliases,omitempty"`
+	// Uses are the eggs of the workload's project whose address it
+	// references, by name, sorted: the control plane's record of which eggs
+	// its host serves for it (DesiredState.Services, their Names and
+	// Networks), kept here because a workload is what moves between hosts.
+	// Not in the spec hash: a relay, not the container, changes with it.
+	Uses []string `json:"uses,omitempty"`
 
 	Health  HealthCheck   `json:"health,omitzero"`
 	Restart RestartPolicy `json:"restart,omitempty"`

@@ -25,9 +25,6 @@ const (
 	ReasonNotInPlacement Reason = "not-in-placement"
 	// ReasonNotVolumeHost: a stateful egg's volume lives on another host.
 	ReasonNotVolumeHost Reason = "not-volume-host"
-	// ReasonNotBeside: an egg whose address this egg references does not run
-	// on the host.
-	ReasonNotBeside Reason = "not-beside"
 	// ReasonUnknown: the host has not reported since the server started; it
 	// keeps its slots and gets no new ones.
 	ReasonUnknown Reason = "unknown"
@@ -138,8 +135,6 @@ func (pl *planner) reason(p *hostPlan) (Reason, string) {
 		return p.excluded, fmt.Sprintf("does not hold volume %s", egg.Volume)
 	case p.excluded == ReasonNotInPlacement:
 		return p.excluded, "is not in placement.hosts"
-	case p.excluded == ReasonNotBeside:
-		return p.excluded, fmt.Sprintf("does not run %s, whose address %s references", p.peer, egg.Name)
 	case egg.stateful() && p.status != statusLive:
 		return ReasonWaiting, fmt.Sprintf("holds volume %s and %s", egg.Volume, pl.stateText(p))
 	case p.status == statusDown:

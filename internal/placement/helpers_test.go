@@ -63,16 +63,6 @@ func placement(names ...string) func(*Egg) {
 	return func(e *Egg) { e.Placement = names }
 }
 
-func beside(peer string, names ...string) func(*Egg) {
-	return func(e *Egg) {
-		p := Peer{Egg: peer}
-		for _, n := range names {
-			p.HostIDs = append(p.HostIDs, "id-"+n)
-		}
-		e.Beside = append(e.Beside, p)
-	}
-}
-
 func volumeOn(volume, name string) func(*Egg) {
 	return func(e *Egg) { e.Name, e.Volume, e.VolumeHost = "db", volume, "id-"+name }
 }

@@ -5,9 +5,10 @@
 //
 // The rules, in the order they apply:
 //
-//   - Constraints first: a host must be in the egg's placement.hosts (if any),
-//     run every egg whose address it references, and, for a stateful egg, hold
-//     its volume. A constraint is never relaxed to make room.
+//   - Constraints first: a host must be in the egg's placement.hosts (if any)
+//     and, for a stateful egg, hold its volume. A constraint is never relaxed
+//     to make room. The eggs whose address an egg references are none: every
+//     host reaches them, wherever they run.
 //   - Stability: every current slot that is still valid is kept, so placing an
 //     unchanged egg on unchanged hosts moves nothing, and placing a decision's
 //     own output again returns it unchanged.
@@ -123,7 +124,6 @@ type hostPlan struct {
 	id, name string
 	status   status
 	excluded Reason // the constraint that forbids the egg here, or ""
-	peer     string // with ReasonNotBeside: the referenced egg not running here
 	others   Resources
 	fit      int // replicas that fit beside the other workloads
 
@@ -205,13 +205,6 @@ func (s *Scheduler) survey(egg *Egg, hosts []Host, now time.Time) *planner {
 			p.excluded = ReasonNotVolumeHost
 		case len(placement) > 0 && !placement[h.Name]:
 			p.excluded = ReasonNotInPlacement
-		default:
-			for _, peer := range egg.Beside {
-				if !contains(peer.HostIDs, h.ID) {
-					p.excluded, p.peer = ReasonNotBeside, peer.Egg
-					break
-				}
-			}
 		}
 		pl.hosts = append(pl.hosts, p)
 	}
@@ -259,15 +252,6 @@ func (s *Scheduler) status(h *Host, now time.Time) status {
 	default:
 		return statusUnknown
 	}
-}
-
-func contains(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // placeStateless keeps the valid current slots, scales down or up, and lets
@@ -381,9 +365,6 @@ func (pl *planner) placeStateful() error {
 		return nil
 	case v.excluded == ReasonNotInPlacement:
 		return pl.conflict(fmt.Sprintf("volume %s lives on host %s, which is not in placement.hosts %v", egg.Volume, v.name, egg.Placement))
-	case v.excluded == ReasonNotBeside:
-		return pl.conflict(fmt.Sprintf("volume %s lives on host %s, but %s, whose address %s references, does not run there",
-			egg.Volume, v.name, v.peer, egg.Name))
 	}
 	n := min(egg.Replicas, v.fit)
 	if n == 0 && egg.Replicas > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -87,9 +88,6 @@ func drawEgg(t *rapid.T, hosts []Host, stateful bool) Egg {
 	if rapid.IntRange(0, 2).Draw(t, "with-placement") == 0 {
 		e.Placement = subset(t, "placement", names)
 	}
-	for i := range rapid.IntRange(0, 5).Draw(t, "peers") / 3 { // mostly none
-		e.Beside = append(e.Beside, Peer{Egg: fmt.Sprintf("peer%d", i), HostIDs: subset(t, "peer-hosts", ids)})
-	}
 	for _, id := range ids {
 		if n := rapid.IntRange(-2, 3).Draw(t, "current"); n > 0 {
 			e.Current[id] = n
@@ -128,15 +126,7 @@ func allowed(h *Host, egg *Egg) bool {
 	if egg.Volume != "" && h.ID != egg.VolumeHost {
 		return false
 	}
-	if len(egg.Placement) > 0 && !contains(egg.Placement, h.Name) {
-		return false
-	}
-	for _, p := range egg.Beside {
-		if !contains(p.HostIDs, h.ID) {
-			return false
-		}
-	}
-	return true
+	return len(egg.Placement) == 0 || slices.Contains(egg.Placement, h.Name)
 }
 
 func live(h *Host) bool { return !h.Removed && h.State == HostLive }
@@ -188,8 +178,8 @@ func checkDecision(t fataler, hosts []Host, egg Egg, now time.Time, d Decision, 
 		case h == nil || h.Removed:
 			t.Fatalf("%d slots on host %s, which is gone or removed", n, id)
 		case !allowed(h, &egg):
-			t.Fatalf("%d slots on host %s, which the egg's constraints exclude (placement %v, beside %v, volume host %q)",
-				n, h.Name, egg.Placement, egg.Beside, egg.VolumeHost)
+			t.Fatalf("%d slots on host %s, which the egg's constraints exclude (placement %v, volume host %q)",
+				n, h.Name, egg.Placement, egg.VolumeHost)
 		case n > room(h, &egg):
 			t.Fatalf("%d slots on host %s exceed its capacity: room for %d", n, h.Name, room(h, &egg))
 		case egg.Volume == "" && !live(h) && n > egg.Current[id]:

@@ -96,13 +96,6 @@ type Host struct {
 	Placed []Allocation
 }
 
-// Peer is an egg whose address the placed egg references. Until cross-host
-// addressing exists, the placed egg must run on a host where the peer runs.
-type Peer struct {
-	Egg     string   // its name, for explanations
-	HostIDs []string // where it runs
-}
-
 // Egg is the egg to place, with everything that constrains where it may go.
 type Egg struct {
 	Namespace, Project, Name string
@@ -117,10 +110,9 @@ type Egg struct {
 	VolumeHost string
 
 	// Placement lists the host names of the egg's placement.hosts; empty
-	// means any host.
+	// means any host. The eggs whose address it references do not constrain
+	// it: every host reaches every egg (through the agents' mesh).
 	Placement []string
-	// Beside lists the eggs whose address this egg references.
-	Beside []Peer
 
 	// Current is where the egg's replicas are now: host ID -> slot count.
 	// The scheduler keeps every slot that is still valid, so an unchanged egg

@@ -13,8 +13,8 @@ type VolumeChoice struct {
 
 // ChooseVolumeHost picks the host a new volume lives on, once, when the
 // volume is created; its consuming egg then follows it there for good. The
-// host must be live and satisfy the consumer's constraints (placement.hosts,
-// the eggs it references) with room for one replica of it. Among those, a host
+// host must be live and satisfy the consumer's constraint (placement.hosts)
+// with room for one replica of it. Among those, a host
 // the consumer already runs on comes first (so giving an egg a volume does not
 // move it), then the least loaded, then the first by name.
 //

@@ -41,10 +41,10 @@ func TestChooseVolumeHost(t *testing.T) {
 			want:     "a",
 		},
 		{
-			name:     "placement.hosts and referenced eggs narrow the choice",
-			hosts:    []Host{host("a", 8, 4), host("b", 8, 4, used(4*GiB, 0)), host("c", 8, 4)},
-			consumer: db(placement("a", "b"), beside("api", "b", "c")),
-			want:     "b",
+			name:     "placement.hosts narrows the choice",
+			hosts:    []Host{host("a", 8, 4, used(4*GiB, 0)), host("b", 8, 4, used(6*GiB, 0)), host("c", 8, 4)},
+			consumer: db(placement("a", "b")),
+			want:     "a",
 		},
 		{
 			name:     "hosts not live are passed over, however empty",

@@ -13,15 +13,17 @@ import (
 )
 
 // ConflictError reports a route or published port that a workload of another
-// project (or namespace) holds on a host: both belong to the whole host.
+// project (or namespace) holds. Both are claims on the whole cluster: every
+// host's ingress answers every route and published port, wherever the
+// replicas behind it run.
 type ConflictError struct {
 	Claim  string // "port 8088", "route shop.localhost/api"
-	Host   string // the host's name
 	Holder string // the holding workload, namespace/project/egg
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("%s is held on host %s by egg %s: pick another, or remove it there first", e.Claim, e.Host, e.Holder)
+	return fmt.Sprintf("%s is held by egg %s (routes and published ports are claims on the whole cluster): "+
+		"pick another, or remove it from that egg first", e.Claim, e.Holder)
 }
 
 // projectOf is a workload's "<namespace>/<project>".
@@ -38,59 +40,48 @@ func routeOf(r inputs.Route) contract.Route {
 
 func routeClaim(r contract.Route) string { return "route " + r.Host + r.PathPrefix }
 
-// checkPorts refuses specs (host -> workload entry) whose published ports
-// another project holds on the same host. Conflicts are permanent: retrying
-// does not free the port.
-func (v *view) checkPorts(project string, specs map[string]contract.WorkloadSpec) error {
-	for _, host := range slices.Sorted(maps.Keys(specs)) {
-		for _, p := range specs[host].Ports {
-			if holder, ok := v.portHolder(host, project, p.HostPort); ok {
-				return backoff.Permanent(&ConflictError{Claim: fmt.Sprintf("port %d", p.HostPort), Host: v.name(host), Holder: holder})
-			}
+// checkPorts refuses published ports that another project holds on any host.
+// Conflicts are permanent: retrying does not free the port.
+func (v *view) checkPorts(project string, ports []contract.PublishedPort) error {
+	for _, p := range ports {
+		if holder, ok := v.portHolder(project, p.HostPort); ok {
+			return backoff.Permanent(&ConflictError{Claim: fmt.Sprintf("port %d", p.HostPort), Holder: holder})
 		}
 	}
 	return nil
 }
 
-// portHolder returns the workload of another project holding port on host.
-func (v *view) portHolder(host, project string, port int) (string, bool) {
-	d, ok := v.states[host]
-	if !ok {
-		return "", false
+// checkRoute refuses a route another project holds on any host.
+func (v *view) checkRoute(project string, r contract.Route) error {
+	if holder, ok := v.routeHolder(project, r); ok {
+		return backoff.Permanent(&ConflictError{Claim: routeClaim(r), Holder: holder})
 	}
-	for _, w := range d.Workloads {
-		if projectOf(w) == project {
-			continue
-		}
-		for _, p := range w.Ports {
-			if p.HostPort == port {
+	return nil
+}
+
+// portHolder returns the workload of another project publishing port, on
+// whichever host (the first by host ID, so the answer is stable).
+func (v *view) portHolder(project string, port int) (string, bool) {
+	return v.holder(project, func(w contract.WorkloadSpec) bool {
+		return slices.ContainsFunc(w.Ports, func(p contract.PublishedPort) bool { return p.HostPort == port })
+	})
+}
+
+// routeHolder returns the workload of another project holding the route, on
+// whichever host.
+func (v *view) routeHolder(project string, r contract.Route) (string, bool) {
+	return v.holder(project, func(w contract.WorkloadSpec) bool { return slices.Contains(w.Routes, r) })
+}
+
+// holder returns the first workload of another project for which holds is
+// true, hosts in ID order.
+func (v *view) holder(project string, holds func(contract.WorkloadSpec) bool) (string, bool) {
+	for _, host := range slices.Sorted(maps.Keys(v.states)) {
+		for _, w := range v.states[host].Workloads {
+			if projectOf(w) != project && holds(w) {
 				return w.ID(), true
 			}
 		}
 	}
 	return "", false
-}
-
-// routeHolder returns the workload of another project holding the route on host.
-func (v *view) routeHolder(host, project string, r contract.Route) (string, bool) {
-	d, ok := v.states[host]
-	if !ok {
-		return "", false
-	}
-	for _, w := range d.Workloads {
-		if projectOf(w) != project && slices.Contains(w.Routes, r) {
-			return w.ID(), true
-		}
-	}
-	return "", false
-}
-
-// checkRoute refuses a route another project holds on one of hosts.
-func (v *view) checkRoute(project string, r contract.Route, hosts []string) error {
-	for _, host := range hosts {
-		if holder, ok := v.routeHolder(host, project, r); ok {
-			return backoff.Permanent(&ConflictError{Claim: routeClaim(r), Host: v.name(host), Holder: holder})
-		}
-	}
-	return nil
 }

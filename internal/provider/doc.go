@@ -15,11 +15,18 @@
 // (Several control-plane servers sharing a PostgreSQL store will need that
 // read-modify-write in one transaction instead of a process lock.)
 //
+// Each write also derives, for every host, what does not belong to one egg:
+// Services (every egg of the cluster with routes or published ports, and the
+// eggs its workloads use, WorkloadSpec.Uses) and Peers (the valid host set,
+// contract.ValidPeers, with the mesh addresses hosts reported). SyncPeers
+// derives them again when only the host set changed.
+//
 // # The resource types (inputs as package spec documents them)
 //
 //   - egg: asks the scheduler where its replicas go (keeping every slot that is
-//     still valid: an unchanged egg moves nothing) and writes one workload per
-//     host holding slots, with contract.SpecHash deciding what rolls. Outputs:
+//     still valid: an unchanged egg moves nothing; the eggs it uses do not
+//     constrain it) and writes one workload per host holding slots, with
+//     contract.SpecHash deciding what rolls. Outputs:
 //     address ("<egg>:<port>", the egg's own alias on its networks), hosts
 //     (host IDs, sorted), and, for status and the control plane: revision
 //     (bumped by rollout restart), unplaced and waiting (why replicas are not
@@ -44,9 +51,10 @@
 //     exactly the eggs that use it; the value itself is put only into the
 //     workloads of those eggs (contract.SecretFile.Value, sealed at rest).
 //   - route: attached to its egg's workloads on every host running it; the
-//     egg carries its routes along when it moves. A route or a published port
-//     held on a host by another project (or namespace) is refused, naming the
-//     holder; Preview refuses it at plan time already.
+//     egg carries its routes along when it moves. Routes and published ports
+//     are claims on the whole cluster (every host's ingress serves them all):
+//     one held by another project (or namespace) on any host is refused,
+//     naming the holder; Preview refuses it at plan time already.
 //
 // Every Create adopts what an earlier attempt left (the workload of an egg is
 // identified by namespace/project/egg, a volume by its name), so a retry, or

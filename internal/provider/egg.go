@@ -138,11 +138,11 @@ func (s *Set) place(ctx context.Context, project string, e eggSpec) (placed, err
 			w.Routes = routes
 			specs[host] = w
 		}
-		if err := v.checkPorts(project, specs); err != nil {
+		if err := v.checkPorts(project, e.ports()); err != nil {
 			return err
 		}
 		for _, r := range routes { // the egg's routes go wherever it goes
-			if err := v.checkRoute(project, r, slices.Sorted(maps.Keys(specs))); err != nil {
+			if err := v.checkRoute(project, r); err != nil {
 				return err
 			}
 		}

@@ -175,15 +175,17 @@ volumes:
   pgdata: {}
 `
 
-func TestAStatefulEggRunsOnItsVolumesHostAndAnEggUsingItsAddressBesideIt(t *testing.T) {
+// A stateful egg stays with its volume; an egg using its address is not
+// placed by it and spreads over every host like any stateless egg.
+func TestAStatefulEggRunsOnItsVolumesHostAndAnEggUsingItsAddressSpreads(t *testing.T) {
 	e := newEnv(t, "h1", "h2", "h3")
-	e.apply("default/data", statefulYAML, nil)
+	e.apply("default/data", strings.Replace(statefulYAML, "replicas: 2", "replicas: 3", 1), nil)
 	host := e.record("default/data", "volume/pgdata").Outputs["host"].(string)
 	if got := e.slots("default/data/db", "h1", "h2", "h3"); !maps.Equal(got, map[string]int{host: 1}) {
 		t.Fatalf("db slots %v, want 1 on the volume's host %s", got, host)
 	}
-	if got := e.slots("default/data/app", "h1", "h2", "h3"); !maps.Equal(got, map[string]int{host: 2}) {
-		t.Fatalf("app slots %v, want both beside db on %s", got, host)
+	if got := e.slots("default/data/app", "h1", "h2", "h3"); !maps.Equal(got, map[string]int{"h1": 1, "h2": 1, "h3": 1}) {
+		t.Fatalf("app slots %v, want one on every host, wherever db runs", got)
 	}
 	d := e.state(host)
 	w, _ := d.Workload("default/data/db")
@@ -193,9 +195,11 @@ func TestAStatefulEggRunsOnItsVolumesHostAndAnEggUsingItsAddressBesideIt(t *test
 	if len(d.Volumes) != 1 || d.Volumes[0].Name != "pgdata" || d.Volumes[0].Delete {
 		t.Fatalf("host %s lists volumes %+v, want pgdata kept", host, d.Volumes)
 	}
-	app, _ := d.Workload("default/data/app")
-	if app.Env["DB"] != "db:5432" {
-		t.Fatalf("app env DB = %q", app.Env["DB"])
+	for _, h := range []string{"h1", "h2", "h3"} {
+		app, _ := e.state(h).Workload("default/data/app")
+		if app.Env["DB"] != "db:5432" || !slices.Equal(app.Uses, []string{"db"}) {
+			t.Fatalf("app on %s: env DB = %q, uses %v", h, app.Env["DB"], app.Uses)
+		}
 	}
 }
 
@@ -249,22 +253,36 @@ eggs:
     routes: [shop.localhost, "api.localhost/v1"]
 `
 
+// Routes and published ports are claims on the whole cluster (every host's
+// ingress serves them all): another project may not take them on any host.
 func TestRoutesAndPortsHeldByAnotherProjectAreRefusedNamingTheHolder(t *testing.T) {
-	e := newEnv(t, "h1")
+	e := newEnv(t, "h1", "h2")
 	e.apply("default/a", strings.Replace(routeYAML, "%s", "a", 1), nil)
 	w, _ := e.state("h1").Workload("default/a/web")
 	if !slices.Equal(w.Routes, []contract.Route{{Host: "api.localhost", PathPrefix: "/v1"}, {Host: "shop.localhost"}}) {
 		t.Fatalf("routes on h1 %+v", w.Routes)
 	}
 	for name, yaml := range map[string]string{
-		"the same port":  "project: b\neggs:\n  other: {image: o:1, ports: [\"8088:80\"]}\n",
-		"the same route": "project: b\neggs:\n  other: {image: o:1, port: 80, routes: [shop.localhost]}\n",
+		"the same port on the same host":     "project: b\neggs:\n  other: {image: o:1, ports: [\"8088:80\"], placement: {hosts: [h1]}}\n",
+		"the same port on another host":      "project: b\neggs:\n  other: {image: o:1, ports: [\"8088:80\"], placement: {hosts: [h2]}}\n",
+		"the same route on the same host":    "project: b\neggs:\n  other: {image: o:1, port: 80, routes: [shop.localhost], placement: {hosts: [h1]}}\n",
+		"the same route on another host":     "project: b\neggs:\n  other: {image: o:1, port: 80, routes: [shop.localhost], placement: {hosts: [h2]}}\n",
+		"the same port of a cold egg":        "project: b\neggs:\n  other: {image: o:1, replicas: 0, ports: [\"8088:80\"]}\n",
+		"the same route, placed after apply": "project: b\neggs:\n  other: {image: o:1, port: 80, routes: [\"api.localhost/v1\"]}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := e.reconciler(Options{}).Reconcile(t.Context(), "staging/b", e.project("staging/b", yaml, nil))
 			var conflict *ConflictError
-			if !errors.As(err, &conflict) || conflict.Holder != "default/a/web" || conflict.Host != "h1" {
-				t.Fatalf("apply of staging/b: %v, want a conflict held by default/a/web on h1", err)
+			if !errors.As(err, &conflict) || conflict.Holder != "default/a/web" {
+				t.Fatalf("apply of staging/b: %v, want a conflict held by default/a/web", err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "held by egg default/a/web") || !strings.Contains(msg, "pick another") {
+				t.Fatalf("message %q does not name the holder and the fix", msg)
+			}
+			for _, h := range []string{"h1", "h2"} {
+				if w, ok := e.state(h).Workload("staging/b/other"); ok && (len(w.Routes) > 0 || len(w.Ports) > 0) {
+					t.Fatalf("b's egg holds %v %v on %s", w.Routes, w.Ports, h)
+				}
 			}
 			e.destroy("staging/b", Options{}) // clean up the part that landed
 		})
@@ -366,7 +384,7 @@ func TestNoLiveHostIsRetriedAndAnImpossiblePlacementIsNot(t *testing.T) {
 		t.Fatalf("create with no live host: %v, want a retryable error saying so", err)
 	}
 	e.up("h1")
-	rec.Inputs["placement"] = map[string]any{"hosts": []any{"nowhere"}, "beside": []any{}, "volume": "", "volume_host": ""}
+	rec.Inputs["placement"] = map[string]any{"hosts": []any{"nowhere"}, "volume": "", "volume_host": ""}
 	_, err = p.Create(t.Context(), "default/shop", rec)
 	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "nowhere") {
 		t.Fatalf("create on an unknown host name: %v, want a permanent error naming it", err)
@@ -436,18 +454,21 @@ func TestRevertPutsThePreviousSpecBackOnce(t *testing.T) {
 	}
 }
 
+// An egg carries its routes wherever it is placed, and a route another
+// project took meanwhile stops it there: on any host, not only those it would
+// share with the holder.
 func TestAnEggDoesNotTakeItsRoutesWhereAnotherProjectHoldsThem(t *testing.T) {
 	e := newEnv(t, "h1", "h2")
+	e.apply("staging/b", "project: b\neggs:\n  web: {image: w:1, port: 80, replicas: 0, routes: [shop.localhost]}\n", nil)
+	// A cold egg runs nowhere, so its route is served nowhere: a takes it.
 	e.apply("default/a", "project: a\neggs:\n  web: {image: w:1, port: 80, routes: [shop.localhost], placement: {hosts: [h1]}}\n", nil)
-	e.apply("staging/b", "project: b\neggs:\n  web: {image: w:1, port: 80, routes: [shop.localhost], placement: {hosts: [h2]}}\n", nil)
-	// b's egg may now run on h1 too, but its route is a's there.
 	_, err := e.reconciler(Options{}).Reconcile(t.Context(), "staging/b",
-		e.project("staging/b", "project: b\neggs:\n  web: {image: w:1, port: 80, replicas: 2, routes: [shop.localhost]}\n", nil))
+		e.project("staging/b", "project: b\neggs:\n  web: {image: w:1, port: 80, placement: {hosts: [h2]}, routes: [shop.localhost]}\n", nil))
 	var conflict *ConflictError
-	if !errors.As(err, &conflict) || conflict.Holder != "default/a/web" || conflict.Host != "h1" {
-		t.Fatalf("moving b's routed egg onto h1: %v, want a conflict held by default/a/web on h1", err)
+	if !errors.As(err, &conflict) || conflict.Holder != "default/a/web" || conflict.Claim != "route shop.localhost" {
+		t.Fatalf("placing b's routed egg on h2: %v, want a conflict on route shop.localhost held by default/a/web", err)
 	}
-	if _, ok := e.state("h1").Workload("staging/b/web"); ok {
-		t.Fatal("b's egg landed on h1 with a's route")
+	if _, ok := e.state("h2").Workload("staging/b/web"); ok {
+		t.Fatal("b's egg landed on h2 with a's route")
 	}
 }

@@ -12,9 +12,17 @@ import (
 )
 
 // Fleet lists the hosts replicas may be placed on, as the scheduler sees
-// them (their Placed allocations are filled in from the desired states).
+// them (their Placed allocations are filled in from the desired states),
+// with where their agents' mesh is reached (every host's Peers).
 type Fleet interface {
-	Hosts(ctx context.Context) ([]placement.Host, error)
+	Hosts(ctx context.Context) ([]FleetHost, error)
+}
+
+// FleetHost is a host of the fleet: as the scheduler sees it, and the mesh
+// addresses its agent last reported (none before it reported any).
+type FleetHost struct {
+	placement.Host
+	MeshAddresses []string
 }
 
 // HostLister lists hosts with their liveness.
@@ -30,14 +38,16 @@ var DefaultCapacity = placement.Resources{Memory: 1 << 50, MilliCPU: 1 << 30}
 
 // StoreFleet is the Fleet of a store: liveness from the hosts table (a down
 // host's StateSince is when it went down), names and removals from the joined
-// hosts' identities, capacities from the hosts' latest status reports.
+// hosts' identities, capacities and mesh addresses from the hosts' latest
+// status reports.
 type StoreFleet struct {
 	List HostLister
 	// Identities give hosts their names and say which were removed; nil, or a
 	// host without an identity, means the host is named by its ID.
 	Identities store.HostIdentities
-	// Reports give hosts the capacity their agents report; nil, or a host
-	// whose agent did not report one, means Capacity.
+	// Reports give hosts the capacity and mesh addresses their agents
+	// report; nil, or a host whose agent did not report a capacity, means
+	// Capacity (and no mesh addresses).
 	Reports StatusReader
 	// Capacity of a host that reported none; zero means DefaultCapacity.
 	Capacity placement.Resources
@@ -46,7 +56,7 @@ type StoreFleet struct {
 var _ Fleet = StoreFleet{}
 
 // Hosts returns every host the store knows, sorted by ID.
-func (f StoreFleet) Hosts(ctx context.Context) ([]placement.Host, error) {
+func (f StoreFleet) Hosts(ctx context.Context) ([]FleetHost, error) {
 	hosts, err := f.List.ListHosts(ctx)
 	if err != nil {
 		return nil, err
@@ -65,9 +75,9 @@ func (f StoreFleet) Hosts(ctx context.Context) ([]placement.Host, error) {
 	if capacity == (placement.Resources{}) {
 		capacity = DefaultCapacity
 	}
-	out := make([]placement.Host, 0, len(hosts))
+	out := make([]FleetHost, 0, len(hosts))
 	for _, h := range hosts {
-		sh := placement.Host{ID: h.ID, Name: h.ID, Capacity: capacity, State: placement.HostUnknown}
+		sh := FleetHost{Host: placement.Host{ID: h.ID, Name: h.ID, Capacity: capacity, State: placement.HostUnknown}}
 		switch h.State {
 		case store.HostUp:
 			sh.State = placement.HostLive
@@ -78,34 +88,33 @@ func (f StoreFleet) Hosts(ctx context.Context) ([]placement.Host, error) {
 			sh.Name, sh.Removed = id.Name, id.Removed()
 		}
 		if f.Reports != nil {
-			reported, err := f.reportedCapacity(ctx, h.ID)
+			rep, err := f.report(ctx, h.ID)
 			if err != nil {
 				return nil, err
 			}
-			if reported != nil {
-				sh.Capacity = placement.Resources{Memory: reported.MemoryBytes, MilliCPU: reported.MilliCPU}
+			if c := rep.Capacity; c != nil && c.MemoryBytes > 0 && c.MilliCPU > 0 {
+				sh.Capacity = placement.Resources{Memory: c.MemoryBytes, MilliCPU: c.MilliCPU}
 			}
+			sh.MeshAddresses = rep.MeshAddresses
 		}
 		out = append(out, sh)
 	}
 	return out, nil
 }
 
-// reportedCapacity reads the capacity in a host's latest report, if any.
-func (f StoreFleet) reportedCapacity(ctx context.Context, host string) (*contract.HostCapacity, error) {
+// report reads a host's latest report; a host that never reported has an
+// empty one.
+func (f StoreFleet) report(ctx context.Context, host string) (contract.StatusReport, error) {
 	st, err := f.Reports.Status(ctx, host)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
+		return contract.StatusReport{}, nil
 	}
 	if err != nil {
-		return nil, err
+		return contract.StatusReport{}, err
 	}
 	rep, err := contract.DecodeStatusReport(bytes.NewReader(st.Report))
 	if err != nil {
-		return nil, fmt.Errorf("host %s: stored report: %w", host, err)
+		return contract.StatusReport{}, fmt.Errorf("host %s: stored report: %w", host, err)
 	}
-	if c := rep.Capacity; c == nil || c.MemoryBytes <= 0 || c.MilliCPU <= 0 {
-		return nil, nil
-	}
-	return rep.Capacity, nil
+	return rep, nil
 }

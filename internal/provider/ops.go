@@ -66,21 +66,14 @@ func (s *Set) Revert(ctx context.Context, project string, rec *resource.Deployed
 
 // Reschedule places the project's eggs again with their deployed inputs,
 // parents first: replicas leave hosts down past the reschedule delay or
-// removed, unplaced replicas find room, and an egg placed beside another
-// follows it. The scheduler keeps every valid slot, so an egg with nothing to
-// move writes nothing. It returns the records that changed.
+// removed, and unplaced replicas find room. The scheduler keeps every valid
+// slot, so an egg with nothing to move writes nothing. It returns the records
+// that changed.
 func (s *Set) Reschedule(ctx context.Context, project string, recs []*resource.Deployed) ([]*resource.Deployed, error) {
-	hosts := map[string][]string{} // egg name -> its hosts, as of this pass
-	for _, r := range recs {
-		if r.Type == resource.Egg {
-			hosts[r.Name] = hostsOf(r.Outputs)
-		}
-	}
 	var changed []*resource.Deployed
 	var errs []error
 	for _, rec := range eggsInOrder(recs) {
-		inputs := withBesideHosts(rec.Inputs, hosts)
-		e, err := newEggSpec(project, rec.Name, inputs, rec.Source, revisionOf(rec.Outputs))
+		e, err := newEggSpec(project, rec.Name, rec.Inputs, rec.Source, revisionOf(rec.Outputs))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -90,20 +83,29 @@ func (s *Set) Reschedule(ctx context.Context, project string, recs []*resource.D
 			errs = append(errs, fmt.Errorf("place %s: %w", rec.Key(), err))
 			continue
 		}
-		hosts[rec.Name] = pl.hosts
 		outputs := eggOutputs(e, pl, previousOf(rec.Outputs))
-		if resource.Equal(outputs, rec.Outputs) && resource.Equal(inputs, rec.Inputs) {
+		if resource.Equal(outputs, rec.Outputs) {
 			continue
 		}
 		next := rec.Clone()
-		next.Inputs, next.Outputs = inputs, outputs
+		next.Outputs = outputs
 		changed = append(changed, next)
 	}
 	return changed, errors.Join(errs...)
 }
 
-// Hosts lists the fleet.
-func (s *Set) Hosts(ctx context.Context) ([]placement.Host, error) { return s.fleet.Hosts(ctx) }
+// Hosts lists the fleet as the scheduler sees it.
+func (s *Set) Hosts(ctx context.Context) ([]placement.Host, error) {
+	hosts, err := s.fleet.Hosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]placement.Host, len(hosts))
+	for i, h := range hosts {
+		out[i] = h.Host
+	}
+	return out, nil
+}
 
 // HostClass is how placement treats a host now: "live" (takes replicas),
 // "waiting" (keeps its replicas: unknown, or down for less than the
@@ -180,29 +182,6 @@ func eggsInOrder(recs []*resource.Deployed) []*resource.Deployed {
 	}
 	for _, key := range slices.Sorted(maps.Keys(byKey)) {
 		visit(key, 0)
-	}
-	return out
-}
-
-// withBesideHosts returns inputs with placement.beside's hosts set to where
-// those eggs run now.
-func withBesideHosts(inputs map[string]any, hosts map[string][]string) map[string]any {
-	out := resource.Clone(inputs)
-	pl, _ := out["placement"].(map[string]any)
-	beside, _ := pl["beside"].([]any)
-	for _, b := range beside {
-		m, ok := b.(map[string]any)
-		if !ok {
-			continue
-		}
-		name, _ := m["egg"].(string)
-		if hs, ok := hosts[name]; ok {
-			list := make([]any, len(hs))
-			for i, h := range hs {
-				list[i] = h
-			}
-			m["hosts"] = list
-		}
 	}
 	return out
 }

@@ -33,8 +33,8 @@ type PlanChange struct {
 // imply on each host: replicas started, stopped, rolled or scaled, volumes
 // created, kept or deleted, routes attached. Placement is previewed against
 // the fleet and desired states as they are now, each egg on its own. A route
-// or published port another project holds on a host the egg would run on is
-// refused with a *ConflictError, as the apply would refuse it.
+// or published port another project holds on any host is refused with a
+// *ConflictError, as the apply would refuse it, wherever the egg would run.
 func (s *Set) Preview(ctx context.Context, project string, changes []PlanChange, records []*resource.Deployed, opts Options) ([]HostSteps, error) {
 	v, err := s.states.read(ctx)
 	if err != nil {
@@ -114,6 +114,9 @@ func (p *preview) egg(name string, c PlanChange) error {
 	if err != nil {
 		return err
 	}
+	if err := p.v.checkPorts(p.project, e.ports()); err != nil {
+		return err
+	}
 	if slices.Contains(c.Unknown, "placement") {
 		p.add("", "place %s: %s", name, plural(e.in.Replicas, "replica"))
 		return nil
@@ -129,9 +132,6 @@ func (p *preview) egg(name string, c PlanChange) error {
 		if specs[host], err = e.workload(host, dec.Slots[host], nil); err != nil {
 			return err
 		}
-	}
-	if err := p.v.checkPorts(p.project, specs); err != nil {
-		return err
 	}
 	for _, host := range slices.Sorted(slices.Values(union(maps.Keys(current), maps.Keys(specs)))) {
 		old, next := current[host], specs[host]
@@ -238,7 +238,7 @@ func (p *preview) route(name string, c PlanChange) error {
 		}
 		slices.Sort(hosts)
 	}
-	if err := p.v.checkRoute(p.project, r, hosts); err != nil {
+	if err := p.v.checkRoute(p.project, r); err != nil {
 		return err
 	}
 	if !known {

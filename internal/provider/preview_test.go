@@ -95,12 +95,19 @@ func TestPreviewOfVolumesAndOfPlacementKnownAfterApply(t *testing.T) {
 }
 
 func TestPreviewRefusesARouteHeldByAnotherProject(t *testing.T) {
-	e := newEnv(t, "h1")
-	e.apply("default/a", strings.Replace(routeYAML, "%s", "a", 1), nil)
-	_, err := e.preview("staging/b", "project: b\neggs:\n  w: {image: w:1, port: 80, routes: [\"api.localhost/v1\"]}\n", Options{})
-	var conflict *ConflictError
-	if !errors.As(err, &conflict) || conflict.Claim != "route api.localhost/v1" || conflict.Holder != "default/a/web" {
-		t.Fatalf("preview: %v, want a conflict on route api.localhost/v1 held by default/a/web", err)
+	e := newEnv(t, "h1", "h2")
+	e.apply("default/a", strings.Replace(routeYAML, "%s", "a", 1)+"    placement: {hosts: [h1]}\n", nil)
+	for claim, yaml := range map[string]string{
+		"route api.localhost/v1": "project: b\neggs:\n  w: {image: w:1, port: 80, routes: [\"api.localhost/v1\"], placement: {hosts: [h2]}}\n",
+		"port 8088":              "project: b\neggs:\n  w: {image: w:1, port: 80, ports: [\"8088:80\"], placement: {hosts: [h2]}}\n",
+		// Its placement is known only after apply: the claim is refused anyway.
+		"port 8088 ": "project: b\neggs:\n  w: {image: w:1, ports: [\"8088:80\"], volumes: [\"d:/d\"]}\nvolumes:\n  d: {}\n",
+	} {
+		_, err := e.preview("staging/b", yaml, Options{})
+		var conflict *ConflictError
+		if !errors.As(err, &conflict) || conflict.Claim != strings.TrimSpace(claim) || conflict.Holder != "default/a/web" {
+			t.Fatalf("preview: %v, want a conflict on %s held by default/a/web", err, claim)
+		}
 	}
 	// The project holding it may plan it again.
 	if _, err := e.preview("default/a", strings.Replace(routeYAML, "%s", "a", 1), Options{}); err != nil {

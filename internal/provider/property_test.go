@@ -3,6 +3,7 @@ package provider
 import (
 	"flag"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"pgregory.net/rapid"
 
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource"
 )
 
@@ -19,7 +21,9 @@ import (
 // plane does, and checks after every step that each egg has exactly its
 // replicas placed whenever a host is live, that nothing runs on a host gone
 // past the reschedule delay, that every stored version is its content's, and
-// that applying again a project that landed writes nothing.
+// that applying again a project that landed writes nothing. Every host's
+// Services and Peers are those its hosts' workloads imply, however the
+// replicas moved.
 func TestPlacementInvariantsOverRandomHistories(t *testing.T) {
 	// Each history runs on a SQLite store of its own, which the race detector
 	// slows down a lot: 20 histories unless -rapid.checks says otherwise.
@@ -46,7 +50,14 @@ func TestPlacementInvariantsOverRandomHistories(t *testing.T) {
 				var b strings.Builder
 				b.WriteString("project: p\neggs:\n")
 				for _, egg := range eggs {
-					fmt.Fprintf(&b, "  %s: {image: %s:1, replicas: %d}\n", egg, egg, rapid.IntRange(0, 5).Draw(rt, "replicas"))
+					extra := ""
+					switch {
+					case egg == "a": // routed: served by every host
+						extra = ", port: 80, routes: [a.localhost]"
+					case slices.Contains(eggs, "a") && rapid.Bool().Draw(rt, "uses-a"):
+						extra = `, env: {A: "${a.address}"}`
+					}
+					fmt.Fprintf(&b, "  %s: {image: %s:1, replicas: %d%s}\n", egg, egg, rapid.IntRange(0, 5).Draw(rt, "replicas"), extra)
 				}
 				yaml = b.String()
 				_, err := e.reconciler(Options{}).Reconcile(t.Context(), "default/p", e.project("default/p", yaml, nil))
@@ -98,6 +109,32 @@ func TestPlacementInvariantsOverRandomHistories(t *testing.T) {
 
 func checkPlacement(rt *rapid.T, e *env, hosts []string, down map[string]bool, recs []*resource.Deployed) {
 	anyLive := len(down) < len(hosts)
+	workloads := map[string][]contract.WorkloadSpec{}
+	for _, h := range hosts {
+		workloads[h] = e.state(h).Workloads
+	}
+	services := servicesByHost(workloads)
+	for _, h := range hosts {
+		d := e.state(h)
+		if !reflect.DeepEqual(d.Services, services[h]) {
+			rt.Fatalf("%s serves %+v, its hosts' workloads imply %+v", h, d.Services, services[h])
+		}
+		if len(d.Workloads) == 0 && len(d.Peers) == 0 {
+			continue // never written yet: nothing placed anywhere so far
+		}
+		if len(d.Peers) != len(hosts) {
+			rt.Fatalf("%s lists %d peers, want every host: %+v", h, len(d.Peers), d.Peers)
+		}
+		for _, p := range d.Peers {
+			var ids []string
+			for _, s := range services[p.HostID] {
+				ids = append(ids, s.ID())
+			}
+			if !slices.Equal(p.Reaches, ids) {
+				rt.Fatalf("in %s's state, peer %s reaches %v, want %v", h, p.HostID, p.Reaches, ids)
+			}
+		}
+	}
 	for _, h := range hosts {
 		stored, err := e.st.DesiredState(e.t.Context(), h)
 		if err != nil {

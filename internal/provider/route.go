@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"maps"
 	"slices"
 
 	"github.com/hatchery/hatchery/internal/contract"
@@ -31,8 +30,8 @@ func (p routeProvider) Update(ctx context.Context, project string, _, next *reso
 }
 
 // attach puts the route on its egg's workloads, on every host running it,
-// after checking that no other project holds it there, and takes it off any
-// other workload of the project (the route moved to another egg).
+// after checking that no other project holds it anywhere, and takes it off
+// any other workload of the project (the route moved to another egg).
 func (p routeProvider) attach(ctx context.Context, project string, r *resource.Deployed) (map[string]any, error) {
 	in, err := decode[inputs.Route](r.Key(), r.Inputs)
 	if err != nil {
@@ -40,8 +39,7 @@ func (p routeProvider) attach(ctx context.Context, project string, r *resource.D
 	}
 	route, id := routeOf(in), workloadID(project, in.Egg)
 	err = p.s.states.update(ctx, func(v *view) error {
-		entries := v.workloadsOf(id)
-		if err := v.checkRoute(project, route, slices.Sorted(maps.Keys(entries))); err != nil {
+		if err := v.checkRoute(project, route); err != nil {
 			return err
 		}
 		v.editProject(project, func(w *contract.WorkloadSpec) {

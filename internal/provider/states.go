@@ -30,6 +30,7 @@ type states struct {
 // and the desired state of each.
 type view struct {
 	hosts  []placement.Host                  // as the fleet lists them, Placed left empty
+	mesh   map[string][]string               // host ID -> the mesh addresses it reported
 	states map[string]*contract.DesiredState // by host ID, one per listed host
 	loaded map[string]string                 // host ID -> content version when loaded
 	before map[string]int                    // host ID -> replicas when loaded
@@ -38,12 +39,16 @@ type view struct {
 // read loads the view without the lock: for readiness and previews, which
 // change nothing.
 func (s *states) read(ctx context.Context) (*view, error) {
-	hosts, err := s.fleet.Hosts(ctx)
+	fleet, err := s.fleet.Hosts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
 	}
-	v := &view{hosts: hosts, states: make(map[string]*contract.DesiredState, len(hosts)), loaded: map[string]string{}, before: map[string]int{}}
-	for _, h := range hosts {
+	v := &view{hosts: make([]placement.Host, len(fleet)), mesh: make(map[string][]string, len(fleet)),
+		states: make(map[string]*contract.DesiredState, len(fleet)), loaded: map[string]string{}, before: map[string]int{}}
+	for i, h := range fleet {
+		v.hosts[i], v.mesh[h.ID] = h.Host, h.MeshAddresses
+	}
+	for _, h := range v.hosts {
 		stored, err := s.desired.DesiredState(ctx, h.ID)
 		if err != nil {
 			return nil, err
@@ -59,8 +64,9 @@ func (s *states) read(ctx context.Context) (*view, error) {
 	return v, nil
 }
 
-// update runs change on the view under the lock and then writes the states
-// whose content changed. If change fails nothing is written.
+// update runs change on the view under the lock, derives every state's
+// Services and Peers from the result, and then writes the states whose
+// content changed. If change fails nothing is written.
 func (s *states) update(ctx context.Context, change func(v *view) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -71,6 +77,7 @@ func (s *states) update(ctx context.Context, change func(v *view) error) error {
 	if err := change(v); err != nil {
 		return err
 	}
+	v.derive()
 	return s.commit(ctx, v)
 }
 

@@ -118,9 +118,6 @@ func (s *Set) volumeHost(v *view, project, name string, in inputs.Volume) (strin
 	} else {
 		consumer.Current = v.slotsOf(workloadID(project, in.Egg))
 	}
-	for _, b := range in.Placement.Beside {
-		consumer.Beside = append(consumer.Beside, placement.Peer{Egg: b.Egg, HostIDs: b.Hosts})
-	}
 	choice, err := s.sched.ChooseVolumeHost(name, consumer, v.scheduled(), s.now())
 	var unplaceable *placement.UnplaceableError
 	switch {

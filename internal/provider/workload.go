@@ -63,9 +63,6 @@ func (e eggSpec) schedulerEgg(current map[string]int) placement.Egg {
 		Placement:  e.in.Placement.Hosts,
 		Current:    current,
 	}
-	for _, b := range e.in.Placement.Beside {
-		egg.Beside = append(egg.Beside, placement.Peer{Egg: b.Egg, HostIDs: b.Hosts})
-	}
 	return egg
 }
 
@@ -113,6 +110,7 @@ func (e eggSpec) workload(host string, slots int, values map[string]contract.Sec
 		Env:        map[string]string(in.Env),
 		Port:       in.Port,
 		Aliases:    in.Aliases,
+		Uses:       in.Uses,
 		Restart:    contract.RestartPolicy(in.Restart),
 		Tmpfs:      in.Tmpfs,
 		ReadOnly:   in.ReadOnly,
@@ -155,9 +153,7 @@ func (e eggSpec) workload(host string, slots int, values map[string]contract.Sec
 			StartPeriod: parse("health.start_period", h.StartPeriod),
 		}
 	}
-	for _, p := range in.Ports {
-		w.Ports = append(w.Ports, contract.PublishedPort{HostPort: p.Published, ContainerPort: p.Target, Protocol: p.Protocol})
-	}
+	w.Ports = e.ports()
 	for _, m := range in.Volumes {
 		switch m.Type {
 		case inputs.MountVolume:
@@ -187,6 +183,15 @@ func (e eggSpec) workload(host string, slots int, values map[string]contract.Sec
 		return contract.WorkloadSpec{}, backoff.Permanent(fmt.Errorf("egg %s: %w", e.name, errors.Join(errs...)))
 	}
 	return w, nil
+}
+
+// ports are the egg's published ports, as its workloads carry them.
+func (e eggSpec) ports() []contract.PublishedPort {
+	var out []contract.PublishedPort
+	for _, p := range e.in.Ports {
+		out = append(out, contract.PublishedPort{HostPort: p.Published, ContainerPort: p.Target, Protocol: p.Protocol})
+	}
+	return out
 }
 
 // specHash is the egg's spec hash independent of any host: what changes it

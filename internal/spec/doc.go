@@ -62,11 +62,13 @@
 //	             file lists none.
 //	placement    {hosts: the user's host names (empty = any),
 //	             volume, volume_host: a stateful egg's (first) volume and
-//	             ${volume/<volume>.host}, else "" and "",
-//	             beside: [{egg: x, hosts: [${egg/x.hosts}]}] for each egg x whose
-//	             address it references, sorted by x: until cross-host addressing
-//	             exists it must run on one of x's hosts}. These are the
-//	             constraints of placement.Egg (Placement, Volume, VolumeHost, Beside).
+//	             ${volume/<volume>.host}, else "" and ""}. These are the
+//	             constraints of placement.Egg (Placement, Volume, VolumeHost).
+//	             Records written before cross-host addressing also hold
+//	             beside: [{egg, hosts}], which nothing reads any more.
+//	uses         the eggs whose address it references, by name, sorted: plain
+//	             names, so where they run constrains nothing; each host running
+//	             the egg serves them to it under their names (relays).
 //
 // Routes are not part of an egg's inputs, so that changing a route never
 // rolls the egg's containers.

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/hatchery/hatchery/internal/graph"
@@ -89,6 +90,7 @@ func eggInputsOf(e *Egg) inputs.Egg {
 		StopSignal:  e.StopSignal,
 		StopTimeout: formatDuration(e.StopTimeout),
 		Placement:   placementOf(e),
+		Uses:        usesOf(e),
 		Rollout: inputs.Rollout{
 			Order:            string(e.Rollout.Order),
 			MaxSurge:         e.Rollout.MaxSurge,
@@ -127,25 +129,30 @@ func eggInputsOf(e *Egg) inputs.Egg {
 	return in
 }
 
-// placementOf says where an egg may run: on the user's hosts, on the host of
-// its volume (its first one; the others follow that one), and beside the eggs
-// whose address it references (until cross-host addressing exists).
+// placementOf says where an egg may run: on the user's hosts, and on the
+// host of its volume (its first one; the others follow that one). The eggs
+// whose address it references do not constrain it: every host reaches them.
 func placementOf(e *Egg) inputs.Placement {
-	pl := inputs.Placement{Hosts: orEmpty(e.Placement.Hosts), Beside: []inputs.Beside{}}
+	pl := inputs.Placement{Hosts: orEmpty(e.Placement.Hosts)}
 	if vols := e.namedVolumes(); len(vols) > 0 {
 		pl.Volume = vols[0]
 		pl.VolumeHost = ref(resource.Volume, vols[0], "host")
 	}
-	seen := map[string]bool{}
+	return pl
+}
+
+// usesOf returns the eggs whose address e references, sorted: those the hosts
+// running e serve it (see inputs.Egg.Uses).
+func usesOf(e *Egg) []string {
+	uses := []string{}
 	for _, r := range e.refs {
 		typ, name, _ := resource.SplitKey(r.Key)
-		if typ == resource.Egg && r.Output == "address" && !seen[name] {
-			seen[name] = true
-			pl.Beside = append(pl.Beside, inputs.Beside{Egg: name, Hosts: []string{ref(resource.Egg, name, "hosts")}})
+		if typ == resource.Egg && r.Output == "address" && !slices.Contains(uses, name) {
+			uses = append(uses, name)
 		}
 	}
-	sort.Slice(pl.Beside, func(i, j int) bool { return pl.Beside[i].Egg < pl.Beside[j].Egg })
-	return pl
+	slices.Sort(uses)
+	return uses
 }
 
 // volumeFor copies into a volume's inputs what its provider needs to choose
@@ -153,7 +160,7 @@ func placementOf(e *Egg) inputs.Placement {
 // volume of the same egg is placed on the host of the first, so that the egg
 // can run beside both.
 func volumeFor(v *Volume, owner *Egg) inputs.Volume {
-	in := inputs.Volume{Labels: orEmptyMap(v.Labels), Placement: inputs.Placement{Hosts: []string{}, Beside: []inputs.Beside{}}}
+	in := inputs.Volume{Labels: orEmptyMap(v.Labels), Placement: inputs.Placement{Hosts: []string{}}}
 	if owner == nil {
 		return in
 	}

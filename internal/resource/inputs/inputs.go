@@ -7,7 +7,7 @@
 // The one shape holds before and after resolution because every reference
 // stands where its output's value fits: a string output inside a string, and
 // a list output as an item of a list (resource.Resolve splices the list's
-// items in), as placement.beside[].hosts and a route's hosts are written. The
+// items in), as a route's hosts are written. The
 // exception is an environment value, a string the user may make one whole
 // reference to a list; Env reads that back as a string (see Env).
 //
@@ -50,6 +50,11 @@ type Egg struct {
 	StopSignal  string            `json:"stop_signal"`
 	StopTimeout string            `json:"stop_timeout"`
 	Placement   Placement         `json:"placement"`
+	// Uses are the eggs of the project whose address the egg references
+	// (in env), by name, sorted: the eggs its hosts must serve it (a relay
+	// per name). They are names, not references: where those eggs run does
+	// not constrain where this one runs.
+	Uses []string `json:"uses"`
 }
 
 // Env is an egg's environment. Written, each value is a string that may hold
@@ -171,12 +176,16 @@ type Placement struct {
 	Hosts      []string `json:"hosts"`
 	Volume     string   `json:"volume"`
 	VolumeHost string   `json:"volume_host"`
-	Beside     []Beside `json:"beside"`
+	// Beside is no longer written or read: an egg referencing another's
+	// address used to be placed on its hosts. Records stored before then
+	// carry it, and Decode is strict, so the field stays for them to decode;
+	// an apply drops it (Egg.Uses says what it meant).
+	Beside []Beside `json:"beside,omitempty"`
 }
 
-// Beside is an egg whose address an egg references, and where that egg runs:
-// Hosts is written as one reference, [${egg/<name>.hosts}], and resolved to
-// the list of its host IDs.
+// Beside is what Placement.Beside held in records stored before eggs could
+// reach each other across hosts: an egg whose address an egg references, and
+// [${egg/<name>.hosts}] resolved to its host IDs. Nothing reads it.
 type Beside struct {
 	Egg   string   `json:"egg"`
 	Hosts []string `json:"hosts"`

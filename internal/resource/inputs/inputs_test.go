@@ -38,14 +38,35 @@ func TestDecodeIsStrict(t *testing.T) {
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	want := Egg{Image: "web:1", Replicas: 2, Env: Env{"A": "1"}, Rollout: Rollout{MaxSurge: Surge{Percent: 25}},
-		Placement: Placement{Beside: []Beside{{Egg: "db", Hosts: []string{"h1"}}}}}
+		Uses: []string{"db"}}
 	got, err := Decode[Egg](Encode(want))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Image != want.Image || got.Replicas != 2 || got.Env["A"] != "1" || got.Rollout.MaxSurge != want.Rollout.MaxSurge ||
-		len(got.Placement.Beside) != 1 || got.Placement.Beside[0].Hosts[0] != "h1" {
+		len(got.Uses) != 1 || got.Uses[0] != "db" {
 		t.Fatalf("round trip: %+v", got)
+	}
+	if _, ok := Encode(want)["placement"].(map[string]any)["beside"]; ok {
+		t.Fatal("placement.beside is written again: nothing reads it")
+	}
+}
+
+// Records stored before eggs reached each other across hosts carry
+// placement.beside (resolved) and no uses: they still decode, strictly.
+func TestAnEggRecordStoredWithBesideDecodes(t *testing.T) {
+	old := map[string]any{"image": "web:1", "replicas": 2, "placement": map[string]any{
+		"hosts": []any{}, "volume": "", "volume_host": "",
+		"beside": []any{map[string]any{"egg": "db", "hosts": []any{"h1", "h2"}}}}}
+	got, err := Decode[Egg](old)
+	if err != nil {
+		t.Fatalf("old egg record: %v", err)
+	}
+	if got.Image != "web:1" || got.Uses != nil || len(got.Placement.Beside) != 1 {
+		t.Fatalf("old egg record decoded as %+v", got)
+	}
+	if _, err := Decode[Volume](map[string]any{"egg": "app", "placement": old["placement"]}); err != nil {
+		t.Fatalf("old volume record: %v", err)
 	}
 }
 

@@ -1,0 +1,183 @@
+package provider
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/contract"
+)
+
+// SyncPeers writes every host's desired state again with its Services and
+// Peers as the fleet and the workloads are now, changing no workload: only
+// the states whose content changed are written, so calling it when nothing
+// changed wakes no agent. Every update of desired states derives them too;
+// the control plane calls SyncPeers when the valid host set or its addresses
+// change without a workload moving: a host joined, a host was removed, a
+// host reported mesh addresses other than its last report's, and once at
+// start (states written before Peers existed carry none).
+func (s *Set) SyncPeers(ctx context.Context) error {
+	return s.states.update(ctx, func(*view) error { return nil })
+}
+
+// derive sets every state's Services (servicesByHost) and Peers (the valid
+// host set, each peer reaching its own state's services).
+func (v *view) derive() {
+	workloads := make(map[string][]contract.WorkloadSpec, len(v.states))
+	for id, d := range v.states {
+		workloads[id] = d.Workloads
+	}
+	services := servicesByHost(workloads)
+	peers := make([]contract.PeerHost, len(v.hosts))
+	for i, h := range v.hosts {
+		peers[i] = contract.PeerHost{ID: h.ID, Name: h.Name, Removed: h.Removed, MeshAddresses: v.mesh[h.ID]}
+	}
+	valid := contract.ValidPeers(peers, func(host string) []string {
+		ids := make([]string, len(services[host]))
+		for i, s := range services[host] {
+			ids[i] = s.ID()
+		}
+		return ids
+	})
+	for id, d := range v.states {
+		d.Services = services[id]
+		d.Peers = slices.Clone(valid)
+	}
+}
+
+// servicesByHost returns what each host serves (DesiredState.Services), by
+// host ID, from the workloads of every host (host ID -> its workloads): every
+// egg of the cluster with routes or published ports, on every host; and on a
+// host, every egg a workload there uses (WorkloadSpec.Uses), with the names
+// it is reached by and the host's networks it shares with those workloads.
+// Each list is sorted by ID. An egg placed nowhere (no replicas) is served
+// nowhere: nothing says what it listens on, and nothing could answer.
+//
+// It is pure, so every write of desired states derives the same services
+// from the same workloads.
+func servicesByHost(workloads map[string][]contract.WorkloadSpec) map[string][]contract.Service {
+	hosts := slices.Sorted(maps.Keys(workloads))
+	eggs := map[string]*served{}
+	for _, host := range hosts {
+		for _, w := range workloads[host] {
+			if w.Replicas <= 0 {
+				continue
+			}
+			e, ok := eggs[w.ID()]
+			if !ok {
+				e = &served{entry: w, entryHost: host}
+				eggs[w.ID()] = e
+			}
+			e.hosts = append(e.hosts, host)
+		}
+	}
+	out := make(map[string][]contract.Service, len(hosts))
+	for _, host := range hosts {
+		byID := map[string]contract.Service{}
+		for id, e := range eggs {
+			if len(e.entry.Routes) > 0 || len(e.entry.Ports) > 0 {
+				byID[id] = e.service()
+			}
+		}
+		for _, w := range workloads[host] {
+			if w.Replicas <= 0 {
+				continue
+			}
+			for _, name := range w.Uses {
+				id := w.Namespace + "/" + w.Project + "/" + name
+				e, ok := eggs[id]
+				if !ok {
+					continue
+				}
+				s, ok := byID[id]
+				if !ok {
+					s = e.service()
+				}
+				if len(s.Names) == 0 {
+					s.Names = e.names()
+				}
+				for _, n := range e.sharedNetworks(host, w) {
+					if !slices.Contains(s.Networks, n) {
+						s.Networks = append(s.Networks, n)
+					}
+				}
+				slices.Sort(s.Networks)
+				byID[id] = s
+			}
+		}
+		if len(byID) == 0 {
+			continue
+		}
+		list := make([]contract.Service, 0, len(byID))
+		for _, id := range slices.Sorted(maps.Keys(byID)) {
+			list = append(list, byID[id])
+		}
+		out[host] = list
+	}
+	return out
+}
+
+// served is an egg as the hosts placed to run it hold it.
+type served struct {
+	entry     contract.WorkloadSpec // its entry on the first of hosts: they differ only in host-local names
+	entryHost string
+	hosts     []string // with replicas, sorted
+}
+
+// service is the egg's Service without the parts that depend on the host
+// serving it (Names, Networks).
+func (e *served) service() contract.Service {
+	w := e.entry
+	return contract.Service{
+		Namespace: w.Namespace, Project: w.Project, Egg: w.Egg,
+		Port:         w.Port,
+		Hosts:        slices.Clone(e.hosts),
+		Routes:       slices.Clone(w.Routes),
+		Ports:        slices.Clone(w.Ports),
+		DrainTimeout: w.Rollout.DrainTimeout,
+	}
+}
+
+// names are the DNS names consumers reach the egg by: its name, then its
+// aliases.
+func (e *served) names() []string {
+	names := []string{e.entry.Egg}
+	for _, a := range e.entry.Aliases {
+		if !slices.Contains(names, a) {
+			names = append(names, a)
+		}
+	}
+	return names
+}
+
+// sharedNetworks returns the Docker names, on host, of the egg's networks
+// that consumer (a workload on host) joins too: where Docker's DNS would have
+// found the egg's replicas for it.
+func (e *served) sharedNetworks(host string, consumer contract.WorkloadSpec) []string {
+	var out []string
+	for _, docker := range e.entry.Networks {
+		name, ok := networkOf(docker, e.entryHost, e.entry.Namespace, e.entry.Project)
+		if !ok {
+			continue
+		}
+		if here := containers.NetworkName(host, e.entry.Namespace, e.entry.Project, name); slices.Contains(consumer.Networks, here) {
+			out = append(out, here)
+		}
+	}
+	return out
+}
+
+// networkOf returns a project network's name from its Docker name on host
+// (containers.NetworkName, "hatch-<project>-<name>-<hash>"), checked by
+// naming it again: workloads carry only Docker names, which differ by host.
+func networkOf(docker, host, namespace, project string) (string, bool) {
+	rest, ok := strings.CutPrefix(docker, "hatch-"+project+"-")
+	i := strings.LastIndexByte(rest, '-')
+	if !ok || i < 0 {
+		return "", false
+	}
+	name := rest[:i]
+	return name, containers.NetworkName(host, namespace, project, name) == docker
+}

@@ -1,0 +1,350 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/reconciler"
+	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+// net is a network's Docker name on a host, in project default/shop.
+func net(host, name string) string { return containers.NetworkName(host, "default", "shop", name) }
+
+// wl is a workload of default/shop on host with replicas, edited by opts.
+func wl(host, egg string, replicas int, opts ...func(*contract.WorkloadSpec)) contract.WorkloadSpec {
+	w := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: egg, Replicas: replicas, Port: 8080,
+		Networks: []string{net(host, "default")}, Rollout: contract.Rollout{DrainTimeout: 10 * time.Second}}
+	for _, o := range opts {
+		o(&w)
+	}
+	return w
+}
+
+func TestServicesByHost(t *testing.T) {
+	routes := func(w *contract.WorkloadSpec) { w.Routes = []contract.Route{{Host: "shop.localhost"}} }
+	ports := func(w *contract.WorkloadSpec) {
+		w.Ports = []contract.PublishedPort{{HostPort: 8088, ContainerPort: 8080}}
+	}
+	uses := func(eggs ...string) func(*contract.WorkloadSpec) {
+		return func(w *contract.WorkloadSpec) { w.Uses = eggs }
+	}
+	on := func(host string, names ...string) func(*contract.WorkloadSpec) {
+		return func(w *contract.WorkloadSpec) {
+			w.Networks = nil
+			for _, n := range names {
+				w.Networks = append(w.Networks, net(host, n))
+			}
+		}
+	}
+	web := contract.Service{Namespace: "default", Project: "shop", Egg: "web", Port: 8080,
+		Routes: []contract.Route{{Host: "shop.localhost"}}, DrainTimeout: 10 * time.Second}
+	db := contract.Service{Namespace: "default", Project: "shop", Egg: "db", Port: 8080, DrainTimeout: 10 * time.Second}
+	with := func(s contract.Service, edit func(*contract.Service)) contract.Service { edit(&s); return s }
+	tests := []struct {
+		name      string
+		workloads map[string][]contract.WorkloadSpec
+		want      map[string][]contract.Service
+	}{
+		{
+			name: "a routed egg is served on every host, naming the hosts running it",
+			workloads: map[string][]contract.WorkloadSpec{
+				"h1": {wl("h1", "web", 2, routes), wl("h1", "worker", 1)},
+				"h2": nil,
+				"h3": {wl("h3", "web", 1, routes)},
+			},
+			want: map[string][]contract.Service{
+				"h1": {with(web, func(s *contract.Service) { s.Hosts = []string{"h1", "h3"} })},
+				"h2": {with(web, func(s *contract.Service) { s.Hosts = []string{"h1", "h3"} })},
+				"h3": {with(web, func(s *contract.Service) { s.Hosts = []string{"h1", "h3"} })},
+			},
+		},
+		{
+			name:      "a published port alone makes an egg served everywhere",
+			workloads: map[string][]contract.WorkloadSpec{"h1": nil, "h2": {wl("h2", "tcp", 1, ports)}},
+			want: map[string][]contract.Service{
+				"h1": {{Namespace: "default", Project: "shop", Egg: "tcp", Port: 8080, Hosts: []string{"h2"},
+					Ports: []contract.PublishedPort{{HostPort: 8088, ContainerPort: 8080}}, DrainTimeout: 10 * time.Second}},
+				"h2": {{Namespace: "default", Project: "shop", Egg: "tcp", Port: 8080, Hosts: []string{"h2"},
+					Ports: []contract.PublishedPort{{HostPort: 8088, ContainerPort: 8080}}, DrainTimeout: 10 * time.Second}},
+			},
+		},
+		{
+			name: "a used egg is served where its users run, by its names, on the networks they share with it",
+			workloads: map[string][]contract.WorkloadSpec{
+				"h1": {wl("h1", "db", 1, on("h1", "backend", "admin"), func(w *contract.WorkloadSpec) { w.Aliases = []string{"postgres"} })},
+				"h2": {wl("h2", "app", 2, uses("db"), on("h2", "frontend", "backend")), wl("h2", "cron", 1, uses("db"), on("h2", "admin"))},
+				"h3": {wl("h3", "app", 1, uses("db"), on("h3", "frontend"))},
+			},
+			want: map[string][]contract.Service{
+				"h2": {with(db, func(s *contract.Service) {
+					s.Hosts, s.Names = []string{"h1"}, []string{"db", "postgres"}
+					s.Networks = slices.Sorted(slices.Values([]string{net("h2", "backend"), net("h2", "admin")}))
+				})},
+				// app on h3 shares no network with db: served, reached by no name here.
+				"h3": {with(db, func(s *contract.Service) { s.Hosts, s.Names = []string{"h1"}, []string{"db", "postgres"} })},
+			},
+		},
+		{
+			name: "a routed egg used by a workload is served everywhere, with names where it is used",
+			workloads: map[string][]contract.WorkloadSpec{
+				"h1": {wl("h1", "web", 1, routes)},
+				"h2": {wl("h2", "bot", 1, uses("web"))},
+			},
+			want: map[string][]contract.Service{
+				"h1": {with(web, func(s *contract.Service) { s.Hosts = []string{"h1"} })},
+				"h2": {with(web, func(s *contract.Service) {
+					s.Hosts, s.Names, s.Networks = []string{"h1"}, []string{"web"}, []string{net("h2", "default")}
+				})},
+			},
+		},
+		{
+			name: "an egg placed nowhere, or of another project, or used by a cold workload is served nowhere",
+			workloads: map[string][]contract.WorkloadSpec{
+				"h1": {wl("h1", "app", 1, uses("cache")), wl("h1", "cold", 0, uses("db"))},
+				"h2": {wl("h2", "db", 1), {Namespace: "staging", Project: "shop", Egg: "app", Replicas: 1, Uses: []string{"db"}}},
+			},
+			want: map[string][]contract.Service{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := servicesByHost(tt.workloads)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("services\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNetworkOfInvertsNetworkName(t *testing.T) {
+	for _, name := range []string{"default", "back-end", "a-b-c"} {
+		docker := containers.NetworkName("h1", "default", "my-shop", name)
+		if got, ok := networkOf(docker, "h1", "default", "my-shop"); !ok || got != name {
+			t.Errorf("networkOf(%q) = %q, %v; want %q", docker, got, ok, name)
+		}
+		if _, ok := networkOf(docker, "h2", "default", "my-shop"); ok {
+			t.Errorf("networkOf(%q) on another host answered", docker)
+		}
+	}
+	if _, ok := networkOf("bridge", "h1", "default", "my-shop"); ok {
+		t.Error("a foreign network was read as the project's")
+	}
+}
+
+// report makes a host report, with the mesh addresses given.
+func (e *env) report(host string, mesh ...string) {
+	e.t.Helper()
+	rep, _ := json.Marshal(contract.StatusReport{HostID: host, Time: e.clock.Now(), MeshAddresses: mesh})
+	if _, err := e.st.PutStatus(e.t.Context(), host, rep, e.clock.Now()); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+const siteYAML = `
+project: site
+eggs:
+  web:
+    image: web:1
+    port: 80
+    routes: [site.localhost]
+    placement: {hosts: [h2]}
+`
+
+// Every host serves every routed egg of the cluster and the eggs its own
+// workloads use, and lists the valid host set, each peer reaching what its
+// own state serves.
+func TestEveryHostServesTheClustersRoutesAndWhatItsWorkloadsUse(t *testing.T) {
+	e := newEnv(t, "h1", "h2", "h3")
+	e.report("h2", "10.0.0.2:7702", "[fd00::2]:7702")
+	e.apply("default/data", statefulYAML, nil) // app x2 uses db
+	e.apply("default/site", siteYAML, nil)
+	dbHost := e.record("default/data", "volume/pgdata").Outputs["host"].(string)
+	appHosts := hostsOf(e.record("default/data", "egg/app").Outputs)
+	site := contract.Service{Namespace: "default", Project: "site", Egg: "web", Port: 80, Hosts: []string{"h2"},
+		Routes: []contract.Route{{Host: "site.localhost"}}, DrainTimeout: 10 * time.Second}
+	reaches := map[string][]string{}
+	for _, h := range []string{"h1", "h2", "h3"} {
+		d := e.state(h)
+		want := []contract.Service{site}
+		if slices.Contains(appHosts, h) {
+			db := contract.Service{Namespace: "default", Project: "data", Egg: "db", Port: 5432, Hosts: []string{dbHost},
+				DrainTimeout: 10 * time.Second, Names: []string{"db"},
+				Networks: []string{containers.NetworkName(h, "default", "data", "default")}}
+			want = []contract.Service{db, site}
+		}
+		if !reflect.DeepEqual(d.Services, want) {
+			t.Fatalf("services of %s\n got %+v\nwant %+v", h, d.Services, want)
+		}
+		for _, s := range want {
+			reaches[h] = append(reaches[h], s.ID())
+		}
+	}
+	wantPeers := []contract.Peer{
+		{HostID: "h1", Name: "h1", Reaches: reaches["h1"]},
+		{HostID: "h2", Name: "h2", Addresses: []string{"10.0.0.2:7702", "[fd00::2]:7702"}, Reaches: reaches["h2"]},
+		{HostID: "h3", Name: "h3", Reaches: reaches["h3"]},
+	}
+	for _, h := range []string{"h1", "h2", "h3"} {
+		if got := e.state(h).Peers; !reflect.DeepEqual(got, wantPeers) {
+			t.Fatalf("peers of %s\n got %+v\nwant %+v", h, got, wantPeers)
+		}
+	}
+	// Services change no container: the replicas' workloads are as before
+	// (aliases on the replicas, routes on the routed egg's workload).
+	w, _ := e.state("h2").Workload("default/site/web")
+	if !slices.Equal(w.Routes, site.Routes) {
+		t.Fatalf("site's workload routes %v", w.Routes)
+	}
+}
+
+// removingFleet is the store's fleet with some hosts removed, as
+// `hatch hosts remove` would mark them.
+type removingFleet struct {
+	Fleet
+	removed map[string]bool
+}
+
+func (f removingFleet) Hosts(ctx context.Context) ([]FleetHost, error) {
+	hosts, err := f.Fleet.Hosts(ctx)
+	for i := range hosts {
+		hosts[i].Removed = f.removed[hosts[i].ID]
+	}
+	return hosts, err
+}
+
+// SyncPeers writes what changed in the host set without a workload moving,
+// and nothing when nothing changed.
+func TestSyncPeersFollowsTheHostSetAndWritesNothingUnchanged(t *testing.T) {
+	e := newEnv(t, "h1", "h2")
+	removed := map[string]bool{}
+	set, err := New(Deps{Desired: e.st, Statuses: e.st, Records: e.st, Events: e.st, Secrets: e.st, Box: e.box,
+		Fleet: removingFleet{StoreFleet{List: e.st, Identities: e.st, Reports: e.st}, removed}, Logger: e.log, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.set = set
+	e.apply("default/site", strings.Replace(siteYAML, "placement: {hosts: [h2]}", "replicas: 2", 1), nil)
+	versions := func() map[string]string {
+		out := map[string]string{}
+		for _, h := range []string{"h1", "h2", "h3"} {
+			out[h] = e.version(h)
+		}
+		return out
+	}
+	peerIDs := func(host string) []string {
+		var ids []string
+		for _, p := range e.state(host).Peers {
+			ids = append(ids, p.HostID+"="+strings.Join(p.Addresses, ","))
+		}
+		return ids
+	}
+	if err := e.set.SyncPeers(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	before := versions()
+	if err := e.set.SyncPeers(t.Context()); err != nil || !maps.Equal(versions(), before) {
+		t.Fatalf("SyncPeers with nothing changed: %v, versions %v then %v", err, before, versions())
+	}
+
+	e.report("h3", "10.0.0.3:7702") // joins
+	if err := e.set.SyncPeers(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"h1", "h2", "h3"} {
+		if got := peerIDs(h); !slices.Equal(got, []string{"h1=", "h2=", "h3=10.0.0.3:7702"}) {
+			t.Fatalf("peers of %s after h3 joined: %v", h, got)
+		}
+	}
+	if s, ok := e.state("h3").Service("default/site/web"); !ok || len(s.Routes) != 1 {
+		t.Fatalf("the new host serves %+v, want site's routed web", e.state("h3").Services)
+	}
+
+	e.report("h1", "10.0.0.1:7702") // new addresses
+	removed["h2"] = true
+	if err := e.set.SyncPeers(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"h1", "h3"} {
+		if got := peerIDs(h); !slices.Equal(got, []string{"h1=10.0.0.1:7702", "h3=10.0.0.3:7702"}) {
+			t.Fatalf("peers of %s after h2's removal: %v", h, got)
+		}
+	}
+	// SyncPeers moves nothing: replicas leave a removed host by Reschedule.
+	if got := e.slots("default/site/web", "h1", "h2", "h3"); !maps.Equal(got, map[string]int{"h1": 1, "h2": 1}) {
+		t.Fatalf("slots after SyncPeers %v", got)
+	}
+}
+
+// An egg deployed before eggs reached each other across hosts has
+// placement.beside in its record and no uses; an apply of the same file
+// updates it and rolls no container anywhere.
+func TestAnUpgradeFromBesideRollsNoContainer(t *testing.T) {
+	e := newEnv(t, "h1", "h2")
+	e.apply("default/data", statefulYAML, nil)
+	host := e.record("default/data", "volume/pgdata").Outputs["host"].(string)
+	// Make the record and the states what the version before wrote.
+	rec := e.record("default/data", "egg/app")
+	delete(rec.Inputs, "uses")
+	rec.Inputs["placement"].(map[string]any)["beside"] = []any{map[string]any{"egg": "db", "hosts": []any{host}}}
+	if err := e.st.PutResource(t.Context(), "default/data", rec); err != nil {
+		t.Fatal(err)
+	}
+	hashes := map[string]string{}
+	for _, h := range []string{"h1", "h2"} {
+		d := e.state(h)
+		d.Services, d.Peers = nil, nil
+		for i, w := range d.Workloads {
+			d.Workloads[i].Uses = nil
+			hashes[h+" "+w.ID()] = contract.SpecHash(w)
+		}
+		d.Seal()
+		enc, err := store.EncodeDesiredState(e.box, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.st.PutDesiredState(t.Context(), enc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The old record still reads: readiness and the plan decode it.
+	if _, _, err := (eggProvider{e.set}).Ready(t.Context(), "default/data", rec, resource.ConditionHealthy); err != nil {
+		t.Fatalf("readiness of the old record: %v", err)
+	}
+	res := e.apply("default/data", statefulYAML, nil)
+	for _, r := range res.Resources {
+		if r.Key == "egg/app" && r.Action != reconciler.ActionUpdate {
+			t.Fatalf("egg/app: %s, want an update (its inputs changed shape)", r.Action)
+		}
+	}
+	after := map[string]string{}
+	for _, h := range []string{"h1", "h2"} {
+		for _, w := range e.state(h).Workloads {
+			after[h+" "+w.ID()] = contract.SpecHash(w)
+		}
+	}
+	if !maps.Equal(after, hashes) {
+		t.Fatalf("spec hashes after the upgrade %v, want %v: no container rolls", after, hashes)
+	}
+	rec = e.record("default/data", "egg/app")
+	if _, ok := rec.Inputs["placement"].(map[string]any)["beside"]; ok || rec.Inputs["uses"] == nil {
+		t.Fatalf("record after apply: %v", rec.Inputs)
+	}
+	for _, h := range hostsOf(rec.Outputs) {
+		if app, _ := e.state(h).Workload("default/data/app"); !slices.Equal(app.Uses, []string{"db"}) {
+			t.Fatalf("app on %s uses %v after apply", h, app.Uses)
+		}
+		if _, ok := e.state(h).Service("default/data/db"); !ok {
+			t.Fatalf("%s does not serve db after apply", h)
+		}
+	}
+}
