@@ -52,6 +52,10 @@ type Ingress struct {
 	httpLn   net.Listener
 	adminSrv *http.Server
 	adminLn  net.Listener
+	// streamSrv serves the HTTP streams from peers that DialLocal hands to
+	// streamLn; both are set by Start.
+	streamSrv *http.Server
+	streamLn  *streamListener
 }
 
 // New returns an Ingress with an empty table; it listens on nothing until
@@ -107,6 +111,9 @@ func (in *Ingress) Start() error {
 		}
 	}
 	in.started = true
+	in.streamLn = newStreamListener()
+	in.streamSrv = in.newStreamServer()
+	in.serve(in.streamSrv, in.streamLn)
 	errLog := warnLog(in.log)
 	if httpLn != nil {
 		in.httpLn = httpLn
@@ -194,6 +201,7 @@ func (in *Ingress) Update(t Table) error {
 		if eggs[name] == nil {
 			empty := []*backend{}
 			e.pool.Store(&empty)
+			in.updateRemotes(e, nil)
 			in.m.dropEgg(name)
 		}
 	}
@@ -230,6 +238,7 @@ func (in *Ingress) updateEgg(spec Egg, listed map[string]bool) *egg {
 		e.backends = append(e.backends, b)
 	}
 	e.rebuildPool(in.fenced)
+	in.updateRemotes(e, spec.Remote)
 	return e
 }
 
@@ -238,6 +247,7 @@ func (in *Ingress) newEgg(name string) *egg {
 	empty := []*backend{}
 	e.pool.Store(&empty)
 	e.proxy = in.newProxy(e)
+	e.localProxy = in.newLocalProxy(e)
 	return e
 }
 
@@ -348,7 +358,13 @@ type EggStatus struct {
 	// Backends by state. Ready ones take new work; ejected ones failed a dial
 	// less than Config.EjectFor ago.
 	Ready, Ejected, Draining, Unhealthy int
-	// InFlight counts requests and TCP connections open to listed backends.
+	// RemoteReady and RemoteEjected count the other hosts running the egg:
+	// those that may take work when no local backend can, and those out
+	// for a failed dial, an answer that they had no replica, or a mesh
+	// connection found dead.
+	RemoteReady, RemoteEjected int
+	// InFlight counts requests and TCP connections open to listed backends,
+	// remote ones included.
 	InFlight int64
 }
 
@@ -376,6 +392,14 @@ func (in *Ingress) snapshot() []EggStatus {
 				s.Ready++
 			}
 		}
+		for _, b := range e.remotes {
+			s.InFlight += b.inflight.Load()
+			if b.available(in.now) {
+				s.RemoteReady++
+			} else {
+				s.RemoteEjected++
+			}
+		}
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Egg < out[j].Egg })
@@ -395,7 +419,7 @@ func (in *Ingress) Close(ctx context.Context) error {
 	in.closing.Store(true)
 	ports := in.ports
 	in.ports = nil
-	httpSrv, adminSrv := in.httpSrv, in.adminSrv
+	httpSrv, adminSrv, streamSrv := in.httpSrv, in.adminSrv, in.streamSrv
 	in.mu.Unlock()
 
 	in.cancel()
@@ -407,6 +431,12 @@ func (in *Ingress) Close(ctx context.Context) error {
 		if err := httpSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("ingress shutdown: %w", err))
 			_ = httpSrv.Close() // cut what Shutdown could not wait for
+		}
+	}
+	if streamSrv != nil {
+		if err := streamSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("ingress shutdown of peer streams: %w", err))
+			_ = streamSrv.Close() // cut what Shutdown could not wait for
 		}
 	}
 	select {
@@ -424,6 +454,11 @@ func (in *Ingress) Close(ctx context.Context) error {
 	in.mu.Lock()
 	for _, b := range in.backends {
 		b.transport.CloseIdleConnections()
+	}
+	for _, e := range in.eggs {
+		for _, b := range e.remotes {
+			b.transport.CloseIdleConnections()
+		}
 	}
 	in.mu.Unlock()
 	in.log.Info("ingress closed")

@@ -29,6 +29,10 @@ type Egg struct {
 	DrainTimeout time.Duration
 	// Backends are the egg's local containers, healthy or not.
 	Backends []Backend
+	// Remote are the IDs of the other hosts running the egg's replicas,
+	// reached through Config.Peers when no local backend is available.
+	// Requests and connections that came from a peer never go to them.
+	Remote []string
 }
 
 // Route sends the requests for Host whose path is PathPrefix or lies under it
@@ -148,6 +152,16 @@ func validate(t Table) (Table, error) {
 				continue
 			}
 			ports[p.Published] = e.Name
+		}
+		hosts := make(map[string]bool, len(e.Remote))
+		for _, h := range e.Remote {
+			switch {
+			case h == "":
+				bad("a remote host without an ID")
+			case hosts[h]:
+				bad("remote host %q listed twice", h)
+			}
+			hosts[h] = true
 		}
 		for _, b := range e.Backends {
 			if b.ContainerID == "" {

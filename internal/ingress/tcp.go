@@ -99,11 +99,14 @@ func (in *Ingress) acceptLoop(pl *portListener) {
 // serveTCP forwards one connection to the least loaded backend, trying a
 // second one if the first cannot be dialled (nothing was sent yet), and
 // closes it when no backend can take it.
+//
+// A port without a target port (zero) uses local backends only: a stream to
+// a peer must name the port.
 func (in *Ingress) serveTCP(t *portTarget, client net.Conn) {
 	defer in.wg.Done()
 	var failed *backend
 	for range 2 {
-		b := t.egg.acquire(failed, in.now)
+		b := t.egg.acquire(failed, in.now, t.port == 0)
 		if b == nil {
 			break
 		}
@@ -123,6 +126,9 @@ func (in *Ingress) serveTCP(t *portTarget, client net.Conn) {
 }
 
 func (in *Ingress) dialTCP(b *backend, port int) (net.Conn, error) {
+	if b.remote != nil {
+		return in.dialRemote(in.ctx, b, port)
+	}
 	addr := b.addr
 	if port != 0 {
 		addr = net.JoinHostPort(b.ip, strconv.Itoa(port))
