@@ -18,6 +18,13 @@ import (
 	"github.com/hatchery/hatchery/internal/converge"
 )
 
+// Mesh is the transport between agents as the agent feeds it: the valid
+// host set from each desired state. A host that leaves the set is cut off
+// at once.
+type Mesh interface {
+	SetPeers(peers []contract.Peer)
+}
+
 // ControlPlane is the control plane as the agent needs it. HTTPClient is the
 // real one; tests use an httptest server behind it, or a fake.
 type ControlPlane interface {
@@ -66,6 +73,14 @@ type Config struct {
 	// Router is the ingress: it gets the routing table after each converge
 	// and hears at once of containers that died.
 	Router Router
+	// Mesh is the transport between agents: it gets the valid host set of
+	// every desired state (its server and client accept, and reach, only
+	// those hosts).
+	Mesh Mesh
+	// MeshAddresses are where peers reach this host's mesh port, tried in
+	// order: reported with every status, so the control plane passes them
+	// on in every host's Peers.
+	MeshAddresses []string
 	// Changes is the signal the Docker adapter fires when a task ends or a
 	// container's health changes (docker.Config.OnChange = Changes.Fire):
 	// each firing asks for a converge.
@@ -130,6 +145,9 @@ func (c Config) Validate() error {
 	}
 	if c.Router == nil {
 		errs = append(errs, errors.New("no router (Router)"))
+	}
+	if c.Mesh == nil {
+		errs = append(errs, errors.New("no mesh (Mesh)"))
 	}
 	if c.Changes == nil {
 		errs = append(errs, errors.New("no change signal (Changes)"))
@@ -385,6 +403,7 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		return plan.WakeAt
 	}
 	if known {
+		a.cfg.Mesh.SetPeers(desired.Peers)
 		errs = append(errs, a.route(desired, actual))
 	}
 	errs = append(errs, a.memFile.save(a.mem))
@@ -395,6 +414,7 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 	}
 	report := buildReport(desired, actual, a.mem, lines, now)
 	report.Capacity = a.cfg.Capacity
+	report.MeshAddresses = a.cfg.MeshAddresses
 	a.attachCrashLogs(ctx, &report)
 	a.mu.Lock()
 	a.status = &report
@@ -485,7 +505,7 @@ func (a *Agent) attachCrashLogs(ctx context.Context, r *contract.StatusReport) {
 // containers: the last report's containers stay, with the new errors.
 func (a *Agent) setErrorStatus(errs ...error) {
 	a.mu.Lock()
-	r := contract.StatusReport{HostID: a.cfg.HostID, Time: a.now(), Capacity: a.cfg.Capacity}
+	r := contract.StatusReport{HostID: a.cfg.HostID, Time: a.now(), Capacity: a.cfg.Capacity, MeshAddresses: a.cfg.MeshAddresses}
 	if a.status != nil {
 		r = *a.status
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hatchery/hatchery/internal/containers/docker"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/ingress"
+	"github.com/hatchery/hatchery/internal/mesh"
 )
 
 // agentOptions are `hatch agent`'s settings; `hatch up` sets them for the
@@ -32,6 +33,11 @@ type agentOptions struct {
 	// IngressAddr, AdminAddr and PublishAddr configure the host's proxy:
 	// routed HTTP, /healthz and /metrics, and the IP published ports bind.
 	IngressAddr, AdminAddr, PublishAddr string
+	// MeshAddr is where the mesh port listens (host:port), and Advertise
+	// where peers reach it, tried in order (default: the listening IP if it
+	// is a specific one, else every non-loopback address of the host).
+	MeshAddr  string
+	Advertise []string
 	// SecretDir holds secret files (default /dev/shm/hatch/<host ID>).
 	SecretDir string
 	// Labels are put on every Docker object the agent creates (tests mark
@@ -74,11 +80,27 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	go func() { defer close(certsDone); certs.Run(certsCtx) }()
 	defer func() { stopCerts(); <-certsDone }()
 
-	in, err := startIngress(opts, hostLog)
+	meshLn, advertise, err := listenMesh(opts.MeshAddr, opts.Advertise)
 	if err != nil {
 		return err
 	}
+	m, err := newAgentMesh(mesh.DefaultConfig(), id.HostID, certs, meshLn, hostLog)
+	if err != nil {
+		_ = meshLn.Close() // failing the start: nothing was served on it
+		return err
+	}
+	in, err := startIngress(opts, m, hostLog)
+	if err != nil {
+		_ = meshLn.Close()
+		return err
+	}
 	defer closeWithin(hostLog, "ingress", in.Close)
+	// Closed before the ingress (deferred after it): streams from peers end
+	// before the ingress they reach does.
+	defer closeWithin(hostLog, "mesh", m.Close)
+	if err := m.start(ingressDialer{in}); err != nil {
+		return err
+	}
 
 	dc, err := dockerclient.NewClientWithOpts(dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation())
 	if err != nil {
@@ -100,6 +122,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	cfg := agent.DefaultConfig()
 	cfg.HostID, cfg.DataDir, cfg.Logger = id.HostID, opts.DataDir, log
 	cfg.Docker, cfg.ControlPlane, cfg.Events, cfg.Changes, cfg.Router = eng, cp, dc, changes, in
+	cfg.Mesh, cfg.MeshAddresses = m, advertise
 	cfg.Capacity = hostCapacity(ctx, dc, hostLog)
 	if opts.ConvergeInterval > 0 {
 		cfg.ConvergeInterval = opts.ConvergeInterval
@@ -112,7 +135,8 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 		return err
 	}
 	hostLog.Info("agent running", zap.String("server", id.Server),
-		zap.String("ingress", addrString(in.HTTPAddr())), zap.String("admin", addrString(in.AdminAddr())))
+		zap.String("ingress", addrString(in.HTTPAddr())), zap.String("admin", addrString(in.AdminAddr())),
+		zap.Stringer("mesh", meshLn.Addr()), zap.Strings("advertise", advertise))
 	<-ctx.Done()
 	hostLog.Info("agent stopping; containers keep running")
 	closeWithin(hostLog, "agent", a.Close)
@@ -143,11 +167,12 @@ func ensureIdentity(ctx context.Context, opts agentOptions, log *zap.Logger) (ag
 }
 
 // startIngress starts the host's proxy on the addresses given, with a
-// metrics registry of its own (what its /metrics serves).
-func startIngress(opts agentOptions, log *zap.Logger) (*ingress.Ingress, error) {
+// metrics registry of its own (what its /metrics serves), reaching other
+// hosts' replicas through peers.
+func startIngress(opts agentOptions, peers ingress.Peers, log *zap.Logger) (*ingress.Ingress, error) {
 	cfg := ingress.DefaultConfig()
 	cfg.HTTPAddr, cfg.AdminAddr, cfg.PublishAddr = opts.IngressAddr, opts.AdminAddr, opts.PublishAddr
-	cfg.Logger, cfg.Registry = log, prometheus.NewRegistry()
+	cfg.Logger, cfg.Registry, cfg.Peers = log, prometheus.NewRegistry(), peers
 	in, err := ingress.New(cfg)
 	if err != nil {
 		return nil, err
