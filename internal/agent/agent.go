@@ -90,6 +90,12 @@ type Config struct {
 	// Now is the agent's clock, handed to the converge engine (time.Now).
 	Now func() time.Time
 
+	// RelayImage is the image of the relays that stand for eggs on this
+	// host's networks (relay.ImageFromBinary's Ref, which the Docker
+	// adapter builds on first use). A desired state that calls for relays
+	// reports an error without it.
+	RelayImage string
+
 	// Capacity, if known, is reported with every status for placement.
 	Capacity *contract.HostCapacity
 
@@ -180,6 +186,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// relaysDir is the directory of relay sockets in the data directory.
+const relaysDir = "relays"
+
 // Agent is one host's agent: the poller, the converge loop, the heartbeat
 // and the Docker event watcher, each on a goroutine the Agent owns between
 // Start and Close. Its methods are safe for concurrent use.
@@ -202,6 +211,9 @@ type Agent struct {
 	desired *contract.DesiredState
 	status  *contract.StatusReport
 	started bool
+
+	// relayRoot holds one directory per relayed service, its socket inside.
+	relayRoot string
 
 	// Owned by the loop goroutine (and by Close once the loop has ended).
 	memFile   memoryFile
@@ -232,6 +244,7 @@ func New(cfg Config) (*Agent, error) {
 		changes: cfg.Changes, report: NewSignal(), reachable: NewSignal(),
 		docker:    newLogKeeper(cfg.Docker, cfg.LogLines),
 		memFile:   memoryFile{path: filepath.Join(cfg.DataDir, stateFile)},
+		relayRoot: filepath.Join(cfg.DataDir, relaysDir),
 		crashLogs: map[string]crashLog{},
 	}
 	if a.mem, err = a.memFile.load(); err != nil {
@@ -380,20 +393,24 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		// Never heard of a desired state: change nothing, report what is.
 		desired = contract.DesiredState{HostID: a.cfg.HostID}
 	}
+	var errs []error
+	// The engine converges the workloads and this host's relays; the
+	// routing table and the report see the workloads only.
+	withRelays, err := a.withRelays(desired)
+	errs = append(errs, err)
 	if ws, ok := a.cfg.Docker.(workloadSetter); ok {
-		ws.SetWorkloads(desired.Workloads)
+		ws.SetWorkloads(withRelays.Workloads)
 	}
 	now := a.now()
-	var errs []error
 	var plan converge.Plan
 	if known {
 		var err error
-		plan, err = converge.Converge(ctx, a.docker, desired, a.mem.History, now, converge.Options{Logger: a.log})
+		plan, err = converge.Converge(ctx, a.docker, withRelays, a.mem.History, now, converge.Options{Logger: a.log})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("converge: %w", err))
 		}
 		a.noteFailures(ctx, plan)
-		errs = append(errs, a.housekeep(ctx, desired))
+		errs = append(errs, a.housekeep(ctx, withRelays))
 	}
 	actual, err := a.cfg.Docker.List(ctx)
 	if err != nil {
@@ -412,7 +429,7 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 	if tr, ok := a.cfg.Docker.(taskReporter); ok {
 		lines = append(lines, taskErrors(tr.Failures())...)
 	}
-	report := buildReport(desired, actual, a.mem, lines, now)
+	report := buildReport(desired, withoutRelays(actual), a.mem, lines, now)
 	report.Capacity = a.cfg.Capacity
 	report.MeshAddresses = a.cfg.MeshAddresses
 	a.attachCrashLogs(ctx, &report)
@@ -469,9 +486,35 @@ func (a *Agent) housekeep(ctx context.Context, desired contract.DesiredState) er
 	return errors.Join(hk.RemoveVolumes(ctx, desired.Volumes), hk.PruneNetworks(ctx, slices.Compact(keep)))
 }
 
+// withRelays returns the desired state with the relays it calls for added
+// to its workloads. Without a relay image it adds none and says so.
+func (a *Agent) withRelays(desired contract.DesiredState) (contract.DesiredState, error) {
+	relays := relayWorkloads(desired, a.cfg.RelayImage, a.relayRoot)
+	if len(relays) == 0 {
+		return desired, nil
+	}
+	if a.cfg.RelayImage == "" {
+		return desired, fmt.Errorf("%d relays wanted, but this agent has no relay image", len(relays))
+	}
+	desired.Workloads = append(slices.Clone(desired.Workloads), relays...)
+	return desired, nil
+}
+
+// withoutRelays leaves out the relays' containers: what the status report
+// shows are the eggs.
+func withoutRelays(actual []containers.Container) []containers.Container {
+	out := make([]containers.Container, 0, len(actual))
+	for _, c := range actual {
+		if !isRelay(c.WorkloadID) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // route gives the ingress the routing table for what runs now.
 func (a *Agent) route(desired contract.DesiredState, actual []containers.Container) error {
-	if err := a.cfg.Router.Update(routingTable(desired, actual, a.mem.History)); err != nil {
+	if err := a.cfg.Router.Update(routingTable(desired, actual, a.mem.History, a.relayRoot)); err != nil {
 		return fmt.Errorf("update ingress: %w", err)
 	}
 	return nil

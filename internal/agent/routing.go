@@ -28,9 +28,11 @@ var _ Router = (*ingress.Ingress)(nil)
 // then, as before services existed, each desired workload with routes or
 // published ports that no service lists, local containers only. A container
 // whose address is not known yet is left out, and so are the containers of
-// a workload not desired here (the converge drains and stops them). history
-// is the converge engine's memory of each container's health. Pure.
-func routingTable(desired contract.DesiredState, actual []containers.Container, history *converge.History) ingress.Table {
+// a workload not desired here (the converge drains and stops them). A
+// service that consumers here reach by name gets its relays' socket, under
+// relayRoot. history is the converge engine's memory of each container's
+// health. Pure.
+func routingTable(desired contract.DesiredState, actual []containers.Container, history *converge.History, relayRoot string) ingress.Table {
 	byWorkload := make(map[string][]containers.Container)
 	for _, c := range actual {
 		if c.Placeholder() || c.State != contract.StateRunning || !containers.Owned(c.Labels, desired.HostID) {
@@ -50,6 +52,9 @@ func routingTable(desired contract.DesiredState, actual []containers.Container, 
 			if h != desired.HostID {
 				e.Remote = append(e.Remote, h)
 			}
+		}
+		if needsRelay(s) {
+			e.Sockets = []ingress.Socket{{Path: relaySocket(relayRoot, s), Target: s.Port}}
 		}
 		if w, ok := desired.Workload(s.ID()); ok {
 			if e.DrainTimeout == 0 {

@@ -58,7 +58,7 @@ func TestRoutingTableKeepsABackendThatMissedOneCheck(t *testing.T) {
 
 	pooled := func(c containers.Container) bool {
 		history.Observe(desired, []containers.Container{c}, now) // as Converge does before routing
-		table := routingTable(desired, []containers.Container{c}, history)
+		table := routingTable(desired, []containers.Container{c}, history, "/relays")
 		return table.Eggs[0].Backends[0].Healthy
 	}
 	c.FailingStreak = 1
@@ -126,8 +126,9 @@ func TestRoutingTableFromServices(t *testing.T) {
 					Backends: []ingress.Backend{{ContainerID: "w1", Addr: "10.0.0.1:8080", Healthy: true}}},
 				// Not run here: remote only, its published port's target carried for the mesh.
 				{Name: "default/shop/db", Ports: []ingress.Port{{Published: 15432, Target: 5432}}, Remote: []string{"host-z"}},
-				// Referenced here (a relay stands for it): in the table without routes or ports.
-				{Name: "default/shop/kv", Remote: []string{"host-0"}},
+				// Referenced here: in the table without routes or ports, its relays' socket served.
+				{Name: "default/shop/kv", Remote: []string{"host-0"},
+					Sockets: []ingress.Socket{{Path: relaySocket("/relays", kvSvc), Target: 6379}}},
 				// A routed workload no service lists (a control plane before services): as before.
 				{Name: "default/shop/api", DrainTimeout: api.DrainTimeout(), Routes: []ingress.Route{{Host: "api.localhost"}},
 					Backends: []ingress.Backend{{ContainerID: "a1", Addr: "10.0.0.2:9000", Healthy: true}}},
@@ -148,7 +149,7 @@ func TestRoutingTableFromServices(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := routingTable(tt.desired, actual, converge.NewHistory())
+			got := routingTable(tt.desired, actual, converge.NewHistory(), "/relays")
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("table\n got %+v\nwant %+v", got, tt.want)
 			}

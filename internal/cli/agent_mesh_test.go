@@ -193,3 +193,23 @@ func TestListenMeshAdvertises(t *testing.T) {
 		t.Error("no mesh address was accepted")
 	}
 }
+
+func TestRelayImageOfRefusesABinaryReplacedSinceTheStart(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "hatch")
+	if err := os.WriteFile(bin, []byte("binary v1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ref, build, err := relayImageOf(func() (string, error) { return bin, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx, err := build(); err != nil || ctx == nil {
+		t.Fatalf("the context of an unchanged binary: %v", err)
+	}
+	if err := os.WriteFile(bin, []byte("binary v2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := build(); err == nil {
+		t.Fatalf("the context of a replaced binary was made for %s", ref)
+	}
+}

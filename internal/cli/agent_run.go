@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"time"
 
 	dockerclient "github.com/docker/docker/client"
@@ -16,6 +19,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/ingress"
 	"github.com/hatchery/hatchery/internal/mesh"
+	"github.com/hatchery/hatchery/internal/relay"
 )
 
 // agentOptions are `hatch agent`'s settings; `hatch up` sets them for the
@@ -113,6 +117,13 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 		ecfg.SecretDir = opts.SecretDir
 	}
 	ecfg.Labels, ecfg.Blobs, ecfg.Ingress, ecfg.OnChange, ecfg.Logger = opts.Labels, cp, in, changes.Fire, log
+	relayImage, buildRelay, err := relayImageOf(os.Executable)
+	if err != nil {
+		// The agent still serves; the status report says relays cannot run.
+		hostLog.Error("no relay image: eggs cannot be reached by name across hosts", zap.Error(err))
+	} else {
+		ecfg.BuiltinImages = map[string]docker.BuiltinImage{relayImage: buildRelay}
+	}
 	eng, err := docker.New(ctx, dc, ecfg)
 	if err != nil {
 		return fmt.Errorf("docker adapter: %w", err)
@@ -122,7 +133,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	cfg := agent.DefaultConfig()
 	cfg.HostID, cfg.DataDir, cfg.Logger = id.HostID, opts.DataDir, log
 	cfg.Docker, cfg.ControlPlane, cfg.Events, cfg.Changes, cfg.Router = eng, cp, dc, changes, in
-	cfg.Mesh, cfg.MeshAddresses = m, advertise
+	cfg.Mesh, cfg.MeshAddresses, cfg.RelayImage = m, advertise, relayImage
 	cfg.Capacity = hostCapacity(ctx, dc, hostLog)
 	if opts.ConvergeInterval > 0 {
 		cfg.ConvergeInterval = opts.ConvergeInterval
@@ -182,6 +193,33 @@ func startIngress(opts agentOptions, peers ingress.Peers, log *zap.Logger) (*ing
 		return nil, err
 	}
 	return in, nil
+}
+
+// relayImageOf returns the relay image's reference for the running hatch
+// binary, and the function that makes its build context when the Docker
+// adapter first needs it. The context (the whole binary) is made again then
+// rather than kept in memory; a binary replaced on disk since the start is
+// refused, since its image would not be the one the reference names.
+func relayImageOf(executable func() (string, error)) (string, docker.BuiltinImage, error) {
+	path, err := executable()
+	if err != nil {
+		return "", nil, fmt.Errorf("relay image: find the hatch binary: %w", err)
+	}
+	img, err := relay.ImageFromBinary(path)
+	if err != nil {
+		return "", nil, err
+	}
+	ref := img.Ref
+	return ref, func() (io.Reader, error) {
+		again, err := relay.ImageFromBinary(path)
+		if err != nil {
+			return nil, err
+		}
+		if again.Ref != ref {
+			return nil, fmt.Errorf("relay image %s: %s changed since the agent started (now %s): restart the agent", ref, path, again.Ref)
+		}
+		return bytes.NewReader(again.Context), nil
+	}, nil
 }
 
 // hostCapacity reads the host's memory and CPUs from Docker for placement;

@@ -283,7 +283,13 @@ type lineServer struct {
 
 func newLineServer(t *testing.T, name string) *lineServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return newLineServerAt(t, name, "127.0.0.1:0")
+}
+
+// newLineServerAt is newLineServer on addr.
+func newLineServerAt(t *testing.T, name, addr string) *lineServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

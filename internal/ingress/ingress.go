@@ -46,6 +46,7 @@ type Ingress struct {
 	backends map[string]*backend // by container ID: listed ones, and unlisted ones still busy or draining
 	fenced   map[string]bool     // containers drained and not yet reported gone: never rejoin
 	ports    map[int]*portListener
+	sockets  map[string]*portListener // by path
 	started  bool
 	closed   bool
 	httpSrv  *http.Server
@@ -77,6 +78,7 @@ func New(cfg Config) (*Ingress, error) {
 		backends: make(map[string]*backend),
 		fenced:   make(map[string]bool),
 		ports:    make(map[int]*portListener),
+		sockets:  make(map[string]*portListener),
 	}
 	in.m = newMetrics(cfg.Registry, in)
 	in.routes.Store(newRouteTable(nil))
@@ -417,13 +419,19 @@ func (in *Ingress) Close(ctx context.Context) error {
 	}
 	in.closed = true
 	in.closing.Store(true)
-	ports := in.ports
-	in.ports = nil
+	listeners := make([]*portListener, 0, len(in.ports)+len(in.sockets))
+	for _, pl := range in.ports {
+		listeners = append(listeners, pl)
+	}
+	for _, pl := range in.sockets {
+		listeners = append(listeners, pl)
+	}
+	in.ports, in.sockets = nil, nil
 	httpSrv, adminSrv, streamSrv := in.httpSrv, in.adminSrv, in.streamSrv
 	in.mu.Unlock()
 
 	in.cancel()
-	for _, pl := range ports {
+	for _, pl := range listeners {
 		pl.close()
 	}
 	var errs []error

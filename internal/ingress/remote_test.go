@@ -1,11 +1,14 @@
 package ingress
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -282,5 +285,89 @@ func TestRemotePublishedPortConnection(t *testing.T) {
 		t.Fatal("the connection outlived its remote replica")
 	} else if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("the connection was not cut: %v", err)
+	}
+}
+
+// shortDir is a temporary directory with a path short enough for Unix
+// sockets (108 bytes), which t.TempDir's may not be.
+func shortDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// A relay's socket is served like a published port: local replicas first,
+// else another host's through the mesh; a stale socket left by an earlier
+// run is replaced, and the socket goes when the table drops it.
+func TestSocketIsServedLikeAPublishedPort(t *testing.T) {
+	m := newFakeMesh()
+	a, b := m.host(t, "A"), m.host(t, "B")
+	// Replicas of one egg listen on one port, each at its own IP.
+	local := newLineServer(t, "a1")
+	_, target, _ := net.SplitHostPort(local.addr())
+	far := newLineServerAt(t, "b1", "127.0.0.2:"+target)
+	var tp int
+	fmt.Sscan(target, &tp)
+	path := filepath.Join(shortDir(t), "kv", "relay.sock")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.(*net.UnixListener).SetUnlinkOnClose(false)
+	stale.Close() // as an agent killed before it could remove it
+
+	mustUpdate(t, b, Table{Eggs: []Egg{{Name: "p/s/kv", Backends: []Backend{{ContainerID: "b1", Addr: far.addr(), Healthy: true}}}}})
+	egg := Egg{Name: "p/s/kv", Sockets: []Socket{{Path: path, Target: tp}}, Remote: []string{"B"},
+		Backends: []Backend{{ContainerID: "a1", Addr: local.addr(), Healthy: true}}}
+	mustUpdate(t, a, Table{Eggs: []Egg{egg}})
+	who := func() string {
+		t.Helper()
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatalf("dial the socket: %v", err)
+		}
+		defer c.Close()
+		reply, err := exchange(c, bufio.NewReader(c), "hi")
+		if err != nil {
+			t.Fatalf("exchange through the socket: %v", err)
+		}
+		name, _, _ := strings.Cut(reply, ": ")
+		return name
+	}
+	if got := who(); got != "a1" {
+		t.Fatalf("answered by %q, want the local a1", got)
+	}
+	if err := a.Drain(context.Background(), "a1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := who(); got != "b1" {
+		t.Fatalf("local drained: answered by %q, want b1 on B", got)
+	}
+	egg.Sockets = nil
+	mustUpdate(t, a, Table{Eggs: []Egg{egg}})
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the socket is still there after the table dropped it: %v", err)
+	}
+}
+
+func TestSocketValidation(t *testing.T) {
+	for name, tab := range map[string]Table{
+		"relative path":  {Eggs: []Egg{{Name: "a", Sockets: []Socket{{Path: "relay.sock", Target: 80}}}}},
+		"no target port": {Eggs: []Egg{{Name: "a", Sockets: []Socket{{Path: "/x/relay.sock"}}}}},
+		"held twice": {Eggs: []Egg{{Name: "a", Sockets: []Socket{{Path: "/x/relay.sock", Target: 80}}},
+			{Name: "b", Sockets: []Socket{{Path: "/x/relay.sock", Target: 80}}}}},
+		"remote host twice": {Eggs: []Egg{{Name: "a", Remote: []string{"h", "h"}}}},
+		"remote host empty": {Eggs: []Egg{{Name: "a", Remote: []string{""}}}},
+	} {
+		if _, err := validate(tab); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }
