@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -495,6 +496,13 @@ func (a *Agent) withRelays(desired contract.DesiredState) (contract.DesiredState
 	}
 	if a.cfg.RelayImage == "" {
 		return desired, fmt.Errorf("%d relays wanted, but this agent has no relay image", len(relays))
+	}
+	// A relay's socket directory must exist before its container is
+	// created: Docker refuses a bind mount of a missing path.
+	for _, r := range relays {
+		if err := os.MkdirAll(r.Binds[0].Source, 0o755); err != nil {
+			return desired, fmt.Errorf("relay %s: %w", r.ID(), err)
+		}
 	}
 	desired.Workloads = append(slices.Clone(desired.Workloads), relays...)
 	return desired, nil

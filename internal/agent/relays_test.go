@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -91,6 +92,9 @@ func TestTheAgentRunsRelaysAndReportsThemNot(t *testing.T) {
 		}
 		return nil
 	})
+	if fi, err := os.Stat(relay.Binds[0].Source); err != nil || !fi.IsDir() {
+		t.Errorf("the relay's socket directory was not made before its container: %v", err)
+	}
 	table, _ := router.snapshot()
 	var sockets []string
 	for _, e := range table.Eggs {
