@@ -265,9 +265,12 @@ func (in *Ingress) eject(b *backend, err error) {
 	prev := b.ejectedUntil.Swap(now + int64(in.cfg.EjectFor))
 	b.egg.m.dialFailures.Inc()
 	if prev <= now { // log once per ejection, not once per failed request
-		in.log.Warn("backend left the pool: dial failed",
-			zap.String("egg", b.egg.name), zap.String("container", shortID(b.id)),
-			zap.String("addr", b.addr), zap.Duration("for", in.cfg.EjectFor), zap.Error(err))
+		where := []zap.Field{zap.String("container", shortID(b.id)), zap.String("addr", b.addr)}
+		if b.remote != nil {
+			where = []zap.Field{zap.String("peer", b.remote.host)}
+		}
+		in.log.Warn("backend left the pool: dial failed", append(where,
+			zap.String("egg", b.egg.name), zap.Duration("for", in.cfg.EjectFor), zap.Error(err))...)
 	}
 }
 
