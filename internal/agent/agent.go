@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -524,6 +525,35 @@ func withoutRelays(actual []containers.Container) []containers.Container {
 func (a *Agent) route(desired contract.DesiredState, actual []containers.Container) error {
 	if err := a.cfg.Router.Update(routingTable(desired, actual, a.mem.History, a.relayRoot)); err != nil {
 		return fmt.Errorf("update ingress: %w", err)
+	}
+	return a.removeStaleRelayDirs(desired)
+}
+
+// removeStaleRelayDirs removes the socket directories of services that no
+// longer call for relays. It runs after the ingress closed their sockets;
+// their relays are being removed by the converge.
+func (a *Agent) removeStaleRelayDirs(desired contract.DesiredState) error {
+	entries, err := os.ReadDir(a.relayRoot)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("relay sockets: %w", err)
+	}
+	wanted := make(map[string]bool)
+	for _, s := range desired.Services {
+		if needsRelay(s) {
+			wanted[filepath.Base(relayDir(a.relayRoot, s))] = true
+		}
+	}
+	var errs []error
+	for _, e := range entries {
+		if !wanted[e.Name()] {
+			errs = append(errs, os.RemoveAll(filepath.Join(a.relayRoot, e.Name())))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("relay sockets: %w", err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -110,11 +111,14 @@ func TestTheAgentRunsRelaysAndReportsThemNot(t *testing.T) {
 
 	d2 := desiredState(w)
 	cp.set(d2)
-	eventually(t, "the relay is removed", func() error {
+	eventually(t, "the relay and its socket directory are removed", func() error {
 		for _, c := range f.All() {
 			if isRelay(c.WorkloadID) {
 				return fmt.Errorf("relay %s still there (%s)", c.ID, c.State)
 			}
+		}
+		if _, err := os.Stat(relay.Binds[0].Source); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("socket directory: %v", err)
 		}
 		return nil
 	})
