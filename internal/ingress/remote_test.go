@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -369,5 +370,72 @@ func TestSocketValidation(t *testing.T) {
 		if _, err := validate(tab); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// Concurrent requests through the mesh: every one answered, by the peer's
+// replicas, over streams the calling ingress keeps alive and reuses.
+func TestRemoteConcurrentRequests(t *testing.T) {
+	m := newFakeMesh()
+	a, b := m.host(t, "A"), m.host(t, "B")
+	b1, b2 := newTestBackend(t, "b1"), newTestBackend(t, "b2")
+	mustUpdate(t, b, Table{Eggs: []Egg{webEgg(nil, b1, b2)}})
+	mustUpdate(t, a, Table{Eggs: []Egg{webEgg([]string{"B"})}})
+	cl, _ := newClient(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 400)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				req, _ := http.NewRequest(http.MethodPost, "http://"+a.HTTPAddr().String()+"/", strings.NewReader(strings.Repeat("x", w*100+i)))
+				req.Host = "shop.localhost"
+				resp, err := cl.Do(req)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if want := fmt.Sprintf("read %d", w*100+i); resp.StatusCode != 200 || !strings.HasSuffix(string(body), want) {
+					errs <- fmt.Errorf("status %d %q, want 200 ending %q", resp.StatusCode, body, want)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := m.dialsTo("B"); n > 16 {
+		t.Errorf("%d streams for 8 clients, want them kept alive (at most 16)", n)
+	}
+}
+
+// A published port's connection whose first peer cannot be reached goes to
+// the next: nothing was sent yet.
+func TestRemotePublishedPortSkipsADeadPeer(t *testing.T) {
+	m := newFakeMesh()
+	a, c := m.host(t, "A"), m.host(t, "C")
+	m.host(t, "B")
+	m.kill("B")
+	db := newLineServer(t, "c1")
+	_, target, _ := net.SplitHostPort(db.addr())
+	var tp int
+	fmt.Sscan(target, &tp)
+	port := freePort(t)
+	mustUpdate(t, c, Table{Eggs: []Egg{{Name: "p/s/db", Backends: []Backend{{ContainerID: "c1", Addr: db.addr(), Healthy: true}}}}})
+	mustUpdate(t, a, Table{Eggs: []Egg{{Name: "p/s/db", Ports: []Port{{Published: port, Target: tp}}, Remote: []string{"B", "C"}}}})
+	for range 4 {
+		if name, conn, _ := whoAnswers(t, port); name != "c1" {
+			t.Fatalf("answered by %q, want c1 on C", name)
+		} else {
+			conn.Close()
+		}
+	}
+	if n := m.dialsTo("B"); n > 1 {
+		t.Errorf("%d dials to unreachable B, want at most 1 within EjectFor", n)
 	}
 }
