@@ -55,8 +55,9 @@ type Ingress struct {
 	adminLn  net.Listener
 	// streamSrv serves the HTTP streams from peers that DialLocal hands to
 	// streamLn; both are set by Start.
-	streamSrv *http.Server
-	streamLn  *streamListener
+	streamSrv   *http.Server
+	streamLn    *streamListener
+	streamFresh *unstarted
 }
 
 // New returns an Ingress with an empty table; it listens on nothing until
@@ -114,7 +115,7 @@ func (in *Ingress) Start() error {
 	}
 	in.started = true
 	in.streamLn = newStreamListener()
-	in.streamSrv = in.newStreamServer()
+	in.streamSrv, in.streamFresh = in.newStreamServer()
 	in.serve(in.streamSrv, in.streamLn)
 	errLog := warnLog(in.log)
 	if httpLn != nil {
@@ -430,7 +431,7 @@ func (in *Ingress) Close(ctx context.Context) error {
 		listeners = append(listeners, pl)
 	}
 	in.ports, in.sockets = nil, nil
-	httpSrv, adminSrv, streamSrv := in.httpSrv, in.adminSrv, in.streamSrv
+	httpSrv, adminSrv, streamSrv, streamFresh := in.httpSrv, in.adminSrv, in.streamSrv, in.streamFresh
 	in.mu.Unlock()
 
 	in.cancel()
@@ -445,6 +446,7 @@ func (in *Ingress) Close(ctx context.Context) error {
 		}
 	}
 	if streamSrv != nil {
+		streamFresh.closeAll()
 		if err := streamSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("ingress shutdown of peer streams: %w", err))
 			_ = streamSrv.Close() // cut what Shutdown could not wait for

@@ -266,19 +266,49 @@ func (in *Ingress) serveStream(w http.ResponseWriter, r *http.Request) {
 	e.localProxy.ServeHTTP(w, r)
 }
 
-// newStreamServer returns the HTTP server of the streams from peers.
-func (in *Ingress) newStreamServer() *http.Server {
+// newStreamServer returns the HTTP server of the streams from peers, and
+// the set of its connections that have not begun a request yet.
+func (in *Ingress) newStreamServer() (*http.Server, *unstarted) {
+	fresh := &unstarted{conns: map[net.Conn]struct{}{}}
 	return &http.Server{
 		Handler:           http.HandlerFunc(in.serveStream),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          warnLog(in.log),
+		ConnState:         fresh.track,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if sc, ok := c.(*streamConn); ok {
 				return context.WithValue(ctx, streamEggKey{}, sc.egg)
 			}
 			return ctx
 		},
+	}, fresh
+}
+
+// unstarted holds the stream server's connections that have not begun a
+// request: a peer's transport dials a stream it may never use. Shutdown
+// waits up to five seconds for such a connection (net/http cannot tell it
+// from one whose request is on its way), so Close closes them first.
+type unstarted struct {
+	mu    sync.Mutex // guards conns
+	conns map[net.Conn]struct{}
+}
+
+func (u *unstarted) track(c net.Conn, st http.ConnState) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if st == http.StateNew {
+		u.conns[c] = struct{}{}
+	} else {
+		delete(u.conns, c)
+	}
+}
+
+func (u *unstarted) closeAll() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for c := range u.conns {
+		_ = c.Close() // nothing was asked on it yet
 	}
 }
 
