@@ -439,3 +439,46 @@ func TestRemotePublishedPortSkipsADeadPeer(t *testing.T) {
 		t.Errorf("%d dials to unreachable B, want at most 1 within EjectFor", n)
 	}
 }
+
+// An upgraded connection (a WebSocket) crosses the mesh, and the replica
+// dying on the peer cuts it there.
+func TestRemoteUpgradedConnection(t *testing.T) {
+	m := newFakeMesh()
+	a, b := m.host(t, "A"), m.host(t, "B")
+	b1 := newTestBackend(t, "b1")
+	mustUpdate(t, b, Table{Eggs: []Egg{webEgg(nil, b1)}})
+	mustUpdate(t, a, Table{Eggs: []Egg{webEgg([]string{"B"})}})
+	c, _ := newClient(t)
+	c.Timeout = 0 // a timeout wraps the body, which then is not writable
+	req, _ := http.NewRequest(http.MethodGet, "http://"+a.HTTPAddr().String()+"/ws", nil)
+	req.Host = "shop.localhost"
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("status %d, want 101", resp.StatusCode)
+	}
+	conn := resp.Body.(io.ReadWriteCloser)
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	if _, err := io.WriteString(conn, "hello\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.ReadString('\n'); err != nil || got != "hello\n" {
+		t.Fatalf("echo through the mesh: %q, %v", got, err)
+	}
+	b.Gone("b1")
+	done := make(chan error, 1)
+	go func() { _, err := r.ReadString('\n'); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("read a line after the replica was gone")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upgraded connection outlived its replica on the peer")
+	}
+}
