@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -17,6 +19,13 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/converge"
 )
+
+// Mesh is the transport between agents as the agent feeds it: the valid
+// host set from each desired state. A host that leaves the set is cut off
+// at once.
+type Mesh interface {
+	SetPeers(peers []contract.Peer)
+}
 
 // ControlPlane is the control plane as the agent needs it. HTTPClient is the
 // real one; tests use an httptest server behind it, or a fake.
@@ -66,6 +75,14 @@ type Config struct {
 	// Router is the ingress: it gets the routing table after each converge
 	// and hears at once of containers that died.
 	Router Router
+	// Mesh is the transport between agents: it gets the valid host set of
+	// every desired state (its server and client accept, and reach, only
+	// those hosts).
+	Mesh Mesh
+	// MeshAddresses are where peers reach this host's mesh port, tried in
+	// order: reported with every status, so the control plane passes them
+	// on in every host's Peers.
+	MeshAddresses []string
 	// Changes is the signal the Docker adapter fires when a task ends or a
 	// container's health changes (docker.Config.OnChange = Changes.Fire):
 	// each firing asks for a converge.
@@ -74,6 +91,12 @@ type Config struct {
 	Logger *zap.Logger
 	// Now is the agent's clock, handed to the converge engine (time.Now).
 	Now func() time.Time
+
+	// RelayImage is the image of the relays that stand for eggs on this
+	// host's networks (relay.ImageFromBinary's Ref, which the Docker
+	// adapter builds on first use). A desired state that calls for relays
+	// reports an error without it.
+	RelayImage string
 
 	// Capacity, if known, is reported with every status for placement.
 	Capacity *contract.HostCapacity
@@ -131,6 +154,9 @@ func (c Config) Validate() error {
 	if c.Router == nil {
 		errs = append(errs, errors.New("no router (Router)"))
 	}
+	if c.Mesh == nil {
+		errs = append(errs, errors.New("no mesh (Mesh)"))
+	}
 	if c.Changes == nil {
 		errs = append(errs, errors.New("no change signal (Changes)"))
 	}
@@ -162,6 +188,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// relaysDir is the directory of relay sockets in the data directory.
+const relaysDir = "relays"
+
 // Agent is one host's agent: the poller, the converge loop, the heartbeat
 // and the Docker event watcher, each on a goroutine the Agent owns between
 // Start and Close. Its methods are safe for concurrent use.
@@ -184,6 +213,9 @@ type Agent struct {
 	desired *contract.DesiredState
 	status  *contract.StatusReport
 	started bool
+
+	// relayRoot holds one directory per relayed service, its socket inside.
+	relayRoot string
 
 	// Owned by the loop goroutine (and by Close once the loop has ended).
 	memFile   memoryFile
@@ -214,6 +246,7 @@ func New(cfg Config) (*Agent, error) {
 		changes: cfg.Changes, report: NewSignal(), reachable: NewSignal(),
 		docker:    newLogKeeper(cfg.Docker, cfg.LogLines),
 		memFile:   memoryFile{path: filepath.Join(cfg.DataDir, stateFile)},
+		relayRoot: filepath.Join(cfg.DataDir, relaysDir),
 		crashLogs: map[string]crashLog{},
 	}
 	if a.mem, err = a.memFile.load(); err != nil {
@@ -362,20 +395,24 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		// Never heard of a desired state: change nothing, report what is.
 		desired = contract.DesiredState{HostID: a.cfg.HostID}
 	}
+	var errs []error
+	// The engine converges the workloads and this host's relays; the
+	// routing table and the report see the workloads only.
+	withRelays, err := a.withRelays(desired)
+	errs = append(errs, err)
 	if ws, ok := a.cfg.Docker.(workloadSetter); ok {
-		ws.SetWorkloads(desired.Workloads)
+		ws.SetWorkloads(withRelays.Workloads)
 	}
 	now := a.now()
-	var errs []error
 	var plan converge.Plan
 	if known {
 		var err error
-		plan, err = converge.Converge(ctx, a.docker, desired, a.mem.History, now, converge.Options{Logger: a.log})
+		plan, err = converge.Converge(ctx, a.docker, withRelays, a.mem.History, now, converge.Options{Logger: a.log})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("converge: %w", err))
 		}
 		a.noteFailures(ctx, plan)
-		errs = append(errs, a.housekeep(ctx, desired))
+		errs = append(errs, a.housekeep(ctx, withRelays))
 	}
 	actual, err := a.cfg.Docker.List(ctx)
 	if err != nil {
@@ -385,6 +422,7 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		return plan.WakeAt
 	}
 	if known {
+		a.cfg.Mesh.SetPeers(desired.Peers)
 		errs = append(errs, a.route(desired, actual))
 	}
 	errs = append(errs, a.memFile.save(a.mem))
@@ -393,8 +431,9 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 	if tr, ok := a.cfg.Docker.(taskReporter); ok {
 		lines = append(lines, taskErrors(tr.Failures())...)
 	}
-	report := buildReport(desired, actual, a.mem, lines, now)
+	report := buildReport(desired, withoutRelays(actual), a.mem, lines, now)
 	report.Capacity = a.cfg.Capacity
+	report.MeshAddresses = a.cfg.MeshAddresses
 	a.attachCrashLogs(ctx, &report)
 	a.mu.Lock()
 	a.status = &report
@@ -449,10 +488,72 @@ func (a *Agent) housekeep(ctx context.Context, desired contract.DesiredState) er
 	return errors.Join(hk.RemoveVolumes(ctx, desired.Volumes), hk.PruneNetworks(ctx, slices.Compact(keep)))
 }
 
+// withRelays returns the desired state with the relays it calls for added
+// to its workloads. Without a relay image it adds none and says so.
+func (a *Agent) withRelays(desired contract.DesiredState) (contract.DesiredState, error) {
+	relays := relayWorkloads(desired, a.cfg.RelayImage, a.relayRoot)
+	if len(relays) == 0 {
+		return desired, nil
+	}
+	if a.cfg.RelayImage == "" {
+		return desired, fmt.Errorf("%d relays wanted, but this agent has no relay image", len(relays))
+	}
+	// A relay's socket directory must exist before its container is
+	// created: Docker refuses a bind mount of a missing path.
+	for _, r := range relays {
+		if err := os.MkdirAll(r.Binds[0].Source, 0o755); err != nil {
+			return desired, fmt.Errorf("relay %s: %w", r.ID(), err)
+		}
+	}
+	desired.Workloads = append(slices.Clone(desired.Workloads), relays...)
+	return desired, nil
+}
+
+// withoutRelays leaves out the relays' containers: what the status report
+// shows are the eggs.
+func withoutRelays(actual []containers.Container) []containers.Container {
+	out := make([]containers.Container, 0, len(actual))
+	for _, c := range actual {
+		if !isRelay(c.WorkloadID) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // route gives the ingress the routing table for what runs now.
 func (a *Agent) route(desired contract.DesiredState, actual []containers.Container) error {
-	if err := a.cfg.Router.Update(routingTable(desired, actual, a.mem.History)); err != nil {
+	if err := a.cfg.Router.Update(routingTable(desired, actual, a.mem.History, a.relayRoot)); err != nil {
 		return fmt.Errorf("update ingress: %w", err)
+	}
+	return a.removeStaleRelayDirs(desired)
+}
+
+// removeStaleRelayDirs removes the socket directories of services that no
+// longer call for relays. It runs after the ingress closed their sockets;
+// their relays are being removed by the converge.
+func (a *Agent) removeStaleRelayDirs(desired contract.DesiredState) error {
+	entries, err := os.ReadDir(a.relayRoot)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("relay sockets: %w", err)
+	}
+	wanted := make(map[string]bool)
+	for _, s := range desired.Services {
+		if needsRelay(s) {
+			wanted[filepath.Base(relayDir(a.relayRoot, s))] = true
+		}
+	}
+	var errs []error
+	for _, e := range entries {
+		if !wanted[e.Name()] {
+			errs = append(errs, os.RemoveAll(filepath.Join(a.relayRoot, e.Name())))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("relay sockets: %w", err)
 	}
 	return nil
 }
@@ -485,7 +586,7 @@ func (a *Agent) attachCrashLogs(ctx context.Context, r *contract.StatusReport) {
 // containers: the last report's containers stay, with the new errors.
 func (a *Agent) setErrorStatus(errs ...error) {
 	a.mu.Lock()
-	r := contract.StatusReport{HostID: a.cfg.HostID, Time: a.now(), Capacity: a.cfg.Capacity}
+	r := contract.StatusReport{HostID: a.cfg.HostID, Time: a.now(), Capacity: a.cfg.Capacity, MeshAddresses: a.cfg.MeshAddresses}
 	if a.status != nil {
 		r = *a.status
 	}

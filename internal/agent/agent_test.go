@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -447,6 +448,33 @@ func TestACrashedContainersLastLinesAreReported(t *testing.T) {
 	})
 }
 
+// The mesh gets the valid host set of the desired state, and the status
+// report carries where peers reach this host's mesh.
+func TestTheMeshGetsThePeersAndTheReportItsAddresses(t *testing.T) {
+	f, cp := newFake(t), newFakeControlPlane()
+	d := desiredState(web(1))
+	d.Peers = []contract.Peer{
+		{HostID: testHost, Addresses: []string{"10.0.0.1:7702"}},
+		{HostID: "host-b", Addresses: []string{"10.0.0.2:7702"}, Reaches: []string{"default/shop/web"}},
+	}
+	d.Seal()
+	cp.set(d)
+	cfg := testConfig(t, f, cp, t.TempDir())
+	mesh := &fakeMesh{}
+	cfg.Mesh, cfg.MeshAddresses = mesh, []string{"10.0.0.1:7702", "[fd00::1]:7702"}
+	startAgent(t, cfg)
+	eventually(t, "the report with the mesh addresses", func() error {
+		r, _ := cp.lastReport()
+		if r.Version != d.Version || !slices.Equal(r.MeshAddresses, cfg.MeshAddresses) {
+			return fmt.Errorf("last report: version %q, mesh addresses %v", r.Version, r.MeshAddresses)
+		}
+		return nil
+	})
+	if got := mesh.last(); !reflect.DeepEqual(got, d.Peers) {
+		t.Errorf("the mesh's peers: %+v, want %+v", got, d.Peers)
+	}
+}
+
 func TestNewRefusesAConfigMissingADependency(t *testing.T) {
 	if _, err := New(testConfig(t, newFake(t), newFakeControlPlane(), t.TempDir())); err != nil {
 		t.Fatalf("a complete config: %v", err)
@@ -459,6 +487,7 @@ func TestNewRefusesAConfigMissingADependency(t *testing.T) {
 		"control plane": {func(c *Config) { c.ControlPlane = nil }, "no control plane client"},
 		"events":        {func(c *Config) { c.Events = nil }, "no Docker event source"},
 		"router":        {func(c *Config) { c.Router = nil }, "no router"},
+		"mesh":          {func(c *Config) { c.Mesh = nil }, "no mesh"},
 		"changes":       {func(c *Config) { c.Changes = nil }, "no change signal"},
 		"logger":        {func(c *Config) { c.Logger = nil }, "no logger"},
 		"clock":         {func(c *Config) { c.Now = nil }, "no clock"},

@@ -176,7 +176,7 @@ func TestRoutingTable(t *testing.T) {
 		ctr(plain, "c5", contract.StateRunning, true),
 		ctr(portOnly, "c6", contract.StateRunning, true),
 	}
-	got := routingTable(desired, actual, converge.NewHistory())
+	got := routingTable(desired, actual, converge.NewHistory(), "/relays")
 	want := ingress.Table{Eggs: []ingress.Egg{
 		{
 			Name:         "default/shop/web",

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +119,7 @@ func testConfig(t *testing.T, dc containers.Client, cp ControlPlane, dataDir str
 	cfg := DefaultConfig()
 	cfg.HostID, cfg.DataDir, cfg.Docker, cfg.ControlPlane = testHost, dataDir, dc, cp
 	cfg.Events, cfg.Router, cfg.Changes = &fakeEvents{}, &fakeRouter{}, NewSignal()
+	cfg.Mesh = &fakeMesh{}
 	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	cfg.HeartbeatInterval = 20 * time.Millisecond
 	cfg.PollWait = 200 * time.Millisecond
@@ -232,4 +234,25 @@ func (d *countingDocker) listCount() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.lists
+}
+
+// fakeMesh records the valid host sets the agent gives the mesh.
+type fakeMesh struct {
+	mu    sync.Mutex // guards peers
+	peers [][]contract.Peer
+}
+
+func (m *fakeMesh) SetPeers(peers []contract.Peer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.peers = append(m.peers, slices.Clone(peers))
+}
+
+func (m *fakeMesh) last() []contract.Peer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.peers) == 0 {
+		return nil
+	}
+	return m.peers[len(m.peers)-1]
 }

@@ -20,12 +20,19 @@ type Router interface {
 
 var _ Router = (*ingress.Ingress)(nil)
 
-// routingTable is the ingress table for the desired workloads that have
-// routes or published ports: each with its local containers that run, in
-// the pool or not (see inPool). A container whose address is not known yet
-// is left out. history is the converge engine's memory of each container's
+// routingTable is the ingress table: one egg per service of the desired
+// state (every egg of the cluster with routes or published ports, and every
+// egg a consumer here references), with its routes, ports and drain timeout
+// as the service gives them, its local containers that run (in the pool or
+// not, see inPool), and the other hosts of the service as remote backends;
+// then, as before services existed, each desired workload with routes or
+// published ports that no service lists, local containers only. A container
+// whose address is not known yet is left out, and so are the containers of
+// a workload not desired here (the converge drains and stops them). A
+// service that consumers here reach by name gets its relays' socket, under
+// relayRoot. history is the converge engine's memory of each container's
 // health. Pure.
-func routingTable(desired contract.DesiredState, actual []containers.Container, history *converge.History) ingress.Table {
+func routingTable(desired contract.DesiredState, actual []containers.Container, history *converge.History, relayRoot string) ingress.Table {
 	byWorkload := make(map[string][]containers.Container)
 	for _, c := range actual {
 		if c.Placeholder() || c.State != contract.StateRunning || !containers.Owned(c.Labels, desired.HostID) {
@@ -35,34 +42,77 @@ func routingTable(desired contract.DesiredState, actual []containers.Container, 
 	}
 	var t ingress.Table
 	seen := make(map[string]bool)
+	for _, s := range desired.Services {
+		if seen[s.ID()] {
+			continue
+		}
+		seen[s.ID()] = true
+		e := ingress.Egg{Name: s.ID(), DrainTimeout: s.DrainTimeout, Routes: ingressRoutes(s.Routes), Ports: ingressPorts(s.Ports)}
+		for _, h := range s.Hosts {
+			if h != desired.HostID {
+				e.Remote = append(e.Remote, h)
+			}
+		}
+		if needsRelay(s) {
+			e.Sockets = []ingress.Socket{{Path: relaySocket(relayRoot, s), Target: s.Port}}
+		}
+		if w, ok := desired.Workload(s.ID()); ok {
+			if e.DrainTimeout == 0 {
+				e.DrainTimeout = w.DrainTimeout()
+			}
+			port := s.Port
+			if port == 0 {
+				port = servingPort(w)
+			}
+			e.Backends = backends(byWorkload[w.ID()], port, history, w.HealthRetries())
+		}
+		t.Eggs = append(t.Eggs, e)
+	}
 	for _, w := range desired.Workloads {
 		if seen[w.ID()] || (len(w.Routes) == 0 && len(w.Ports) == 0) {
 			continue
 		}
 		seen[w.ID()] = true
-		port := servingPort(w)
-		e := ingress.Egg{Name: w.ID(), DrainTimeout: w.DrainTimeout()}
-		for _, r := range w.Routes {
-			e.Routes = append(e.Routes, ingress.Route{Host: r.Host, PathPrefix: r.PathPrefix})
-		}
-		for _, p := range w.Ports {
-			e.Ports = append(e.Ports, ingress.Port{Published: p.HostPort, Target: p.ContainerPort})
-		}
-		// Containers of every spec hash are backends: during a roll the old
-		// one serves until it is drained.
-		for _, c := range byWorkload[w.ID()] {
-			if c.IP == "" || port == 0 {
-				continue
-			}
-			e.Backends = append(e.Backends, ingress.Backend{
-				ContainerID: c.ID,
-				Addr:        net.JoinHostPort(c.IP, strconv.Itoa(port)),
-				Healthy:     inPool(c, history, w.HealthRetries()),
-			})
-		}
-		t.Eggs = append(t.Eggs, e)
+		t.Eggs = append(t.Eggs, ingress.Egg{
+			Name: w.ID(), DrainTimeout: w.DrainTimeout(), Routes: ingressRoutes(w.Routes), Ports: ingressPorts(w.Ports),
+			Backends: backends(byWorkload[w.ID()], servingPort(w), history, w.HealthRetries()),
+		})
 	}
 	return t
+}
+
+// backends are the ingress backends of a workload's running containers, at
+// port. Containers of every spec hash are backends: during a roll the old
+// one serves until it is drained.
+func backends(cs []containers.Container, port int, history *converge.History, retries int) []ingress.Backend {
+	var out []ingress.Backend
+	for _, c := range cs {
+		if c.IP == "" || port == 0 {
+			continue
+		}
+		out = append(out, ingress.Backend{
+			ContainerID: c.ID,
+			Addr:        net.JoinHostPort(c.IP, strconv.Itoa(port)),
+			Healthy:     inPool(c, history, retries),
+		})
+	}
+	return out
+}
+
+func ingressRoutes(rs []contract.Route) []ingress.Route {
+	var out []ingress.Route
+	for _, r := range rs {
+		out = append(out, ingress.Route{Host: r.Host, PathPrefix: r.PathPrefix})
+	}
+	return out
+}
+
+func ingressPorts(ps []contract.PublishedPort) []ingress.Port {
+	var out []ingress.Port
+	for _, p := range ps {
+		out = append(out, ingress.Port{Published: p.HostPort, Target: p.ContainerPort})
+	}
+	return out
 }
 
 // inPool says whether a container takes traffic. It joins once it passes a

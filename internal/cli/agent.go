@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/hatchery/hatchery/internal/mesh"
 )
 
 func newAgentCmd() *cobra.Command {
@@ -49,6 +51,8 @@ func newAgentCmd() *cobra.Command {
 	f.StringVar(&opts.IngressAddr, "ingress-addr", ":8080", "where the ingress serves routed HTTP")
 	f.StringVar(&opts.AdminAddr, "admin-addr", "127.0.0.1:7701", "where /healthz and /metrics are served")
 	f.StringVar(&opts.PublishAddr, "publish-addr", "0.0.0.0", "the IP address published ports listen on")
+	f.StringVar(&opts.MeshAddr, "mesh-addr", mesh.DefaultConfig().Addr, "where the mesh port listens for the other hosts' agents")
+	f.StringSliceVar(&opts.Advertise, "advertise", nil, "ip:port where the other hosts reach this one's mesh port, tried in order (default: every non-loopback address of the host)")
 	f.StringVar(&opts.SecretDir, "secret-dir", "", "the tmpfs directory for secret files (default /dev/shm/hatch/<host ID>)")
 	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE put on every Docker object the agent creates (repeatable)")
 	f.DurationVar(&opts.ConvergeInterval, "converge-interval", 0, "the timer converge's period (default 30s)")

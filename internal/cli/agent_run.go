@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"time"
 
 	dockerclient "github.com/docker/docker/client"
@@ -15,6 +18,8 @@ import (
 	"github.com/hatchery/hatchery/internal/containers/docker"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/ingress"
+	"github.com/hatchery/hatchery/internal/mesh"
+	"github.com/hatchery/hatchery/internal/relay"
 )
 
 // agentOptions are `hatch agent`'s settings; `hatch up` sets them for the
@@ -32,6 +37,11 @@ type agentOptions struct {
 	// IngressAddr, AdminAddr and PublishAddr configure the host's proxy:
 	// routed HTTP, /healthz and /metrics, and the IP published ports bind.
 	IngressAddr, AdminAddr, PublishAddr string
+	// MeshAddr is where the mesh port listens (host:port), and Advertise
+	// where peers reach it, tried in order (default: the listening IP if it
+	// is a specific one, else every non-loopback address of the host).
+	MeshAddr  string
+	Advertise []string
 	// SecretDir holds secret files (default /dev/shm/hatch/<host ID>).
 	SecretDir string
 	// Labels are put on every Docker object the agent creates (tests mark
@@ -74,11 +84,27 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	go func() { defer close(certsDone); certs.Run(certsCtx) }()
 	defer func() { stopCerts(); <-certsDone }()
 
-	in, err := startIngress(opts, hostLog)
+	meshLn, advertise, err := listenMesh(opts.MeshAddr, opts.Advertise)
 	if err != nil {
 		return err
 	}
+	m, err := newAgentMesh(mesh.DefaultConfig(), id.HostID, certs, meshLn, hostLog)
+	if err != nil {
+		_ = meshLn.Close() // failing the start: nothing was served on it
+		return err
+	}
+	in, err := startIngress(opts, m, hostLog)
+	if err != nil {
+		_ = meshLn.Close()
+		return err
+	}
 	defer closeWithin(hostLog, "ingress", in.Close)
+	// Closed before the ingress (deferred after it): streams from peers end
+	// before the ingress they reach does.
+	defer closeWithin(hostLog, "mesh", m.Close)
+	if err := m.start(ingressDialer{in}); err != nil {
+		return err
+	}
 
 	dc, err := dockerclient.NewClientWithOpts(dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation())
 	if err != nil {
@@ -91,6 +117,13 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 		ecfg.SecretDir = opts.SecretDir
 	}
 	ecfg.Labels, ecfg.Blobs, ecfg.Ingress, ecfg.OnChange, ecfg.Logger = opts.Labels, cp, in, changes.Fire, log
+	relayImage, buildRelay, err := relayImageOf(os.Executable)
+	if err != nil {
+		// The agent still serves; the status report says relays cannot run.
+		hostLog.Error("no relay image: eggs cannot be reached by name across hosts", zap.Error(err))
+	} else {
+		ecfg.BuiltinImages = map[string]docker.BuiltinImage{relayImage: buildRelay}
+	}
 	eng, err := docker.New(ctx, dc, ecfg)
 	if err != nil {
 		return fmt.Errorf("docker adapter: %w", err)
@@ -100,6 +133,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	cfg := agent.DefaultConfig()
 	cfg.HostID, cfg.DataDir, cfg.Logger = id.HostID, opts.DataDir, log
 	cfg.Docker, cfg.ControlPlane, cfg.Events, cfg.Changes, cfg.Router = eng, cp, dc, changes, in
+	cfg.Mesh, cfg.MeshAddresses, cfg.RelayImage = m, advertise, relayImage
 	cfg.Capacity = hostCapacity(ctx, dc, hostLog)
 	if opts.ConvergeInterval > 0 {
 		cfg.ConvergeInterval = opts.ConvergeInterval
@@ -112,7 +146,8 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 		return err
 	}
 	hostLog.Info("agent running", zap.String("server", id.Server),
-		zap.String("ingress", addrString(in.HTTPAddr())), zap.String("admin", addrString(in.AdminAddr())))
+		zap.String("ingress", addrString(in.HTTPAddr())), zap.String("admin", addrString(in.AdminAddr())),
+		zap.Stringer("mesh", meshLn.Addr()), zap.Strings("advertise", advertise))
 	<-ctx.Done()
 	hostLog.Info("agent stopping; containers keep running")
 	closeWithin(hostLog, "agent", a.Close)
@@ -143,11 +178,12 @@ func ensureIdentity(ctx context.Context, opts agentOptions, log *zap.Logger) (ag
 }
 
 // startIngress starts the host's proxy on the addresses given, with a
-// metrics registry of its own (what its /metrics serves).
-func startIngress(opts agentOptions, log *zap.Logger) (*ingress.Ingress, error) {
+// metrics registry of its own (what its /metrics serves), reaching other
+// hosts' replicas through peers.
+func startIngress(opts agentOptions, peers ingress.Peers, log *zap.Logger) (*ingress.Ingress, error) {
 	cfg := ingress.DefaultConfig()
 	cfg.HTTPAddr, cfg.AdminAddr, cfg.PublishAddr = opts.IngressAddr, opts.AdminAddr, opts.PublishAddr
-	cfg.Logger, cfg.Registry = log, prometheus.NewRegistry()
+	cfg.Logger, cfg.Registry, cfg.Peers = log, prometheus.NewRegistry(), peers
 	in, err := ingress.New(cfg)
 	if err != nil {
 		return nil, err
@@ -157,6 +193,33 @@ func startIngress(opts agentOptions, log *zap.Logger) (*ingress.Ingress, error) 
 		return nil, err
 	}
 	return in, nil
+}
+
+// relayImageOf returns the relay image's reference for the running hatch
+// binary, and the function that makes its build context when the Docker
+// adapter first needs it. The context (the whole binary) is made again then
+// rather than kept in memory; a binary replaced on disk since the start is
+// refused, since its image would not be the one the reference names.
+func relayImageOf(executable func() (string, error)) (string, docker.BuiltinImage, error) {
+	path, err := executable()
+	if err != nil {
+		return "", nil, fmt.Errorf("relay image: find the hatch binary: %w", err)
+	}
+	img, err := relay.ImageFromBinary(path)
+	if err != nil {
+		return "", nil, err
+	}
+	ref := img.Ref
+	return ref, func() (io.Reader, error) {
+		again, err := relay.ImageFromBinary(path)
+		if err != nil {
+			return nil, err
+		}
+		if again.Ref != ref {
+			return nil, fmt.Errorf("relay image %s: %s changed since the agent started (now %s): restart the agent", ref, path, again.Ref)
+		}
+		return bytes.NewReader(again.Context), nil
+	}, nil
 }
 
 // hostCapacity reads the host's memory and CPUs from Docker for placement;

@@ -29,7 +29,7 @@ func TestRunAgentClosesWhatItStartedWhenItsContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := agentOptions{
-		DataDir: dir, IngressAddr: freeAddr(t), AdminAddr: freeAddr(t), PublishAddr: "127.0.0.1",
+		DataDir: dir, IngressAddr: freeAddr(t), AdminAddr: freeAddr(t), PublishAddr: "127.0.0.1", MeshAddr: freeAddr(t),
 		SecretDir: t.TempDir(),
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -66,7 +66,7 @@ func TestRunAgentClosesWhatItStartedWhenItsContextEnds(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("runAgent did not return after its context ended")
 	}
-	for _, addr := range []string{opts.IngressAddr, opts.AdminAddr} {
+	for _, addr := range []string{opts.IngressAddr, opts.AdminAddr, opts.MeshAddr} {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			t.Errorf("%s is still held after runAgent returned: %v", addr, err)

@@ -335,6 +335,7 @@ func (l *localRun) startAgent(ctx context.Context, cp *client.Client, dir string
 	aopts := agentOptions{
 		Name: opts.hostName, DataDir: filepath.Join(dir, upAgentDir), Labels: labels,
 		IngressAddr: opts.ingressAddr, AdminAddr: opts.adminAddr, PublishAddr: opts.publishAddr,
+		MeshAddr: "127.0.0.1:0", // one host: the mesh has no peer to serve
 	}
 	alog := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(logEncoderConfig()), logs, zap.InfoLevel))
 	id, joined, err := agent.LoadIdentity(aopts.DataDir)

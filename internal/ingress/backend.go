@@ -19,6 +19,9 @@ type backend struct {
 	addr string // "ip:port" for HTTP
 	ip   string // for published ports with their own target port
 	egg  *egg
+	// remote is set for a backend that stands for the egg's replicas on
+	// another host, reached through the mesh; nil for a local container.
+	remote *remoteHost
 	// transport holds this backend's keep-alive connections only, so that
 	// draining it can close exactly those.
 	transport *http.Transport
@@ -56,18 +59,24 @@ func newBackend(id, addr string, e *egg, dialTimeout time.Duration, onDialFailur
 	ip, _, _ := net.SplitHostPort(addr) // validated by Update
 	b := &backend{id: id, addr: addr, ip: ip, egg: e, idle: make(chan struct{}), gone: make(chan struct{})}
 	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
-	b.transport = &http.Transport{
-		Proxy: nil, // never the environment's HTTP_PROXY: backends are local
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, network, b.addr)
-			if err != nil {
-				if ctx.Err() == nil {
-					onDialFailure(b, err)
-				}
-				return nil, &dialError{err}
+	b.transport = newTransport(func(ctx context.Context) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, "tcp", b.addr)
+		if err != nil {
+			if ctx.Err() == nil {
+				onDialFailure(b, err)
 			}
-			return c, nil
-		},
+			return nil, &dialError{err}
+		}
+		return c, nil
+	})
+	return b
+}
+
+// newTransport returns a backend's transport, its connections made by dial.
+func newTransport(dial func(ctx context.Context) (net.Conn, error)) *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil, // never the environment's HTTP_PROXY: backends are ours
+		DialContext:           func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
@@ -75,17 +84,26 @@ func newBackend(id, addr string, e *egg, dialTimeout time.Duration, onDialFailur
 		// must not add gzip and decompress behind the client's back.
 		DisableCompression: true,
 	}
-	return b
 }
 
 // available reports whether the backend may take new work. now is called
-// only for an ejected backend, so the common case reads no clock.
+// only for an ejected backend, so the common case reads no clock. A remote
+// backend whose mesh connection the keep-alives found dead is ejected here,
+// before any request waits on a dial to it.
 func (b *backend) available(now func() int64) bool {
 	if b.draining.Load() {
 		return false
 	}
-	u := b.ejectedUntil.Load()
-	return u == 0 || now() >= u
+	if u := b.ejectedUntil.Load(); u != 0 && now() < u {
+		return false
+	}
+	if r := b.remote; r != nil && r.connected.Load() && !r.peers.Alive(r.host) {
+		if r.connected.CompareAndSwap(true, false) {
+			r.onDead(b)
+		}
+		return false
+	}
+	return true
 }
 
 // release gives back a slot taken by acquire and wakes Drain when the last
@@ -160,13 +178,21 @@ type egg struct {
 	name string
 	// pool holds the backends that may be picked: healthy, not drained. It is
 	// replaced, never changed, under Ingress.mu, and read without a lock.
-	pool  atomic.Pointer[[]*backend]
-	next  atomic.Uint32 // rotates the scan start among equally loaded backends
-	proxy http.Handler
-	m     *eggMetrics
+	pool atomic.Pointer[[]*backend]
+	// remotePool holds one backend per other host running the egg, picked
+	// only when pool has none available. Replaced under Ingress.mu.
+	remotePool atomic.Pointer[[]*backend]
+	next       atomic.Uint32 // rotates the scan start among equally loaded backends
+	nextRemote atomic.Uint32 // the same for remotePool
+	proxy      http.Handler
+	// localProxy serves the requests of HTTP streams from peers: local
+	// backends only, so a request never travels on to a third host.
+	localProxy http.Handler
+	m          *eggMetrics
 
 	// Guarded by Ingress.mu.
 	backends     []*backend // as listed by the last Update
+	remotes      []*backend // as listed by the last Update, one per host
 	drainTimeout time.Duration
 }
 
@@ -174,11 +200,26 @@ type egg struct {
 // that has already taken the backend out of the snapshot it reloads.
 const maxAcquireTries = 4
 
-// acquire reserves a slot on the least loaded available backend other than
-// exclude, or returns nil when there is none. The caller must release it.
-func (e *egg) acquire(exclude *backend, now func() int64) *backend {
+// acquire reserves a slot on the least loaded available local backend other
+// than exclude; when there is none and localOnly is false, on the least
+// loaded available remote one. It returns nil when there is none. The
+// caller must release it.
+func (e *egg) acquire(exclude *backend, now func() int64, localOnly bool) *backend {
+	if b := acquireFrom(&e.pool, &e.next, exclude, now); b != nil || localOnly {
+		return b
+	}
+	return acquireFrom(&e.remotePool, &e.nextRemote, exclude, now)
+}
+
+// acquireFrom reserves a slot on the least loaded available backend of pool
+// other than exclude, or returns nil.
+func acquireFrom(pool *atomic.Pointer[[]*backend], next *atomic.Uint32, exclude *backend, now func() int64) *backend {
 	for range maxAcquireTries {
-		b := leastLoaded(*e.pool.Load(), e.next.Add(1), exclude, now)
+		p := pool.Load()
+		if p == nil {
+			return nil
+		}
+		b := leastLoaded(*p, next.Add(1), exclude, now)
 		if b == nil {
 			return nil
 		}

@@ -81,7 +81,7 @@ func TestAcquireSkipsABackendThatStartedDrainingAfterTheSnapshot(t *testing.T) {
 	// a drains after the pool snapshot was taken: the snapshot still holds it.
 	a.startDrain()
 	for range 10 {
-		got := e.acquire(nil, nil)
+		got := e.acquire(nil, nil, false)
 		if got != b {
 			t.Fatalf("acquired %v, want b", got)
 		}
@@ -115,7 +115,7 @@ func TestAcquireBacksOffWhenTheDrainLandsBetweenPickAndReserve(t *testing.T) {
 		once.Do(a.startDrain)
 		return 100
 	}
-	got := e.acquire(nil, now)
+	got := e.acquire(nil, now, false)
 	select {
 	case <-a.idle:
 	default:

@@ -29,10 +29,17 @@ type Config struct {
 	// if the agent keeps reporting it healthy (a dead container is normally
 	// reported gone well before).
 	EjectFor time.Duration
+	// RemoteDialTimeout bounds opening a mesh stream to another host's
+	// replicas: a TCP dial and TLS handshake when no connection to the host
+	// is open, then the peer's own dial of a replica.
+	RemoteDialTimeout time.Duration
 	// DrainTimeout is the drain timeout of an egg whose table entry gives none.
 	DrainTimeout time.Duration
 	// Logger receives the ingress's logs. Required.
 	Logger *zap.Logger
+	// Peers reaches the eggs' replicas on other hosts (the mesh). Required:
+	// a table that names no other host never uses it.
+	Peers Peers
 	// Registry receives the ingress's metrics and is what /metrics serves.
 	// Required: `hatch agent` gives the ingress one of its own.
 	Registry *prometheus.Registry
@@ -42,12 +49,13 @@ type Config struct {
 // otherwise; the caller adds the Logger and the Registry.
 func DefaultConfig() Config {
 	return Config{
-		HTTPAddr:     ":8080",
-		AdminAddr:    "127.0.0.1:7701",
-		PublishAddr:  "0.0.0.0",
-		DialTimeout:  250 * time.Millisecond,
-		EjectFor:     5 * time.Second,
-		DrainTimeout: 10 * time.Second,
+		HTTPAddr:          ":8080",
+		AdminAddr:         "127.0.0.1:7701",
+		PublishAddr:       "0.0.0.0",
+		DialTimeout:       250 * time.Millisecond,
+		EjectFor:          5 * time.Second,
+		RemoteDialTimeout: time.Second,
+		DrainTimeout:      10 * time.Second,
 	}
 }
 
@@ -57,6 +65,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.Logger == nil {
 		errs = append(errs, errors.New("no logger (Logger)"))
+	}
+	if c.Peers == nil {
+		errs = append(errs, errors.New("no mesh client (Peers)"))
 	}
 	if c.Registry == nil {
 		errs = append(errs, errors.New("no metrics registry (Registry)"))
@@ -77,7 +88,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"DialTimeout", c.DialTimeout}, {"EjectFor", c.EjectFor}, {"DrainTimeout", c.DrainTimeout}} {
+	}{{"DialTimeout", c.DialTimeout}, {"EjectFor", c.EjectFor}, {"RemoteDialTimeout", c.RemoteDialTimeout}, {"DrainTimeout", c.DrainTimeout}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}

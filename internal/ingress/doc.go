@@ -1,6 +1,7 @@
 // Package ingress is the reverse proxy every agent runs on its host: it sends
 // HTTP requests (by Host and optional path prefix) and TCP connections (on
-// published ports) to the healthy local replicas of an egg, and it lets the
+// published ports and relay sockets) to the healthy replicas of an egg, local
+// first, else on another host through the mesh, and it lets the
 // Docker adapter take a replica out of rotation and wait for its traffic to
 // finish before the container is stopped. That ordering (out of the pool,
 // drain, then stop) is what makes a roll or a scale-down lose no request.
@@ -27,7 +28,11 @@
 //     Update reported it healthy, it has not been drained since it was last
 //     reported gone, and no dial to it failed in the last Config.EjectFor.
 //   - Among those, the one with the fewest in-flight requests and connections
-//     is chosen; ties rotate.
+//     is chosen; ties rotate. A remote backend (another host running the
+//     egg, reached through Config.Peers) is chosen only when no local one
+//     is available; the same rules eject it.
+//   - Streams from peers (DialLocal) reach local backends only: a request
+//     never travels from host to host more than once.
 //   - Once Drain has taken a backend out, no new request or connection reaches
 //     it (the check after reserving a slot closes the race with a concurrent
 //     pick), and keep-alive connections to it are closed as soon as their

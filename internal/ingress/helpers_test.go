@@ -26,8 +26,18 @@ func testConfig(t testing.TB) Config {
 	cfg := DefaultConfig()
 	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel))
 	cfg.Registry = prometheus.NewRegistry()
+	cfg.Peers = noPeers{}
 	return cfg
 }
+
+// noPeers is the mesh of a single host: every stream fails.
+type noPeers struct{}
+
+func (noPeers) DialStream(_ context.Context, hostID, workloadID string, _ int) (net.Conn, error) {
+	return nil, fmt.Errorf("no peer %s for %s in this test", hostID, workloadID)
+}
+
+func (noPeers) Alive(string) bool { return false }
 
 // startIngress starts an Ingress listening on 127.0.0.1 port 0 for HTTP and
 // admin, and closes it when the test ends.
@@ -273,7 +283,13 @@ type lineServer struct {
 
 func newLineServer(t *testing.T, name string) *lineServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return newLineServerAt(t, name, "127.0.0.1:0")
+}
+
+// newLineServerAt is newLineServer on addr.
+func newLineServerAt(t *testing.T, name, addr string) *lineServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

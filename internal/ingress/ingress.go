@@ -46,12 +46,18 @@ type Ingress struct {
 	backends map[string]*backend // by container ID: listed ones, and unlisted ones still busy or draining
 	fenced   map[string]bool     // containers drained and not yet reported gone: never rejoin
 	ports    map[int]*portListener
+	sockets  map[string]*portListener // by path
 	started  bool
 	closed   bool
 	httpSrv  *http.Server
 	httpLn   net.Listener
 	adminSrv *http.Server
 	adminLn  net.Listener
+	// streamSrv serves the HTTP streams from peers that DialLocal hands to
+	// streamLn; both are set by Start.
+	streamSrv   *http.Server
+	streamLn    *streamListener
+	streamFresh *unstarted
 }
 
 // New returns an Ingress with an empty table; it listens on nothing until
@@ -73,6 +79,7 @@ func New(cfg Config) (*Ingress, error) {
 		backends: make(map[string]*backend),
 		fenced:   make(map[string]bool),
 		ports:    make(map[int]*portListener),
+		sockets:  make(map[string]*portListener),
 	}
 	in.m = newMetrics(cfg.Registry, in)
 	in.routes.Store(newRouteTable(nil))
@@ -107,6 +114,9 @@ func (in *Ingress) Start() error {
 		}
 	}
 	in.started = true
+	in.streamLn = newStreamListener()
+	in.streamSrv, in.streamFresh = in.newStreamServer()
+	in.serve(in.streamSrv, in.streamLn)
 	errLog := warnLog(in.log)
 	if httpLn != nil {
 		in.httpLn = httpLn
@@ -194,6 +204,7 @@ func (in *Ingress) Update(t Table) error {
 		if eggs[name] == nil {
 			empty := []*backend{}
 			e.pool.Store(&empty)
+			in.updateRemotes(e, nil)
 			in.m.dropEgg(name)
 		}
 	}
@@ -230,6 +241,7 @@ func (in *Ingress) updateEgg(spec Egg, listed map[string]bool) *egg {
 		e.backends = append(e.backends, b)
 	}
 	e.rebuildPool(in.fenced)
+	in.updateRemotes(e, spec.Remote)
 	return e
 }
 
@@ -238,6 +250,7 @@ func (in *Ingress) newEgg(name string) *egg {
 	empty := []*backend{}
 	e.pool.Store(&empty)
 	e.proxy = in.newProxy(e)
+	e.localProxy = in.newLocalProxy(e)
 	return e
 }
 
@@ -253,9 +266,12 @@ func (in *Ingress) eject(b *backend, err error) {
 	prev := b.ejectedUntil.Swap(now + int64(in.cfg.EjectFor))
 	b.egg.m.dialFailures.Inc()
 	if prev <= now { // log once per ejection, not once per failed request
-		in.log.Warn("backend left the pool: dial failed",
-			zap.String("egg", b.egg.name), zap.String("container", shortID(b.id)),
-			zap.String("addr", b.addr), zap.Duration("for", in.cfg.EjectFor), zap.Error(err))
+		where := []zap.Field{zap.String("container", shortID(b.id)), zap.String("addr", b.addr)}
+		if b.remote != nil {
+			where = []zap.Field{zap.String("peer", b.remote.host)}
+		}
+		in.log.Warn("backend left the pool: dial failed", append(where,
+			zap.String("egg", b.egg.name), zap.Duration("for", in.cfg.EjectFor), zap.Error(err))...)
 	}
 }
 
@@ -348,7 +364,13 @@ type EggStatus struct {
 	// Backends by state. Ready ones take new work; ejected ones failed a dial
 	// less than Config.EjectFor ago.
 	Ready, Ejected, Draining, Unhealthy int
-	// InFlight counts requests and TCP connections open to listed backends.
+	// RemoteReady and RemoteEjected count the other hosts running the egg:
+	// those that may take work when no local backend can, and those out
+	// for a failed dial, an answer that they had no replica, or a mesh
+	// connection found dead.
+	RemoteReady, RemoteEjected int
+	// InFlight counts requests and TCP connections open to listed backends,
+	// remote ones included.
 	InFlight int64
 }
 
@@ -376,6 +398,14 @@ func (in *Ingress) snapshot() []EggStatus {
 				s.Ready++
 			}
 		}
+		for _, b := range e.remotes {
+			s.InFlight += b.inflight.Load()
+			if b.available(in.now) {
+				s.RemoteReady++
+			} else {
+				s.RemoteEjected++
+			}
+		}
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Egg < out[j].Egg })
@@ -393,13 +423,19 @@ func (in *Ingress) Close(ctx context.Context) error {
 	}
 	in.closed = true
 	in.closing.Store(true)
-	ports := in.ports
-	in.ports = nil
-	httpSrv, adminSrv := in.httpSrv, in.adminSrv
+	listeners := make([]*portListener, 0, len(in.ports)+len(in.sockets))
+	for _, pl := range in.ports {
+		listeners = append(listeners, pl)
+	}
+	for _, pl := range in.sockets {
+		listeners = append(listeners, pl)
+	}
+	in.ports, in.sockets = nil, nil
+	httpSrv, adminSrv, streamSrv, streamFresh := in.httpSrv, in.adminSrv, in.streamSrv, in.streamFresh
 	in.mu.Unlock()
 
 	in.cancel()
-	for _, pl := range ports {
+	for _, pl := range listeners {
 		pl.close()
 	}
 	var errs []error
@@ -407,6 +443,13 @@ func (in *Ingress) Close(ctx context.Context) error {
 		if err := httpSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("ingress shutdown: %w", err))
 			_ = httpSrv.Close() // cut what Shutdown could not wait for
+		}
+	}
+	if streamSrv != nil {
+		streamFresh.closeAll()
+		if err := streamSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("ingress shutdown of peer streams: %w", err))
+			_ = streamSrv.Close() // cut what Shutdown could not wait for
 		}
 	}
 	select {
@@ -424,6 +467,11 @@ func (in *Ingress) Close(ctx context.Context) error {
 	in.mu.Lock()
 	for _, b := range in.backends {
 		b.transport.CloseIdleConnections()
+	}
+	for _, e := range in.eggs {
+		for _, b := range e.remotes {
+			b.transport.CloseIdleConnections()
+		}
 	}
 	in.mu.Unlock()
 	in.log.Info("ingress closed")

@@ -113,7 +113,7 @@ func (em *eggMetrics) countStatus(code int) {
 
 var (
 	backendsDesc = prometheus.NewDesc("hatch_ingress_backends",
-		"Backends of an egg by state: ready (in the pool), ejected (a dial failed), draining, unhealthy.",
+		"Backends of an egg by state: ready (in the pool), ejected (a dial failed), draining, unhealthy; remote_ready and remote_ejected count the other hosts running it.",
 		[]string{"egg", "state"}, nil)
 	inflightDesc = prometheus.NewDesc("hatch_ingress_in_flight",
 		"Requests and TCP connections open to an egg's backends.",
@@ -133,7 +133,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, st := range []struct {
 			name string
 			n    int
-		}{{"ready", s.Ready}, {"ejected", s.Ejected}, {"draining", s.Draining}, {"unhealthy", s.Unhealthy}} {
+		}{{"ready", s.Ready}, {"ejected", s.Ejected}, {"draining", s.Draining}, {"unhealthy", s.Unhealthy},
+			{"remote_ready", s.RemoteReady}, {"remote_ejected", s.RemoteEjected}} {
 			ch <- prometheus.MustNewConstMetric(backendsDesc, prometheus.GaugeValue, float64(st.n), s.Egg, st.name)
 		}
 		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(s.InFlight), s.Egg)

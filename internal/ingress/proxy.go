@@ -76,10 +76,13 @@ func (in *Ingress) proxyError(e *egg, w http.ResponseWriter, r *http.Request, er
 type eggTransport struct {
 	in *Ingress
 	e  *egg
+	// localOnly keeps the requests on this host's backends: those of HTTP
+	// streams from peers.
+	localOnly bool
 }
 
 func (t *eggTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	b := t.e.acquire(nil, t.in.now)
+	b := t.e.acquire(nil, t.in.now, t.localOnly)
 	if b == nil {
 		return nil, errNoBackend
 	}
@@ -87,7 +90,7 @@ func (t *eggTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil || !retryable(req, err) {
 		return resp, err
 	}
-	other := t.e.acquire(b, t.in.now)
+	other := t.e.acquire(b, t.in.now, t.localOnly)
 	if other == nil {
 		return nil, err
 	}
@@ -123,6 +126,15 @@ func (t *eggTransport) send(b *backend, req *http.Request) (*http.Response, erro
 	if err != nil {
 		b.releaseHTTP()
 		return nil, err
+	}
+	if b.remote != nil && resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(noBackendHeader) != "" {
+		// The peer has no healthy replica left (they drained or died since
+		// the stream opened): like a failed dial, out for EjectFor, and the
+		// request goes elsewhere if it can.
+		_ = resp.Body.Close() // a short error page; nothing to keep
+		b.releaseHTTP()
+		t.in.eject(b, errors.New("the peer has no healthy replica"))
+		return nil, fmt.Errorf("host %s: %w", b.remote.host, errNoBackend)
 	}
 	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
 		// A WebSocket or other upgraded connection: it lasts until one side

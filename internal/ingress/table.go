@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -24,11 +25,19 @@ type Egg struct {
 	Routes []Route
 	// Ports are the TCP ports published for the egg on this host.
 	Ports []Port
+	// Sockets are Unix sockets whose connections are served like a
+	// published port's: those of the egg's relays on this host's Docker
+	// networks, which stand for it under its name.
+	Sockets []Socket
 	// DrainTimeout bounds Drain for the egg's backends; zero means
 	// Config.DrainTimeout.
 	DrainTimeout time.Duration
 	// Backends are the egg's local containers, healthy or not.
 	Backends []Backend
+	// Remote are the IDs of the other hosts running the egg's replicas,
+	// reached through Config.Peers when no local backend is available.
+	// Requests and connections that came from a peer never go to them.
+	Remote []string
 }
 
 // Route sends the requests for Host whose path is PathPrefix or lies under it
@@ -90,6 +99,17 @@ type Port struct {
 	Target int
 }
 
+// Socket is a Unix socket the ingress listens on for an egg.
+type Socket struct {
+	// Path is where the socket is made (an absolute path; a stale socket
+	// there is replaced, and its directory made if missing).
+	Path string
+	// Target is the egg's port inside its containers. Required: a
+	// connection may go to another host's replica, and the stream there
+	// names the port.
+	Target int
+}
+
 // Backend is one container of an egg.
 type Backend struct {
 	// ContainerID is Docker's ID; Drain and Gone name backends by it.
@@ -108,6 +128,7 @@ func validate(t Table) (Table, error) {
 	eggs := make(map[string]bool, len(t.Eggs))
 	routes := make(map[Route]string)
 	ports := make(map[int]string)
+	sockets := make(map[string]string)
 	containers := make(map[string]string)
 	out := Table{Eggs: make([]Egg, len(t.Eggs))}
 	for i, e := range t.Eggs {
@@ -148,6 +169,28 @@ func validate(t Table) (Table, error) {
 				continue
 			}
 			ports[p.Published] = e.Name
+		}
+		for _, so := range e.Sockets {
+			switch {
+			case !filepath.IsAbs(so.Path):
+				bad("socket %q: want an absolute path", so.Path)
+			case so.Target < 1 || so.Target > 65535:
+				bad("socket %q: target port %d out of range", so.Path, so.Target)
+			case sockets[so.Path] != "":
+				bad("socket %q is already held by egg %q", so.Path, sockets[so.Path])
+			default:
+				sockets[so.Path] = e.Name
+			}
+		}
+		hosts := make(map[string]bool, len(e.Remote))
+		for _, h := range e.Remote {
+			switch {
+			case h == "":
+				bad("a remote host without an ID")
+			case hosts[h]:
+				bad("remote host %q listed twice", h)
+			}
+			hosts[h] = true
 		}
 		for _, b := range e.Backends {
 			if b.ContainerID == "" {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,12 +15,21 @@ import (
 	"go.uber.org/zap"
 )
 
-// portListener serves one published port. Its target can change under it
-// (Update re-points the port) without closing the listener.
+// portListener serves one published port or socket. Its target can change
+// under it (Update re-points the port) without closing the listener.
 type portListener struct {
-	port   int
+	port   int    // the published port; zero for a socket
+	path   string // the socket's path; empty for a port
 	ln     net.Listener
 	target atomic.Pointer[portTarget]
+}
+
+// logField names the listener in logs.
+func (pl *portListener) logField() zap.Field {
+	if pl.path != "" {
+		return zap.String("socket", pl.path)
+	}
+	return zap.Int("port", pl.port)
 }
 
 // portTarget is where a published port's connections go.
@@ -48,6 +59,7 @@ func (in *Ingress) syncPorts(t Table) error {
 		}
 	}
 	var errs []error
+	errs = append(errs, in.syncSockets(t))
 	for port, target := range want {
 		if pl := in.ports[port]; pl != nil {
 			pl.target.Store(target)
@@ -68,6 +80,61 @@ func (in *Ingress) syncPorts(t Table) error {
 	return errors.Join(errs...)
 }
 
+// syncSockets opens, re-points and closes the Unix sockets to match the
+// table, as syncPorts does for ports. The caller holds mu.
+func (in *Ingress) syncSockets(t Table) error {
+	want := make(map[string]*portTarget)
+	for _, spec := range t.Eggs {
+		for _, so := range spec.Sockets {
+			want[so.Path] = &portTarget{egg: in.eggs[spec.Name], port: so.Target}
+		}
+	}
+	for path, pl := range in.sockets {
+		if want[path] == nil {
+			pl.close() // a Unix listener removes its socket file as it closes
+			delete(in.sockets, path)
+			in.log.Info("socket closed", zap.String("socket", path))
+		}
+	}
+	var errs []error
+	for path, target := range want {
+		if pl := in.sockets[path]; pl != nil {
+			pl.target.Store(target)
+			continue
+		}
+		ln, err := listenUnix(path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("socket for egg %q: %w", target.egg.name, err))
+			continue
+		}
+		pl := &portListener{path: path, ln: ln}
+		pl.target.Store(target)
+		in.sockets[path] = pl
+		in.wg.Add(1)
+		go in.acceptLoop(pl)
+		in.log.Info("socket open", zap.String("socket", path), zap.String("egg", target.egg.name))
+	}
+	return errors.Join(errs...)
+}
+
+// listenUnix listens on a Unix socket at path, making its directory and
+// replacing a socket left there by an earlier run (nothing else: a file
+// that is not a socket is an error).
+func listenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	return net.Listen("unix", path)
+}
+
 // acceptLoop hands each connection of a published port to its own goroutine
 // until the listener is closed.
 func (in *Ingress) acceptLoop(pl *portListener) {
@@ -82,7 +149,7 @@ func (in *Ingress) acceptLoop(pl *portListener) {
 			// Out of file descriptors and the like: wait a little, as
 			// net/http does, rather than spin.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			in.log.Warn("accept failed", zap.Int("port", pl.port), zap.Duration("retry_in", delay), zap.Error(err))
+			in.log.Warn("accept failed", pl.logField(), zap.Duration("retry_in", delay), zap.Error(err))
 			select {
 			case <-time.After(delay):
 			case <-in.ctx.Done():
@@ -99,11 +166,14 @@ func (in *Ingress) acceptLoop(pl *portListener) {
 // serveTCP forwards one connection to the least loaded backend, trying a
 // second one if the first cannot be dialled (nothing was sent yet), and
 // closes it when no backend can take it.
+//
+// A port without a target port (zero) uses local backends only: a stream to
+// a peer must name the port.
 func (in *Ingress) serveTCP(t *portTarget, client net.Conn) {
 	defer in.wg.Done()
 	var failed *backend
 	for range 2 {
-		b := t.egg.acquire(failed, in.now)
+		b := t.egg.acquire(failed, in.now, t.port == 0)
 		if b == nil {
 			break
 		}
@@ -123,6 +193,9 @@ func (in *Ingress) serveTCP(t *portTarget, client net.Conn) {
 }
 
 func (in *Ingress) dialTCP(b *backend, port int) (net.Conn, error) {
+	if b.remote != nil {
+		return in.dialRemote(in.ctx, b, port)
+	}
 	addr := b.addr
 	if port != 0 {
 		addr = net.JoinHostPort(b.ip, strconv.Itoa(port))

@@ -47,8 +47,8 @@ func BenchmarkMeshAgainstDirect(b *testing.B) {
 	p := newPair(b, shopWeb, shopSource)
 	p.dialer.add(b, shopWeb, echo)
 	p.dialer.add(b, shopSource, source)
-	web := Workload{"default", "shop", "web"}
-	src := Workload{"default", "shop", "source"}
+	web := Workload{Namespace: "default", Project: "shop", Egg: "web"}
+	src := Workload{Namespace: "default", Project: "shop", Egg: "source"}
 	dialMesh := func(w Workload) func() (net.Conn, error) {
 		return func() (net.Conn, error) { return p.client.DialWorkload(context.Background(), "h-srv", w) }
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 
 	"go.uber.org/zap"
@@ -161,8 +162,21 @@ func (c *Client) DialWorkload(ctx context.Context, peerID string, w Workload) (n
 	}
 }
 
+// DialStream is DialWorkload for a workload ID ("namespace/project/egg") and
+// a port (zero: an HTTP stream): what the ingress's remote backends call.
+func (c *Client) DialStream(ctx context.Context, peerID, workloadID string, port int) (net.Conn, error) {
+	w, err := ParseWorkload(workloadID, port)
+	if err != nil {
+		return nil, err
+	}
+	return c.DialWorkload(ctx, peerID, w)
+}
+
 func (c *Client) open(ctx context.Context, pc *peerConn, peerID string, w Workload) (net.Conn, error) {
 	u := url.URL{Scheme: "https", Host: peerID, Path: streamPath + w.ID()}
+	if w.Port != 0 {
+		u.RawQuery = "port=" + strconv.Itoa(w.Port)
+	}
 	// The stream lives until the connection returned is closed; ctx only
 	// bounds the wait for the answer.
 	sctx, cancel := context.WithCancel(context.Background())

@@ -83,14 +83,16 @@ func testConfig(t testing.TB) Config {
 
 // backends is a Dialer to TCP servers on loopback, one per workload ID.
 type backends struct {
-	mu    sync.Mutex // guards addrs
+	mu    sync.Mutex // guards addrs and asked
 	addrs map[string]string
+	asked []Workload // every workload dialled, in order
 	dials atomic.Int64
 }
 
 func (b *backends) DialWorkload(ctx context.Context, w Workload) (net.Conn, error) {
 	b.dials.Add(1)
 	b.mu.Lock()
+	b.asked = append(b.asked, w)
 	addr, ok := b.addrs[w.ID()]
 	b.mu.Unlock()
 	if !ok {

@@ -36,9 +36,27 @@ func (c Credentials) validate() error {
 	return nil
 }
 
-// Workload names an egg of a project: the target of a stream.
+// Workload names an egg of a project, and what a stream to it carries: the
+// target of a stream.
 type Workload struct {
 	Namespace, Project, Egg string
+	// Port is the port inside a replica that a TCP stream reaches (a
+	// published port's or a relay's connection). Zero marks an HTTP stream:
+	// the peer serves it as an HTTP connection, each request of it proxied
+	// to one of its own replicas, so that a replica draining there gets no
+	// new request even on a connection kept alive.
+	Port int
+}
+
+// ParseWorkload reads a workload ID, namespace/project/egg, for a stream
+// to port (zero: an HTTP stream).
+func ParseWorkload(id string, port int) (Workload, error) {
+	parts := strings.Split(id, "/")
+	if len(parts) != 3 {
+		return Workload{}, fmt.Errorf("workload %q: want namespace/project/egg", id)
+	}
+	w := Workload{Namespace: parts[0], Project: parts[1], Egg: parts[2], Port: port}
+	return w, w.validate()
 }
 
 // ID is the workload ID, namespace/project/egg, as desired states write it.
@@ -49,6 +67,9 @@ func (w Workload) validate() error {
 		if part == "" || strings.ContainsAny(part, "/?#%") {
 			return fmt.Errorf("workload %q: want namespace/project/egg, each part non-empty without '/'", w.ID())
 		}
+	}
+	if w.Port < 0 || w.Port > 65535 {
+		return fmt.Errorf("workload %q: port %d out of range", w.ID(), w.Port)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +51,34 @@ func TestStreamCarriesBytesBothWaysAndHalfCloses(t *testing.T) {
 	}
 	if conn.RemoteAddr().String() != p.ln.Addr().String() {
 		t.Errorf("remote address %v, want the peer's %v", conn.RemoteAddr(), p.ln.Addr())
+	}
+}
+
+// A stream names what it carries: an HTTP stream (port zero) or a TCP
+// stream to a port, which the peer's Dialer gets as Workload.Port.
+func TestStreamCarriesItsPortToTheDialer(t *testing.T) {
+	p := newPair(t, shopWeb)
+	p.dialer.add(t, shopWeb, echo)
+	for _, port := range []int{0, 5432} {
+		conn, err := p.client.DialStream(context.Background(), "h-srv", shopWeb, port)
+		if err != nil {
+			t.Fatalf("port %d: %v", port, err)
+		}
+		conn.Close()
+	}
+	p.dialer.mu.Lock()
+	asked := slices.Clone(p.dialer.asked)
+	p.dialer.mu.Unlock()
+	if len(asked) != 2 || asked[0].Port != 0 || asked[1].Port != 5432 || asked[1].ID() != shopWeb {
+		t.Fatalf("the dialer was asked %+v, want %s for HTTP then port 5432", asked, shopWeb)
+	}
+	for _, bad := range []struct {
+		id   string
+		port int
+	}{{"default/shop", 0}, {shopWeb, 70000}, {shopWeb, -1}} {
+		if _, err := p.client.DialStream(context.Background(), "h-srv", bad.id, bad.port); err == nil {
+			t.Errorf("DialStream(%q, %d) succeeded", bad.id, bad.port)
+		}
 	}
 }
 
@@ -427,7 +456,7 @@ func TestAddressesAreTriedInOrder(t *testing.T) {
 	defer cli.Close()
 	cli.SetPeers(peers)
 	start := time.Now()
-	_, err = cli.DialWorkload(context.Background(), "h-srv", Workload{"default", "shop", "web"})
+	_, err = cli.DialWorkload(context.Background(), "h-srv", Workload{Namespace: "default", Project: "shop", Egg: "web"})
 	if !errors.Is(err, ErrPeerUnreachable) {
 		t.Fatalf("err %v, want ErrPeerUnreachable", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,7 +26,8 @@ type Dialer interface {
 	DialWorkload(ctx context.Context, w Workload) (net.Conn, error)
 }
 
-// streamPath is the prefix of a stream's path: /v1/stream/<ns>/<project>/<egg>.
+// streamPath is the prefix of a stream's path: /v1/stream/<ns>/<project>/<egg>,
+// with ?port=<n> for a TCP stream (none: an HTTP stream; see Workload.Port).
 const streamPath = "/v1/stream/"
 
 // copyBuffer is the size of the buffers a stream's bytes are copied
@@ -267,6 +269,14 @@ func (s *Server) untrack(peer string, c net.Conn) {
 func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	peer, _ := r.Context().Value(peerKey{}).(string)
 	wl := Workload{Namespace: r.PathValue("namespace"), Project: r.PathValue("project"), Egg: r.PathValue("egg")}
+	if p := r.URL.Query().Get("port"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			http.Error(w, fmt.Sprintf("port %q: want a port number", p), http.StatusBadRequest)
+			return
+		}
+		wl.Port = n
+	}
 	if err := wl.validate(); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return

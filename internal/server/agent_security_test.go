@@ -286,7 +286,7 @@ func TestARemovedHostsAgentIsRefusedAndItsContainersKeepRunning(t *testing.T) {
 	agentLogs := &lockedBuffer{}
 	cfg := agent.DefaultConfig()
 	cfg.HostID, cfg.DataDir, cfg.Docker, cfg.ControlPlane, cfg.Logger = id.HostID, t.TempDir(), dock, cp, logger(agentLogs)
-	cfg.Events, cfg.Router, cfg.Changes = quietEvents{}, discardRouter{}, agent.NewSignal()
+	cfg.Events, cfg.Router, cfg.Changes, cfg.Mesh = quietEvents{}, discardRouter{}, agent.NewSignal(), noMesh{}
 	cfg.HeartbeatInterval, cfg.PollWait = 50*time.Millisecond, time.Second
 	cfg.PollRetryMin, cfg.PollRetryMax = 10*time.Millisecond, 50*time.Millisecond
 	a, err := agent.New(cfg)
@@ -368,6 +368,11 @@ type discardRouter struct{}
 
 func (discardRouter) Update(ingress.Table) error { return nil }
 func (discardRouter) Gone(string)                {}
+
+// noMesh is a mesh with no peers: these tests have one host.
+type noMesh struct{}
+
+func (noMesh) SetPeers([]contract.Peer) {}
 
 // followingFake is an in-memory Docker host that does everything at once, its
 // clock following the real one (the agent's).

@@ -196,7 +196,8 @@ func (c *cluster) runAgent(a *clAgent, extra ...string) {
 	c.t.Helper()
 	args := []string{"agent", "--data-dir", a.dataDir,
 		"--ingress-addr", net.JoinHostPort(a.ip, a.ingressPort), "--admin-addr", net.JoinHostPort(a.ip, a.adminPort),
-		"--publish-addr", a.ip, "--secret-dir", a.secretDir, "--converge-interval", "2s"}
+		"--publish-addr", a.ip, "--mesh-addr", net.JoinHostPort(a.ip, "0"),
+		"--secret-dir", a.secretDir, "--converge-interval", "2s"}
 	for k, v := range c.scope.Labels(nil) {
 		args = append(args, "--label", k+"="+v)
 	}

@@ -151,6 +151,7 @@ func newAgentProc(t testing.TB, e *env, interval time.Duration) *agentProc {
 		args: []string{"agent", "--debug",
 			"--data-dir", filepath.Join(dir, "data"),
 			"--ingress-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--publish-addr", "127.0.0.1",
+			"--mesh-addr", "127.0.0.1:0",
 			"--secret-dir", e.scope.ShmDir(),
 			"--converge-interval", interval.String(),
 		},

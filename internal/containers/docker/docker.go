@@ -79,6 +79,10 @@ type Config struct {
 	// Blobs fetches the build contexts of workloads built from a Blob (the
 	// control plane's client). Required.
 	Blobs BlobSource
+	// BuiltinImages are the images the agent carries itself (the relay's),
+	// by reference: one missing on the Engine is built from the context
+	// its function makes, never pulled.
+	BuiltinImages map[string]BuiltinImage
 	// Ingress is told before a container stops. Required.
 	Ingress Ingress
 	// OnChange is called (on the Engine's goroutines, so it must not block)
@@ -91,6 +95,10 @@ type Config struct {
 	// values are never logged.
 	Logger *zap.Logger
 }
+
+// BuiltinImage makes the build context of a built-in image: a tar holding
+// its Dockerfile and files, built FROM scratch with the classic builder.
+type BuiltinImage func() (io.Reader, error)
 
 // DefaultConfig returns the defaults for a host.
 func DefaultConfig(hostID string) Config {

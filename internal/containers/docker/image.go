@@ -66,6 +66,9 @@ func (e *Engine) ensureImage(ctx context.Context, w contract.WorkloadSpec) (stri
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.ImageTimeout)
 	defer cancel()
+	if b, ok := e.cfg.BuiltinImages[ref]; ok && w.Image != "" {
+		return ref, e.buildBuiltin(ctx, ref, b)
+	}
 	if w.Image != "" {
 		return ref, e.pull(ctx, ref)
 	}
@@ -178,6 +181,34 @@ func (e *Engine) buildBlob(ctx context.Context, w contract.WorkloadSpec, ref str
 	defer resp.Body.Close()
 	if err := followProgress(resp.Body, log, "build progress"); err != nil {
 		return fmt.Errorf("build %s: %w", w.ID(), err)
+	}
+	log.Info("built image")
+	return nil
+}
+
+// buildBuiltin builds a built-in image from the context its function makes,
+// with the classic builder (offline, FROM scratch), tagged ref.
+func (e *Engine) buildBuiltin(ctx context.Context, ref string, makeContext BuiltinImage) error {
+	log := e.log.With(zap.String("image", ref))
+	log.Info("building built-in image")
+	tar, err := makeContext()
+	if err != nil {
+		return fmt.Errorf("build %s: %w", ref, err)
+	}
+	resp, err := e.api.ImageBuild(ctx, tar, build.ImageBuildOptions{
+		Tags:        []string{ref},
+		Remove:      true,
+		ForceRemove: true,
+		PullParent:  false,
+		Version:     build.BuilderV1,
+		Labels:      e.labels(map[string]string{containers.LabelManaged: "true"}),
+	})
+	if err != nil {
+		return fmt.Errorf("build %s: %w", ref, err)
+	}
+	defer resp.Body.Close()
+	if err := followProgress(resp.Body, log, "build progress"); err != nil {
+		return fmt.Errorf("build %s: %w", ref, err)
 	}
 	log.Info("built image")
 	return nil
