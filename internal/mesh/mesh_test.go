@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
 )
@@ -465,7 +467,12 @@ func isTimeout(err error) bool {
 }
 
 func TestConfigValidate(t *testing.T) {
-	if err := DefaultConfig().Validate(); err != nil {
+	defaults := func() Config {
+		c := DefaultConfig()
+		c.Logger = zaptest.NewLogger(t)
+		return c
+	}
+	if err := defaults().Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
 	for name, edit := range map[string]func(*Config){
@@ -478,14 +485,15 @@ func TestConfigValidate(t *testing.T) {
 		"no dial timeout":      func(c *Config) { c.DialTimeout = 0 },
 		"no handshake timeout": func(c *Config) { c.HandshakeTimeout = 0 },
 		"no streams":           func(c *Config) { c.MaxConcurrentStreams = 0 },
+		"no logger":            func(c *Config) { c.Logger = nil },
 	} {
-		c := DefaultConfig()
+		c := defaults()
 		edit(&c)
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	both := DefaultConfig()
+	both := defaults()
 	both.Addr, both.DialTimeout = "", 0
 	if err := both.Validate(); err == nil || !strings.Contains(err.Error(), "address") || !strings.Contains(err.Error(), "dial timeout") {
 		t.Errorf("Validate does not join its errors: %v", err)
