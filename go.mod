@@ -4,8 +4,6 @@ go 1.26.8
 
 require github.com/spf13/cobra v1.10.2
 
-require golang.org/x/net v0.59.0
-
 require (
 	github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c // indirect
 	github.com/Microsoft/go-winio v0.6.4 // indirect

@@ -14,7 +14,6 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
-	"golang.org/x/net/http2"
 
 	"github.com/hatchery/hatchery/internal/contract"
 )
@@ -38,7 +37,9 @@ type Client struct {
 	cfg   Config
 	creds Credentials
 	log   *zap.Logger
-	h2    *http2.Transport
+	// h2 makes the connections (NewClientConn): HTTP/2 only, dialled by
+	// dialTLS, which reads from the dial's context which peer it is for.
+	h2    *http.Transport
 	peers peerSet
 
 	mu sync.Mutex // guards conns, dialing and closed
@@ -52,10 +53,16 @@ type Client struct {
 
 // peerConn is one HTTP/2 connection to a peer.
 type peerConn struct {
-	cc     *http2.ClientConn
-	raw    net.Conn
-	remote net.Addr
-	dead   chan struct{} // closed when the connection is closed, for any reason
+	cc            *http.ClientConn
+	local, remote net.Addr
+	dead          chan struct{} // closed when the connection is closed, for any reason
+}
+
+// usable reports whether the connection takes new streams: open, and not
+// draining. A full one (no slot available, streams in flight) is usable:
+// RoundTrip waits for a slot.
+func (pc *peerConn) usable() bool {
+	return pc.cc.Err() == nil && (pc.cc.InFlight() > 0 || pc.cc.Available() > 0)
 }
 
 // NewClient returns a client for creds. It reaches nobody until SetPeers
@@ -67,22 +74,28 @@ func NewClient(cfg Config, creds Credentials) (*Client, error) {
 	if err := creds.validate(); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
-	c := &Client{cfg: cfg, creds: creds, log: log.With(zap.String("component", "mesh-client")),
+	c := &Client{cfg: cfg, creds: creds, log: cfg.Logger.With(zap.String("component", "mesh-client")),
 		conns: map[string]*peerConn{}, dialing: map[string]chan struct{}{}}
-	c.h2 = &http2.Transport{
-		// The ping after KeepAlive without a frame, and death after
-		// KeepAliveTimeout without its answer, are what find a dead peer.
-		ReadIdleTimeout:  cfg.KeepAlive,
-		PingTimeout:      cfg.KeepAliveTimeout,
-		WriteByteTimeout: cfg.HandshakeTimeout,
-		MaxReadFrameSize: 256 << 10,
-		// The stream counts of one connection are the server's to bound;
-		// a full connection makes the caller wait, not a second connection.
-		StrictMaxConcurrentStreams: true,
+	var protocols http.Protocols
+	protocols.SetHTTP2(true)
+	c.h2 = &http.Transport{
+		Protocols:      &protocols,
+		DialTLSContext: c.dialTLS,
+		// A stream is bytes, never compressed.
+		DisableCompression: true,
+		HTTP2: &http.HTTP2Config{
+			// The ping after KeepAlive without a frame, and death after
+			// KeepAliveTimeout without its answer, are what find a dead
+			// peer.
+			SendPingTimeout:  cfg.KeepAlive,
+			PingTimeout:      cfg.KeepAliveTimeout,
+			WriteByteTimeout: cfg.HandshakeTimeout,
+			MaxReadFrameSize: maxFrameSize,
+			// The stream counts of one connection are the server's to
+			// bound; a full connection makes the caller wait, not a
+			// second connection.
+			StrictMaxConcurrentRequests: true,
+		},
 	}
 	return c, nil
 }
@@ -120,7 +133,7 @@ func (c *Client) Alive(peerID string) bool {
 	case <-pc.dead:
 		return false
 	default:
-		return pc.cc.CanTakeNewRequest()
+		return pc.usable()
 	}
 }
 
@@ -152,7 +165,7 @@ func (c *Client) DialWorkload(ctx context.Context, peerID string, w Workload) (n
 			return nil, err
 		}
 		conn, err := c.open(ctx, pc, peerID, w)
-		if err != nil && attempt == 0 && !pc.cc.CanTakeNewRequest() && ctx.Err() == nil {
+		if err != nil && attempt == 0 && !pc.usable() && ctx.Err() == nil {
 			// The connection died under the request (the peer restarted):
 			// one new connection is worth a try.
 			c.drop(peerID, pc)
@@ -215,7 +228,7 @@ func (c *Client) open(ctx context.Context, pc *peerConn, peerID string, w Worklo
 		}
 		return nil, fmt.Errorf("mesh stream to %s on %s: %w: %s", w.ID(), peerID, kind, msg)
 	}
-	return newStreamConn(pw, resp.Body, cancel, pc.raw.LocalAddr(), pc.remote), nil
+	return newStreamConn(pw, resp.Body, cancel, pc.local, pc.remote), nil
 }
 
 // conn returns the live connection to the peer, dialling it when there is
@@ -227,7 +240,7 @@ func (c *Client) conn(ctx context.Context, peerID string) (*peerConn, error) {
 			c.mu.Unlock()
 			return nil, errors.New("mesh: client closed")
 		}
-		if pc := c.conns[peerID]; pc != nil && pc.cc.CanTakeNewRequest() {
+		if pc := c.conns[peerID]; pc != nil && pc.usable() {
 			c.mu.Unlock()
 			return pc, nil
 		}
@@ -313,15 +326,51 @@ func (c *Client) dial(ctx context.Context, peerID string) (*peerConn, error) {
 	return nil, fmt.Errorf("mesh dial %s: %w: %w", peerID, ErrPeerUnreachable, errors.Join(errs...))
 }
 
+// dialKey carries a dial's peer and its result through NewClientConn to
+// dialTLS.
+type dialKey struct{}
+
+// dialing is what dialTLS needs to know (the peer) and what it tells (the
+// connection's addresses).
+type dialing struct {
+	peerID        string
+	local, remote net.Addr
+}
+
 func (c *Client) dialAddr(ctx context.Context, peerID, addr string) (*peerConn, error) {
-	d := net.Dialer{Timeout: c.cfg.DialTimeout}
-	raw, err := d.DialContext(ctx, "tcp", addr)
+	d := &dialing{peerID: peerID}
+	cc, err := c.h2.NewClientConn(context.WithValue(ctx, dialKey{}, d), "https", addr)
+	if err != nil {
+		return nil, err
+	}
+	pc := &peerConn{cc: cc, local: d.local, remote: d.remote, dead: make(chan struct{})}
+	var once sync.Once
+	// Called when the connection closes (a lost ping, a broken read, a
+	// Close), among other changes.
+	cc.SetStateHook(func(cc *http.ClientConn) {
+		if cc.Err() != nil {
+			once.Do(func() { close(pc.dead) })
+		}
+	})
+	return pc, nil
+}
+
+// dialTLS is the transport's dial: TCP with DialTimeout, then the TLS
+// handshake with HandshakeTimeout, the peer's certificate checked to be a
+// host certificate of the host dialled, and HTTP/2 negotiated.
+func (c *Client) dialTLS(ctx context.Context, network, addr string) (net.Conn, error) {
+	d, ok := ctx.Value(dialKey{}).(*dialing)
+	if !ok {
+		return nil, errors.New("mesh: a dial for no peer") // only dialAddr dials
+	}
+	nd := net.Dialer{Timeout: c.cfg.DialTimeout}
+	raw, err := nd.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS13,
-		NextProtos: []string{http2.NextProtoTLS},
+		NextProtos: []string{nextProtoH2},
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return c.creds.Certificate.HostCertificate()
 		},
@@ -330,14 +379,13 @@ func (c *Client) dialAddr(ctx context.Context, peerID, addr string) (*peerConn, 
 		InsecureSkipVerify: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			id, err := verifyPeer(cs.PeerCertificates, c.creds.HostCA, x509.ExtKeyUsageServerAuth, &c.peers)
-			if err == nil && id != peerID {
+			if err == nil && id != d.peerID {
 				err = fmt.Errorf("mesh: %s answered as host %s", addr, id)
 			}
 			return err
 		},
 	}
-	bc := newBatchedConn(raw)
-	tc := tls.Client(bc, cfg)
+	tc := tls.Client(newBufferedConn(raw), cfg)
 	hctx, cancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
 	err = tc.HandshakeContext(hctx)
 	cancel()
@@ -345,28 +393,10 @@ func (c *Client) dialAddr(ctx context.Context, peerID, addr string) (*peerConn, 
 		_ = raw.Close()
 		return nil, err
 	}
-	if p := tc.ConnectionState().NegotiatedProtocol; p != http2.NextProtoTLS {
+	if p := tc.ConnectionState().NegotiatedProtocol; p != nextProtoH2 {
 		_ = raw.Close()
 		return nil, fmt.Errorf("the peer speaks %q, not HTTP/2", p)
 	}
-	wc := &watchedConn{Conn: &batchedTLS{Conn: tc, raw: bc}, closed: make(chan struct{})}
-	cc, err := c.h2.NewClientConn(wc)
-	if err != nil {
-		_ = wc.Close()
-		return nil, err
-	}
-	return &peerConn{cc: cc, raw: tc, remote: raw.RemoteAddr(), dead: wc.closed}, nil
-}
-
-// watchedConn tells when the HTTP/2 transport closes its connection (a
-// lost ping, a broken read, a Close).
-type watchedConn struct {
-	net.Conn
-	once   sync.Once
-	closed chan struct{}
-}
-
-func (w *watchedConn) Close() error {
-	w.once.Do(func() { close(w.closed) })
-	return w.Conn.Close()
+	d.local, d.remote = raw.LocalAddr(), raw.RemoteAddr()
+	return tc, nil
 }

@@ -17,8 +17,7 @@
 //     frame, the connection closed when it goes unanswered KeepAliveTimeout,
 //     so about two seconds with the defaults; and by a failed dial.
 //
-// Streams are HTTP/2 requests (golang.org/x/net/http2, no framing of our
-// own): POST /v1/stream/<namespace>/<project>/<egg>, the request body the
+// Streams are HTTP/2 requests (net/http's HTTP/2, no framing of our own): POST /v1/stream/<namespace>/<project>/<egg>, the request body the
 // caller's bytes and the response body the workload's. The caller's
 // half-close (CloseWrite) reaches the workload as EOF and the workload can
 // still answer; the workload's end of output ends the stream both ways (an
@@ -59,12 +58,13 @@ type Config struct {
 	MaxConcurrentStreams uint32
 	// DialWorkloadTimeout bounds the Dialer's call for one stream.
 	DialWorkloadTimeout time.Duration
-	// Logger may be nil (no logs).
+	// Logger is where the mesh logs (required: DefaultConfig leaves it to
+	// the caller).
 	Logger *zap.Logger
 }
 
 // DefaultConfig returns the defaults: port 7702, a ping after 1 s without a
-// frame and the peer dead 1 s later.
+// frame and the peer dead 1 s later. It has no Logger: the caller sets one.
 func DefaultConfig() Config {
 	return Config{
 		Addr:                 ":" + strconv.Itoa(DefaultPort),
@@ -105,6 +105,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConcurrentStreams < 1 {
 		errs = append(errs, errors.New("mesh max concurrent streams must be at least 1"))
+	}
+	if c.Logger == nil {
+		errs = append(errs, errors.New("mesh: no logger"))
 	}
 	return errors.Join(errs...)
 }

@@ -75,9 +75,7 @@ func hostCert(t testing.TB, ca *pki.HostCA, hostID string) *tls.Certificate {
 func testConfig(t testing.TB) Config {
 	cfg := DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
-	if tt, ok := t.(*testing.T); ok {
-		cfg.Logger = zaptest.NewLogger(tt)
-	}
+	cfg.Logger = zaptest.NewLogger(t)
 	return cfg
 }
 

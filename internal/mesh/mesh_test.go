@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
 )
@@ -396,6 +398,70 @@ func TestManyConcurrentStreamsShareOneConnection(t *testing.T) {
 	}
 }
 
+// A connection at the server's stream limit makes a new stream wait for a
+// slot: it neither fails nor opens a second connection.
+func TestAFullConnectionMakesTheCallerWait(t *testing.T) {
+	p := newPair(t, shopWeb)
+	p.dialer.add(t, shopWeb, echo)
+	cfg := testConfig(t)
+	cfg.MaxConcurrentStreams = 2
+	srv, err := NewServer(cfg, p.cluster.creds(t, "h-srv"), p.dialer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &countingListener{Listener: raw}
+	if err := srv.Serve(ln); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close(context.Background()) })
+	peers := append(p.peers[:0:0], p.peers...)
+	peers[0].Addresses = []string{ln.Addr().String()}
+	srv.SetPeers(peers)
+	p.client.SetPeers(peers)
+
+	var open []net.Conn
+	for range 2 {
+		conn, err := p.dial(t, shopWeb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		open = append(open, conn)
+	}
+	third := make(chan error, 1)
+	go func() {
+		conn, err := p.dial(t, shopWeb)
+		if err == nil {
+			conn.Close()
+		}
+		third <- err
+	}()
+	select {
+	case err := <-third:
+		t.Fatalf("a third stream on a connection of two: %v, want it to wait", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if !p.client.Alive("h-srv") {
+		t.Fatal("a full connection counts as dead")
+	}
+	open[0].Close()
+	select {
+	case err := <-third:
+		if err != nil {
+			t.Fatalf("the waiting stream: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting stream did not get the freed slot")
+	}
+	if n := ln.n.Load(); n != 1 {
+		t.Errorf("%d connections, want 1", n)
+	}
+}
+
 func TestLargeTransferArrivesIntact(t *testing.T) {
 	p := newPair(t, shopWeb)
 	p.dialer.add(t, shopWeb, echo)
@@ -494,7 +560,12 @@ func isTimeout(err error) bool {
 }
 
 func TestConfigValidate(t *testing.T) {
-	if err := DefaultConfig().Validate(); err != nil {
+	defaults := func() Config {
+		c := DefaultConfig()
+		c.Logger = zaptest.NewLogger(t)
+		return c
+	}
+	if err := defaults().Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
 	for name, edit := range map[string]func(*Config){
@@ -507,14 +578,15 @@ func TestConfigValidate(t *testing.T) {
 		"no dial timeout":      func(c *Config) { c.DialTimeout = 0 },
 		"no handshake timeout": func(c *Config) { c.HandshakeTimeout = 0 },
 		"no streams":           func(c *Config) { c.MaxConcurrentStreams = 0 },
+		"no logger":            func(c *Config) { c.Logger = nil },
 	} {
-		c := DefaultConfig()
+		c := defaults()
 		edit(&c)
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	both := DefaultConfig()
+	both := defaults()
 	both.Addr, both.DialTimeout = "", 0
 	if err := both.Validate(); err == nil || !strings.Contains(err.Error(), "address") || !strings.Contains(err.Error(), "dial timeout") {
 		t.Errorf("Validate does not join its errors: %v", err)

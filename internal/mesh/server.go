@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/net/http2"
 
 	"github.com/hatchery/hatchery/internal/contract"
 )
@@ -32,11 +31,18 @@ const streamPath = "/v1/stream/"
 
 // copyBuffer is the size of the buffers a stream's bytes are copied
 // through, and workloadReadBuffer that of the one the workload's answer is
-// read into: larger, since each read becomes one HTTP/2 DATA frame, sent in
-// one system call (see batchedConn); fewer, larger frames cost less CPU.
+// read into: larger, since each read becomes one HTTP/2 DATA frame; fewer,
+// larger frames cost less CPU.
 const (
 	copyBuffer         = 32 << 10
 	workloadReadBuffer = 64 << 10
+)
+
+// nextProtoH2 is HTTP/2's ALPN name, the only protocol of the mesh, and
+// maxFrameSize the largest frame either end reads.
+const (
+	nextProtoH2  = "h2"
+	maxFrameSize = 256 << 10
 )
 
 // Server serves this host's mesh port. Start listens, Close stops it.
@@ -45,21 +51,25 @@ type Server struct {
 	creds  Credentials
 	dialer Dialer
 	log    *zap.Logger
-	h2     *http2.Server
 	tls    *tls.Config
-	mux    *http.ServeMux
 	peers  peerSet
+	// h2 serves the streams of the connections serveConn authenticated and
+	// handed over through authed.
+	h2     *http.Server
+	authed *handoff
 
 	mu sync.Mutex // guards ln, conns and closed
 	ln net.Listener
-	// conns are the open connections by peer host ID, closed when the host
-	// leaves the valid set.
-	conns  map[string]map[net.Conn]struct{}
+	// conns are the open connections and their peer's host ID, closed when
+	// the host leaves the valid set.
+	conns  map[net.Conn]string
 	closed bool
 
 	ctx    context.Context // ends at Close: every connection's and stream's
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the accept loop and the connections
+	// wg counts the accept loop, h2's Serve, and each connection from its
+	// accept until h2 is done with it (or it is refused).
+	wg sync.WaitGroup
 }
 
 // NewServer returns a server for creds, dialling workloads with dialer. It
@@ -74,24 +84,39 @@ func NewServer(cfg Config, creds Credentials, dialer Dialer) (*Server, error) {
 	if dialer == nil {
 		return nil, errors.New("mesh: the server needs a workload dialer")
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
+	s := &Server{cfg: cfg, creds: creds, dialer: dialer, log: cfg.Logger.With(zap.String("component", "mesh-server")),
+		conns: map[net.Conn]string{}}
+	// What net/http has to say (a panicking handler, a broken connection)
+	// goes to our log.
+	errLog, err := zap.NewStdLogAt(s.log, zap.WarnLevel)
+	if err != nil {
+		return nil, fmt.Errorf("mesh server log: %w", err)
 	}
-	s := &Server{cfg: cfg, creds: creds, dialer: dialer, log: log.With(zap.String("component", "mesh-server")),
-		conns: map[string]map[net.Conn]struct{}{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.h2 = &http2.Server{
-		MaxConcurrentStreams:         cfg.MaxConcurrentStreams,
-		MaxReadFrameSize:             256 << 10,
-		MaxUploadBufferPerConnection: 16 << 20,
-		MaxUploadBufferPerStream:     1 << 20,
-		ReadIdleTimeout:              cfg.KeepAlive,
-		PingTimeout:                  cfg.KeepAliveTimeout,
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+streamPath+"{namespace}/{project}/{egg}", s.stream)
+	var protocols http.Protocols
+	protocols.SetHTTP2(true)
+	s.h2 = &http.Server{
+		Handler:   mux,
+		Protocols: &protocols,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          int(cfg.MaxConcurrentStreams),
+			MaxReadFrameSize:              maxFrameSize,
+			MaxReceiveBufferPerConnection: 16 << 20,
+			MaxReceiveBufferPerStream:     1 << 20,
+			SendPingTimeout:               cfg.KeepAlive,
+			PingTimeout:                   cfg.KeepAliveTimeout,
+		},
+		// Streams end when Close is called, and know their peer.
+		BaseContext: func(net.Listener) context.Context { return s.ctx },
+		ConnContext: s.connContext,
+		ConnState:   s.connState,
+		ErrorLog:    errLog,
 	}
 	s.tls = &tls.Config{
 		MinVersion: tls.VersionTLS13,
-		NextProtos: []string{http2.NextProtoTLS},
+		NextProtos: []string{nextProtoH2},
 		ClientAuth: tls.RequireAndVerifyClientCert,
 		ClientCAs:  creds.HostCA,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -103,8 +128,6 @@ func NewServer(cfg Config, creds Credentials, dialer Dialer) (*Server, error) {
 			return err
 		},
 	}
-	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("POST "+streamPath+"{namespace}/{project}/{egg}", s.stream)
 	return s, nil
 }
 
@@ -118,8 +141,8 @@ func (s *Server) SetPeers(peers []contract.Peer) {
 	}
 	s.mu.Lock()
 	var closing []net.Conn
-	for _, id := range gone {
-		for c := range s.conns[id] {
+	for c, peer := range s.conns {
+		if slices.Contains(gone, peer) {
 			closing = append(closing, c)
 		}
 	}
@@ -150,8 +173,13 @@ func (s *Server) Serve(ln net.Listener) error {
 		return errors.New("mesh: server already started or closed")
 	}
 	s.ln = ln
-	s.wg.Add(1)
+	s.authed = &handoff{addr: ln.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
+	s.wg.Add(2)
 	go s.acceptLoop(ln)
+	go func() {
+		defer s.wg.Done()
+		_ = s.h2.Serve(s.authed) // returns once Close closes authed
+	}()
 	return nil
 }
 
@@ -173,12 +201,11 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.ln != nil {
 		_ = s.ln.Close()
 	}
-	for _, cs := range s.conns {
-		for c := range cs {
-			_ = c.Close()
-		}
+	for c := range s.conns {
+		_ = c.Close()
 	}
 	s.mu.Unlock()
+	_ = s.h2.Close() // closes authed, and the connections h2 holds
 	s.cancel()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
@@ -213,13 +240,17 @@ func (s *Server) acceptLoop(ln net.Listener) {
 
 type peerKey struct{}
 
-// serveConn authenticates one connection and serves its streams until it
-// ends, is closed by SetPeers or by Close.
+// serveConn authenticates one connection and hands it over to h2, which
+// serves its streams until it ends, is closed by SetPeers or by Close.
 func (s *Server) serveConn(raw net.Conn) {
-	defer s.wg.Done()
-	defer raw.Close()
-	bc := newBatchedConn(raw)
-	tc := tls.Server(bc, s.tls)
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			_ = raw.Close()
+			s.wg.Done()
+		}
+	}()
+	tc := tls.Server(newBufferedConn(raw), s.tls)
 	hctx, cancel := context.WithTimeout(s.ctx, s.cfg.HandshakeTimeout)
 	err := tc.HandshakeContext(hctx)
 	cancel()
@@ -228,13 +259,36 @@ func (s *Server) serveConn(raw net.Conn) {
 		s.log.Debug("mesh handshake refused", zap.String("remote", raw.RemoteAddr().String()), zap.Error(err))
 		return
 	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p != nextProtoH2 {
+		s.log.Debug("mesh connection refused: not HTTP/2", zap.String("remote", raw.RemoteAddr().String()), zap.String("protocol", p))
+		return
+	}
 	peer, err := verifyPeer(tc.ConnectionState().PeerCertificates, s.creds.HostCA, x509.ExtKeyUsageClientAuth, &s.peers)
 	if err != nil || !s.track(peer, tc) { // removed between the handshake and now, or closing
 		return
 	}
-	defer s.untrack(peer, tc)
-	ctx := context.WithValue(s.ctx, peerKey{}, peer)
-	s.h2.ServeConn(&batchedTLS{Conn: tc, raw: bc}, &http2.ServeConnOpts{Context: ctx, Handler: s.mux, BaseConfig: &http.Server{}})
+	select {
+	case s.authed.conns <- tc:
+		handedOver = true // connState untracks it and counts it done
+	case <-s.authed.done:
+		s.untrack(tc)
+	}
+}
+
+// connContext gives the streams of a connection its peer's host ID.
+func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
+	s.mu.Lock()
+	peer := s.conns[c]
+	s.mu.Unlock()
+	return context.WithValue(ctx, peerKey{}, peer)
+}
+
+// connState forgets a connection h2 is done with.
+func (s *Server) connState(c net.Conn, state http.ConnState) {
+	if state == http.StateClosed || state == http.StateHijacked {
+		s.untrack(c)
+		s.wg.Done()
+	}
 }
 
 // track registers a connection under its peer, unless the peer has left the
@@ -247,21 +301,40 @@ func (s *Server) track(peer string, c net.Conn) bool {
 	if _, ok := s.peers.get(peer); !ok || s.closed {
 		return false
 	}
-	if s.conns[peer] == nil {
-		s.conns[peer] = map[net.Conn]struct{}{}
-	}
-	s.conns[peer][c] = struct{}{}
+	s.conns[c] = peer
 	return true
 }
 
-func (s *Server) untrack(peer string, c net.Conn) {
+func (s *Server) untrack(c net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.conns[peer], c)
-	if len(s.conns[peer]) == 0 {
-		delete(s.conns, peer)
+	delete(s.conns, c)
+}
+
+// handoff is the listener h2 serves: the connections serveConn has
+// authenticated and tracked, already past their handshake.
+type handoff struct {
+	addr  net.Addr
+	conns chan net.Conn
+	once  sync.Once
+	done  chan struct{} // closed by Close
+}
+
+func (h *handoff) Accept() (net.Conn, error) {
+	select {
+	case c := <-h.conns:
+		return c, nil
+	case <-h.done:
+		return nil, net.ErrClosed
 	}
 }
+
+func (h *handoff) Close() error {
+	h.once.Do(func() { close(h.done) })
+	return nil
+}
+
+func (h *handoff) Addr() net.Addr { return h.addr }
 
 // stream serves one stream: authorization, the dial of a local replica, then
 // bytes both ways until the workload's side ends (the stream then ends) or
