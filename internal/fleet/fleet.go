@@ -76,6 +76,10 @@ type Deps struct {
 	// HostCA signs the certificates hosts present to each other on the
 	// mesh (pki.HostCA): a CA of their own, never the one clients pin.
 	HostCA HostSigner
+	// Peers rewrites the valid host set in every host's desired state
+	// (provider.Set): the fleet calls it when that set or a host's mesh
+	// addresses change, and once at start.
+	Peers  PeerSyncer
 	Logger *zap.Logger
 	// Now is the clock.
 	Now func() time.Time
@@ -84,7 +88,7 @@ type Deps struct {
 func (d Deps) validate() error {
 	if d.Liveness == nil || d.Statuses == nil || d.Desired == nil || d.Events == nil || d.Retention == nil ||
 		d.Applies == nil || d.Projects == nil || d.JoinTokens == nil || d.Members == nil || d.Blobs == nil ||
-		d.HostCA == nil || d.Logger == nil || d.Now == nil {
+		d.HostCA == nil || d.Peers == nil || d.Logger == nil || d.Now == nil {
 		return errors.New("fleet: every dependency must be set")
 	}
 	if err := CheckFingerprint(d.Fingerprint); err != nil {
@@ -100,6 +104,20 @@ type HostSigner interface {
 	SignHost(csrPEM []byte, hostID string, now time.Time) ([]byte, error)
 	// CertPEM is the host CA's certificate.
 	CertPEM() []byte
+}
+
+// PeerSyncer rewrites every host's valid host set; provider.Set is one.
+type PeerSyncer interface {
+	SyncPeers(ctx context.Context) error
+}
+
+// syncPeers brings every host's valid host set up to date after why; a
+// failure is logged, not returned: what caused it has happened, and the next
+// change or start writes the set again.
+func (s *Service) syncPeers(ctx context.Context, why string) {
+	if err := s.deps.Peers.SyncPeers(ctx); err != nil {
+		s.log.Warn("the hosts' valid host set was not rewritten", zap.String("after", why), zap.Error(err))
+	}
 }
 
 // Service is the fleet. Start marks every host unknown and launches the
@@ -146,6 +164,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.liveness.begin(ctx); err != nil {
 		return fmt.Errorf("mark hosts unknown: %w", err)
 	}
+	// States written by an older server carry no valid host set, and the
+	// mesh accepts nobody until they do.
+	s.syncPeers(ctx, "start")
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = cancel
 	// Liveness checks four times per timeout, so a silent host is down

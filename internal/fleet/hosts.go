@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -118,7 +119,20 @@ func (s *Service) Report(ctx context.Context, host string, report contract.Statu
 	if err := s.recordRollouts(ctx, host, prevBody, report, now); err != nil {
 		s.log.Warn("rollout events not recorded", zap.String("host", host), zap.Error(err))
 	}
+	if meshAddressesChanged(prevBody, report) {
+		s.syncPeers(ctx, "new mesh addresses")
+	}
 	return nil
+}
+
+// meshAddressesChanged says whether a report's mesh addresses differ from the
+// previous report's (none: the host's first report since it had addresses).
+func meshAddressesChanged(prevBody []byte, report contract.StatusReport) bool {
+	if prevBody == nil {
+		return len(report.MeshAddresses) > 0
+	}
+	prev, err := contract.DecodeStatusReport(bytes.NewReader(prevBody))
+	return err != nil || !slices.Equal(prev.MeshAddresses, report.MeshAddresses)
 }
 
 func (s *Service) recordRollouts(ctx context.Context, host string, prevBody []byte, report contract.StatusReport, now time.Time) error {

@@ -84,6 +84,7 @@ func (s *Service) Join(ctx context.Context, joinToken string, req api.JoinReques
 		answer.Certificate, answer.HostCA = string(cert), string(s.deps.HostCA.CertPEM())
 	}
 	s.log.Info("host joined", zap.String("host", id), zap.String("name", name), zap.Bool("certificate", answer.Certificate != ""))
+	s.syncPeers(ctx, "join")
 	return answer, nil
 }
 
@@ -199,5 +200,7 @@ func (s *Service) RemoveHost(ctx context.Context, ref string) (api.RemovedHost, 
 		return api.RemovedHost{}, err
 	}
 	s.log.Info("host removed", zap.String("host", h.ID), zap.String("name", h.Name))
+	// Its peers close its mesh connections as soon as their states say so.
+	s.syncPeers(ctx, "host removal")
 	return api.RemovedHost{ID: h.ID, Name: h.Name, JoinedAt: h.JoinedAt, RemovedAt: h.RemovedAt}, nil
 }

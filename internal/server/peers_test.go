@@ -1,0 +1,66 @@
+package server
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/contract"
+)
+
+// The valid host set in every state follows the fleet: a host that joins is
+// listed (its peers' meshes accept it), its mesh addresses once it reports
+// them, and a removed host is gone at once (its peers close its connections).
+func TestEveryStatesValidHostSetFollowsJoinsReportsAndRemovals(t *testing.T) {
+	h := newHarness(t, DefaultConfig(), &clock{now: time.Now()})
+	ctx := t.Context()
+	if _, err := h.store.PutStatus(ctx, "h1", []byte(report("h1")), h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	h.publish("h1", 1, "x")
+	if err := h.srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	peersOfH1 := func() []contract.Peer {
+		t.Helper()
+		return decode[contract.DesiredState](t, h.do("GET", "/api/v1/hosts/h1/desired-state", nil), 200).Peers
+	}
+	find := func(peers []contract.Peer, id string) (contract.Peer, bool) {
+		i := slices.IndexFunc(peers, func(p contract.Peer) bool { return p.HostID == id })
+		if i < 0 {
+			return contract.Peer{}, false
+		}
+		return peers[i], true
+	}
+	if _, ok := find(peersOfH1(), "h1"); !ok {
+		t.Fatalf("after the start h1's state lists %+v, want h1 itself", peersOfH1())
+	}
+
+	jt, err := h.fleet.CreateJoinToken(ctx, api.CreateJoinTokenRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined, err := h.fleet.Join(ctx, jt.Token, api.JoinRequest{Name: "beta"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := find(peersOfH1(), joined.HostID); !ok || p.Name != "beta" {
+		t.Fatalf("after beta joined h1's state lists %+v, want beta", peersOfH1())
+	}
+
+	beta := contract.StatusReport{HostID: joined.HostID, Time: time.Now(), MeshAddresses: []string{"10.210.9.2:7702"}}
+	if err := h.fleet.Report(ctx, joined.HostID, beta); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := find(peersOfH1(), joined.HostID); !slices.Equal(p.Addresses, []string{"10.210.9.2:7702"}) {
+		t.Fatalf("after beta reported its mesh address, h1's state says %+v", p)
+	}
+
+	if _, err := h.fleet.RemoveHost(ctx, "beta"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := find(peersOfH1(), joined.HostID); ok {
+		t.Fatalf("after beta was removed h1's state still lists it: %+v", peersOfH1())
+	}
+}
