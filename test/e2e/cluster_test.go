@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -45,19 +46,30 @@ func TestClusterRunsTheDemoAndAChangeOfWebRollsOnlyWeb(t *testing.T) {
 	file := filepath.Join(dir, "hatch.yaml")
 	c.mustHatch(nil, "apply", "-f", file, "--yes")
 
-	// web references kv's address, so both run on kv's host.
+	// web references kv's address but no longer runs beside it: its
+	// replicas spread over both hosts, and those on the host without kv
+	// reach it through that host's relay and the mesh.
 	kv := c.projectContainers("default", "demo", "kv", "")
 	if len(kv) != 1 {
 		t.Fatalf("%d kv containers, want 1", len(kv))
 	}
-	host := c.agentOf(kv[0].Labels)
-	webBefore := containerIDs(c.projectContainers("default", "demo", "web", host.hostID))
+	webBefore := containerIDs(c.projectContainers("default", "demo", "web", ""))
 	if len(webBefore) != 3 {
-		t.Fatalf("%d web containers beside kv on %s, want 3", len(webBefore), host.name)
+		t.Fatalf("%d web containers, want 3", len(webBefore))
 	}
-	first := c.demoPage(host)
-	if !strings.Contains(first, "version: 1\n") || !strings.Contains(first, "visits: ") {
-		t.Fatalf("the demo answered %q", first)
+	kvHost := c.agentOf(kv[0].Labels)
+	for _, a := range c.agents {
+		if n := len(c.projectContainers("default", "demo", "web", a.hostID)); n == 0 {
+			t.Fatalf("no web replica on %s: web should spread over both hosts", a.name)
+		}
+	}
+	// Every host's ingress serves the demo, and the page it gets has kv's
+	// count, whichever host's web replica made it.
+	for _, a := range c.agents {
+		page := c.demoPageWithVisits(a)
+		if !strings.Contains(page, "version: 1\n") {
+			t.Fatalf("the demo answered %q via %s", page, a.name)
+		}
 	}
 
 	out := c.mustHatch([]string{"DEMO_VERSION=2"}, "apply", "-f", file, "--yes")
@@ -66,7 +78,7 @@ func TestClusterRunsTheDemoAndAChangeOfWebRollsOnlyWeb(t *testing.T) {
 	}
 	// The last replaced container may still be stopping when apply returns.
 	dockertest.Eventually(t, 20*time.Second, 200*time.Millisecond, func() error {
-		webAfter := containerIDs(c.projectContainers("default", "demo", "web", host.hostID))
+		webAfter := containerIDs(c.projectContainers("default", "demo", "web", ""))
 		if len(webAfter) != 3 || slices.ContainsFunc(webAfter, func(id string) bool { return slices.Contains(webBefore, id) }) {
 			return fmt.Errorf("web containers %v after the roll, want 3 new ones (before: %v)", webAfter, webBefore)
 		}
@@ -77,11 +89,13 @@ func TestClusterRunsTheDemoAndAChangeOfWebRollsOnlyWeb(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if code, body, err := viaIngress(ctx, host, "demo.localhost", "/version"); err != nil || code != 200 || body != "2\n" {
+	if code, body, err := viaIngress(ctx, kvHost, "demo.localhost", "/version"); err != nil || code != 200 || body != "2\n" {
 		t.Fatalf("/version after the roll = %d %q %v, want 2", code, body, err)
 	}
-	if page := c.demoPage(host); !strings.Contains(page, "version: 2\n") {
-		t.Fatalf("the demo answered %q after the roll", page)
+	for _, a := range c.agents {
+		if page := c.demoPageWithVisits(a); !strings.Contains(page, "version: 2\n") {
+			t.Fatalf("the demo answered %q via %s after the roll", page, a.name)
+		}
 	}
 }
 
@@ -89,8 +103,11 @@ func TestClusterDestroyRemovesEverythingButVolumesUnlessAsked(t *testing.T) {
 	c := newCluster(t, clusterOptions{})
 	dir := demoProject(t, "")
 	c.mustHatch(nil, "apply", "-f", filepath.Join(dir, "hatch.yaml"), "--yes")
-	if cs, ns, vs := c.projectObjects("default", "demo"); cs != 4 || ns != 1 || vs != 1 {
-		t.Fatalf("deployed: %d containers, %d networks, %d volumes; want 4, 1, 1", cs, ns, vs)
+	// The project's containers are its 4 replicas and the relays that stand
+	// for kv beside the web replicas of each host (one network per host).
+	web, kv := len(c.projectContainers("default", "demo", "web", "")), len(c.projectContainers("default", "demo", "kv", ""))
+	if cs, ns, vs := c.projectObjects("default", "demo"); web != 3 || kv != 1 || cs < 4 || ns != 2 || vs != 1 {
+		t.Fatalf("deployed: %d web, %d kv, %d containers in all, %d networks, %d volumes; want 3, 1, 4 and relays, 2, 1", web, kv, cs, ns, vs)
 	}
 	out := c.mustHatch(nil, "destroy", "demo", "--yes")
 	if !strings.Contains(out, "Every container of default/demo is gone.") {
@@ -236,6 +253,23 @@ func (c *cluster) demoPage(a *clAgent) string {
 			return fmt.Errorf("GET demo.localhost via %s: %d %v", a.name, code, err)
 		}
 		page = body
+		return nil
+	})
+	return page
+}
+
+// demoPageWithVisits is demoPage once every web replica behind a's ingress
+// reaches kv: a few pages in a row, each with a visit count.
+func (c *cluster) demoPageWithVisits(a *clAgent) string {
+	c.t.Helper()
+	var page string
+	dockertest.Eventually(c.t, 30*time.Second, 200*time.Millisecond, func() error {
+		for range 6 {
+			page = c.demoPage(a)
+			if !regexp.MustCompile(`visits: [0-9]+\n`).MatchString(page) {
+				return fmt.Errorf("via %s the demo answered %q, without a visit count", a.name, page)
+			}
+		}
 		return nil
 	})
 	return page
