@@ -109,6 +109,15 @@ func newCluster(t testing.TB, opts clusterOptions) *cluster {
 	if opts.hosts > 0 {
 		start := time.Now()
 		c.net = netcluster.Start(t, opts.hosts)
+		// The hosts reach each other, as a cluster's do: their agents'
+		// meshes carry eggs' traffic between them.
+		for i, a := range c.net.Hosts {
+			for _, b := range c.net.Hosts[i+1:] {
+				if err := c.net.Allow(a, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		c.startServer(opts.liveness, c.net.ServerIP)
 		for _, h := range c.net.Hosts {
 			c.startAgent(h.Name, h.IP, h)

@@ -384,3 +384,77 @@ func (f *netForeign) check(t *testing.T, restarted *clAgent) {
 		}
 	}
 }
+
+// TestNetClusterWebReachesKvFromEveryHost: the demo on three hosts of their
+// own, web's six replicas spread over all three and kv (stateful) on one.
+// Every web replica reaches kv by name wherever it runs (through its host's
+// relay and the mesh when kv is elsewhere), and every host's ingress serves
+// the demo, kv's visit count included; a roll of web changes nothing of
+// that, and kv is untouched.
+func TestNetClusterWebReachesKvFromEveryHost(t *testing.T) {
+	c := newCluster(t, clusterOptions{hosts: 3})
+	dir := demoProject(t, "")
+	file := filepath.Join(dir, "hatch.yaml")
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(strings.Replace(string(raw), "replicas: 3", "replicas: 6", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	applied := time.Now()
+	c.mustHatch(nil, "apply", "-f", file, "--yes")
+	t.Logf("demo applied over 3 hosts in %v", time.Since(applied).Round(time.Millisecond))
+
+	kv := c.demoContainers("kv")
+	if len(kv) != 1 {
+		t.Fatalf("%d kv containers on the three engines, want 1", len(kv))
+	}
+	for _, a := range c.agents {
+		if n := len(c.demoContainersOn(a, "web")); n != 2 {
+			t.Fatalf("%d web replicas on %s's engine, want 2 of the 6 on each host", n, a.name)
+		}
+	}
+	reached := time.Now()
+	for _, a := range c.agents {
+		c.demoPageWithVisits(a)
+	}
+	t.Logf("every host's ingress served pages with kv's count %v after the apply returned", time.Since(reached).Round(time.Millisecond))
+
+	c.mustHatch([]string{"DEMO_VERSION=2"}, "apply", "-f", file, "--yes")
+	for _, a := range c.agents {
+		if page := c.demoPageWithVisits(a); !strings.Contains(page, "version: 2\n") {
+			t.Fatalf("via %s after the roll: %q", a.name, page)
+		}
+	}
+	if ids := containerIDs(c.demoContainers("kv")); len(ids) != 1 || ids[0] != kv[0].ID {
+		t.Fatalf("kv is now %v, want it untouched (%s)", ids, kv[0].ID)
+	}
+}
+
+// demoContainersOn lists the running containers of the demo's egg on a's
+// engine, carrying a's host ID.
+func (c *cluster) demoContainersOn(a *clAgent, egg string) []container.Summary {
+	c.t.Helper()
+	f := filters.NewArgs(
+		filters.Arg("label", containers.LabelManaged+"=true"),
+		filters.Arg("label", containers.LabelHost+"="+a.hostID),
+		filters.Arg("label", containers.LabelProject+"=demo"),
+		filters.Arg("label", containers.LabelEgg+"="+egg))
+	ctx, cancel := context.WithTimeout(c.t.Context(), 10*time.Second)
+	defer cancel()
+	list, err := a.host.Docker().ContainerList(ctx, container.ListOptions{Filters: f})
+	if err != nil {
+		c.t.Fatalf("containers on %s: %v", a.name, err)
+	}
+	return list
+}
+
+// demoContainers is demoContainersOn every host.
+func (c *cluster) demoContainers(egg string) []container.Summary {
+	var all []container.Summary
+	for _, a := range c.agents {
+		all = append(all, c.demoContainersOn(a, egg)...)
+	}
+	return all
+}
