@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"go.uber.org/zap/zaptest"
 	"io"
 	"log"
 	"net/http"
@@ -101,7 +102,7 @@ func TestJoinTradesTheJoinTokenForAHostIdentity(t *testing.T) {
 	if err := keepJoinCertificate(dir, "h-123", key, joined.HostCert); err != nil {
 		t.Fatal(err)
 	}
-	certs, err := OpenHostCerts(dir, "h-123", unreachable{}, nil)
+	certs, err := OpenHostCerts(dir, "h-123", unreachable{}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,11 +66,8 @@ type HostCerts struct {
 // is this host's: a missing, mismatched or foreign one is left for Ensure
 // or Run to replace.
 func OpenHostCerts(dataDir, hostID string, renewer CertificateRenewer, log *zap.Logger) (*HostCerts, error) {
-	if renewer == nil {
-		return nil, errors.New("host certificates: no renewer")
-	}
-	if log == nil {
-		log = zap.NewNop()
+	if renewer == nil || log == nil {
+		return nil, errors.New("host certificates: a renewer and a logger are needed")
 	}
 	h := &HostCerts{dir: dataDir, hostID: hostID, renewer: renewer, now: time.Now, log: log.With(zap.String("component", "host-certificate"))}
 	cert, pool, err := loadHostFiles(dataDir, hostID)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"errors"
+	"go.uber.org/zap/zaptest"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -53,7 +54,7 @@ func TestHostCertificateIsRenewedAtHalfLifeWithANewKey(t *testing.T) {
 	clock := func() time.Time { return now }
 	dir := t.TempDir()
 	r := newSigningRenewer(t, "h-1", clock)
-	certs, err := OpenHostCerts(dir, "h-1", r, nil)
+	certs, err := OpenHostCerts(dir, "h-1", r, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestHostCertificateIsRenewedAtHalfLifeWithANewKey(t *testing.T) {
 		t.Fatal("the renewal kept the certificate or the key")
 	}
 	// What is on disk is what is used.
-	reopened, err := OpenHostCerts(dir, "h-1", unreachable{}, nil)
+	reopened, err := OpenHostCerts(dir, "h-1", unreachable{}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestHostCertificateIsRenewedAtHalfLifeWithANewKey(t *testing.T) {
 func TestAnAgentWithoutAHostCertificateGetsOneAtStart(t *testing.T) {
 	dir := t.TempDir()
 	r := newSigningRenewer(t, "h-1", time.Now)
-	certs, err := OpenHostCerts(dir, "h-1", r, nil)
+	certs, err := OpenHostCerts(dir, "h-1", r, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestAKeptCertificateThatIsNotThisHostsIsReplaced(t *testing.T) {
 	now := time.Now()
 	dir := t.TempDir()
 	other := newSigningRenewer(t, "h-other", time.Now)
-	foreign, err := OpenHostCerts(dir, "h-other", other, nil)
+	foreign, err := OpenHostCerts(dir, "h-other", other, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestAKeptCertificateThatIsNotThisHostsIsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The same files, opened as h-1: not its certificate.
-	mine, err := OpenHostCerts(dir, "h-1", newSigningRenewer(t, "h-1", time.Now), nil)
+	mine, err := OpenHostCerts(dir, "h-1", newSigningRenewer(t, "h-1", time.Now), zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestAKeptCertificateThatIsNotThisHostsIsReplaced(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, hostKeyFile), keyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	again, err := OpenHostCerts(dir, "h-other", other, nil)
+	again, err := OpenHostCerts(dir, "h-other", other, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestAKeptCertificateThatIsNotThisHostsIsReplaced(t *testing.T) {
 func TestAFailedRenewalKeepsTheCertificate(t *testing.T) {
 	dir := t.TempDir()
 	r := newSigningRenewer(t, "h-1", time.Now)
-	certs, _ := OpenHostCerts(dir, "h-1", r, nil)
+	certs, _ := OpenHostCerts(dir, "h-1", r, zaptest.NewLogger(t))
 	if err := certs.Renew(t.Context()); err != nil {
 		t.Fatal(err)
 	}

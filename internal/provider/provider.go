@@ -71,12 +71,12 @@ type Set struct {
 	now      func() time.Time
 }
 
-// New returns a Set; every dependency but Scheduler, SecretGrace, Logger and
-// Now must be given.
+// New returns a Set; every dependency but Scheduler and SecretGrace (which
+// have defaults) must be given.
 func New(d Deps) (*Set, error) {
 	if d.Desired == nil || d.Statuses == nil || d.Records == nil || d.Events == nil || d.Secrets == nil ||
-		d.Fleet == nil || d.Box == nil {
-		return nil, errors.New("provider: Desired, Statuses, Records, Events, Secrets, Fleet and Box must be set")
+		d.Fleet == nil || d.Box == nil || d.Logger == nil || d.Now == nil {
+		return nil, errors.New("provider: Desired, Statuses, Records, Events, Secrets, Fleet, Box, Logger and Now must be set")
 	}
 	cfg := d.Scheduler
 	if cfg == (placement.Config{}) {
@@ -90,12 +90,6 @@ func New(d Deps) (*Set, error) {
 		sched: sched, delay: cfg.RescheduleDelay, fleet: d.Fleet, grace: d.SecretGrace, log: d.Logger, now: d.Now}
 	if s.grace <= 0 {
 		s.grace = DefaultSecretGrace
-	}
-	if s.log == nil {
-		s.log = zap.NewNop()
-	}
-	if s.now == nil {
-		s.now = time.Now
 	}
 	s.states = &states{desired: d.Desired, fleet: d.Fleet, box: d.Box, log: s.log}
 	return s, nil

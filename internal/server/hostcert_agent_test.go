@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"errors"
+	"go.uber.org/zap/zaptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func TestAgentsGetHostCertificatesAtJoinAndByRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	certs, err := agent.OpenHostCerts(t.TempDir(), old.Identity.HostID, cp, nil)
+	certs, err := agent.OpenHostCerts(t.TempDir(), old.Identity.HostID, cp, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
