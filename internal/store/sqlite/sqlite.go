@@ -61,7 +61,7 @@ var (
 // Open opens (creating if needed) the database file at path and migrates it.
 func Open(ctx context.Context, path string, log *zap.Logger) (*Store, error) {
 	if log == nil {
-		log = zap.NewNop()
+		return nil, errors.New("sqlite: no logger")
 	}
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite path %q: must not contain ? or #", path)

@@ -30,7 +30,7 @@ func TestConformance(t *testing.T) {
 
 func TestReopenKeepsDataAndMigratesOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hatch.db")
-	s, err := Open(t.Context(), path, nil)
+	s, err := Open(t.Context(), path, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestReopenKeepsDataAndMigratesOnce(t *testing.T) {
 	}
 	s.Close()
 
-	s, err = Open(t.Context(), path, nil)
+	s, err = Open(t.Context(), path, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
@@ -63,7 +63,7 @@ func TestReopenKeepsDataAndMigratesOnce(t *testing.T) {
 
 func TestNewerSchemaIsRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hatch.db")
-	s, err := Open(t.Context(), path, nil)
+	s, err := Open(t.Context(), path, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if s, err := Open(t.Context(), path, nil); err == nil {
+	if s, err := Open(t.Context(), path, zaptest.NewLogger(t)); err == nil {
 		s.Close()
 		t.Fatal("a database from a newer binary was opened")
 	} else if !strings.Contains(err.Error(), "newer") {
