@@ -17,6 +17,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/testutil/nettest"
 )
 
 // fixedCert is a host certificate that does not change.
@@ -102,20 +103,7 @@ func (b *backends) DialWorkload(ctx context.Context, w Workload) (net.Conn, erro
 
 func (b *backends) add(t testing.TB, id string, serve func(net.Conn)) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serve(c)
-		}
-	}()
+	ln := nettest.Serve(t, "tcp", "127.0.0.1:0", serve)
 	b.mu.Lock()
 	if b.addrs == nil {
 		b.addrs = map[string]string{}

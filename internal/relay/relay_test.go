@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/hatchery/hatchery/internal/testutil/nettest"
 )
 
 // agentSocket stands for the agent: a Unix socket that echoes each line back
@@ -24,29 +26,16 @@ import (
 func agentSocket(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "relay.sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	nettest.Serve(t, "unix", path, func(c net.Conn) {
+		defer c.Close()
+		sc := bufio.NewScanner(c)
+		for sc.Scan() {
+			if _, err := io.WriteString(c, strings.ToUpper(sc.Text())+"\n"); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					if _, err := io.WriteString(c, strings.ToUpper(sc.Text())+"\n"); err != nil {
-						return
-					}
-				}
-				io.WriteString(c, "bye\n")
-			}()
 		}
-	}()
+		io.WriteString(c, "bye\n")
+	})
 	return path
 }
 

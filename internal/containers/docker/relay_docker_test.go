@@ -18,6 +18,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/relay"
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
+	"github.com/hatchery/hatchery/internal/testutil/nettest"
 )
 
 // The relay image is built from the hatch binary on first use (nothing
@@ -38,26 +39,13 @@ func TestARelayFromTheBuiltinImagePassesConnectionsToTheSocket(t *testing.T) {
 
 	// The agent's side: a socket that answers each line with "agent: <line>".
 	dir := v.s.ShmDir()
-	ln, err := net.Listen("unix", filepath.Join(dir, "relay.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					fmt.Fprintf(c, "agent: %s\n", sc.Text())
-				}
-			}()
+	nettest.Serve(t, "unix", filepath.Join(dir, "relay.sock"), func(c net.Conn) {
+		defer c.Close()
+		sc := bufio.NewScanner(c)
+		for sc.Scan() {
+			fmt.Fprintf(c, "agent: %s\n", sc.Text())
 		}
-	}()
+	})
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
