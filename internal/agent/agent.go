@@ -423,8 +423,10 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 	}
 	if known {
 		a.cfg.Mesh.SetPeers(desired.Peers)
-		errs = append(errs, a.route(desired, actual))
 	}
+	// Without a desired state the table is empty: the ingress then answers
+	// 404 for what it does not serve, where it answered 503 until told.
+	errs = append(errs, a.route(desired, actual))
 	errs = append(errs, a.memFile.save(a.mem))
 
 	lines := errorLines(errs...)

@@ -115,8 +115,17 @@ func TestAnAgentWithoutDesiredStateChangesNothing(t *testing.T) {
 		Labels: containers.Labels(testHost, web(1), 0, "oldhash"),
 		State:  contract.StateRunning, Healthy: true,
 	})
-	a := startAgent(t, testConfig(t, f, cp, dir))
+	cfg := testConfig(t, f, cp, dir)
+	a := startAgent(t, cfg)
 
+	// The ingress gets its (empty) table all the same: it answers 503 until
+	// its first one, and 404 for what it does not serve after.
+	eventually(t, "the ingress has a table", func() error {
+		if r := cfg.Router.(*fakeRouter); r.updated() == 0 {
+			return errors.New("no table given to the ingress")
+		}
+		return nil
+	})
 	eventually(t, "the container is reported", func() error {
 		r, ok := a.Status()
 		if !ok || len(r.Containers) != 1 || r.Containers[0].ContainerID != id {

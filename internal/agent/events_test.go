@@ -49,16 +49,24 @@ func (f *fakeEvents) sub(n int) (fakeSub, bool) {
 
 // fakeRouter records what the agent tells the ingress.
 type fakeRouter struct {
-	mu    sync.Mutex
-	table ingress.Table
-	gone  []string
+	mu      sync.Mutex
+	table   ingress.Table
+	updates int
+	gone    []string
 }
 
 func (r *fakeRouter) Update(t ingress.Table) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.table = t
+	r.updates++
 	return nil
+}
+
+func (r *fakeRouter) updated() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.updates
 }
 
 func (r *fakeRouter) Gone(id string) {

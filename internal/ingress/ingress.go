@@ -36,6 +36,10 @@ type Ingress struct {
 	cancel context.CancelFunc
 
 	routes atomic.Pointer[routeTable] // read per request without a lock
+	// tabled is set by the first Update. Until then the ingress does not know
+	// what it serves: a request gets 503 with Retry-After, never a false 404
+	// (an agent starts listening before its first converge).
+	tabled atomic.Bool
 
 	// wg counts the goroutines the Ingress started: servers, accept loops, TCP
 	// pipes.
@@ -210,6 +214,7 @@ func (in *Ingress) Update(t Table) error {
 	}
 	in.eggs = eggs
 	in.routes.Store(newRouteTable(routes))
+	in.tabled.Store(true)
 	return in.syncPorts(t)
 }
 

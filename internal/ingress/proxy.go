@@ -18,6 +18,11 @@ import (
 // egg when it has no healthy backend, 502 when the backend failed and the
 // request could not safely be sent elsewhere.
 func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !in.tabled.Load() {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "hatch ingress: starting, no routing table yet", http.StatusServiceUnavailable)
+		return
+	}
 	e := in.routes.Load().match(r.Host, r.URL.Path)
 	if e == nil {
 		in.m.unrouted.Inc()

@@ -348,3 +348,24 @@ func TestRouteChangeKeepsOpenConnections(t *testing.T) {
 		t.Errorf("client dialled %d times, want at most 2", n)
 	}
 }
+
+// An agent listens before its first converge gives the ingress a table: a
+// request then must not get a 404 (the host serves the route a moment later;
+// 3 to 10 such 404s followed every agent start), but a 503 with Retry-After.
+// Once a table, even an empty one, is in, what is not served is a 404.
+func TestBeforeItsFirstTableTheIngressAsksToRetry(t *testing.T) {
+	in := startIngress(t, nil)
+	c, _ := newClient(t)
+	resp, err := c.Get("http://" + in.HTTPAddr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("before any table: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	mustUpdate(t, in, Table{})
+	if code, _, _ := get(t, c, in, "nope.localhost", "/"); code != http.StatusNotFound {
+		t.Fatalf("after an empty table: %d, want 404", code)
+	}
+}
