@@ -116,26 +116,38 @@ func (s *Service) Report(ctx context.Context, host string, report contract.Statu
 	if err != nil {
 		return err
 	}
-	if err := s.recordRollouts(ctx, host, prevBody, report, now); err != nil {
+	// The previous report, read once: its containers give the rollout
+	// events, its mesh addresses tell whether the valid host set changed.
+	var prev *contract.StatusReport
+	if prevBody != nil {
+		p, err := contract.DecodeStatusReport(bytes.NewReader(prevBody))
+		if err != nil {
+			s.log.Warn("the previous status report is unreadable", zap.String("host", host), zap.Error(err))
+		} else {
+			prev = &p
+		}
+	}
+	if err := s.recordRollouts(ctx, host, prev, report, now); err != nil {
 		s.log.Warn("rollout events not recorded", zap.String("host", host), zap.Error(err))
 	}
-	if meshAddressesChanged(prevBody, report) {
+	if meshAddressesChanged(prev, report) {
 		s.syncPeers(ctx, "new mesh addresses")
 	}
 	return nil
 }
 
 // meshAddressesChanged says whether a report's mesh addresses differ from the
-// previous report's (none: the host's first report since it had addresses).
-func meshAddressesChanged(prevBody []byte, report contract.StatusReport) bool {
-	if prevBody == nil {
+// previous report's (nil: none readable, so any addresses are new).
+func meshAddressesChanged(prev *contract.StatusReport, report contract.StatusReport) bool {
+	if prev == nil {
 		return len(report.MeshAddresses) > 0
 	}
-	prev, err := contract.DecodeStatusReport(bytes.NewReader(prevBody))
-	return err != nil || !slices.Equal(prev.MeshAddresses, report.MeshAddresses)
+	return !slices.Equal(prev.MeshAddresses, report.MeshAddresses)
 }
 
-func (s *Service) recordRollouts(ctx context.Context, host string, prevBody []byte, report contract.StatusReport, now time.Time) error {
+// recordRollouts appends the rollout events that the change from prev (nil:
+// none) to report gives.
+func (s *Service) recordRollouts(ctx context.Context, host string, prev *contract.StatusReport, report contract.StatusReport, now time.Time) error {
 	stored, err := s.deps.Desired.DesiredState(ctx, host)
 	if err != nil || stored.Doc == nil {
 		return err
@@ -145,15 +157,11 @@ func (s *Service) recordRollouts(ctx context.Context, host string, prevBody []by
 	if err != nil {
 		return err
 	}
-	var prev []contract.ContainerStatus
-	if prevBody != nil {
-		p, err := contract.DecodeStatusReport(bytes.NewReader(prevBody))
-		if err != nil {
-			return err
-		}
-		prev = p.Containers
+	var before []contract.ContainerStatus
+	if prev != nil {
+		before = prev.Containers
 	}
-	for _, e := range s.rollouts.events(host, desired, prev, report.Containers, now) {
+	for _, e := range s.rollouts.events(host, desired, before, report.Containers, now) {
 		if _, err := s.deps.Events.AppendEvent(ctx, e); err != nil {
 			return err
 		}
