@@ -16,8 +16,10 @@
 // read-modify-write in one transaction instead of a process lock.)
 //
 // Each write also derives, for every host, what does not belong to one egg:
-// Services (every egg of the cluster with routes or published ports, and the
-// eggs its workloads use, WorkloadSpec.Uses) and Peers (the valid host set,
+// Services (every egg of the cluster with routes or published ports; the
+// eggs with a port of a project that its workloads share a network with,
+// reached by name there through relays; the eggs its workloads use,
+// WorkloadSpec.Uses) and Peers (the valid host set,
 // contract.ValidPeers, with the mesh addresses hosts reported). SyncPeers
 // derives them again when only the host set changed.
 //
