@@ -29,7 +29,8 @@
 //     still valid: an unchanged egg moves nothing; the eggs it uses do not
 //     constrain it) and writes one workload per host holding slots, with
 //     contract.SpecHash deciding what rolls. Outputs:
-//     address ("<egg>:<port>", the egg's own alias on its networks), hosts
+//     address ("<egg>:<port>": the name its relays carry on the networks of
+//     its consumers, see servicesByHost), hosts
 //     (host IDs, sorted), and, for status and the control plane: revision
 //     (bumped by rollout restart), unplaced and waiting (why replicas are not
 //     placed), previous (the inputs before the last update that changed the

@@ -241,7 +241,7 @@ func TestEveryHostServesTheClustersRoutesAndWhatItsWorkloadsUse(t *testing.T) {
 		}
 	}
 	// Services change no container: the replicas' workloads are as before
-	// (aliases on the replicas, routes on the routed egg's workload).
+	// (routes on the routed egg's workload).
 	w, _ := e.state("h2").Workload("default/site/web")
 	if !slices.Equal(w.Routes, []contract.Route{{Host: "site.localhost"}}) {
 		t.Fatalf("site's workload routes %v", w.Routes)

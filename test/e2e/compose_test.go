@@ -230,6 +230,35 @@ func (c *composeRun) running(egg string) []container.InspectResponse {
 	return out
 }
 
+// checkOnlyRelaysCarryNames checks that each of the services' names is
+// carried as a network alias, and by relays alone: Docker's DNS answers a
+// name with every container carrying it, so a replica carrying one would be
+// reached directly part of the time, booting or draining.
+func (c *composeRun) checkOnlyRelaysCarryNames(names ...string) {
+	c.t.Helper()
+	carried := map[string]bool{}
+	for _, ct := range c.running("") {
+		egg := ct.Config.Labels[containers.LabelEgg]
+		relay := strings.Contains(egg, ".relay-") // the agent's relays are "<egg>.relay-<network hash>"
+		for network, ep := range ct.NetworkSettings.Networks {
+			for _, a := range ep.Aliases {
+				if !slices.Contains(names, a) {
+					continue
+				}
+				carried[a] = true
+				if !relay {
+					c.t.Errorf("%s's container %s carries the name %q on %s: only relays may", egg, ct.ID[:12], a, network)
+				}
+			}
+		}
+	}
+	for _, n := range names {
+		if !carried[n] {
+			c.t.Errorf("no relay carries the name %q", n)
+		}
+	}
+}
+
 func inspectedIDs(cs []container.InspectResponse) []string {
 	out := make([]string, len(cs))
 	for i, c := range cs {
@@ -313,6 +342,7 @@ func TestComposeProjectRollsUnderLoadWithoutAFailedRequest(t *testing.T) {
 	}
 	c.checkHealthchecks(web, webHealthcheck)
 	c.checkHealthchecks(kv, kvHealthcheck)
+	c.checkOnlyRelaysCarryNames("web", kvEgg, "kv_store")
 
 	// Web answers on the published port, from each replica, counting each
 	// visit in kv_store, which it reaches by its Compose service name.
@@ -366,6 +396,7 @@ func TestComposeProjectRollsUnderLoadWithoutAFailedRequest(t *testing.T) {
 		t.Fatalf("%s runs %v after its change; want one new container, not %s", kvEgg, inspectedIDs(newKV), kv[0].ID[:12])
 	}
 	c.checkHealthchecks(newKV, kvHealthcheck)
+	c.checkOnlyRelaysCarryNames("web", kvEgg, "kv_store")
 	if got, want := volumeNames(newKV[0]), volumeNames(kv[0]); !slices.Equal(got, want) || len(got) != 1 {
 		t.Errorf("the new %s container mounts %v, want the same named volume %v", kvEgg, got, want)
 	}
