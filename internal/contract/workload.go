@@ -45,9 +45,12 @@ type WorkloadSpec struct {
 	Aliases []string `json:"aliases,omitempty"`
 	// NetworkAliases are the DNS names the containers carry on each of
 	// their networks, beyond their own unique container name. The agent
-	// sets them on its relays only: an egg's replicas carry none, so that
-	// Docker's DNS answers an egg's name with its relays alone, never with
-	// a replica still booting or already draining.
+	// sets them on its relays: the replicas of an egg with a port carry
+	// none, so that Docker's DNS answers the egg's name with its relays
+	// alone, never with a replica still booting or already draining. An
+	// egg without a port has no relay (a relay listens on the port): the
+	// control plane gives its replicas its names, reached directly by
+	// consumers on their own host only.
 	NetworkAliases []string `json:"network_aliases,omitempty"`
 	// Uses are the eggs of the workload's project whose address it
 	// references, by name, sorted: the control plane's record of which eggs

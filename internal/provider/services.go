@@ -171,11 +171,14 @@ func (e *served) service() contract.Service {
 	}
 }
 
-// names are the DNS names consumers reach the egg by: its name, then its
-// aliases.
-func (e *served) names() []string {
-	names := []string{e.entry.Egg}
-	for _, a := range e.entry.Aliases {
+// names are the DNS names consumers reach the egg by.
+func (e *served) names() []string { return eggNames(e.entry.Egg, e.entry.Aliases) }
+
+// eggNames are the DNS names consumers reach an egg by: its name, then its
+// aliases, each once.
+func eggNames(egg string, aliases []string) []string {
+	names := []string{egg}
+	for _, a := range aliases {
 		if !slices.Contains(names, a) {
 			names = append(names, a)
 		}

@@ -389,3 +389,35 @@ func TestAnUpgradeFromBesideRollsNoContainer(t *testing.T) {
 		}
 	}
 }
+
+const namesYAML = `
+project: names
+eggs:
+  api:
+    image: api:1
+    port: 8080
+    aliases: [backend]
+  worker:
+    image: worker:1
+    aliases: [jobs]
+`
+
+// The replicas of an egg with a port carry no name: relays carry its name
+// and aliases. An egg without a port has no relay, so its replicas carry
+// them, and consumers on their own host reach it directly.
+func TestOnlyTheReplicasOfAnEggWithoutAPortCarryItsNames(t *testing.T) {
+	e := newEnv(t, "h1")
+	e.apply("default/names", namesYAML, nil)
+	d := e.state("h1")
+	api, _ := d.Workload("default/names/api")
+	worker, _ := d.Workload("default/names/worker")
+	if len(api.NetworkAliases) != 0 || !slices.Equal(worker.NetworkAliases, []string{"worker", "jobs"}) {
+		t.Fatalf("network aliases: api %v, want none; worker %v, want [worker jobs]", api.NetworkAliases, worker.NetworkAliases)
+	}
+	if s, ok := d.Service("default/names/api"); !ok || !slices.Equal(s.Names, []string{"api", "backend"}) || len(s.Networks) != 1 {
+		t.Fatalf("api is served as %+v, want by its names on its network", d.Services)
+	}
+	if _, ok := d.Service("default/names/worker"); ok {
+		t.Fatalf("worker, which has no port, is served: %+v", d.Services)
+	}
+}
