@@ -18,6 +18,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
 
@@ -56,7 +58,7 @@ func demoProjectWithWeb(t testing.TB, replicas int) string {
 }
 
 // startNetDemo starts a cluster of 3 hosts running the demo with web at 6
-// replicas (2 on each host) and kv on one host, and returns the project
+// replicas (spread over the 3 hosts) and kv on one host, and returns the project
 // file and kv's container.
 func startNetDemo(t testing.TB) (*cluster, string, container.Summary) {
 	t.Helper()
@@ -69,11 +71,22 @@ func startNetDemo(t testing.TB) (*cluster, string, container.Summary) {
 	if len(kv) != 1 {
 		t.Fatalf("%d kv containers on the three engines, want 1", len(kv))
 	}
-	for _, a := range c.agents {
-		if n := len(c.demoContainersOn(a, "web")); n != 2 {
-			t.Fatalf("%d web replicas on %s's engine, want 2 of the 6 on each host", n, a.name)
+	// Placement weighs each host's free room, as its agent reports it: on
+	// one machine's three engines that is about even, but not exactly.
+	var spread []string
+	total := 0
+	for _, name := range []string{"h1", "h2", "h3"} {
+		n := len(c.demoContainersOn(c.agents[name], "web"))
+		if n == 0 {
+			t.Fatalf("no web replica on %s's engine: web is not spread over the 3 hosts", name)
 		}
+		total += n
+		spread = append(spread, fmt.Sprintf("%s %d", name, n))
 	}
+	if total != 6 {
+		t.Fatalf("%d web replicas on the engines (%s), want 6", total, strings.Join(spread, ", "))
+	}
+	t.Logf("web's replicas: %s; kv on %s", strings.Join(spread, ", "), c.agentOf(kv[0].Labels).name)
 	return c, file, kv[0]
 }
 
@@ -198,6 +211,54 @@ func describeAsks(asks []pageAsk) string {
 	return b.String()
 }
 
+// failureReport groups the asks that failed or lacked kv's count by the
+// ingress and the replica that answered, with when each group began and
+// ended, then gives every agent's log lines of that span at level info and
+// above that are not about a converge's routine (what a failed test needs).
+func (c *cluster) failureReport(asks []pageAsk) string {
+	bad := failedAsks(asks, true)
+	if len(bad) == 0 {
+		return ""
+	}
+	type group struct {
+		n           int
+		first, last time.Time
+	}
+	groups := map[string]*group{}
+	from, to := bad[0].start, bad[0].end
+	for _, a := range bad {
+		key := a.via + " replica " + a.page.replica
+		if a.err != nil {
+			key = a.via + " failed"
+		}
+		g := groups[key]
+		if g == nil {
+			g = &group{first: a.start}
+			groups[key] = g
+		}
+		g.n++
+		g.first, g.last = minTime(g.first, a.start), maxTime(g.last, a.end)
+		from, to = minTime(from, a.start), maxTime(to, a.end)
+	}
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(groups)) {
+		g := groups[k]
+		fmt.Fprintf(&b, "via %s: %d from %s to %s\n", k, g.n, g.first.Format("15:04:05.000"), g.last.Format("15:04:05.000"))
+	}
+	from, to = from.Add(-3*time.Second), to.Add(time.Second)
+	for _, name := range slices.Sorted(maps.Keys(c.agents)) {
+		p := c.agents[name].proc
+		p.mu.Lock()
+		for _, l := range p.lines {
+			if l.at.After(from) && l.at.Before(to) && !strings.Contains(l.text, `"level":"debug"`) && !strings.Contains(l.text, `"converge step"`) {
+				fmt.Fprintf(&b, "%s %s %.400s\n", name, l.at.Format("15:04:05.000"), l.text)
+			}
+		}
+		p.mu.Unlock()
+	}
+	return b.String()
+}
+
 // checkEveryWebReplicaCounts asks each host's ingress for web's page until
 // every web replica on that host's engine has answered with kv's count (an
 // ingress picks its own host's replicas first, so those are the ones it
@@ -241,8 +302,9 @@ func (c *cluster) checkEveryWebReplicaCounts(agents []*clAgent, version string) 
 
 // kvWindow is kv's own stop-start window in a roll of kv (stop-first):
 // from its agent's "stopping the container it replaces" line (less
-// logSlack, for the test's reading of the line) to the apply's return,
-// when the control plane has seen the new kv healthy.
+// logSlack, for the test's reading of the line) to the control plane's
+// "rollout done" event of kv on its host (the first report of the new kv
+// healthy, sent after the converge that routes to it).
 type kvWindow struct{ start, end time.Time }
 
 // logSlack is how much earlier than the test read it a log line may have
@@ -254,7 +316,7 @@ func (w kvWindow) overlaps(a pageAsk) bool { return !a.end.Before(w.start) && !a
 
 // rollKv changes kv's environment in the project file (so only kv rolls:
 // nothing of it that web references changes), applies it, and returns kv's
-// stop-start window, read on kvHost's agent.
+// stop-start window, read on kvHost's agent and the control plane's events.
 func (c *cluster) rollKv(file string, kvHost *clAgent) kvWindow {
 	c.t.Helper()
 	raw, err := os.ReadFile(file)
@@ -268,14 +330,28 @@ func (c *cluster) rollKv(file string, kvHost *clAgent) kvWindow {
 	if err := os.WriteFile(file, []byte(changed), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
+	seq, err := c.api.LastEventSeq(c.t.Context())
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	applied := time.Now()
-	c.mustHatch(nil, "apply", "-f", file, "--yes")
-	end := time.Now()
+	out := c.mustHatch(nil, "apply", "-f", file, "--yes")
+	c.t.Logf("the apply of kv's change took %v:\n%s", time.Since(applied).Round(time.Millisecond), out)
 	line, err := kvHost.proc.waitLineAfter("stopping the container it replaces", applied, 0)
-	if err != nil || !strings.Contains(line.text, "/demo/kv") {
+	if err != nil || !strings.Contains(line.text, `"workload":"default/demo/kv"`) {
 		c.t.Fatalf("kv's agent (%s) logged no stop of the old kv during the apply (%v): %q", kvHost.name, err, line.text)
 	}
-	return kvWindow{start: line.at.Add(-logSlack), end: end}
+	events, err := c.api.Events(c.t.Context(), seq)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, e := range events {
+		if e.Type == string(store.EventRolloutDone) && e.Resource == resource.Key(resource.Egg, "kv") && (e.Host == kvHost.hostID || e.Host == kvHost.name) {
+			return kvWindow{start: line.at.Add(-logSlack), end: e.Time}
+		}
+	}
+	c.t.Fatalf("no rollout.done event of kv on %s among the apply's events: %+v", kvHost.name, events)
+	return kvWindow{}
 }
 
 // hostLoss is what the loss of a host did to a load through the other

@@ -448,7 +448,7 @@ func TestNetClusterWebReachesKvFromEveryHost(t *testing.T) {
 	asks := load.finish()
 	t.Logf("5 rolls of web in %v under load: %d pages asked (%s)", took.Round(time.Millisecond), len(asks), describeAsks(asks))
 	if bad := failedAsks(asks, true); len(bad) > 0 || len(asks) == 0 {
-		t.Fatalf("during 5 rolls of web, %d of %d pages failed or came without kv's count", len(bad), len(asks))
+		t.Fatalf("during 5 rolls of web, %d of %d pages failed or came without kv's count:\n%s", len(bad), len(asks), c.failureReport(asks))
 	}
 	c.checkEveryWebReplicaCounts(all, "6")
 	if ids := containerIDs(c.demoContainers("kv")); len(ids) != 1 || ids[0] != kv.ID {
@@ -478,8 +478,8 @@ func TestNetClusterWebReachesKvFromEveryHost(t *testing.T) {
 	t.Logf("kv's roll: its stop-start window %v (from its agent's stop line to the apply's return); %d of %d pages without kv's count, spanning %v; %s",
 		window.end.Sub(window.start).Round(time.Millisecond), len(uncounted), len(asks), last.Sub(first).Round(time.Millisecond), describeAsks(asks))
 	if outside > 0 {
-		t.Fatalf("%d pages failed, or lacked kv's count outside kv's window %s-%s", outside,
-			window.start.Format("15:04:05.000"), window.end.Format("15:04:05.000"))
+		t.Fatalf("%d pages failed, or lacked kv's count outside kv's window %s-%s:\n%s", outside,
+			window.start.Format("15:04:05.000"), window.end.Format("15:04:05.000"), c.failureReport(asks))
 	}
 	if now := containerIDs(c.demoContainers("kv")); len(now) != 1 || now[0] == kv.ID {
 		t.Fatalf("kv is %v after its roll, want one new container", now)
@@ -491,8 +491,9 @@ func TestNetClusterWebReachesKvFromEveryHost(t *testing.T) {
 	// The loss of a host without kv, under load through the others.
 	lost, others := hostWithoutKv(all, kvHost)
 	loss := c.loseDemoHostUnderLoad(lost, others, 6)
-	t.Logf("host %s lost under load: every request through %s and %s served again %v after, web ready on them after %v; %s",
-		lost.name, others[0].name, others[1].name, loss.servingAgain.Round(time.Millisecond), loss.healthyElsewhere.Round(time.Millisecond), describeAsks(loss.asks))
+	t.Logf("host %s lost under load: every request through %s and %s served again %v after, web ready on them after %v; %s\n%s",
+		lost.name, others[0].name, others[1].name, loss.servingAgain.Round(time.Millisecond), loss.healthyElsewhere.Round(time.Millisecond),
+		describeAsks(loss.asks), c.failureReport(loss.asks))
 	// Generous bounds: the (5 s, 15 s) are the benchmark's figures,
 	// and this runs on a loaded 2-core machine.
 	if loss.servingAgain > 3*hostLossServingBound || loss.healthyElsewhere > 3*hostLossHealthyBound {
