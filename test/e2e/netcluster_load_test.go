@@ -315,9 +315,11 @@ const logSlack = 250 * time.Millisecond
 func (w kvWindow) overlaps(a pageAsk) bool { return !a.end.Before(w.start) && !a.start.After(w.end) }
 
 // rollKv changes kv's environment in the project file (so only kv rolls:
-// nothing of it that web references changes), applies it, and returns kv's
-// stop-start window, read on kvHost's agent and the control plane's events.
-func (c *cluster) rollKv(file string, kvHost *clAgent) kvWindow {
+// nothing of it that web references changes), applies it with env (the
+// environment the file's last apply had, so that nothing else changes),
+// and returns kv's stop-start window, read on kvHost's agent and the
+// control plane's events.
+func (c *cluster) rollKv(file string, env []string, kvHost *clAgent) kvWindow {
 	c.t.Helper()
 	raw, err := os.ReadFile(file)
 	if err != nil {
@@ -335,7 +337,7 @@ func (c *cluster) rollKv(file string, kvHost *clAgent) kvWindow {
 		c.t.Fatal(err)
 	}
 	applied := time.Now()
-	out := c.mustHatch(nil, "apply", "-f", file, "--yes")
+	out := c.mustHatch(env, "apply", "-f", file, "--yes")
 	c.t.Logf("the apply of kv's change took %v:\n%s", time.Since(applied).Round(time.Millisecond), out)
 	line, err := kvHost.proc.waitLineAfter("stopping the container it replaces", applied, 0)
 	if err != nil || !strings.Contains(line.text, `"workload":"default/demo/kv"`) {

@@ -460,7 +460,7 @@ func TestNetClusterWebReachesKvFromEveryHost(t *testing.T) {
 	web := containerIDs(c.demoContainers("web"))
 	load = startDemoLoad([]*clAgent{h2, h3}, loadClients)
 	time.Sleep(time.Second)
-	window := c.rollKv(file, kvHost)
+	window := c.rollKv(file, []string{"DEMO_VERSION=6"}, kvHost)
 	time.Sleep(3 * time.Second) // pages after the window must have the count again
 	asks = load.finish()
 	var first, last time.Time
@@ -475,7 +475,7 @@ func TestNetClusterWebReachesKvFromEveryHost(t *testing.T) {
 			outside++
 		}
 	}
-	t.Logf("kv's roll: its stop-start window %v (from its agent's stop line to the apply's return); %d of %d pages without kv's count, spanning %v; %s",
+	t.Logf("kv's roll: its stop-start window %v (from its agent's stop line to its rollout.done event); %d of %d pages without kv's count, spanning %v; %s",
 		window.end.Sub(window.start).Round(time.Millisecond), len(uncounted), len(asks), last.Sub(first).Round(time.Millisecond), describeAsks(asks))
 	if outside > 0 {
 		t.Fatalf("%d pages failed, or lacked kv's count outside kv's window %s-%s:\n%s", outside,
