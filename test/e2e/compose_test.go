@@ -296,7 +296,14 @@ func getPage(client *http.Client, addr string) (webPage, error) {
 	if err != nil {
 		return webPage{}, err
 	}
+	return parsePage(body)
+}
+
+// parsePage reads web's page; one without a visit count (kv did not answer
+// web) is an error.
+func parsePage(body string) (webPage, error) {
 	var p webPage
+	var err error
 	visits := ""
 	for _, line := range strings.Split(body, "\n") {
 		k, v, _ := strings.Cut(line, ": ")
@@ -310,7 +317,7 @@ func getPage(client *http.Client, addr string) (webPage, error) {
 		}
 	}
 	if p.visits, err = strconv.Atoi(visits); err != nil {
-		return webPage{}, fmt.Errorf("GET /: no visit count in %q", body)
+		return p, fmt.Errorf("GET /: no visit count in %q", body)
 	}
 	return p, nil
 }

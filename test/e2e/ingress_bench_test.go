@@ -25,9 +25,11 @@ type ingressPaths [2]struct {
 	host string // the Host header; empty for the URL's own
 }
 
+// pathDirect is the baseline; pathVia the path under test (through the
+// ingress here, through the mesh in netcluster_bench_test.go).
 const (
-	pathDirect  = 0
-	pathIngress = 1
+	pathDirect = 0
+	pathVia    = 1
 )
 
 // ingressBenchEnv starts an agent running one replica of the routed test
@@ -46,7 +48,7 @@ func ingressBenchEnv(b *testing.B) ingressPaths {
 	e.waitIngressServes(ingressTarget{http: addr, tcp: e.publishedAddr(w)}, []observed{c})
 	var p ingressPaths
 	p[pathDirect].name, p[pathDirect].url = "direct", "http://"+c.IP+":8080/version"
-	p[pathIngress].name, p[pathIngress].url, p[pathIngress].host = "ingress", "http://"+addr+"/version", routeHost
+	p[pathVia].name, p[pathVia].url, p[pathVia].host = "ingress", "http://"+addr+"/version", routeHost
 	return p
 }
 
@@ -83,7 +85,14 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 // way it can own the pooled tail.
 func BenchmarkIngressAddedLatencyAt500RPS(b *testing.B) {
 	paths := ingressBenchEnv(b)
-	const perSecond = 500
+	measureAddedLatency(b, paths, 500)
+}
+
+// measureAddedLatency is BenchmarkIngressAddedLatencyAt500RPS's
+// measurement on any two paths, at perSecond requests a second on each:
+// the metrics are named after paths[pathVia].name. It returns the added
+// p99.
+func measureAddedLatency(b *testing.B, paths ingressPaths, perSecond int) time.Duration {
 	const window = 2 * time.Second
 	const windows = 5
 	clients := [2]*http.Client{benchClient(b, 64), benchClient(b, 64)}
@@ -101,22 +110,23 @@ func BenchmarkIngressAddedLatencyAt500RPS(b *testing.B) {
 				slices.Sort(lat[p])
 				all[p] = append(all[p], lat[p]...)
 			}
-			added = append(added, percentile(lat[pathIngress], .99)-percentile(lat[pathDirect], .99))
+			added = append(added, percentile(lat[pathVia], .99)-percentile(lat[pathDirect], .99))
 		}
 	}
 	b.StopTimer()
 	slices.Sort(all[pathDirect])
-	slices.Sort(all[pathIngress])
+	slices.Sort(all[pathVia])
 	slices.Sort(added)
-	d, in := all[pathDirect], all[pathIngress]
+	d, in, via := all[pathDirect], all[pathVia], paths[pathVia].name
 	b.ReportMetric(float64(len(in)), "requests/path")
 	b.ReportMetric(millis(percentile(d, .50)), "direct-p50-ms")
 	b.ReportMetric(millis(percentile(d, .99)), "direct-p99-ms")
-	b.ReportMetric(millis(percentile(in, .50)), "ingress-p50-ms")
-	b.ReportMetric(millis(percentile(in, .99)), "ingress-p99-ms")
+	b.ReportMetric(millis(percentile(in, .50)), via+"-p50-ms")
+	b.ReportMetric(millis(percentile(in, .99)), via+"-p99-ms")
 	b.ReportMetric(millis(percentile(in, .99)-percentile(d, .99)), "added-p99-ms")
 	b.ReportMetric(millis(percentile(added, .50)), "added-p99-window-median-ms")
 	b.ReportMetric(0, "ns/op") // an iteration is 10 s of schedule: its time says nothing
+	return percentile(in, .99) - percentile(d, .99)
 }
 
 // warmUp opens connections on both paths, several at once, so that the
@@ -190,6 +200,13 @@ func openLoop(paths ingressPaths, clients [2]*http.Client, perSecond int, d time
 // ingress over direct (target ≥ 0.25).
 func BenchmarkIngressSaturationThroughput(b *testing.B) {
 	paths := ingressBenchEnv(b)
+	measureThroughput(b, paths)
+}
+
+// measureThroughput is BenchmarkIngressSaturationThroughput's measurement
+// on any two paths: the metrics are named after paths[pathVia].name. It
+// returns the ratio of the path's requests a second to direct's.
+func measureThroughput(b *testing.B, paths ingressPaths) float64 {
 	const conns = 8
 	const phase = 2 * time.Second
 	var done [2]int64
@@ -210,12 +227,14 @@ func BenchmarkIngressSaturationThroughput(b *testing.B) {
 	}
 	b.StopTimer()
 	direct := float64(done[pathDirect]) / took[pathDirect].Seconds()
-	ingress := float64(done[pathIngress]) / took[pathIngress].Seconds()
-	b.ReportMetric(float64(done[pathIngress]), "ingress-requests")
+	rate := float64(done[pathVia]) / took[pathVia].Seconds()
+	via := paths[pathVia].name
+	b.ReportMetric(float64(done[pathVia]), via+"-requests")
 	b.ReportMetric(direct, "direct-req/s")
-	b.ReportMetric(ingress, "ingress-req/s")
-	b.ReportMetric(ingress/direct, "ingress/direct")
+	b.ReportMetric(rate, via+"-req/s")
+	b.ReportMetric(rate/direct, via+"/direct")
 	b.ReportMetric(0, "ns/op") // an iteration is 8 s of load: its time says nothing
+	return rate / direct
 }
 
 // saturate runs conns closed-loop clients against url for d and returns the
