@@ -70,7 +70,7 @@ gracefully.`,
 	f.StringVar(&opts.tls.certFile, "tls-cert", "", "serve this certificate (PEM, its chain after it) instead of one from the server's own CA")
 	f.StringVar(&opts.tls.keyFile, "tls-key", "", "the private key of --tls-cert (PEM)")
 	f.StringArrayVar(&opts.tls.names, "tls-name", nil, "an extra host name or IP address the serving certificate covers (repeatable)")
-	f.BoolVar(&opts.tls.insecureHTTP, "insecure-http", false, "serve plain HTTP (tokens travel in the clear): for a server on loopback only")
+	f.BoolVar(&opts.tls.insecureHTTP, "insecure-http", false, "serve plain HTTP (tokens travel in the clear): refused unless --listen is a loopback address")
 	f.StringVar(&opts.cliConfig, "cli-config", "", `where to write the CLI config of this machine (default <user config dir>/hatch/config.json; "-" for nowhere)`)
 	f.IntVar(&opts.authFailureBurst, "auth-failure-burst", server.DefaultConfig().AuthFailureBurst,
 		"failed authentications a client address may make in a row before it is answered 429")
@@ -106,6 +106,9 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	}
 	dbPath, err := sqlitePath(opts.store, opts.dataDir)
 	if err != nil {
+		return err
+	}
+	if err := checkPlainHTTP(ctx, opts.tls, opts.listen); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(opts.dataDir, 0o700); err != nil {
@@ -147,9 +150,9 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	url := localURL(ln.Addr(), transport)
 	if transport.tls != nil {
 		ln = tls.NewListener(ln, transport.tls)
-	} else if !onLoopback(ln.Addr()) {
-		log.Warn("serving plain HTTP on a non-loopback address: tokens travel in the clear; drop --insecure-http to serve HTTPS",
-			zap.String("listen", ln.Addr().String()))
+	} else if !onLoopback(ln.Addr()) { // a name that resolved otherwise since
+		ln.Close()
+		return errPlainHTTPOffLoopback(ln.Addr().String())
 	}
 	if err := writeLocalCLIConfig(opts.cliConfig, client.Config{Server: url, Token: adminToken}, stdout); err != nil {
 		log.Warn("CLI config not written", zap.Error(err))

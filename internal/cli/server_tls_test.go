@@ -368,3 +368,38 @@ func TestLocalURLPicksAnAddressTheCertificateCovers(t *testing.T) {
 		}
 	}
 }
+
+func TestInsecureHTTPIsRefusedOffLoopbackBeforeAnyStateIsMade(t *testing.T) {
+	isolate(t)
+	for _, listen := range []string{":0", "0.0.0.0:0", "[::]:0", "192.0.2.10:0", "[2001:db8::1]:0"} {
+		dataDir := filepath.Join(t.TempDir(), "data")
+		// A server that starts anyway is stopped, and fails the test.
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		var stdout, stderr bytes.Buffer
+		code := Run(ctx, []string{"server", "--data-dir", dataDir, "--insecure-http", "--listen", listen}, &stdout, &stderr)
+		cancel()
+		errOut := stderr.String()
+		if code != 1 {
+			t.Errorf("--insecure-http --listen %s: exit %d, want 1; stderr %s", listen, code, errOut)
+		}
+		for _, want := range []string{"--insecure-http", listen, "loopback", "--tls-cert/--tls-key"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("--insecure-http --listen %s: the error lacks %q: %s", listen, want, errOut)
+			}
+		}
+		if _, err := os.Stat(dataDir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("--insecure-http --listen %s: the data dir was made (%v) before the refusal", listen, err)
+		}
+	}
+}
+
+func TestInsecureHTTPIsAllowedOnEveryLoopbackAddress(t *testing.T) {
+	for _, listen := range []string{"127.0.0.1:7700", "127.0.0.2:0", "[::1]:0", "localhost:0"} {
+		if err := checkPlainHTTP(t.Context(), tlsOptions{insecureHTTP: true}, listen); err != nil {
+			t.Errorf("--insecure-http --listen %s: %v", listen, err)
+		}
+	}
+	if err := checkPlainHTTP(t.Context(), tlsOptions{}, ":7700"); err != nil {
+		t.Errorf("HTTPS on every interface: %v", err)
+	}
+}
