@@ -20,11 +20,18 @@ import (
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
+)
+
+// Files of the control plane's data dir, beside hatch.db, tls/ and blobs/.
+const (
+	adminTokenFile = "admin-token"
+	sealKeyFile    = "seal.key"
 )
 
 type serverOptions struct {
@@ -111,8 +118,9 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err := checkPlainHTTP(ctx, opts.tls, opts.listen); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(opts.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+	// The database, keys and tokens: for the owner's eyes only.
+	if err := fsutil.PrivateDir(opts.dataDir, "hatch.db", adminTokenFile, sealKeyFile); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
 	}
 	log := newServerLogger(stderr)
 	defer func() { _ = log.Sync() }() // stderr may not support sync
@@ -127,7 +135,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	tokenPath := filepath.Join(opts.dataDir, "admin-token")
+	tokenPath := filepath.Join(opts.dataDir, adminTokenFile)
 	hash, fresh, err := server.EnsureAdminToken(ctx, st, tokenPath, transport.fingerprint, time.Now())
 	if err != nil {
 		return err
@@ -177,7 +185,7 @@ func wireServer(st *sqlite.Store, dataDir string, cfg server.Config, fleetCfg fl
 	if err != nil {
 		return nil, err
 	}
-	box, err := seal.LoadOrCreate(filepath.Join(dataDir, "seal.key"))
+	box, err := seal.LoadOrCreate(filepath.Join(dataDir, sealKeyFile))
 	if err != nil {
 		return nil, err
 	}
