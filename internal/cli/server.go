@@ -61,8 +61,9 @@ the CA's fingerprint, and clients verify the server against it.
 At first start it also makes an admin token, prints it once and writes it to
 <data-dir>/admin-token (mode 0600), and writes the CLI config of this machine
 (~/.config/hatch/config.json, or --cli-config), so that hatch token create --join
-and the other commands work here without flags. SIGINT or SIGTERM shut it down
-gracefully.`,
+and the other commands work here without flags. The data dir is its owner's only
+(0700, files 0600): an existing one open to others is tightened if it holds the
+server's files, and refused otherwise. SIGINT or SIGTERM shut it down gracefully.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServer(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
