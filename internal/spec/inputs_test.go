@@ -38,7 +38,9 @@ func checkAllResources(t *testing.T, p *Project) {
 }
 
 func TestCheckResourceNamesTheField(t *testing.T) {
-	egg := func(in map[string]any) *resource.Desired { return &resource.Desired{Type: resource.Egg, Name: "w", Inputs: in} }
+	egg := func(in map[string]any) *resource.Desired {
+		return &resource.Desired{Type: resource.Egg, Name: "w", Inputs: in}
+	}
 	for _, c := range []struct {
 		r     *resource.Desired
 		lim   Limits
