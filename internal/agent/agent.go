@@ -124,22 +124,26 @@ type Config struct {
 	// CacheRetryInterval is how often a desired state that could not be
 	// cached is written again (5s).
 	CacheRetryInterval time.Duration
+	// UntrustedLogInterval is how often a control plane whose certificate
+	// does not verify against the pinned CA is logged as an error (1m).
+	UntrustedLogInterval time.Duration
 }
 
 // DefaultConfig returns the timings `hatch agent` uses, on the real clock.
 // The caller adds the host, the data directory and the dependencies.
 func DefaultConfig() Config {
 	return Config{
-		Now:                time.Now,
-		ConvergeInterval:   30 * time.Second,
-		ConvergeTimeout:    2 * time.Minute,
-		HeartbeatInterval:  2 * time.Second,
-		PollWait:           30 * time.Second,
-		PollRetryMin:       500 * time.Millisecond,
-		PollRetryMax:       30 * time.Second,
-		LogLines:           20,
-		StaleCacheWait:     10 * time.Second,
-		CacheRetryInterval: 5 * time.Second,
+		Now:                  time.Now,
+		ConvergeInterval:     30 * time.Second,
+		ConvergeTimeout:      2 * time.Minute,
+		HeartbeatInterval:    2 * time.Second,
+		PollWait:             30 * time.Second,
+		PollRetryMin:         500 * time.Millisecond,
+		PollRetryMax:         30 * time.Second,
+		LogLines:             20,
+		StaleCacheWait:       10 * time.Second,
+		CacheRetryInterval:   5 * time.Second,
+		UntrustedLogInterval: time.Minute,
 	}
 }
 
@@ -183,7 +187,7 @@ func (c Config) Validate() error {
 	}{{"ConvergeInterval", c.ConvergeInterval}, {"ConvergeTimeout", c.ConvergeTimeout},
 		{"HeartbeatInterval", c.HeartbeatInterval}, {"PollWait", c.PollWait},
 		{"PollRetryMin", c.PollRetryMin}, {"PollRetryMax", c.PollRetryMax},
-		{"CacheRetryInterval", c.CacheRetryInterval}} {
+		{"CacheRetryInterval", c.CacheRetryInterval}, {"UntrustedLogInterval", c.UntrustedLogInterval}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}
@@ -237,6 +241,8 @@ type Agent struct {
 
 	// relayRoot holds one directory per relayed service, its socket inside.
 	relayRoot string
+
+	trust trustWatch
 
 	// Owned by the loop goroutine (and by Close once the loop has ended).
 	memFile   memoryFile
@@ -739,6 +745,7 @@ func (a *Agent) poll(ctx context.Context) {
 		if err == nil {
 			err = a.accept(d, version)
 		}
+		untrusted := a.checkTrust(err)
 		switch {
 		case err == nil || errors.Is(err, ErrNotModified):
 			a.setHeard()
@@ -754,7 +761,9 @@ func (a *Agent) poll(ctx context.Context) {
 			}
 		default:
 			wait := b.NextBackOff()
-			if !failing {
+			if untrusted {
+				// A configuration error, not an outage: checkTrust logs it.
+			} else if !failing {
 				a.log.Warn("cannot get the desired state; containers keep running, converging from the cache",
 					zap.Error(err), zap.Duration("retry_in", wait))
 				failing = true
@@ -845,9 +854,12 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, max(a.cfg.HeartbeatInterval, 5*time.Second))
 		err := a.cfg.ControlPlane.ReportStatus(rctx, r)
 		cancel()
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return
+		}
+		switch {
+		case a.checkTrust(err):
+			// A configuration error, not an outage: checkTrust logs it.
 		case err != nil && !failing:
 			a.log.Warn("cannot report status", zap.Error(err))
 			failing = true

@@ -16,6 +16,9 @@ import (
 type Router interface {
 	Update(t ingress.Table) error
 	Gone(containerID string)
+	// SetProblem makes the host's /healthz answer 503 with reason (""
+	// clears it): what an operator must fix on this host.
+	SetProblem(reason string)
 }
 
 var _ Router = (*ingress.Ingress)(nil)

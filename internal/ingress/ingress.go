@@ -30,6 +30,10 @@ type Ingress struct {
 	conns   *tracker
 	now     func() int64 // UnixNano; a field so that the pick reads one clock
 	closing atomic.Bool  // read by /healthz without the lock
+	// problem, if set, is why the host is not healthy although the ingress
+	// serves (the agent cannot verify its control plane): /healthz answers
+	// 503 with it.
+	problem atomic.Pointer[string]
 
 	// ctx is cancelled by Close; it bounds dials for published ports.
 	ctx    context.Context
@@ -156,6 +160,17 @@ func (in *Ingress) HTTPAddr() net.Addr {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return addrOf(in.httpLn)
+}
+
+// SetProblem makes /healthz answer 503 with reason, or 200 again when
+// reason is empty. The agent sets it for what an operator must fix on the
+// host (a control plane it cannot verify), which a prober then sees.
+func (in *Ingress) SetProblem(reason string) {
+	if reason == "" {
+		in.problem.Store(nil)
+		return
+	}
+	in.problem.Store(&reason)
 }
 
 // AdminAddr returns the address Start serves /healthz and /metrics on, or nil.

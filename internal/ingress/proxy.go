@@ -166,13 +166,18 @@ var copyBuffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 3
 func (bp *bufferPool) Get() []byte  { return *bp.p.Get().(*[]byte) }
 func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
 
-// AdminHandler serves /healthz (200 until Close starts, then 503) and
-// /metrics (the Config.Registry, or the ingress's own).
+// AdminHandler serves /healthz (200 until Close starts, then 503; 503 with
+// the reason while a problem is set, see SetProblem) and /metrics (the
+// Config.Registry, or the ingress's own).
 func (in *Ingress) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if in.closing.Load() {
 			http.Error(w, "closing", http.StatusServiceUnavailable)
+			return
+		}
+		if p := in.problem.Load(); p != nil {
+			http.Error(w, *p, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ok\n") // a failed write means the prober left
