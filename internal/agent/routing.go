@@ -105,7 +105,7 @@ func backends(cs []containers.Container, port int, history *converge.History, re
 func ingressRoutes(rs []contract.Route) []ingress.Route {
 	var out []ingress.Route
 	for _, r := range rs {
-		out = append(out, ingress.Route{Host: r.Host, PathPrefix: r.PathPrefix})
+		out = append(out, ingress.Route{Host: r.Host, PathPrefix: r.PathPrefix, UpstreamTimeout: r.UpstreamTimeout})
 	}
 	return out
 }

@@ -93,7 +93,7 @@ func TestRoutingTableFromServices(t *testing.T) {
 		Routes: []contract.Route{{Host: "api.localhost"}}}
 	gone := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "old", Image: "old:1", Replicas: 1, Port: 80}
 	webSvc := contract.Service{Namespace: "default", Project: "shop", Egg: "web", Port: 8080,
-		Hosts: []string{"host-0", testHost, "host-z"}, Routes: []contract.Route{{Host: "shop.localhost", PathPrefix: "/v1"}},
+		Hosts: []string{"host-0", testHost, "host-z"}, Routes: []contract.Route{{Host: "shop.localhost", PathPrefix: "/v1", UpstreamTimeout: time.Minute}},
 		DrainTimeout: 7 * time.Second}
 	dbSvc := contract.Service{Namespace: "default", Project: "shop", Egg: "db", Hosts: []string{"host-z"},
 		Ports: []contract.PublishedPort{{HostPort: 15432, ContainerPort: 5432}}}
@@ -121,7 +121,7 @@ func TestRoutingTableFromServices(t *testing.T) {
 			desired: contract.DesiredState{HostID: testHost, Workloads: []contract.WorkloadSpec{webW, api},
 				Services: []contract.Service{webSvc, dbSvc, kvSvc}},
 			want: ingress.Table{Eggs: []ingress.Egg{
-				{Name: "default/shop/web", DrainTimeout: 7 * time.Second, Routes: []ingress.Route{{Host: "shop.localhost", PathPrefix: "/v1"}},
+				{Name: "default/shop/web", DrainTimeout: 7 * time.Second, Routes: []ingress.Route{{Host: "shop.localhost", PathPrefix: "/v1", UpstreamTimeout: time.Minute}},
 					Remote:   []string{"host-0", "host-z"},
 					Backends: []ingress.Backend{{ContainerID: "w1", Addr: "10.0.0.1:8080", Healthy: true}}},
 				// Not run here: remote only, its published port's target carried for the mesh.

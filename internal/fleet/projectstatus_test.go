@@ -117,7 +117,9 @@ func TestProjectStatusSumsEachEggOverItsHosts(t *testing.T) {
 			}
 		}},
 		{"a host without a name is shown by its ID", []statusHost{{ID: "h-9", State: store.HostUnknown, Workloads: []contract.WorkloadSpec{kv}}}, nil, "kv",
-			func(t *testing.T, e api.EggStatus) { wantEgg(t, e, 0, 1, phaseProgressing, "waiting for host h-9's first report") }},
+			func(t *testing.T, e api.EggStatus) {
+				wantEgg(t, e, 0, 1, phaseProgressing, "waiting for host h-9's first report")
+			}},
 		// Right after a server restart every host is unknown until it
 		// reports: its last report stands, and no rollout is made up.
 		{"a host not heard from since the server started shows its last report and waits for the next", []statusHost{

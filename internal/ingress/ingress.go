@@ -280,7 +280,9 @@ func (in *Ingress) forget(b *backend) {
 	b.transport.CloseIdleConnections()
 }
 
-// eject takes a backend whose dial failed out of the pool for Config.EjectFor.
+// eject takes a backend out of the pool for Config.EjectFor: its dial failed,
+// it sent no response headers within the upstream timeout, or (a peer) it has
+// no healthy replica left.
 func (in *Ingress) eject(b *backend, err error) {
 	now := in.now()
 	prev := b.ejectedUntil.Swap(now + int64(in.cfg.EjectFor))
@@ -290,7 +292,7 @@ func (in *Ingress) eject(b *backend, err error) {
 		if b.remote != nil {
 			where = []zap.Field{zap.String("peer", b.remote.host)}
 		}
-		in.log.Warn("backend left the pool: dial failed", append(where,
+		in.log.Warn("backend left the pool", append(where,
 			zap.String("egg", b.egg.name), zap.Duration("for", in.cfg.EjectFor), zap.Error(err))...)
 	}
 }

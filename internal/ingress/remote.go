@@ -124,6 +124,7 @@ func (in *Ingress) newLocalProxy(e *egg) http.Handler {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
+			pr.Out.Header.Del(upstreamTimeoutHeader) // read by the transport, not for the container
 			for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
 				if v, ok := pr.In.Header[h]; ok {
 					pr.Out.Header[h] = v
