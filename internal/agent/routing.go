@@ -126,6 +126,9 @@ func ingressPorts(ps []contract.PublishedPort) []ingress.Port {
 // (seen in the e2e load tests); a backend that really stopped answering
 // leaves sooner anyway, on its failed dial or its die event.
 func inPool(c containers.Container, history *converge.History, retries int) bool {
+	if c.Paused {
+		return false // frozen: it would hold every request sent to it
+	}
 	if c.Healthy {
 		return true
 	}

@@ -21,10 +21,12 @@ func TestInPoolKeepsAHealthyBackendUntilItsRetriesFail(t *testing.T) {
 	tests := []struct {
 		name    string
 		healthy bool
+		paused  bool
 		streak  int
 		history *converge.History
 		want    bool
 	}{
+		{name: "a paused backend is out at once, whatever its last check", healthy: true, paused: true, history: seenHealthy(started), want: false},
 		{name: "a passing backend is in", healthy: true, history: converge.NewHistory(), want: true},
 		{name: "one failed check after a pass keeps it in", streak: 1, history: seenHealthy(started), want: true},
 		{name: "retries-1 failed checks keep it in", streak: 2, history: seenHealthy(started), want: true},
@@ -35,7 +37,7 @@ func TestInPoolKeepsAHealthyBackendUntilItsRetriesFail(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := containers.Container{ID: "c1", State: contract.StateRunning, StartedAt: started, Healthy: tt.healthy, FailingStreak: tt.streak}
+			c := containers.Container{ID: "c1", State: contract.StateRunning, StartedAt: started, Healthy: tt.healthy, FailingStreak: tt.streak, Paused: tt.paused}
 			if got := inPool(c, tt.history, 3); got != tt.want {
 				t.Errorf("inPool = %v, want %v", got, tt.want)
 			}

@@ -126,7 +126,7 @@ func applyStep(ctx context.Context, client containers.Client, hostID string, spe
 		return client.Drain(ctx, stop)
 	case ActionRestart:
 		return client.Restart(ctx, containers.RestartRequest{ID: s.ContainerID, WorkloadID: s.WorkloadID,
-			Slot: s.ReplicaIndex, StartedAt: s.StartedAt, StopTimeout: stopTimeout})
+			Slot: s.ReplicaIndex, StartedAt: s.StartedAt, StopTimeout: stopTimeout, DrainTimeout: drainTimeout})
 	default:
 		return fmt.Errorf("unknown action %q", s.Action)
 	}
