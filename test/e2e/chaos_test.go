@@ -1,0 +1,183 @@
+//go:build docker
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/testutil/dockertest"
+)
+
+// Chaos: the agent is killed (SIGKILL) at moments drawn across rolls of a
+// stateless egg and of a stateful one at once, restarted, and must end with
+// exactly the desired containers at the new spec (no orphan, no duplicate),
+// the stateful egg's volume intact, and nothing older answering. Each trial
+// logs the phase its kill hit; the run fails unless the kills hit a start
+// pending (no new container yet), a boot (a new container not healthy yet)
+// and a drain (a new container healthy beside the old one).
+//
+// CI runs chaosTrials (5) trials; `make test-long` sets HATCH_CHAOS_TRIALS.
+func TestChaosKill9AtRandomMomentsOfRolls(t *testing.T) {
+	trials := chaosTrials(t, 5)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed>>1))
+
+	e := newEnv(t, envOptions{})
+	e.startJoined()
+	web := withEnv(e.workload("web", 2, "v1"), "APP_BOOT_DELAY", "800ms")
+	db := withEnv(e.workload("db", 1, "v1"), "APP_COUNT_FILE", "/data/count")
+	db.Volumes = []contract.VolumeMount{{Name: "data", DockerName: dockerVolume(e, "data"), Target: "/data"}}
+	e.set(web, db)
+	e.waitServing(web, "v1", time.Minute)
+	e.waitServing(db, "v1", time.Minute)
+
+	targets := []string{"pending", "booting", "draining"}
+	hit := map[string]int{}
+	for i := range trials {
+		count := i + 1
+		e.hitDB(db, "v"+strconv.Itoa(i+1), count)
+		version := "v" + strconv.Itoa(i+2)
+		web, db = withEnv(web, "APP_VERSION", version), withEnv(db, "APP_VERSION", version)
+		target := targets[i%len(targets)]
+		began := time.Now()
+		e.set(web, db)
+		phase := e.waitPhase(web, target, time.Duration(rng.IntN(150))*time.Millisecond)
+		e.agent.signal(syscall.SIGKILL)
+		hit[phase]++
+		t.Logf("trial %d: kill -9 aimed at %s, hit %s", i+1, target, phase)
+		time.Sleep(time.Duration(200+rng.IntN(600)) * time.Millisecond)
+		e.agent.start()
+
+		restarted := time.Now()
+		e.waitServing(web, version, 2*time.Minute)
+		e.waitServing(db, version, 2*time.Minute)
+		t.Logf("trial %d: roll to kill %s, restart to done %s", i+1, restarted.Sub(began).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
+		time.Sleep(time.Second) // nothing more may come or go
+		all, err := e.containers(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != web.Replicas+db.Replicas {
+			t.Fatalf("trial %d: %d containers after the roll, want %d (an orphan or a duplicate): %+v", i+1, len(all), web.Replicas+db.Replicas, all)
+		}
+		for _, w := range []contract.WorkloadSpec{web, db} {
+			if _, err := e.serving(t.Context(), w, version); err != nil { // every one answers the new version only
+				t.Fatalf("trial %d: %s: %v", i+1, w.Egg, err)
+			}
+		}
+		if n := e.dbCount(db); n != strconv.Itoa(count) {
+			t.Fatalf("trial %d: the volume's count is %q after the roll, want %d", i+1, n, count)
+		}
+	}
+	t.Logf("phases hit: %v", hit)
+	for _, p := range targets {
+		if hit[p] == 0 {
+			t.Errorf("no kill hit phase %s in %d trials (hit %v)", p, trials, hit)
+		}
+	}
+}
+
+// chaosTrials is HATCH_CHAOS_TRIALS, or def.
+func chaosTrials(t *testing.T, def int) int {
+	v := os.Getenv("HATCH_CHAOS_TRIALS")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 3 {
+		t.Fatalf("HATCH_CHAOS_TRIALS=%q: want a number of trials, 3 or more", v)
+	}
+	return n
+}
+
+// rollPhase says where the roll of w to its spec stands, from Docker's view:
+// pending (no container of the spec yet), booting (one that is not
+// healthy), draining (all of the spec healthy and an older one still there),
+// done.
+func (e *env) rollPhase(ctx context.Context, w contract.WorkloadSpec) (string, error) {
+	cs, err := e.containers(ctx, &w)
+	if err != nil {
+		return "", err
+	}
+	hash := contract.SpecHash(w)
+	fresh, old, booting := 0, 0, 0
+	for _, c := range cs {
+		switch {
+		case c.SpecHash != hash:
+			old++
+		case !healthy(ctx, c):
+			fresh++
+			booting++
+		default:
+			fresh++
+		}
+	}
+	switch {
+	case fresh == 0:
+		return "pending", nil
+	case booting > 0:
+		return "booting", nil
+	case old > 0:
+		return "draining", nil
+	default:
+		return "done", nil
+	}
+}
+
+// waitPhase waits until the roll of w reaches target (or goes past it),
+// then extra more, and returns the phase then.
+func (e *env) waitPhase(w contract.WorkloadSpec, target string, extra time.Duration) string {
+	e.t.Helper()
+	order := map[string]int{"pending": 0, "booting": 1, "draining": 2, "done": 3}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		p, err := e.rollPhase(context.Background(), w)
+		if err == nil && order[p] >= order[target] {
+			break
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the roll never reached %s (last %s, %v)", target, p, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(extra)
+	p, err := e.rollPhase(context.Background(), w)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// hitDB counts one more visit on the stateful egg, which must answer want.
+func (e *env) hitDB(db contract.WorkloadSpec, version string, want int) {
+	e.t.Helper()
+	c := e.waitServing(db, version, time.Minute)[0]
+	code, body, err := dockertest.Do(e.t.Context(), "POST", "http://"+c.IP+":8080/hit", nil)
+	if err != nil || code != 200 || strings.TrimSpace(body) != fmt.Sprint(want) {
+		e.t.Fatalf("hit: %d %q %v, want %d", code, body, err, want)
+	}
+}
+
+// dbCount reads the stateful egg's count.
+func (e *env) dbCount(db contract.WorkloadSpec) string {
+	e.t.Helper()
+	cs, err := e.containers(e.t.Context(), &db)
+	if err != nil || len(cs) != 1 {
+		e.t.Fatalf("db containers %+v: %v", cs, err)
+	}
+	_, n, err := get(e.t.Context(), cs[0].IP, "/count")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
