@@ -4,9 +4,14 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -180,4 +185,116 @@ func (e *env) dbCount(db contract.WorkloadSpec) string {
 		e.t.Fatal(err)
 	}
 	return n
+}
+
+// Chaos: the agent's data dir on a 1 MiB tmpfs, filled while a roll lands.
+// The roll goes on, the cache cannot be written and every report says so;
+// an agent killed then and restarted rolls nothing back (it holds what is
+// newer than its cache until the control plane answers, which sends the new
+// state); once space is freed the cache is written with the new state.
+func TestChaosAFullDataDirRollsNothingBackAtRestart(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	if err := os.MkdirAll(e.agent.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", e.agent.dataDir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
+		t.Fatalf("mount a tmpfs for the agent's data dir (the test needs CAP_SYS_ADMIN): %v", err)
+	}
+	t.Cleanup(func() {
+		e.agent.signal(syscall.SIGKILL) // before the unmount: the agent writes there
+		if err := syscall.Unmount(e.agent.dataDir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount the agent's data dir: %v", err)
+		}
+	})
+	e.startJoined()
+	web := e.workload("web", 2, "v1")
+	db := withEnv(e.workload("db", 1, "v1"), "APP_COUNT_FILE", "/data/count")
+	db.Volumes = []contract.VolumeMount{{Name: "data", DockerName: dockerVolume(e, "data"), Target: "/data"}}
+	e.set(web, db)
+	e.waitServing(web, "v1", time.Minute)
+	e.hitDB(db, "v1", 1)
+
+	filler := filepath.Join(e.agent.dataDir, "filler")
+	fill(t, filler)
+	web, db = withEnv(web, "APP_VERSION", "v2"), withEnv(db, "APP_VERSION", "v2")
+	v2 := e.set(web, db)
+	before := append(e.waitServing(web, "v2", time.Minute), e.waitServing(db, "v2", time.Minute)...)
+	dockertest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		r, _ := e.cp.lastReport(e.hostID)
+		if !slices.ContainsFunc(r.Errors, func(s string) bool { return strings.Contains(s, "desired-state cache") && strings.Contains(s, "retrying") }) {
+			return fmt.Errorf("report errors %q", r.Errors)
+		}
+		return nil
+	})
+	if v := cachedVersion(t, e.agent.dataDir); v == v2.Version {
+		t.Fatal("the cache holds v2 on a full disk: the test shows nothing")
+	}
+
+	e.agent.signal(syscall.SIGKILL)
+	e.agent.start()
+	time.Sleep(3 * time.Second) // converges from the stale cache, then from the control plane
+	after := append(e.waitServing(web, "v2", time.Minute), e.waitServing(db, "v2", time.Minute)...)
+	for i := range before {
+		if after[i].ID != before[i].ID || after[i].StartedAt != before[i].StartedAt {
+			t.Errorf("%s slot %d was touched at the restart: %s started %s, was %s started %s", []string{"web", "web", "db"}[i],
+				after[i].Slot, after[i].ID[:12], after[i].StartedAt, before[i].ID[:12], before[i].StartedAt)
+		}
+	}
+	if n := e.dbCount(db); n != "1" {
+		t.Errorf("the volume's count is %q, want 1", n)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	dockertest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		if v := cachedVersion(t, e.agent.dataDir); v != v2.Version {
+			return fmt.Errorf("cache holds %q, want %q", v, v2.Version)
+		}
+		if r, _ := e.cp.lastReport(e.hostID); len(r.Errors) != 0 {
+			return fmt.Errorf("report errors %q", r.Errors)
+		}
+		return nil
+	})
+}
+
+// fill writes path until the file system is full.
+func fill(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	block := make([]byte, 4096)
+	for {
+		if _, err := f.Write(block); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return
+			}
+			t.Fatal(err)
+		}
+	}
+}
+
+// cachedVersion reads the version of the agent's desired-state cache ("" if
+// none).
+func cachedVersion(t *testing.T, dataDir string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dataDir, "desired-state.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		State struct {
+			Version string `json:"version"`
+		} `json:"state"`
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c.State.Version
 }
