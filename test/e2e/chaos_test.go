@@ -298,3 +298,94 @@ func cachedVersion(t *testing.T, dataDir string) string {
 	}
 	return c.State.Version
 }
+
+// Chaos: under load, one replica paused (docker pause) and one frozen by
+// SIGSTOP (Docker still says running). No GET waits past the route's
+// upstream timeout (the first that times out ejects its replica and goes to
+// another) and none fails; both frozen replicas are restarted, through a
+// drain, once their checks have failed.
+func TestChaosFrozenReplicasLeaveThePoolAndAreRestarted(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.startJoined()
+	const timeout = time.Second
+	w := e.routedWorkload(3, "v1", freePort(t))
+	w.Routes[0].UpstreamTimeout = timeout
+	target := ingressTarget{http: e.ingressAddr(), tcp: e.publishedAddr(w)}
+	e.set(w)
+	before := e.waitServing(w, "v1", time.Minute)
+	e.waitIngressServes(target, before)
+
+	ctx, stop := context.WithCancel(t.Context())
+	type result struct {
+		n, failed int
+		slowest   time.Duration
+		firstErr  error
+	}
+	results := make(chan result, loadClients)
+	for range loadClients {
+		go func() {
+			c := newLoadClient()
+			defer c.CloseIdleConnections()
+			var r result
+			for ctx.Err() == nil && r.n < loadMaxPerRun {
+				began := time.Now()
+				_, err := getThroughIngress(c, target.http, "/version")
+				r.n++
+				r.slowest = max(r.slowest, time.Since(began))
+				if err != nil && ctx.Err() == nil {
+					r.failed++
+					if r.firstErr == nil {
+						r.firstErr = err
+					}
+				}
+				time.Sleep(loadPause)
+			}
+			results <- r
+		}()
+	}
+	time.Sleep(time.Second) // steady load first
+	if err := e.scope.Client.ContainerPause(t.Context(), before[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.scope.Client.ContainerKill(t.Context(), before[2].ID, "SIGSTOP"); err != nil {
+		t.Fatal(err)
+	}
+	var after []observed
+	dockertest.Eventually(t, time.Minute, 100*time.Millisecond, func() error {
+		var err error
+		if after, err = e.serving(t.Context(), w, "v1"); err != nil {
+			return err
+		}
+		for _, i := range []int{1, 2} {
+			if after[i].StartedAt == before[i].StartedAt {
+				return fmt.Errorf("slot %d has not been restarted yet", i)
+			}
+		}
+		return nil
+	})
+	stop()
+	var total result
+	for range loadClients {
+		r := <-results
+		total.n += r.n
+		total.failed += r.failed
+		total.slowest = max(total.slowest, r.slowest)
+		if total.firstErr == nil {
+			total.firstErr = r.firstErr
+		}
+	}
+	t.Logf("%d GETs, %d failed, the slowest %s", total.n, total.failed, total.slowest.Round(time.Millisecond))
+	if total.failed > 0 {
+		t.Errorf("%d of %d GETs failed (first: %v)", total.failed, total.n, total.firstErr)
+	}
+	// The timeout, the retry on another replica, and a loaded machine's slack.
+	if total.slowest > timeout+2*time.Second {
+		t.Errorf("a GET took %s, past the %s upstream timeout", total.slowest, timeout)
+	}
+	if !slices.Equal(ids(after), ids(before)) {
+		t.Errorf("containers %v, want the same %v restarted in place", ids(after), ids(before))
+	}
+	if n := e.agent.logCount("converge step", `"action":"restart"`, `"reason":"unhealthy"`); n < 2 {
+		t.Errorf("%d restarts for failed checks in the agent's log, want the two frozen replicas", n)
+	}
+}
