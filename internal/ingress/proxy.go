@@ -54,15 +54,11 @@ const upstreamTimeoutHeader = "Hatch-Upstream-Timeout"
 var errUpstreamTimeout = errors.New("no response headers within the upstream timeout")
 
 // upstreamTimeout returns the bound on req's wait for response headers:
-// its route's, or for a request from a peer, the one the peer sent.
+// its route's, or for a request from a peer, the one the peer sent (both
+// put in the context), else the default.
 func (t *eggTransport) upstreamTimeout(req *http.Request) time.Duration {
 	if d, ok := req.Context().Value(upstreamTimeoutKey{}).(time.Duration); ok {
 		return d
-	}
-	if t.localOnly {
-		if d, err := time.ParseDuration(req.Header.Get(upstreamTimeoutHeader)); err == nil && d > 0 {
-			return d
-		}
 	}
 	return t.in.cfg.UpstreamTimeout
 }

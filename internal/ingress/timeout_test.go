@@ -95,3 +95,41 @@ func TestANegativeUpstreamTimeoutIsRefused(t *testing.T) {
 		t.Fatalf("Update: %v", err)
 	}
 }
+
+// A request crossing the mesh carries its route's upstream timeout: the
+// peer, which does not know the route, ejects its own frozen replica at it
+// and sends the request to another of its replicas. The header never
+// reaches a container.
+func TestAPeerAppliesTheUpstreamTimeoutOfTheRequestsItIsSent(t *testing.T) {
+	m := newFakeMesh()
+	a, b := m.host(t, "A"), m.host(t, "B")
+	frozen, ok := newTestBackend(t, "b-frozen"), newTestBackend(t, "b-ok")
+	frozen.frozen.Store(true)
+	mustUpdate(t, b, Table{Eggs: []Egg{webEgg(nil, frozen, ok)}})
+	const timeout = 300 * time.Millisecond
+	egg := webEgg([]string{"B"})
+	egg.Routes[0].UpstreamTimeout = timeout
+	mustUpdate(t, a, Table{Eggs: []Egg{egg}})
+	c, _ := newClient(t)
+	for i := range 6 {
+		began := time.Now()
+		code, by, _ := get(t, c, a, "shop.localhost", "/headers")
+		if took := time.Since(began); code != http.StatusOK || by != "b-ok" || took > timeout+time.Second {
+			t.Fatalf("GET %d through the mesh: %d from %q after %s, want 200 from b-ok within the timeout", i, code, by, took)
+		}
+	}
+	if n := frozen.hits.Load(); n > 1 {
+		t.Errorf("the peer's frozen replica got %d requests: not ejected at the timeout it was sent", n)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+a.HTTPAddr().String()+"/headers", nil)
+	req.Host = "shop.localhost"
+	req.Header.Set(upstreamTimeoutHeader, "1ms") // a client's, not the ingress's
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a client sending the header itself: %d, want 200 (its header is not the ingress's)", resp.StatusCode)
+	}
+}
