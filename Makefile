@@ -5,7 +5,7 @@ BIN := bin/hatch
 # Packages with tests that need a real Docker Engine (files tagged `docker`).
 DOCKER_PKGS = $(shell grep -rl --include='*_test.go' '^//go:build docker' . | xargs -r -n1 dirname | sort -u)
 
-.PHONY: build test test-unit test-docker fuzz fuzz-ci bench lint clean demo demo-apps
+.PHONY: build test test-unit test-docker test-long fuzz fuzz-ci bench lint clean demo demo-apps
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/hatch
@@ -66,6 +66,11 @@ test-docker:
 	if [ -n "$(DOCKER_PKGS)" ]; then $(GO) test -tags docker -p 1 -count=1 -timeout 25m $(DOCKER_PKGS) || rc=$$?; \
 	else echo "test-docker: no docker-tagged packages yet"; fi; \
 	echo "test-docker: $$(( $$(date +%s) - start ))s"; exit $$rc
+
+# Longer variants of CI's chaos tests (more trials), not run by CI.
+CHAOS_TRIALS ?= 15
+test-long:
+	HATCH_CHAOS_TRIALS=$(CHAOS_TRIALS) $(GO) test -tags docker -p 1 -count=1 -timeout 60m -run 'Chaos' -v ./test/e2e/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/converge/ ./internal/ingress/ ./internal/server/ ./internal/mesh/

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -115,20 +116,34 @@ type Config struct {
 	PollRetryMin, PollRetryMax time.Duration
 	// LogLines is how many log lines of a failed container go in the report (20).
 	LogLines int
+	// StaleCacheWait bounds how long, after Start, a desired state read from
+	// the cache is held back from the containers created after the cache
+	// was written, until the control plane first answers (10s). See
+	// converge.Hold.
+	StaleCacheWait time.Duration
+	// CacheRetryInterval is how often a desired state that could not be
+	// cached is written again (5s).
+	CacheRetryInterval time.Duration
+	// UntrustedLogInterval is how often a control plane whose certificate
+	// does not verify against the pinned CA is logged as an error (1m).
+	UntrustedLogInterval time.Duration
 }
 
 // DefaultConfig returns the timings `hatch agent` uses, on the real clock.
 // The caller adds the host, the data directory and the dependencies.
 func DefaultConfig() Config {
 	return Config{
-		Now:               time.Now,
-		ConvergeInterval:  30 * time.Second,
-		ConvergeTimeout:   2 * time.Minute,
-		HeartbeatInterval: 2 * time.Second,
-		PollWait:          30 * time.Second,
-		PollRetryMin:      500 * time.Millisecond,
-		PollRetryMax:      30 * time.Second,
-		LogLines:          20,
+		Now:                  time.Now,
+		ConvergeInterval:     30 * time.Second,
+		ConvergeTimeout:      2 * time.Minute,
+		HeartbeatInterval:    2 * time.Second,
+		PollWait:             30 * time.Second,
+		PollRetryMin:         500 * time.Millisecond,
+		PollRetryMax:         30 * time.Second,
+		LogLines:             20,
+		StaleCacheWait:       10 * time.Second,
+		CacheRetryInterval:   5 * time.Second,
+		UntrustedLogInterval: time.Minute,
 	}
 }
 
@@ -171,13 +186,17 @@ func (c Config) Validate() error {
 		v    time.Duration
 	}{{"ConvergeInterval", c.ConvergeInterval}, {"ConvergeTimeout", c.ConvergeTimeout},
 		{"HeartbeatInterval", c.HeartbeatInterval}, {"PollWait", c.PollWait},
-		{"PollRetryMin", c.PollRetryMin}, {"PollRetryMax", c.PollRetryMax}} {
+		{"PollRetryMin", c.PollRetryMin}, {"PollRetryMax", c.PollRetryMax},
+		{"CacheRetryInterval", c.CacheRetryInterval}, {"UntrustedLogInterval", c.UntrustedLogInterval}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}
 	}
 	if c.PollRetryMax < c.PollRetryMin {
 		errs = append(errs, errors.New("PollRetryMax is below PollRetryMin"))
+	}
+	if c.StaleCacheWait < 0 {
+		errs = append(errs, fmt.Errorf("StaleCacheWait must not be negative, got %s", c.StaleCacheWait))
 	}
 	if c.LogLines < 0 {
 		errs = append(errs, errors.New("LogLines is negative"))
@@ -209,18 +228,31 @@ type Agent struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex // guards desired, status and started
+	mu      sync.Mutex // guards desired, status, started, heard and holdUntil
 	desired *contract.DesiredState
 	status  *contract.StatusReport
 	started bool
+	// heard is set once the control plane has answered a poll: the desired
+	// state is then the control plane's, not the cache's.
+	heard bool
+	// holdUntil ends the hold on containers newer than the cache (Start +
+	// StaleCacheWait), if the control plane has not answered by then.
+	holdUntil time.Time
 
 	// relayRoot holds one directory per relayed service, its socket inside.
 	relayRoot string
+
+	trust trustWatch
 
 	// Owned by the loop goroutine (and by Close once the loop has ended).
 	memFile   memoryFile
 	mem       *memory
 	crashLogs map[string]crashLog
+	// cachedVersion is the version the cache holds, written at cacheWritten
+	// (by the agent's clock); cacheFailing is set while writing it fails.
+	cachedVersion string
+	cacheWritten  time.Time
+	cacheFailing  bool
 }
 
 // crashLog is the log tail of one crash of a container, told apart from the
@@ -252,7 +284,8 @@ func New(cfg Config) (*Agent, error) {
 	if a.mem, err = a.memFile.load(); err != nil {
 		return nil, err
 	}
-	d, ok, err := cache.Load()
+	cached, ok, err := cache.Load()
+	d := cached.State
 	switch {
 	case err != nil:
 		// A cache that cannot be read is not worth refusing to start for:
@@ -262,7 +295,9 @@ func New(cfg Config) (*Agent, error) {
 		log.Warn("cached desired state is for another host; ignoring it", zap.String("cached_host", d.HostID))
 	case ok:
 		a.desired = &d
-		log.Info("desired state loaded from the cache", zap.String("version", d.Version), zap.Int("workloads", len(d.Workloads)))
+		a.cachedVersion, a.cacheWritten = d.Version, cached.Written
+		log.Info("desired state loaded from the cache", zap.String("version", d.Version), zap.Int("workloads", len(d.Workloads)),
+			zap.Time("written", cached.Written))
 	}
 	return a, nil
 }
@@ -277,6 +312,7 @@ func (a *Agent) Start() error {
 		return errors.New("agent already started")
 	}
 	a.started = true
+	a.holdUntil = a.now().Add(a.cfg.StaleCacheWait)
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	a.goRun(func() { a.loop(ctx) })
@@ -406,13 +442,25 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 	now := a.now()
 	var plan converge.Plan
 	if known {
+		cacheErr := a.keepCache(desired, now)
+		errs = append(errs, cacheErr)
+		hold := a.holdSince(now)
 		var err error
-		plan, err = converge.Converge(ctx, a.docker, withRelays, a.mem.History, now, converge.Options{Logger: a.log})
+		plan, err = converge.Converge(ctx, a.docker, withRelays, a.mem.History, now,
+			converge.Options{Logger: a.log, HoldCreatedAfter: hold})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("converge: %w", err))
 		}
 		a.noteFailures(ctx, plan)
 		errs = append(errs, a.housekeep(ctx, withRelays))
+		if len(plan.Held) > 0 {
+			a.log.Info("converging from the cache: containers created after it was written are left alone until the control plane answers",
+				zap.Time("cache_written", hold), zap.Strings("held", stepStrings(plan.Held)))
+			plan.WakeAt = earliest(plan.WakeAt, a.holdEnd())
+		}
+		if cacheErr != nil {
+			plan.WakeAt = earliest(plan.WakeAt, now.Add(a.cfg.CacheRetryInterval))
+		}
 	}
 	actual, err := a.cfg.Docker.List(ctx)
 	if err != nil {
@@ -470,6 +518,67 @@ func withSafeNames(d contract.DesiredState) (contract.DesiredState, []error) {
 	}
 	d.Workloads = safe
 	return d, errs
+}
+
+// keepCache writes the desired state to the cache unless the cache holds it
+// already. A write that fails is retried by the next converge (the loop
+// wakes for it): a cache left stale would be converged to at the next start.
+// The error is logged when writing starts failing and when it works again;
+// meanwhile it is in every status report.
+func (a *Agent) keepCache(d contract.DesiredState, now time.Time) error {
+	if d.Version == a.cachedVersion {
+		return nil
+	}
+	if err := a.cache.Save(d, now); err != nil {
+		if !a.cacheFailing {
+			a.log.Error("cannot cache the desired state; retrying", zap.Error(err),
+				zap.String("version", d.Version), zap.Duration("retry_every", a.cfg.CacheRetryInterval))
+			a.cacheFailing = true
+		}
+		return fmt.Errorf("%w (retrying every %s; until it works, a restart would converge to version %q)",
+			err, a.cfg.CacheRetryInterval, cmp.Or(a.cachedVersion, "none"))
+	}
+	if a.cacheFailing {
+		a.log.Info("desired state cached again", zap.String("version", d.Version))
+		a.cacheFailing = false
+	}
+	a.cachedVersion, a.cacheWritten = d.Version, now
+	return nil
+}
+
+// holdSince returns when the cache was written if the agent converges from
+// it before the control plane has answered (and StaleCacheWait has not
+// passed since Start): containers created after that are left alone (see
+// converge.Hold). Zero otherwise.
+func (a *Agent) holdSince(now time.Time) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.heard || !now.Before(a.holdUntil) {
+		return time.Time{}
+	}
+	return a.cacheWritten
+}
+
+func (a *Agent) holdEnd() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.holdUntil
+}
+
+// earliest returns the earlier of two times, a zero one meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func stepStrings(steps []converge.Step) []string {
+	out := make([]string, len(steps))
+	for i, s := range steps {
+		out[i] = s.String()
+	}
+	return out
 }
 
 // noteFailures keeps, for each rollout the plan gave up on, the last log
@@ -641,16 +750,24 @@ func (a *Agent) poll(ctx context.Context) {
 		if d, ok := a.Desired(); ok {
 			version = d.Version
 		}
+		// The first poll does not wait: until the control plane answers,
+		// the agent holds back from containers newer than its cache.
+		wait := a.cfg.PollWait
+		if !a.hasHeard() {
+			wait = 0
+		}
 		began := time.Now()
-		d, err := a.cfg.ControlPlane.DesiredState(ctx, version, a.cfg.PollWait)
+		d, err := a.cfg.ControlPlane.DesiredState(ctx, version, wait)
 		if ctx.Err() != nil {
 			return
 		}
 		if err == nil {
 			err = a.accept(d, version)
 		}
+		untrusted := a.checkTrust(err)
 		switch {
 		case err == nil || errors.Is(err, ErrNotModified):
+			a.setHeard()
 			if failing {
 				a.log.Info("control plane reachable again")
 				failing = false
@@ -663,7 +780,9 @@ func (a *Agent) poll(ctx context.Context) {
 			}
 		default:
 			wait := b.NextBackOff()
-			if !failing {
+			if untrusted {
+				// A configuration error, not an outage: checkTrust logs it.
+			} else if !failing {
 				a.log.Warn("cannot get the desired state; containers keep running, converging from the cache",
 					zap.Error(err), zap.Duration("retry_in", wait))
 				failing = true
@@ -684,7 +803,7 @@ func (a *Agent) poll(ctx context.Context) {
 }
 
 // accept takes a desired state from the control plane: a new version is
-// cached and converged towards at once.
+// converged towards at once (the converge caches it first).
 func (a *Agent) accept(d contract.DesiredState, held string) error {
 	if d.HostID != a.cfg.HostID {
 		return fmt.Errorf("desired state for host %q, but this is host %q", d.HostID, a.cfg.HostID)
@@ -698,16 +817,35 @@ func (a *Agent) accept(d contract.DesiredState, held string) error {
 		// holds nothing stays hands-off rather than converging to nothing.
 		return nil
 	}
-	if err := a.cache.Save(d); err != nil {
-		// Still converge towards it: the cache only matters in an outage.
-		a.log.Error("cannot cache the desired state", zap.Error(err))
-	}
+	// The loop caches it before converging towards it (and retries a
+	// failed write).
 	a.mu.Lock()
 	a.desired = &d
+	a.heard = true // the control plane's own: nothing is held back from it
 	a.mu.Unlock()
 	a.log.Info("new desired state", zap.String("version", d.Version), zap.Int("workloads", len(d.Workloads)))
 	a.changes.Fire()
 	return nil
+}
+
+// hasHeard reports whether the control plane has answered a poll.
+func (a *Agent) hasHeard() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.heard
+}
+
+// setHeard records that the control plane answered; the first time, with
+// a desired state held, a converge follows, which no longer holds anything
+// back.
+func (a *Agent) setHeard() {
+	a.mu.Lock()
+	first := !a.heard && a.desired != nil
+	a.heard = true
+	a.mu.Unlock()
+	if first {
+		a.changes.Fire()
+	}
 }
 
 // heartbeat sends the latest status report every HeartbeatInterval, and at
@@ -735,9 +873,12 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, max(a.cfg.HeartbeatInterval, 5*time.Second))
 		err := a.cfg.ControlPlane.ReportStatus(rctx, r)
 		cancel()
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return
+		}
+		switch {
+		case a.checkTrust(err):
+			// A configuration error, not an outage: checkTrust logs it.
 		case err != nil && !failing:
 			a.log.Warn("cannot report status", zap.Error(err))
 			failing = true

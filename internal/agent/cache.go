@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/fsutil"
@@ -25,10 +26,21 @@ type Cache struct {
 }
 
 // cachedState is the file's format: the desired state with sealed secret
-// values. Format is bumped if the layout ever changes.
+// values, and when it was written. Format is bumped if the layout ever
+// changes.
 type cachedState struct {
 	Format int                   `json:"format"`
 	State  contract.DesiredState `json:"state"`
+	// Written is the agent's clock at the write (absent in files of older
+	// agents: the file's modification time stands in).
+	Written time.Time `json:"written,omitzero"`
+}
+
+// Cached is a desired state read back from the cache, with the time it was
+// written: a container created after it may be newer than the state.
+type Cached struct {
+	State   contract.DesiredState
+	Written time.Time
 }
 
 const cacheFormat = 1
@@ -47,12 +59,13 @@ func OpenCache(dataDir string) (*Cache, error) {
 }
 
 // Save writes d, its secret values sealed, replacing the previous state
-// atomically. d is not modified.
-func (c *Cache) Save(d contract.DesiredState) error {
+// atomically, and records written as the time of the write. d is not
+// modified.
+func (c *Cache) Save(d contract.DesiredState, written time.Time) error {
 	sealed := withSecrets(d, func(v contract.SecretValue) (contract.SecretValue, error) {
 		return contract.SecretValue(c.box.Seal([]byte(v))), nil
 	})
-	data, err := json.Marshal(cachedState{Format: cacheFormat, State: sealed.state})
+	data, err := json.Marshal(cachedState{Format: cacheFormat, State: sealed.state, Written: written})
 	if err != nil {
 		return fmt.Errorf("encode desired-state cache: %w", err)
 	}
@@ -64,29 +77,34 @@ func (c *Cache) Save(d contract.DesiredState) error {
 
 // Load reads the cached state. A missing file is not an error: ok is false
 // (a fresh agent that has never heard from the control plane).
-func (c *Cache) Load() (d contract.DesiredState, ok bool, err error) {
+func (c *Cache) Load() (cached Cached, ok bool, err error) {
 	data, err := os.ReadFile(c.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return contract.DesiredState{}, false, nil
+		return Cached{}, false, nil
 	}
 	if err != nil {
-		return contract.DesiredState{}, false, fmt.Errorf("read desired-state cache: %w", err)
+		return Cached{}, false, fmt.Errorf("read desired-state cache: %w", err)
 	}
 	var cs cachedState
 	if err := json.Unmarshal(data, &cs); err != nil {
-		return contract.DesiredState{}, false, fmt.Errorf("desired-state cache %s: %w", c.path, err)
+		return Cached{}, false, fmt.Errorf("desired-state cache %s: %w", c.path, err)
 	}
 	if cs.Format != cacheFormat {
-		return contract.DesiredState{}, false, fmt.Errorf("desired-state cache %s: format %d, want %d", c.path, cs.Format, cacheFormat)
+		return Cached{}, false, fmt.Errorf("desired-state cache %s: format %d, want %d", c.path, cs.Format, cacheFormat)
+	}
+	if cs.Written.IsZero() {
+		if info, err := os.Stat(c.path); err == nil {
+			cs.Written = info.ModTime()
+		}
 	}
 	opened := withSecrets(cs.State, func(v contract.SecretValue) (contract.SecretValue, error) {
 		plain, err := c.box.Open(string(v))
 		return contract.SecretValue(plain), err
 	})
 	if opened.err != nil {
-		return contract.DesiredState{}, false, fmt.Errorf("desired-state cache %s: %w", c.path, opened.err)
+		return Cached{}, false, fmt.Errorf("desired-state cache %s: %w", c.path, opened.err)
 	}
-	return opened.state, true, nil
+	return Cached{State: opened.state, Written: cs.Written}, true, nil
 }
 
 type transformed struct {

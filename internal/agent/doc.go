@@ -9,8 +9,9 @@
 //     to the CA fingerprint the token carries; the identity, host token and CA
 //     are kept in the data directory, so later starts need only that.
 //   - The poller long-polls the desired state, with jittered back-off on
-//     errors, and caches every new state atomically (mode 0600, secret values
-//     sealed with a key kept beside the cache).
+//     errors; the loop caches every new state atomically before converging
+//     towards it (mode 0600, secret values sealed with a key kept beside the
+//     cache, the time of the write recorded).
 //   - The loop converges, one converge at a time, when the desired state
 //     changes, when Docker reports a container died or changed health, when a
 //     task of the Docker adapter ends, and every ConvergeInterval. Triggers
@@ -24,7 +25,11 @@
 //   - An agent that has never received a desired state (none cached either)
 //     changes nothing: it only observes and reports.
 //   - When the control plane is unreachable, containers keep running and the
-//     agent converges from its cache, also right after a restart.
+//     agent converges from its cache, also right after a restart; but until
+//     the control plane first answers (or StaleCacheWait passes), never
+//     against a container created after the cache was written: a cache whose
+//     write failed must not roll the host back (converge.Hold). A write that
+//     fails is retried, and reported, until it works.
 //   - Crash history and failed-rollout markers (converge.History, with the
 //     failing containers' last log lines) are persisted after every converge
 //     that changed them, so a restarted agent neither forgets a crash loop

@@ -53,6 +53,7 @@ type fakeRouter struct {
 	table   ingress.Table
 	updates int
 	gone    []string
+	problem string
 }
 
 func (r *fakeRouter) Update(t ingress.Table) error {
@@ -67,6 +68,18 @@ func (r *fakeRouter) updated() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.updates
+}
+
+func (r *fakeRouter) SetProblem(reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.problem = reason
+}
+
+func (r *fakeRouter) currentProblem() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.problem
 }
 
 func (r *fakeRouter) Gone(id string) {

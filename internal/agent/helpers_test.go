@@ -28,6 +28,9 @@ type fakeControlPlane struct {
 	state   *contract.DesiredState // nil: nothing to hand out yet
 	changed chan struct{}          // closed and replaced on every change
 	down    bool
+	// delay holds every poll this long before it is answered (a slow
+	// control plane, or one the agent's first converge outruns).
+	delay   time.Duration
 	polls   int
 	reports []contract.StatusReport
 }
@@ -59,6 +62,16 @@ func (cp *fakeControlPlane) setDown(down bool) {
 }
 
 func (cp *fakeControlPlane) DesiredState(ctx context.Context, version string, wait time.Duration) (contract.DesiredState, error) {
+	cp.mu.Lock()
+	delay := cp.delay
+	cp.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-ctx.Done():
+			return contract.DesiredState{}, ctx.Err()
+		case <-time.After(delay):
+		}
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {

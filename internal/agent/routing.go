@@ -16,6 +16,9 @@ import (
 type Router interface {
 	Update(t ingress.Table) error
 	Gone(containerID string)
+	// SetProblem makes the host's /healthz answer 503 with reason (""
+	// clears it): what an operator must fix on this host.
+	SetProblem(reason string)
 }
 
 var _ Router = (*ingress.Ingress)(nil)
@@ -102,7 +105,7 @@ func backends(cs []containers.Container, port int, history *converge.History, re
 func ingressRoutes(rs []contract.Route) []ingress.Route {
 	var out []ingress.Route
 	for _, r := range rs {
-		out = append(out, ingress.Route{Host: r.Host, PathPrefix: r.PathPrefix})
+		out = append(out, ingress.Route{Host: r.Host, PathPrefix: r.PathPrefix, UpstreamTimeout: r.UpstreamTimeout})
 	}
 	return out
 }
@@ -123,6 +126,9 @@ func ingressPorts(ps []contract.PublishedPort) []ingress.Port {
 // (seen in the e2e load tests); a backend that really stopped answering
 // leaves sooner anyway, on its failed dial or its die event.
 func inPool(c containers.Container, history *converge.History, retries int) bool {
+	if c.Paused {
+		return false // frozen: it would hold every request sent to it
+	}
 	if c.Healthy {
 		return true
 	}

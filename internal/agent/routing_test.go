@@ -21,10 +21,12 @@ func TestInPoolKeepsAHealthyBackendUntilItsRetriesFail(t *testing.T) {
 	tests := []struct {
 		name    string
 		healthy bool
+		paused  bool
 		streak  int
 		history *converge.History
 		want    bool
 	}{
+		{name: "a paused backend is out at once, whatever its last check", healthy: true, paused: true, history: seenHealthy(started), want: false},
 		{name: "a passing backend is in", healthy: true, history: converge.NewHistory(), want: true},
 		{name: "one failed check after a pass keeps it in", streak: 1, history: seenHealthy(started), want: true},
 		{name: "retries-1 failed checks keep it in", streak: 2, history: seenHealthy(started), want: true},
@@ -35,7 +37,7 @@ func TestInPoolKeepsAHealthyBackendUntilItsRetriesFail(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := containers.Container{ID: "c1", State: contract.StateRunning, StartedAt: started, Healthy: tt.healthy, FailingStreak: tt.streak}
+			c := containers.Container{ID: "c1", State: contract.StateRunning, StartedAt: started, Healthy: tt.healthy, FailingStreak: tt.streak, Paused: tt.paused}
 			if got := inPool(c, tt.history, 3); got != tt.want {
 				t.Errorf("inPool = %v, want %v", got, tt.want)
 			}
@@ -93,7 +95,7 @@ func TestRoutingTableFromServices(t *testing.T) {
 		Routes: []contract.Route{{Host: "api.localhost"}}}
 	gone := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "old", Image: "old:1", Replicas: 1, Port: 80}
 	webSvc := contract.Service{Namespace: "default", Project: "shop", Egg: "web", Port: 8080,
-		Hosts: []string{"host-0", testHost, "host-z"}, Routes: []contract.Route{{Host: "shop.localhost", PathPrefix: "/v1"}},
+		Hosts: []string{"host-0", testHost, "host-z"}, Routes: []contract.Route{{Host: "shop.localhost", PathPrefix: "/v1", UpstreamTimeout: time.Minute}},
 		DrainTimeout: 7 * time.Second}
 	dbSvc := contract.Service{Namespace: "default", Project: "shop", Egg: "db", Hosts: []string{"host-z"},
 		Ports: []contract.PublishedPort{{HostPort: 15432, ContainerPort: 5432}}}
@@ -121,7 +123,7 @@ func TestRoutingTableFromServices(t *testing.T) {
 			desired: contract.DesiredState{HostID: testHost, Workloads: []contract.WorkloadSpec{webW, api},
 				Services: []contract.Service{webSvc, dbSvc, kvSvc}},
 			want: ingress.Table{Eggs: []ingress.Egg{
-				{Name: "default/shop/web", DrainTimeout: 7 * time.Second, Routes: []ingress.Route{{Host: "shop.localhost", PathPrefix: "/v1"}},
+				{Name: "default/shop/web", DrainTimeout: 7 * time.Second, Routes: []ingress.Route{{Host: "shop.localhost", PathPrefix: "/v1", UpstreamTimeout: time.Minute}},
 					Remote:   []string{"host-0", "host-z"},
 					Backends: []ingress.Backend{{ContainerID: "w1", Addr: "10.0.0.1:8080", Healthy: true}}},
 				// Not run here: remote only, its published port's target carried for the mesh.

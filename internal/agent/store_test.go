@@ -26,7 +26,8 @@ func TestCacheRoundTripsWithSecretsSealed(t *testing.T) {
 	d := desiredState(w, web(2))
 	d.Workloads[1].Egg = "api"
 	d.Seal()
-	if err := c.Save(d); err != nil {
+	written := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	if err := c.Save(d, written); err != nil {
 		t.Fatal(err)
 	}
 	if d.Workloads[0].Secrets[0].Value != "correct horse" {
@@ -59,8 +60,11 @@ func TestCacheRoundTripsWithSecretsSealed(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("load: ok %v err %v", ok, err)
 	}
-	if !reflect.DeepEqual(got, d) {
-		t.Errorf("loaded %+v\nwant %+v", got, d)
+	if !reflect.DeepEqual(got.State, d) {
+		t.Errorf("loaded %+v\nwant %+v", got.State, d)
+	}
+	if !got.Written.Equal(written) {
+		t.Errorf("written %v, want %v", got.Written, written)
 	}
 }
 
@@ -69,7 +73,7 @@ func TestACacheSealedWithAnotherKeyIsRefused(t *testing.T) {
 	c, _ := OpenCache(dir)
 	w := web(1)
 	w.Secrets = []contract.SecretFile{{Name: "db", Handle: "h", Value: "v"}}
-	if err := c.Save(desiredState(w)); err != nil {
+	if err := c.Save(desiredState(w), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(dir, sealKeyFile)); err != nil {

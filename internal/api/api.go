@@ -75,6 +75,9 @@ type Host struct {
 	// ReportedVersion the one its agent last said it converged towards.
 	DesiredVersion  string `json:"desired_version,omitempty"`
 	ReportedVersion string `json:"reported_version,omitempty"`
+	// Errors are the host's current problems as its agent last reported
+	// them (a desired state it cannot cache, a failed pull, a full disk).
+	Errors []string `json:"errors,omitempty"`
 }
 
 // HostList is GET /api/v1/hosts.

@@ -256,6 +256,10 @@ type EggHost struct {
 	Ready      int               `json:"ready"`
 	Rollout    RolloutState      `json:"rollout"`
 	Containers []ContainerStatus `json:"containers"`
+	// Errors are the host's current problems as its agent last reported
+	// them (a desired state it cannot cache, a failed pull, a full disk):
+	// about the host, not only this egg.
+	Errors []string `json:"errors,omitempty"`
 }
 
 // ContainerStatus is one container of a workload, as its agent last

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/hatchery/hatchery/internal/agent"
 	"github.com/hatchery/hatchery/internal/mesh"
 )
 
@@ -26,7 +27,9 @@ func newAgentCmd() *cobra.Command {
 			"the CA fingerprint the token carries; the identity is kept in --data-dir, so later\n" +
 			"starts need only --data-dir. The agent keeps the last desired state there too: if\n" +
 			"the control plane is unreachable, containers keep running and the agent converges\n" +
-			"from its cache.",
+			"from its cache. A cache older than the containers (its write failed) rolls nothing\n" +
+			"back: until the control plane answers, or --stale-cache-wait, the containers created\n" +
+			"after it was written are left alone.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := parseLabels(labels)
@@ -56,6 +59,8 @@ func newAgentCmd() *cobra.Command {
 	f.StringVar(&opts.SecretDir, "secret-dir", "", "the tmpfs directory for secret files (default /dev/shm/hatch/<host ID>)")
 	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE put on every Docker object the agent creates (repeatable)")
 	f.DurationVar(&opts.ConvergeInterval, "converge-interval", 0, "the timer converge's period (default 30s)")
+	f.DurationVar(&opts.StaleCacheWait, "stale-cache-wait", agent.DefaultConfig().StaleCacheWait,
+		"at start, how long to leave alone the containers created after the desired-state cache was written, until the control plane answers")
 	f.BoolVar(&debug, "debug", false, "log at debug level")
 	for _, hidden := range []string{"secret-dir", "label", "converge-interval"} {
 		_ = f.MarkHidden(hidden) // for tests and unusual hosts; the names exist, so this cannot fail

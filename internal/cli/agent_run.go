@@ -49,6 +49,10 @@ type agentOptions struct {
 	Labels map[string]string
 	// ConvergeInterval overrides agent.DefaultConfig's when non-zero.
 	ConvergeInterval time.Duration
+	// StaleCacheWait overrides agent.DefaultConfig's when non-zero: how
+	// long, at start, the agent leaves alone the containers newer than its
+	// desired-state cache until the control plane answers.
+	StaleCacheWait time.Duration
 }
 
 // closeTimeout bounds the close of each part of the agent at its stop.
@@ -140,6 +144,9 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	cfg.Capacity = hostCapacity(ctx, dc, hostLog)
 	if opts.ConvergeInterval > 0 {
 		cfg.ConvergeInterval = opts.ConvergeInterval
+	}
+	if opts.StaleCacheWait > 0 {
+		cfg.StaleCacheWait = opts.StaleCacheWait
 	}
 	a, err := agent.New(cfg)
 	if err != nil {

@@ -33,6 +33,9 @@ type eggStatus struct {
 	// Restarts sums the in-place restarts of its containers; CrashLooping
 	// counts those the agent holds back from restarting now.
 	Restarts, CrashLooping int
+	// HostErrors are the problems its hosts' agents last reported, each
+	// "host: problem", sorted.
+	HostErrors []string
 }
 
 // rolloutStates maps the server's rollout states to the CLI's words.
@@ -58,8 +61,13 @@ func eggStatuses(s api.ProjectStatus) []eggStatus {
 			if h.Desired > 0 {
 				v.Hosts = append(v.Hosts, cmp.Or(h.Name, h.ID))
 			}
+			for _, line := range h.Errors {
+				v.HostErrors = append(v.HostErrors, cmp.Or(h.Name, h.ID)+": "+line)
+			}
 		}
 		slices.Sort(v.Hosts)
+		slices.Sort(v.HostErrors)
+		v.HostErrors = slices.Compact(v.HostErrors)
 		out = append(out, v)
 	}
 	return out

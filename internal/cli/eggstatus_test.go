@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // eggAt is an egg's status as the server gives it: ready of desired, in a
@@ -86,5 +87,51 @@ func TestPrintStatusShowsOneTablePerProject(t *testing.T) {
 		if !strings.Contains(out, s) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}
+	}
+}
+
+// A host's reported problems reach hatch status: below the table of each
+// project whose eggs it runs, once each.
+func TestStatusShowsTheProblemsItsHostsReport(t *testing.T) {
+	web := eggAt("web", 2, 2, "done", "a", "b")
+	web.Hosts[0].Errors = []string{"write desired-state cache: no space left on device"}
+	kv := eggAt("kv", 1, 1, "done", "a")
+	kv.Hosts[0].Errors = web.Hosts[0].Errors
+	other := api.ProjectStatus{Namespace: "default", Project: "shop", Eggs: []api.EggStatus{eggAt("api", 1, 1, "done", "b")}}
+	eggs := append(eggStatuses(demoStatus(2, kv, web)), eggStatuses(other)...)
+
+	var b strings.Builder
+	if err := printStatus(&b, eggs); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	const line = "    a: write desired-state cache: no space left on device\n"
+	if strings.Count(out, line) != 1 {
+		t.Errorf("want the problem once, under default/demo:\n%s", out)
+	}
+	demo, shop, _ := strings.Cut(out, "default/shop")
+	if !strings.Contains(demo, "problems reported by its hosts:\n"+line) || strings.Contains(shop, "problems") {
+		t.Errorf("the problem is not (only) under default/demo:\n%s", out)
+	}
+}
+
+func TestHostsShowsWhatTheAgentsReportWrong(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	hosts := []api.Host{
+		{ID: "h1", Name: "a", State: "up", LastSeen: now.Add(-time.Second), Errors: []string{"write desired-state cache: read-only file system", "pull web:2: not found"}},
+		{ID: "h2", Name: "b", State: "up", LastSeen: now.Add(-time.Second)},
+	}
+	var b strings.Builder
+	if err := printHosts(&b, hosts, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"PROBLEMS", "a: write desired-state cache: read-only file system\n", "a: pull web:2: not found\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "b: ") {
+		t.Errorf("host b has no problem:\n%s", out)
 	}
 }

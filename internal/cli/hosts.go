@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -41,7 +44,8 @@ func printHosts(w io.Writer, hosts []api.Host, now time.Time) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tID\tSTATE\tLAST SEEN")
+	fmt.Fprintln(tw, "NAME\tID\tSTATE\tLAST SEEN\tPROBLEMS")
+	var problems []string
 	for _, h := range hosts {
 		state := h.State
 		if !h.RemovedAt.IsZero() {
@@ -51,9 +55,24 @@ func printHosts(w io.Writer, hosts []api.Host, now time.Time) error {
 		if !h.LastSeen.IsZero() {
 			seen = now.Sub(h.LastSeen).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", h.Name, h.ID, state, seen)
+		count := "-"
+		if len(h.Errors) > 0 {
+			count = strconv.Itoa(len(h.Errors))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", h.Name, h.ID, state, seen, count)
+		for _, e := range h.Errors {
+			problems = append(problems, cmp.Or(h.Name, h.ID)+": "+e)
+		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	// Below the table: a line each, as long as it needs.
+	_, err := fmt.Fprintf(w, "\nProblems the agents report:\n  %s\n", strings.Join(problems, "\n  "))
+	return err
 }
 
 func newHostsRemoveCmd() *cobra.Command {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -85,11 +86,14 @@ func allProjects(ctx context.Context, c *client.Client, namespace string, allNam
 	return eggs, nil
 }
 
-// printStatus prints one table per project.
+// printStatus prints one table per project, then the problems its hosts
+// report, once each.
 //
 //	default/demo
 //	  EGG  READY  ROLLOUT  HOSTS  RESTARTS  NOTES
 //	  kv   1/1    done     local  0
+//	  problems reported by its hosts:
+//	    local: write desired-state cache: no space left on device
 func printStatus(w io.Writer, eggs []eggStatus) error {
 	if len(eggs) == 0 {
 		_, err := fmt.Fprintln(w, "no eggs deployed: `hatch apply -f hatch.yaml` deploys a project")
@@ -97,22 +101,40 @@ func printStatus(w io.Writer, eggs []eggStatus) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	project := ""
+	var problems []string
 	for _, e := range eggs {
 		if p := resource.Project(e.Namespace, e.Project); p != project {
 			if project != "" {
+				printProblems(tw, problems)
+				problems = nil
 				fmt.Fprintln(tw)
 			}
 			project = p
 			fmt.Fprintln(tw, p)
 			fmt.Fprintln(tw, "  EGG\tREADY\tROLLOUT\tHOSTS\tRESTARTS\tNOTES")
 		}
+		problems = append(problems, e.HostErrors...)
 		hosts := strings.Join(e.Hosts, ",")
 		if hosts == "" {
 			hosts = "-"
 		}
 		fmt.Fprintf(tw, "  %s\t%d/%d\t%s\t%s\t%d\t%s\n", e.Egg, e.Ready, e.Desired, e.State, hosts, e.Restarts, statusNotes(e))
 	}
+	printProblems(tw, problems)
 	return tw.Flush()
+}
+
+// printProblems prints, below a project's table, what its hosts report
+// wrong, each line once.
+func printProblems(w io.Writer, problems []string) {
+	if len(problems) == 0 {
+		return
+	}
+	slices.Sort(problems)
+	fmt.Fprintln(w, "  problems reported by its hosts:")
+	for _, p := range slices.Compact(problems) {
+		fmt.Fprintln(w, "    "+termsafe.Line(p))
+	}
 }
 
 // statusNotes is an egg's NOTES cell. Its reason and log line come from a

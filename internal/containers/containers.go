@@ -96,6 +96,10 @@ type RestartRequest struct {
 	// a container started since then is not restarted again.
 	StartedAt   time.Time
 	StopTimeout time.Duration
+	// DrainTimeout bounds the drain of a running container before its stop
+	// (contract.DefaultDrainTimeout when zero): a container restarted for
+	// failed checks may still be serving requests.
+	DrainTimeout time.Duration
 }
 
 // Container is one of this host's containers as the agent observes it, or a
@@ -127,6 +131,12 @@ type Container struct {
 	FailingStreak int
 	// ExitCode is the last exit status of a container that is not running.
 	ExitCode int
+	// Paused is set for a running container whose processes are frozen
+	// (docker pause): it counts as running, never as ready, and its
+	// agent-side checks fail without being tried (a paused process still
+	// accepts TCP connections into its backlog), so it is out of the pool
+	// at once and restarted like any container failing its checks.
+	Paused bool
 
 	// Created is when the container (or its start task) was created;
 	// StartedAt when its process last started; FinishedAt when it last exited.
@@ -146,7 +156,7 @@ func StateFromDocker(state string, exitCode int) contract.ContainerState {
 	switch state {
 	case "created":
 		return contract.StateStopped
-	case "running":
+	case "running", "paused": // paused: see Container.Paused
 		return contract.StateRunning
 	case "restarting":
 		return contract.StateStarting
@@ -159,7 +169,7 @@ func StateFromDocker(state string, exitCode int) contract.ContainerState {
 		return contract.StateCrashed
 	case "dead":
 		return contract.StateCrashed
-	default: // paused, or a state newer than this code
+	default: // a state newer than this code
 		return contract.StateUnknown
 	}
 }

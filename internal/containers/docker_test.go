@@ -138,7 +138,7 @@ func TestStateFromDocker(t *testing.T) {
 		{"exited", 0, contract.StateCompleted},
 		{"exited", 2, contract.StateCrashed},
 		{"dead", 0, contract.StateCrashed},
-		{"paused", 0, contract.StateUnknown},
+		{"paused", 0, contract.StateRunning}, // frozen, not gone: Container.Paused says so
 	}
 	for _, tt := range tests {
 		if got := StateFromDocker(tt.state, tt.code); got != tt.want {

@@ -35,6 +35,7 @@ var specHashFields = map[string]string{
 	"Ports.Protocol":           "out",
 	"Routes.Host":              "out",
 	"Routes.PathPrefix":        "out",
+	"Routes.UpstreamTimeout":   "out",
 	"Aliases":                  "out",
 	"NetworkAliases":           "in",
 	"Uses":                     "out",

@@ -103,7 +103,14 @@ type PublishedPort struct {
 type Route struct {
 	Host       string `json:"host"`
 	PathPrefix string `json:"path_prefix,omitempty"`
+	// UpstreamTimeout bounds the ingress's wait for a replica's response
+	// headers; zero is the ingress's default.
+	UpstreamTimeout time.Duration `json:"upstream_timeout,omitempty"`
 }
+
+// Same reports whether r and o are the same claim (host and prefix),
+// whatever their settings.
+func (r Route) Same(o Route) bool { return r.Host == o.Host && r.PathPrefix == o.PathPrefix }
 
 // HealthCheck says how a container's health is judged. HTTP and TCP are
 // probed by the agent; Cmd is a Docker HEALTHCHECK run inside the container

@@ -25,6 +25,10 @@ type Options struct {
 	// OnStep, if set, is called after each step is attempted, with its error,
 	// from the goroutine that ran it (so possibly concurrently).
 	OnStep func(Step, error)
+	// HoldCreatedAfter, if set, makes Converge leave alone the containers
+	// created after it (see Hold): the agent sets it while it converges from
+	// a cache written then, before the control plane has answered.
+	HoldCreatedAfter time.Time
 }
 
 // Validate reports options Apply and Converge cannot work with.
@@ -122,7 +126,7 @@ func applyStep(ctx context.Context, client containers.Client, hostID string, spe
 		return client.Drain(ctx, stop)
 	case ActionRestart:
 		return client.Restart(ctx, containers.RestartRequest{ID: s.ContainerID, WorkloadID: s.WorkloadID,
-			Slot: s.ReplicaIndex, StartedAt: s.StartedAt, StopTimeout: stopTimeout})
+			Slot: s.ReplicaIndex, StartedAt: s.StartedAt, StopTimeout: stopTimeout, DrainTimeout: drainTimeout})
 	default:
 		return fmt.Errorf("unknown action %q", s.Action)
 	}
@@ -147,6 +151,9 @@ func Converge(ctx context.Context, client containers.Client, desired contract.De
 	}
 	history.Observe(desired, actual, now)
 	plan := Diff(desired, actual, history, now)
+	if !opts.HoldCreatedAfter.IsZero() {
+		plan = Hold(plan, actual, desired.HostID, opts.HoldCreatedAfter)
+	}
 	for _, f := range plan.Failures {
 		history.RecordFailure(f, now)
 	}

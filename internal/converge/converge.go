@@ -138,6 +138,9 @@ type Plan struct {
 	// passes. Zero if nothing waits on the clock. The agent converges again
 	// then, instead of on its next periodic tick.
 	WakeAt time.Time
+	// Held are the steps Hold took out of the plan (Diff never sets it):
+	// they wait until the guard is lifted.
+	Held []Step
 }
 
 // Empty reports whether the plan does nothing now (it may still wait for

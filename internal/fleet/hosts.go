@@ -36,7 +36,7 @@ func (s *Service) hostView(ctx context.Context, h store.Host, id store.HostIdent
 	if err != nil {
 		return v, nil, fmt.Errorf("host %s: stored report: %w", h.ID, err)
 	}
-	v.ReportedVersion = report.Version
+	v.ReportedVersion, v.Errors = report.Version, report.Errors
 	return v, &report, nil
 }
 

@@ -33,6 +33,8 @@ type statusHost struct {
 	Workloads []contract.WorkloadSpec
 	// Containers are those its agent last reported; nil before a report.
 	Containers []contract.ContainerStatus
+	// Errors are the problems its agent last reported.
+	Errors []string
 }
 
 func (h statusHost) label() string { return cmp.Or(h.Name, h.ID) }
@@ -78,7 +80,7 @@ func projectStatus(namespace, project string, hosts []statusHost, records []*res
 // eggTally adds an egg up host by host.
 type eggTally struct {
 	api.EggStatus
-	notUp   []string // "host b is down", for hosts not up that should run some
+	notUp   []string // "host b is down", for hosts not up that should run some, or not heard from yet
 	waiting string   // why replicas are not placed
 }
 
@@ -88,7 +90,7 @@ func (t *eggTally) addHost(h statusHost, w contract.WorkloadSpec, now time.Time)
 	hash := contract.SpecHash(w)
 	p := assess(w, hash, h.Containers)
 	view := api.EggHost{ID: h.ID, Name: h.Name, State: string(h.State), Desired: w.Replicas, Ready: p.ready, Rollout: p.phase,
-		Containers: []api.ContainerStatus{}}
+		Containers: []api.ContainerStatus{}, Errors: h.Errors}
 	for _, c := range h.Containers {
 		if c.WorkloadID != w.ID() {
 			continue
@@ -103,7 +105,14 @@ func (t *eggTally) addHost(h statusHost, w contract.WorkloadSpec, now time.Time)
 	}
 	t.Hosts = append(t.Hosts, view)
 	t.Desired += w.Replicas
-	up := h.State == store.HostUp
+	// An unknown host has not reported since the server started (or since
+	// it joined): its last report, if any, is the best there is, and the
+	// egg waits for its next one rather than showing a rollout that is not
+	// happening.
+	up := h.State == store.HostUp || h.State == store.HostUnknown
+	if h.State == store.HostUnknown && w.Replicas > 0 {
+		t.notUp = append(t.notUp, fmt.Sprintf("waiting for host %s's first report", h.label()))
+	}
 	switch {
 	case !up && w.Replicas > 0:
 		t.notUp = append(t.notUp, fmt.Sprintf("host %s is %s", h.label(), h.State))
@@ -238,6 +247,7 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 			if err != nil {
 				return nil, fmt.Errorf("host %s: stored report: %w", h.ID, err)
 			}
+			sh.Errors = report.Errors
 			for _, c := range report.Containers {
 				if strings.HasPrefix(c.WorkloadID, prefix) {
 					sh.Containers = append(sh.Containers, c)

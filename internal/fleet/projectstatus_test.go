@@ -117,7 +117,25 @@ func TestProjectStatusSumsEachEggOverItsHosts(t *testing.T) {
 			}
 		}},
 		{"a host without a name is shown by its ID", []statusHost{{ID: "h-9", State: store.HostUnknown, Workloads: []contract.WorkloadSpec{kv}}}, nil, "kv",
-			func(t *testing.T, e api.EggStatus) { wantEgg(t, e, 0, 1, phaseProgressing, "host h-9 is unknown") }},
+			func(t *testing.T, e api.EggStatus) {
+				wantEgg(t, e, 0, 1, phaseProgressing, "waiting for host h-9's first report")
+			}},
+		// Right after a server restart every host is unknown until it
+		// reports: its last report stands, and no rollout is made up.
+		{"a host not heard from since the server started shows its last report and waits for the next", []statusHost{
+			statusHostOf("a", store.HostUnknown, []contract.WorkloadSpec{web}, runningAt(web, 0, true), runningAt(web, 1, true)),
+		}, nil, "web", func(t *testing.T, e api.EggStatus) {
+			wantEgg(t, e, 2, 2, phaseDone, "waiting for host a's first report")
+		}},
+		{"a host's reported problems are shown with it", []statusHost{
+			{ID: "h-a", Name: "a", State: store.HostUp, Workloads: []contract.WorkloadSpec{web1}, Containers: []contract.ContainerStatus{runningAt(web1, 0, true)},
+				Errors: []string{"write desired-state cache: no space left on device (retrying every 5s)"}},
+		}, nil, "web", func(t *testing.T, e api.EggStatus) {
+			wantEgg(t, e, 1, 1, phaseDone, "")
+			if got := e.Hosts[0].Errors; len(got) != 1 || got[0] != "write desired-state cache: no space left on device (retrying every 5s)" {
+				t.Errorf("host errors %q", got)
+			}
+		}},
 		{"a completed job is ready", []statusHost{statusHostOf("a", store.HostUp, []contract.WorkloadSpec{job}, completed)}, nil, "migrate",
 			func(t *testing.T, e api.EggStatus) { wantEgg(t, e, 1, 1, phaseDone, "") }},
 		{"crash loops count while backed off, restarts always", []statusHost{statusHostOf("a", store.HostUp, []contract.WorkloadSpec{kv}, looping),

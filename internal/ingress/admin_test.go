@@ -111,3 +111,29 @@ func TestCloseLetsOpenRequestsFinishThenCutsWhatIsLeft(t *testing.T) {
 		t.Fatalf("TCP connection after Close: %v, want EOF", err)
 	}
 }
+
+// The agent sets a problem an operator must fix (a control plane it cannot
+// verify): /healthz says so with 503 until it is cleared.
+func TestHealthzAnswers503WithTheProblemSet(t *testing.T) {
+	in := startIngress(t, nil)
+	c, _ := newClient(t)
+	health := func() (int, string) {
+		t.Helper()
+		resp, err := c.Get("http://" + in.AdminAddr().String() + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	const why = "the control plane's certificate does not match the CA this host joined with"
+	in.SetProblem(why)
+	if code, body := health(); code != http.StatusServiceUnavailable || !strings.Contains(body, why) {
+		t.Fatalf("/healthz with a problem: %d %q", code, body)
+	}
+	in.SetProblem("")
+	if code, body := health(); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("/healthz once cleared: %d %q", code, body)
+	}
+}

@@ -351,12 +351,14 @@ func (t *tracker) whenEmpty() <-chan struct{} {
 type trackedBody struct {
 	io.ReadCloser
 	b      *backend
+	cancel context.CancelFunc // ends the attempt's context, once read
 	closed atomic.Bool
 }
 
 func (t *trackedBody) Close() error {
 	err := t.ReadCloser.Close()
 	if t.closed.CompareAndSwap(false, true) {
+		t.cancel()
 		t.b.releaseHTTP()
 	}
 	return err

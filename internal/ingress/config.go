@@ -29,6 +29,9 @@ type Config struct {
 	// if the agent keeps reporting it healthy (a dead container is normally
 	// reported gone well before).
 	EjectFor time.Duration
+	// UpstreamTimeout bounds the wait for a backend's response headers on a
+	// route that sets none (see Route.UpstreamTimeout).
+	UpstreamTimeout time.Duration
 	// RemoteDialTimeout bounds opening a mesh stream to another host's
 	// replicas: a TCP dial and TLS handshake when no connection to the host
 	// is open, then the peer's own dial of a replica.
@@ -54,6 +57,7 @@ func DefaultConfig() Config {
 		PublishAddr:       "0.0.0.0",
 		DialTimeout:       250 * time.Millisecond,
 		EjectFor:          5 * time.Second,
+		UpstreamTimeout:   30 * time.Second,
 		RemoteDialTimeout: time.Second,
 		DrainTimeout:      10 * time.Second,
 	}
@@ -88,7 +92,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"DialTimeout", c.DialTimeout}, {"EjectFor", c.EjectFor}, {"RemoteDialTimeout", c.RemoteDialTimeout}, {"DrainTimeout", c.DrainTimeout}} {
+	}{{"DialTimeout", c.DialTimeout}, {"EjectFor", c.EjectFor}, {"UpstreamTimeout", c.UpstreamTimeout}, {"RemoteDialTimeout", c.RemoteDialTimeout}, {"DrainTimeout", c.DrainTimeout}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}

@@ -93,6 +93,9 @@ type testBackend struct {
 	// resetAll makes every request end in a reset connection, after the
 	// request (and its body) was read.
 	resetAll atomic.Bool
+	// frozen makes every request wait for release before anything, as a
+	// paused or SIGSTOPped container holds it.
+	frozen atomic.Bool
 
 	mu    sync.Mutex // guards conns
 	conns map[net.Conn]http.ConnState
@@ -147,6 +150,9 @@ func (b *testBackend) openConns() int {
 func (b *testBackend) serve(w http.ResponseWriter, r *http.Request) {
 	b.hits.Add(1)
 	w.Header().Set("X-Backend", b.name)
+	if b.frozen.Load() {
+		<-b.release
+	}
 	if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil {
 		time.Sleep(d) // a request that takes a while, so that some are in flight at any moment
 	}

@@ -30,6 +30,10 @@ type Ingress struct {
 	conns   *tracker
 	now     func() int64 // UnixNano; a field so that the pick reads one clock
 	closing atomic.Bool  // read by /healthz without the lock
+	// problem, if set, is why the host is not healthy although the ingress
+	// serves (the agent cannot verify its control plane): /healthz answers
+	// 503 with it.
+	problem atomic.Pointer[string]
 
 	// ctx is cancelled by Close; it bounds dials for published ports.
 	ctx    context.Context
@@ -158,6 +162,17 @@ func (in *Ingress) HTTPAddr() net.Addr {
 	return addrOf(in.httpLn)
 }
 
+// SetProblem makes /healthz answer 503 with reason, or 200 again when
+// reason is empty. The agent sets it for what an operator must fix on the
+// host (a control plane it cannot verify), which a prober then sees.
+func (in *Ingress) SetProblem(reason string) {
+	if reason == "" {
+		in.problem.Store(nil)
+		return
+	}
+	in.problem.Store(&reason)
+}
+
 // AdminAddr returns the address Start serves /healthz and /metrics on, or nil.
 func (in *Ingress) AdminAddr() net.Addr {
 	in.mu.Lock()
@@ -265,7 +280,9 @@ func (in *Ingress) forget(b *backend) {
 	b.transport.CloseIdleConnections()
 }
 
-// eject takes a backend whose dial failed out of the pool for Config.EjectFor.
+// eject takes a backend out of the pool for Config.EjectFor: its dial failed,
+// it sent no response headers within the upstream timeout, or (a peer) it has
+// no healthy replica left.
 func (in *Ingress) eject(b *backend, err error) {
 	now := in.now()
 	prev := b.ejectedUntil.Swap(now + int64(in.cfg.EjectFor))
@@ -275,7 +292,7 @@ func (in *Ingress) eject(b *backend, err error) {
 		if b.remote != nil {
 			where = []zap.Field{zap.String("peer", b.remote.host)}
 		}
-		in.log.Warn("backend left the pool: dial failed", append(where,
+		in.log.Warn("backend left the pool", append(where,
 			zap.String("egg", b.egg.name), zap.Duration("for", in.cfg.EjectFor), zap.Error(err))...)
 	}
 }

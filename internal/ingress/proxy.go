@@ -1,12 +1,14 @@
 package ingress
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -23,15 +25,42 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "hatch ingress: starting, no routing table yet", http.StatusServiceUnavailable)
 		return
 	}
-	e := in.routes.Load().match(r.Host, r.URL.Path)
+	e, timeout := in.routes.Load().match(r.Host, r.URL.Path)
 	if e == nil {
 		in.m.unrouted.Inc()
 		http.Error(w, fmt.Sprintf("hatch ingress: no egg serves %q", r.Host+r.URL.Path), http.StatusNotFound)
 		return
 	}
+	if timeout == 0 {
+		timeout = in.cfg.UpstreamTimeout
+	}
+	r = r.WithContext(context.WithValue(r.Context(), upstreamTimeoutKey{}, timeout))
 	start := time.Now()
 	defer func() { e.m.duration.Observe(time.Since(start).Seconds()) }()
 	e.proxy.ServeHTTP(w, r)
+}
+
+// upstreamTimeoutKey carries a request's upstream timeout (its route's) from
+// ServeHTTP to the egg's transport.
+type upstreamTimeoutKey struct{}
+
+// upstreamTimeoutHeader carries the upstream timeout of a request sent to a
+// peer, whose ingress applies it to its own replicas (the peer does not know
+// the route). It is removed before a request reaches a container.
+const upstreamTimeoutHeader = "Hatch-Upstream-Timeout"
+
+// errUpstreamTimeout is a backend that sent no response headers within the
+// upstream timeout.
+var errUpstreamTimeout = errors.New("no response headers within the upstream timeout")
+
+// upstreamTimeout returns the bound on req's wait for response headers:
+// its route's, or for a request from a peer, the one the peer sent (both
+// put in the context), else the default.
+func (t *eggTransport) upstreamTimeout(req *http.Request) time.Duration {
+	if d, ok := req.Context().Value(upstreamTimeoutKey{}).(time.Duration); ok {
+		return d
+	}
+	return t.in.cfg.UpstreamTimeout
 }
 
 // newProxy returns the reverse proxy of one egg. The backend is chosen in
@@ -41,6 +70,7 @@ func (in *Ingress) newProxy(e *egg) http.Handler {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
+			pr.Out.Header.Del(upstreamTimeoutHeader) // ours, never the client's
 			// Out.Host keeps the client's Host. The client's X-Forwarded-*
 			// were stripped by ReverseProxy: the ingress is the edge, so the
 			// backend sees the real client, not what it claims.
@@ -64,6 +94,9 @@ func (in *Ingress) proxyError(e *egg, w http.ResponseWriter, r *http.Request, er
 		e.m.requests[class5xx].Inc()
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, fmt.Sprintf("hatch ingress: egg %q has no healthy backend", e.name), http.StatusServiceUnavailable)
+	case errors.Is(err, errUpstreamTimeout) && r.Context().Err() == nil:
+		e.m.requests[class5xx].Inc()
+		http.Error(w, fmt.Sprintf("hatch ingress: egg %q: %v", e.name, err), http.StatusGatewayTimeout)
 	case r.Context().Err() != nil:
 		e.m.requests[classAborted].Inc() // the client left; nobody reads the answer
 		w.WriteHeader(http.StatusBadGateway)
@@ -91,7 +124,8 @@ func (t *eggTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if b == nil {
 		return nil, errNoBackend
 	}
-	resp, err := t.send(b, req)
+	timeout := t.upstreamTimeout(req)
+	resp, err := t.send(b, req, timeout)
 	if err == nil || !retryable(req, err) {
 		return resp, err
 	}
@@ -100,7 +134,7 @@ func (t *eggTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	t.e.m.retries.Inc()
-	return t.send(other, req)
+	return t.send(other, req, timeout)
 }
 
 // retryable says whether a request that got no response may be sent again:
@@ -116,9 +150,13 @@ func retryable(req *http.Request, err error) bool {
 }
 
 // send runs one attempt on b, which holds a slot that the response body's
-// Close releases (or send itself, on error).
-func (t *eggTransport) send(b *backend, req *http.Request) (*http.Response, error) {
-	out := *req // RoundTrip must not change the caller's request
+// Close releases (or send itself, on error). A local backend that sends no
+// response headers within timeout is ejected at once and the attempt fails
+// with errUpstreamTimeout (a frozen container holds no request past it); a
+// remote one is given the timeout to apply to its own replicas.
+func (t *eggTransport) send(b *backend, req *http.Request, timeout time.Duration) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	out := *req.WithContext(ctx) // RoundTrip must not change the caller's request
 	u := *req.URL
 	u.Host = b.addr
 	out.URL = &u
@@ -127,8 +165,30 @@ func (t *eggTransport) send(b *backend, req *http.Request) (*http.Response, erro
 		// stop a retry from reading it. ReverseProxy closes it at the end.
 		out.Body = io.NopCloser(req.Body)
 	}
+	var timer *time.Timer
+	var timedOut atomic.Bool
+	if b.remote != nil {
+		out.Header = out.Header.Clone()
+		out.Header.Set(upstreamTimeoutHeader, timeout.String())
+	} else {
+		timer = time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
+	}
 	resp, err := b.transport.RoundTrip(&out)
+	if timer != nil && !timer.Stop() && timedOut.Load() && req.Context().Err() == nil {
+		// The timer fired: the request was cut, or its response came just
+		// as it did, with its context already cancelled. Either way the
+		// backend was too slow.
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		cancel()
+		b.releaseHTTP()
+		err = fmt.Errorf("container %s: %w (%s)", shortID(b.id), errUpstreamTimeout, timeout)
+		t.in.eject(b, err)
+		return nil, err
+	}
 	if err != nil {
+		cancel()
 		b.releaseHTTP()
 		return nil, err
 	}
@@ -137,6 +197,7 @@ func (t *eggTransport) send(b *backend, req *http.Request) (*http.Response, erro
 		// the stream opened): like a failed dial, out for EjectFor, and the
 		// request goes elsewhere if it can.
 		_ = resp.Body.Close() // a short error page; nothing to keep
+		cancel()
 		b.releaseHTTP()
 		t.in.eject(b, errors.New("the peer has no healthy replica"))
 		return nil, fmt.Errorf("host %s: %w", b.remote.host, errNoBackend)
@@ -145,7 +206,7 @@ func (t *eggTransport) send(b *backend, req *http.Request) (*http.Response, erro
 		// A WebSocket or other upgraded connection: it lasts until one side
 		// closes, so Gone (the container died) must be able to cut it.
 		ub := &upgradedBody{w: rw, tracker: t.in.conns}
-		ub.ReadCloser, ub.b = rw, b
+		ub.ReadCloser, ub.b, ub.cancel = rw, b, cancel
 		t.in.conns.add(ub, b)
 		if b.isGone() {
 			_ = ub.Close() // Gone ran between the dial and here: cut it like the others
@@ -153,7 +214,7 @@ func (t *eggTransport) send(b *backend, req *http.Request) (*http.Response, erro
 		resp.Body = ub
 		return resp, nil
 	}
-	resp.Body = &trackedBody{ReadCloser: resp.Body, b: b}
+	resp.Body = &trackedBody{ReadCloser: resp.Body, b: b, cancel: cancel}
 	return resp, nil
 }
 
@@ -166,13 +227,18 @@ var copyBuffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 3
 func (bp *bufferPool) Get() []byte  { return *bp.p.Get().(*[]byte) }
 func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
 
-// AdminHandler serves /healthz (200 until Close starts, then 503) and
-// /metrics (the Config.Registry, or the ingress's own).
+// AdminHandler serves /healthz (200 until Close starts, then 503; 503 with
+// the reason while a problem is set, see SetProblem) and /metrics (the
+// Config.Registry, or the ingress's own).
 func (in *Ingress) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if in.closing.Load() {
 			http.Error(w, "closing", http.StatusServiceUnavailable)
+			return
+		}
+		if p := in.problem.Load(); p != nil {
+			http.Error(w, *p, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ok\n") // a failed write means the prober left

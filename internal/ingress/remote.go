@@ -124,6 +124,12 @@ func (in *Ingress) newLocalProxy(e *egg) http.Handler {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
+			// The calling ingress's upstream timeout, for the transport;
+			// not for the container.
+			if d, err := time.ParseDuration(pr.In.Header.Get(upstreamTimeoutHeader)); err == nil && d > 0 {
+				pr.Out = pr.Out.WithContext(context.WithValue(pr.Out.Context(), upstreamTimeoutKey{}, d))
+			}
+			pr.Out.Header.Del(upstreamTimeoutHeader)
 			for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
 				if v, ok := pr.In.Header[h]; ok {
 					pr.Out.Header[h] = v

@@ -3,6 +3,7 @@ package ingress
 import (
 	"sort"
 	"strings"
+	"time"
 )
 
 // routeTable maps a request's host and path to an egg. It is immutable once
@@ -14,15 +15,16 @@ type routeTable struct {
 }
 
 type routeEntry struct {
-	prefix string
-	egg    *egg
+	prefix  string
+	egg     *egg
+	timeout time.Duration // the route's upstream timeout; zero: the default
 }
 
 // newRouteTable builds the table for normalized, validated routes.
 func newRouteTable(routes map[Route]*egg) *routeTable {
 	t := &routeTable{hosts: make(map[string][]routeEntry)}
 	for r, e := range routes {
-		t.hosts[r.Host] = append(t.hosts[r.Host], routeEntry{prefix: r.PathPrefix, egg: e})
+		t.hosts[r.Host] = append(t.hosts[r.Host], routeEntry{prefix: r.PathPrefix, egg: e, timeout: r.UpstreamTimeout})
 	}
 	for _, entries := range t.hosts {
 		sort.Slice(entries, func(i, j int) bool { return len(entries[i].prefix) > len(entries[j].prefix) })
@@ -31,15 +33,16 @@ func newRouteTable(routes map[Route]*egg) *routeTable {
 }
 
 // match returns the egg serving host (as a Host header gives it, port and
-// all) and path, or nil.
-func (t *routeTable) match(host, path string) *egg {
+// all) and path, or nil, with the route's upstream timeout (zero: the
+// default).
+func (t *routeTable) match(host, path string) (*egg, time.Duration) {
 	entries := t.hosts[canonicalHost(host)]
 	for _, r := range entries {
 		if pathHasPrefix(path, r.prefix) {
-			return r.egg
+			return r.egg, r.timeout
 		}
 	}
-	return nil
+	return nil, 0
 }
 
 // canonicalHost strips the port and a trailing dot and lowercases, so that

@@ -77,7 +77,7 @@ func TestMatchIsTheLongestCoveringPrefix(t *testing.T) {
 				want, best = e, len(p)
 			}
 		}
-		if got := table.match(strings.ToUpper(host)+":8080", path); got != want {
+		if got, _ := table.match(strings.ToUpper(host)+":8080", path); got != want {
 			t.Fatalf("match(%s, %s) = %v, want %v", host, path, got, want)
 		}
 	})

@@ -48,6 +48,12 @@ type Route struct {
 	// PathPrefix is empty (every path) or starts with "/"; it matches whole
 	// path segments: "/v1" matches "/v1" and "/v1/x" but not "/v10".
 	PathPrefix string
+	// UpstreamTimeout bounds the wait for a backend's response headers
+	// (zero: Config.UpstreamTimeout). A backend past it is ejected at once,
+	// like one whose dial failed, and a request without a body goes to
+	// another; streaming bodies (SSE, downloads) and upgraded connections
+	// are not bounded once the headers came.
+	UpstreamTimeout time.Duration
 }
 
 // ParseRoute reads a route as hatch.yaml writes it: a hostname, optionally
@@ -68,6 +74,10 @@ func ParseRoute(s string) (Route, error) {
 // String returns the route as hatch.yaml writes it.
 func (r Route) String() string { return r.Host + r.PathPrefix }
 
+// key is what makes two routes the same claim: host and prefix, whatever
+// their timeouts.
+func (r Route) key() Route { return Route{Host: r.Host, PathPrefix: r.PathPrefix} }
+
 // normalized lowercases the host and drops what does not change the meaning:
 // a trailing dot on the host, trailing slashes on the prefix.
 func (r Route) normalized() Route {
@@ -86,6 +96,8 @@ func (r Route) validate() error {
 		return fmt.Errorf("route %q: path prefix must start with /", r.String())
 	case strings.ContainsAny(r.PathPrefix, "?# \t"):
 		return fmt.Errorf("route %q: path prefix may not hold a query, fragment or space", r.String())
+	case r.UpstreamTimeout < 0:
+		return fmt.Errorf("route %q: negative upstream timeout %s", r.String(), r.UpstreamTimeout)
 	}
 	return nil
 }
@@ -153,11 +165,11 @@ func validate(t Table) (Table, error) {
 				bad("%w", err)
 				continue
 			}
-			if holder, taken := routes[r]; taken {
+			if holder, taken := routes[r.key()]; taken {
 				bad("route %q is already held by egg %q", r.String(), holder)
 				continue
 			}
-			routes[r] = e.Name
+			routes[r.key()] = e.Name
 		}
 		for _, p := range e.Ports {
 			if p.Published < 1 || p.Published > 65535 || p.Target < 0 || p.Target > 65535 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/cenkalti/backoff/v4"
 
@@ -30,12 +31,20 @@ func (e *ConflictError) Error() string {
 func projectOf(w contract.WorkloadSpec) string { return resource.Project(w.Namespace, w.Project) }
 
 // routeOf returns the contract's form of a route: "/" is the whole host.
-func routeOf(r inputs.Route) contract.Route {
+func routeOf(r inputs.Route) (contract.Route, error) {
 	path := r.Path
 	if path == "/" {
 		path = ""
 	}
-	return contract.Route{Host: r.Host, PathPrefix: path}
+	out := contract.Route{Host: r.Host, PathPrefix: path}
+	if r.UpstreamTimeout != "" {
+		d, err := time.ParseDuration(r.UpstreamTimeout)
+		if err != nil || d <= 0 {
+			return contract.Route{}, backoff.Permanent(fmt.Errorf("route %s%s: upstream_timeout %q is not a positive duration (30s)", r.Host, r.Path, r.UpstreamTimeout))
+		}
+		out.UpstreamTimeout = d
+	}
+	return out, nil
 }
 
 func routeClaim(r contract.Route) string { return "route " + r.Host + r.PathPrefix }
@@ -70,7 +79,7 @@ func (v *view) portHolder(project string, port int) (string, bool) {
 // routeHolder returns the workload of another project holding the route, on
 // whichever host.
 func (v *view) routeHolder(project string, r contract.Route) (string, bool) {
-	return v.holder(project, func(w contract.WorkloadSpec) bool { return slices.Contains(w.Routes, r) })
+	return v.holder(project, func(w contract.WorkloadSpec) bool { return slices.ContainsFunc(w.Routes, r.Same) })
 }
 
 // holder returns the first workload of another project for which holds is

@@ -287,7 +287,11 @@ func (s *Set) routesOf(ctx context.Context, project, egg string) ([]contract.Rou
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, routeOf(in))
+		route, err := routeOf(in)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, route)
 	}
 	sortRoutes(out)
 	return out, nil

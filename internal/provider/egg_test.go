@@ -263,12 +263,13 @@ func TestRoutesAndPortsHeldByAnotherProjectAreRefusedNamingTheHolder(t *testing.
 		t.Fatalf("routes on h1 %+v", w.Routes)
 	}
 	for name, yaml := range map[string]string{
-		"the same port on the same host":     "project: b\neggs:\n  other: {image: o:1, ports: [\"8088:80\"], placement: {hosts: [h1]}}\n",
-		"the same port on another host":      "project: b\neggs:\n  other: {image: o:1, ports: [\"8088:80\"], placement: {hosts: [h2]}}\n",
-		"the same route on the same host":    "project: b\neggs:\n  other: {image: o:1, port: 80, routes: [shop.localhost], placement: {hosts: [h1]}}\n",
-		"the same route on another host":     "project: b\neggs:\n  other: {image: o:1, port: 80, routes: [shop.localhost], placement: {hosts: [h2]}}\n",
-		"the same port of a cold egg":        "project: b\neggs:\n  other: {image: o:1, replicas: 0, ports: [\"8088:80\"]}\n",
-		"the same route, placed after apply": "project: b\neggs:\n  other: {image: o:1, port: 80, routes: [\"api.localhost/v1\"]}\n",
+		"the same port on the same host":      "project: b\neggs:\n  other: {image: o:1, ports: [\"8088:80\"], placement: {hosts: [h1]}}\n",
+		"the same port on another host":       "project: b\neggs:\n  other: {image: o:1, ports: [\"8088:80\"], placement: {hosts: [h2]}}\n",
+		"the same route on the same host":     "project: b\neggs:\n  other: {image: o:1, port: 80, routes: [shop.localhost], placement: {hosts: [h1]}}\n",
+		"the same route on another host":      "project: b\neggs:\n  other: {image: o:1, port: 80, routes: [shop.localhost], placement: {hosts: [h2]}}\n",
+		"the same route with its own timeout": "project: b\neggs:\n  other: {image: o:1, port: 80, routes: [{host: shop.localhost, upstream_timeout: 5s}]}\n",
+		"the same port of a cold egg":         "project: b\neggs:\n  other: {image: o:1, replicas: 0, ports: [\"8088:80\"]}\n",
+		"the same route, placed after apply":  "project: b\neggs:\n  other: {image: o:1, port: 80, routes: [\"api.localhost/v1\"]}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := e.reconciler(Options{}).Reconcile(t.Context(), "staging/b", e.project("staging/b", yaml, nil))
@@ -309,6 +310,12 @@ func TestRoutesFollowTheirEggAndLeaveWithTheirResource(t *testing.T) {
 	w, _ = e.state(other).Workload("default/a/web")
 	if !slices.Equal(w.Routes, []contract.Route{{Host: "shop.localhost"}}) {
 		t.Fatalf("routes after removing one: %+v", w.Routes)
+	}
+	// A new timeout on a route replaces it, not adds a second one.
+	e.apply("default/a", "project: a\neggs:\n  web: {image: web:1, port: 8080, routes: [{host: shop.localhost, upstream_timeout: 90s}]}\n", nil)
+	w, _ = e.state(other).Workload("default/a/web")
+	if !slices.Equal(w.Routes, []contract.Route{{Host: "shop.localhost", UpstreamTimeout: 90 * time.Second}}) {
+		t.Fatalf("routes after setting a timeout: %+v", w.Routes)
 	}
 }
 

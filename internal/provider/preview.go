@@ -221,7 +221,10 @@ func (p *preview) route(name string, c PlanChange) error {
 	if err != nil {
 		return err
 	}
-	r := routeOf(in)
+	r, err := routeOf(in)
+	if err != nil {
+		return err
+	}
 	current := slices.Sorted(maps.Keys(p.v.workloadsOf(workloadID(p.project, in.Egg))))
 	switch c.Action {
 	case reconciler.ActionDelete:

@@ -37,13 +37,17 @@ func (p routeProvider) attach(ctx context.Context, project string, r *resource.D
 	if err != nil {
 		return nil, err
 	}
-	route, id := routeOf(in), workloadID(project, in.Egg)
+	route, err := routeOf(in)
+	if err != nil {
+		return nil, err
+	}
+	id := workloadID(project, in.Egg)
 	err = p.s.states.update(ctx, func(v *view) error {
 		if err := v.checkRoute(project, route); err != nil {
 			return err
 		}
 		v.editProject(project, func(w *contract.WorkloadSpec) {
-			w.Routes = slices.DeleteFunc(w.Routes, func(x contract.Route) bool { return x == route })
+			w.Routes = slices.DeleteFunc(w.Routes, route.Same)
 			if w.ID() == id {
 				w.Routes = append(w.Routes, route)
 				sortRoutes(w.Routes)
@@ -60,10 +64,13 @@ func (p routeProvider) Delete(ctx context.Context, project string, r *resource.D
 	if err != nil {
 		return err
 	}
-	route := routeOf(in)
+	route, err := routeOf(in)
+	if err != nil {
+		return err
+	}
 	return p.s.states.update(ctx, func(v *view) error {
 		v.editProject(project, func(w *contract.WorkloadSpec) {
-			w.Routes = slices.DeleteFunc(w.Routes, func(x contract.Route) bool { return x == route })
+			w.Routes = slices.DeleteFunc(w.Routes, route.Same)
 		})
 		return nil
 	})

@@ -368,6 +368,7 @@ type discardRouter struct{}
 
 func (discardRouter) Update(ingress.Table) error { return nil }
 func (discardRouter) Gone(string)                {}
+func (discardRouter) SetProblem(string)          {}
 
 // noMesh is a mesh with no peers: these tests have one host.
 type noMesh struct{}

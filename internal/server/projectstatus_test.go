@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -117,5 +118,34 @@ func TestProjectStatusLeavesRemovedHostsOut(t *testing.T) {
 	}
 	if e := s.Eggs[0]; e.Name != "web" || e.Desired != 1 || e.Hosts[0].ID != alpha || e.Hosts[0].Name != "alpha" {
 		t.Fatalf("web = %+v, want 1 replica on alpha, by its name", e)
+	}
+}
+
+// A host's problems, as its agent reports them, are where the user looks:
+// the host list and the status of every project the host runs.
+func TestAHostsReportedErrorsAreInTheHostListAndTheProjectStatus(t *testing.T) {
+	h := newApplyHarness(t, applyOptions{})
+	h.report("h1")
+	wantSucceeded(t, h.applyAndWait("default/shop", "project: shop\neggs:\n  web:\n    image: web:1\n", nil))
+	const problem = "write desired-state cache: no space left on device (retrying every 5s)"
+	body, _ := json.Marshal(contract.StatusReport{HostID: "h1", Time: time.Now(), Errors: []string{problem}})
+	if resp := h.do("POST", "/api/v1/hosts/h1/status", bytes.NewReader(body)); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("report: %d", resp.StatusCode)
+	}
+
+	list := decode[api.HostList](t, h.do("GET", "/api/v1/hosts", nil), http.StatusOK)
+	if len(list.Hosts) != 1 || !slices.Equal(list.Hosts[0].Errors, []string{problem}) {
+		t.Errorf("hosts %+v, want h1 with its error", list.Hosts)
+	}
+	s := decode[api.ProjectStatus](t, h.do("GET", "/api/v1/projects/default/shop/status", nil), http.StatusOK)
+	if len(s.Eggs) != 1 || len(s.Eggs[0].Hosts) != 1 || !slices.Equal(s.Eggs[0].Hosts[0].Errors, []string{problem}) {
+		t.Errorf("status %+v, want web's host with its error", s)
+	}
+
+	// Once the agent reports none, none is shown.
+	h.report("h1")
+	list = decode[api.HostList](t, h.do("GET", "/api/v1/hosts", nil), http.StatusOK)
+	if len(list.Hosts[0].Errors) != 0 {
+		t.Errorf("errors %q after a report without", list.Hosts[0].Errors)
 	}
 }

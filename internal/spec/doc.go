@@ -92,7 +92,9 @@
 //
 // route/<host>[<path>], one per entry of an egg's routes (route/shop.localhost,
 // route/api.localhost/v1): {host, path ("/" for the whole host), egg, port (the
-// egg's port), hosts: [${egg/<egg>.hosts}]}. It depends on its egg.
+// egg's port), upstream_timeout (from the object form of a route,
+// {host: api.localhost/v1, upstream_timeout: 30s}; absent for the default),
+// hosts: [${egg/<egg>.hosts}]}. It depends on its egg.
 //
 // The inputs are declared once, in package inputs (inputs.Egg, inputs.Volume,
 // inputs.Network, inputs.Secret, inputs.Route), which the providers decode

@@ -408,20 +408,41 @@ func (ed *eggDecoder) healthCmd(n *yaml.Node, what string) []string {
 	return v
 }
 
+// routes reads each route as a string ("api.localhost/v1") or as an object
+// ({host: api.localhost/v1, upstream_timeout: 30s}) for its settings.
 func (ed *eggDecoder) routes(n *yaml.Node, what string) {
-	items, _ := ed.list(n, what, `[shop.localhost, "api.localhost/v1"]`)
-	for _, item := range items {
-		v, ok := ed.plain(item, what)
+	items, _ := ed.list(n, what, `[shop.localhost, "api.localhost/v1", {host: slow.localhost, upstream_timeout: 2m}]`)
+	for i, item := range items {
+		var timeout time.Duration
+		at := item
+		if resolve(item).Kind == yaml.MappingNode {
+			w := fmt.Sprintf("%s[%d]", what, i)
+			at = nil
+			for _, f := range ed.fields(item, w, "host", "upstream_timeout") {
+				switch f.Key {
+				case "host":
+					at = f.Value
+				case "upstream_timeout":
+					timeout, _ = ed.duration(f.Value, w+".upstream_timeout", 10*time.Millisecond)
+				}
+			}
+			if at == nil {
+				ed.errorf(item.Line, "%s has no host: write {host: shop.localhost, upstream_timeout: 30s}", w)
+				continue
+			}
+		}
+		v, ok := ed.plain(at, what)
 		if !ok {
 			continue
 		}
 		r, err := parseRoute(v)
 		if err != nil {
-			ed.errorf(item.Line, "%s: %v", what, err)
+			ed.errorf(at.Line, "%s: %v", what, err)
 			continue
 		}
 		r.Path = escape(r.Path)
 		r.Line = item.Line
+		r.UpstreamTimeout = timeout
 		ed.egg.Routes = append(ed.egg.Routes, r)
 	}
 }

@@ -326,6 +326,17 @@ func TestParseReportsErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "bad route objects",
+			src: "project: shop\neggs:\n  web:\n    image: nginx\n    port: 80\n    routes:\n      - {host: a.localhost, upstream_timeout: 30}\n" +
+				"      - {upstream_timeout: 30s}\n      - {host: b.localhost, timeout: 5s}\n      - {host: c.localhost, upstream_timeout: 1ms}\n",
+			want: []want{
+				{"upstream_timeout: 30}", []string{`routes[0].upstream_timeout: "30" has no unit`, "30s"}},
+				{"{upstream_timeout: 30s}", []string{"routes[1] has no host", "{host: shop.localhost, upstream_timeout: 30s}"}},
+				{"timeout: 5s}", []string{`routes[2]: unknown field "timeout"`, "upstream_timeout"}},
+				{"upstream_timeout: 1ms}", []string{"routes[3].upstream_timeout must be at least 10ms"}},
+			},
+		},
+		{
 			name: "health checks",
 			src: "project: shop\neggs:\n  web:\n    image: nginx\n    health:\n      http: healthz\n      tcp: true\n" +
 				"  api:\n    image: nginx\n    port: 80\n    health: {cmd: [\"/app\", \"-check\"], retries: 0}\n  db:\n    image: postgres\n    port: 5432\n    health: {tcp: false}\n",
@@ -644,7 +655,7 @@ secrets: {key: {env: KEY}}
 		{"ports", web.Ports, []PortMapping{{8088, 8080, "tcp", portsLine}, {9000, 9000, "tcp", portsLine}}},
 		{"env", web.Env, map[string]string{"A": "1", "B": "${egg/db.hosts}"}},
 		{"health", *web.Health, Health{Cmd: []string{"CMD-SHELL", "curl -f localhost"}, Interval: time.Second, Timeout: 500 * time.Millisecond, StartPeriod: time.Minute, Retries: 5}},
-		{"routes", web.Routes, []Route{{"shop.localhost", "/", routesLine}, {"api.localhost", "/v1", routesLine}}},
+		{"routes", web.Routes, []Route{{Host: "shop.localhost", Path: "/", Line: routesLine}, {Host: "api.localhost", Path: "/v1", Line: routesLine}}},
 		{"aliases", web.Aliases, []string{"front"}},
 		{"rollout", web.Rollout, Rollout{Order: StopFirst, MaxSurge: Surge{Percent: 50}, MinReady: 3 * time.Second, ProgressDeadline: time.Hour, AutoRevert: true}},
 		{"restart", web.Restart, RestartOnFailure},

@@ -139,7 +139,11 @@ type Health struct {
 type Route struct {
 	Host string
 	Path string // a prefix starting with "/", "/" for the whole host
-	Line int
+	// UpstreamTimeout bounds the ingress's wait for a replica's response
+	// headers (zero: the ingress's default, 30s); a replica past it leaves
+	// the pool at once. Set in the object form of a route.
+	UpstreamTimeout time.Duration
+	Line            int
 }
 
 // Name is the route's resource name: the host, followed by the path unless it

@@ -3,6 +3,7 @@ package spec
 import (
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/hatchery/hatchery/internal/graph"
 	"github.com/hatchery/hatchery/internal/resource"
@@ -41,7 +42,8 @@ func (p *Project) Resources() ([]*resource.Desired, []*resource.Dependency) {
 			deps = append(deps, &resource.Dependency{Parent: resource.Key(resource.Egg, d.Egg), Child: child, Condition: d.Condition})
 		}
 		for _, r := range e.Routes {
-			add(resource.Route, r.Name(), inputs.Route{Host: r.Host, Path: r.Path, Egg: e.Name, Port: e.Port, Hosts: []string{ref(resource.Egg, e.Name, "hosts")}})
+			add(resource.Route, r.Name(), inputs.Route{Host: r.Host, Path: r.Path, Egg: e.Name, Port: e.Port,
+				UpstreamTimeout: optionalDuration(r.UpstreamTimeout), Hosts: []string{ref(resource.Egg, e.Name, "hosts")}})
 			deps = append(deps, &resource.Dependency{Parent: child, Child: resource.Key(resource.Route, r.Name())})
 		}
 	}
@@ -185,4 +187,13 @@ func orEmptyMap(m map[string]string) map[string]string {
 		return map[string]string{}
 	}
 	return m
+}
+
+// optionalDuration formats d, or gives "" for zero: a setting left to its
+// default, absent from the inputs (and from their golden files).
+func optionalDuration(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return formatDuration(d)
 }

@@ -167,7 +167,14 @@ func (w *writer) egg(e *Egg) *yaml.Node {
 			if r.Path != "/" {
 				name += text(r.Path)
 			}
-			routes.Content = append(routes.Content, str(name))
+			if r.UpstreamTimeout == 0 {
+				routes.Content = append(routes.Content, str(name))
+				continue
+			}
+			obj := mapping(true)
+			add(obj, "host", str(name))
+			add(obj, "upstream_timeout", duration(r.UpstreamTimeout))
+			routes.Content = append(routes.Content, obj)
 		}
 		add(m, "routes", routes)
 	}

@@ -507,3 +507,33 @@ func escapeAll(list []string) []string {
 	}
 	return list
 }
+
+// A route with settings is written in the object form, and reads back the
+// same; one without stays a string. Its timeout reaches the route's inputs.
+func TestRouteObjectsRoundTrip(t *testing.T) {
+	src := "project: shop\neggs:\n  web:\n    image: nginx\n    port: 80\n" +
+		"    routes: [shop.localhost, {host: slow.localhost/reports, upstream_timeout: 2m}]\n"
+	p, err := Parse([]byte(src), filepath.Join(t.TempDir(), "hatch.yaml"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := p.Eggs[0].Routes
+	if len(routes) != 2 || routes[0].UpstreamTimeout != 0 || routes[1].Host != "slow.localhost" || routes[1].Path != "/reports" ||
+		routes[1].UpstreamTimeout != 2*time.Minute {
+		t.Fatalf("routes %+v", routes)
+	}
+	out, _ := roundTrip(t, p)
+	if !strings.Contains(string(out), "routes: [shop.localhost, {host: slow.localhost/reports, upstream_timeout: 2m}]") {
+		t.Errorf("Marshal wrote\n%s", out)
+	}
+	rs, _ := p.Resources()
+	for _, r := range rs {
+		if r.Type == resource.Route && r.Name == "slow.localhost/reports" {
+			if got := r.Inputs["upstream_timeout"]; got != "2m" {
+				t.Errorf("route inputs %v, want upstream_timeout 2m", r.Inputs)
+			}
+			return
+		}
+	}
+	t.Fatal("no route resource for slow.localhost/reports")
+}

@@ -81,7 +81,13 @@ type target struct {
 	probe     probe
 	addr      string    // the container's IP
 	startedAt time.Time // when its process started: the start period counts from here
+	// paused: the container is frozen; each check fails without being tried
+	// (its kernel still accepts TCP connections, which would pass).
+	paused bool
 }
+
+// errPaused is the failure of a check of a paused container.
+var errPaused = errors.New("the container is paused")
 
 // result is the latest health of one container.
 type result struct {
@@ -264,9 +270,12 @@ func (m *monitor) launchDue(ctx context.Context, wg *sync.WaitGroup) time.Time {
 			case <-ctx.Done():
 				return
 			}
-			cctx, cancel := context.WithTimeout(ctx, t.probe.timeout)
-			err := m.check(cctx, t)
-			cancel()
+			err := errPaused
+			if !t.paused {
+				cctx, cancel := context.WithTimeout(ctx, t.probe.timeout)
+				err = m.check(cctx, t)
+				cancel()
+			}
 			<-m.sem
 			if ctx.Err() != nil {
 				return

@@ -354,3 +354,29 @@ func TestMonitorProbesANewTargetAfterAStaleProbeReturns(t *testing.T) {
 	m.track("c", again)
 	eventually(t, "the re-tracked container healthy", func() bool { return m.result("c", again).healthy })
 }
+
+// A paused container accepts TCP connections into its backlog, so a TCP
+// probe would pass: its checks fail without being tried, until it is
+// unpaused (a new target), when it is probed again.
+func TestMonitorFailsAPausedContainerWithoutProbingIt(t *testing.T) {
+	s := &scripted{fail: map[string]bool{}, calls: map[string]int{}}
+	m := newMonitor(s.check, 4, time.Now, func() {})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	running := fastTarget("a")
+	m.sync(map[string]target{"ca": running})
+	eventually(t, "a healthy", func() bool { return m.result("ca", running).healthy })
+	paused := running
+	paused.paused = true
+	m.sync(map[string]target{"ca": paused})
+	calls := s.count("a")
+	eventually(t, "a paused container unhealthy", func() bool { return m.result("ca", paused).unhealthy(paused.probe) })
+	if n := s.count("a") - calls; n > 1 { // one probe may have been in flight
+		t.Errorf("a paused container was probed %d times", n)
+	}
+	m.sync(map[string]target{"ca": running})
+	eventually(t, "healthy once unpaused", func() bool { return m.result("ca", running).healthy })
+}

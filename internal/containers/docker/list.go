@@ -86,6 +86,7 @@ func (e *Engine) observe(c *container.InspectResponse) (containers.Container, ta
 		return dc, target{}, false
 	}
 	dc.State = containers.StateFromDocker(string(c.State.Status), c.State.ExitCode)
+	dc.Paused = c.State.Paused
 	dc.StartedAt = parseTime(c.State.StartedAt)
 	dc.FinishedAt = parseTime(c.State.FinishedAt)
 	if dc.State != contract.StateRunning {
@@ -96,22 +97,22 @@ func (e *Engine) observe(c *container.InspectResponse) (containers.Container, ta
 	dc.IP = containerAddr(c, w)
 	if known {
 		if p, ok := agentProbe(w); ok {
-			t := target{probe: p, addr: dc.IP, startedAt: dc.StartedAt}
+			t := target{probe: p, addr: dc.IP, startedAt: dc.StartedAt, paused: dc.Paused}
 			return dc, t, true
 		}
 	}
 	if h := c.State.Health; h != nil {
 		// A Docker HEALTHCHECK (the image's, or the spec's cmd): Docker
 		// probes, already skipping failures in the start period.
-		dc.Healthy = len(h.Log) > 0 && h.Log[len(h.Log)-1].ExitCode == 0
+		dc.Healthy = len(h.Log) > 0 && h.Log[len(h.Log)-1].ExitCode == 0 && !dc.Paused
 		dc.FailingStreak = h.FailingStreak
 		return dc, target{}, false
 	}
 	if known && w.Port > 0 {
-		t := target{probe: tcpOnPort(w), addr: dc.IP, startedAt: dc.StartedAt}
+		t := target{probe: tcpOnPort(w), addr: dc.IP, startedAt: dc.StartedAt, paused: dc.Paused}
 		return dc, t, true
 	}
-	dc.Healthy = true // running, and nothing more to check
+	dc.Healthy = !dc.Paused // running, and nothing more to check
 	return dc, target{}, false
 }
 

@@ -47,27 +47,35 @@ func (e *Engine) Drain(ctx context.Context, req containers.StopRequest) error {
 		return err
 	}
 	return e.run(containers.Task{Kind: containers.TaskDrain, Container: c.ID}, func(ctx context.Context) error {
-		if c.State != nil && c.State.Running {
-			timeout := req.DrainTimeout
-			if timeout <= 0 {
-				timeout = contract.DefaultDrainTimeout
-			}
-			dctx, cancel := context.WithTimeout(ctx, timeout)
-			err := e.cfg.Ingress.Drain(dctx, c.ID)
-			cancel()
-			if err != nil && ctx.Err() == nil {
-				e.log.Info("drain timeout reached, stopping with requests in flight",
-					zap.String("workload", req.WorkloadID), zap.Int("slot", req.Slot), zap.Duration("drain_timeout", timeout))
-			}
-		}
+		e.drainRunning(ctx, c, req.WorkloadID, req.Slot, req.DrainTimeout)
 		defer e.leaveTraffic(c.ID) // also when the stop failed: the agent retries it, out of traffic
 		return e.stopAndRemove(ctx, c.ID, req.StopTimeout)
 	})
 }
 
+// drainRunning takes a running container out of the ingress and waits until
+// its requests in flight finished or timeout passed (the default when zero).
+func (e *Engine) drainRunning(ctx context.Context, c *container.InspectResponse, workload string, slot int, timeout time.Duration) {
+	if c.State == nil || !c.State.Running {
+		return
+	}
+	if timeout <= 0 {
+		timeout = contract.DefaultDrainTimeout
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	err := e.cfg.Ingress.Drain(dctx, c.ID)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		e.log.Info("drain timeout reached, stopping with requests in flight",
+			zap.String("workload", workload), zap.Int("slot", slot), zap.Duration("drain_timeout", timeout))
+	}
+}
+
 // Restart begins restarting a container in place (same ID and
-// configuration): out of the ingress, stopped as Stop does, started again.
-// It does nothing if the container started after req.StartedAt.
+// configuration): drained out of the ingress if it runs (a container
+// restarted for failed checks may still be serving), stopped as Stop does,
+// started again. It does nothing if the container started after
+// req.StartedAt.
 func (e *Engine) Restart(ctx context.Context, req containers.RestartRequest) error {
 	what := describe(req.WorkloadID, req.Slot)
 	c, err := e.inspectOwned(ctx, "restart "+what, req.ID)
@@ -78,9 +86,13 @@ func (e *Engine) Restart(ctx context.Context, req containers.RestartRequest) err
 		return nil // someone restarted it since the caller looked
 	}
 	return e.run(containers.Task{Kind: containers.TaskRestart, Container: c.ID}, func(ctx context.Context) error {
-		e.leaveTraffic(c.ID)
+		e.drainRunning(ctx, c, req.WorkloadID, req.Slot, req.DrainTimeout)
 		e.mon.forget(c.ID)
-		if err := e.stop(ctx, c.ID, req.StopTimeout); err != nil {
+		err := e.stop(ctx, c.ID, req.StopTimeout)
+		// Once stopped, as for Drain: what was still open had the stop
+		// signal to close it. Out of traffic also when the stop failed.
+		e.leaveTraffic(c.ID)
+		if err != nil {
 			return fmt.Errorf("restart %s: %w", what, err)
 		}
 		w, _ := e.workload(containers.FromLabels(c.ID, "", c.Config.Labels).WorkloadID)

@@ -172,3 +172,37 @@ func TestDrainWaitsForTheIngressThenStops(t *testing.T) {
 	}
 	ing2.waitCalls(t, "drain "+cs[1].ID, "gone "+cs[1].ID)
 }
+
+// A restart (for failed checks: the container may still serve) drains
+// first, and the ingress hears it is gone only once it stopped. A paused
+// container shows paused and not healthy, and restarts like any other.
+func TestRestartDrainsFirstAndRestartsAPausedContainer(t *testing.T) {
+	ing := &recordingIngress{idle: make(chan struct{})}
+	close(ing.idle) // nothing in flight: the drain ends at once
+	v := newEnv(t, func(c *Config) { c.Ingress = ing })
+	ing.running = func(id string) bool {
+		c, err := v.s.Client.ContainerInspect(context.Background(), id)
+		return err == nil && c.State != nil && c.State.Running
+	}
+	v.start(v.spec("web"), 0, "")
+	before := v.waitFor("healthy", func(cs []containers.Container) bool { return allHealthy(cs, "web", 1) })[0]
+
+	if err := v.s.Client.ContainerPause(t.Context(), before.ID); err != nil {
+		t.Fatal(err)
+	}
+	paused := v.waitFor("paused and not healthy", func(cs []containers.Container) bool {
+		return len(cs) == 1 && cs[0].Paused && !cs[0].Healthy && cs[0].State == contract.StateRunning
+	})[0]
+	req := containers.RestartRequest{ID: paused.ID, WorkloadID: paused.WorkloadID, StartedAt: paused.StartedAt,
+		StopTimeout: 2 * time.Second, DrainTimeout: 5 * time.Second}
+	if err := v.e.Restart(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	after := v.waitFor("restarted, unpaused and healthy", func(cs []containers.Container) bool {
+		return allHealthy(cs, "web", 1) && !cs[0].Paused && cs[0].StartedAt.After(before.StartedAt)
+	})[0]
+	if after.ID != before.ID {
+		t.Fatalf("restart replaced the container: %s -> %s", before.ID, after.ID)
+	}
+	ing.waitCalls(t, "drain "+before.ID, "gone "+before.ID)
+}

@@ -221,6 +221,9 @@ type Route struct {
 	Path string `json:"path"`
 	Egg  string `json:"egg"`
 	Port int    `json:"port"`
+	// UpstreamTimeout is a Go duration ("30s"), or empty for the ingress's
+	// default.
+	UpstreamTimeout string `json:"upstream_timeout,omitempty"`
 	// Hosts is where the egg runs, written [${egg/<egg>.hosts}]: it makes
 	// the route an update when the egg moves. Providers do not read it; the
 	// egg's own placement says where its routes go.

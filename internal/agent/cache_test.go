@@ -1,0 +1,179 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/containers/fake"
+	"github.com/hatchery/hatchery/internal/contract"
+)
+
+// staleCacheHost sets up issue 15's finding: the host runs v2 (three web
+// replicas and a stateful db), but the cache still holds v1, written before
+// any of v2's containers were created (the write of v2 failed).
+func staleCacheHost(t *testing.T, f *fake.Fake, dir string) (v1, v2 contract.DesiredState) {
+	t.Helper()
+	db := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "db", Image: "db:1", Replicas: 1, Port: 5432,
+		Rollout: contract.Rollout{Order: contract.StopFirst}}
+	v1 = desiredState(web(3), db)
+	web2, db2 := web(3), db
+	web2.Image, db2.Image = "web:2", "db:2"
+	v2 = desiredState(web2, db2)
+
+	c, err := OpenCache(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Save(v1, f.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range v2.Workloads {
+		for slot := range w.Replicas {
+			f.Add(containers.Container{Labels: containers.Labels(testHost, w, slot, contract.SpecHash(w)),
+				State: contract.StateRunning, Healthy: true})
+		}
+	}
+	return v1, v2
+}
+
+// changes lists the lifecycle events since the first n, but exits.
+func changes(f *fake.Fake, n int) []fake.Event {
+	var out []fake.Event
+	for _, e := range f.Events()[n:] {
+		if e.Kind != fake.EventExit {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestAStaleCacheRollsNothingBackWhileTheControlPlaneIsDown(t *testing.T) {
+	f, cp, dir := newFake(t), newFakeControlPlane(), t.TempDir()
+	v1, v2 := staleCacheHost(t, f, dir)
+	cp.setDown(true)
+	before := len(f.Events())
+	cfg := testConfig(t, f, cp, dir)
+	cfg.StaleCacheWait = 600 * time.Millisecond
+	a := startAgent(t, cfg)
+
+	eventually(t, "a report of v2's containers", func() error {
+		r, ok := a.Status()
+		if !ok || len(r.Containers) != 4 {
+			return fmt.Errorf("report %+v", r)
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond) // within the wait: several converges
+	if ev := changes(f, before); len(ev) != 0 {
+		t.Fatalf("converging from a cache older than the containers changed them: %+v", ev)
+	}
+	for _, w := range v2.Workloads {
+		if n := running(f.All(), w); n != w.Replicas {
+			t.Fatalf("%s: %d of v2 running", w.Egg, n)
+		}
+	}
+	// The wait is a bound: with the control plane still silent after it,
+	// the cache is all the agent has, and it converges to it.
+	eventually(t, "the cache's state once the wait is over", func() error {
+		a.Notify() // the fake's instant tasks fire no change signal
+		for _, w := range v1.Workloads {
+			if n := running(f.All(), w); n != w.Replicas {
+				return fmt.Errorf("%s: %d of v1 running", w.Egg, n)
+			}
+		}
+		return nil
+	})
+}
+
+func TestAStaleCacheRollsNothingBackBeforeTheControlPlaneAnswers(t *testing.T) {
+	f, cp, dir := newFake(t), newFakeControlPlane(), t.TempDir()
+	_, v2 := staleCacheHost(t, f, dir)
+	cp.set(v2)
+	cp.delay = 300 * time.Millisecond // the first converge comes before the answer
+	before := len(f.Events())
+	a := startAgent(t, testConfig(t, f, cp, dir))
+
+	eventually(t, "v2 from the control plane, and cached", func() error {
+		if d, ok := a.Desired(); !ok || d.Version != v2.Version {
+			return fmt.Errorf("holds %q", d.Version)
+		}
+		c, err := OpenCache(dir)
+		if err != nil {
+			return err
+		}
+		got, ok, err := c.Load()
+		if err != nil || !ok || got.State.Version != v2.Version {
+			return fmt.Errorf("cache holds %q (%v)", got.State.Version, err)
+		}
+		return nil
+	})
+	time.Sleep(100 * time.Millisecond) // a converge towards v2
+	if ev := changes(f, before); len(ev) != 0 {
+		t.Fatalf("the agent changed containers the control plane wants as they are: %+v", ev)
+	}
+}
+
+func TestACacheWriteThatFailsIsRetriedAndReported(t *testing.T) {
+	f, cp, dir := newFake(t), newFakeControlPlane(), t.TempDir()
+	w := web(2)
+	cp.set(desiredState(w))
+	cfg := testConfig(t, f, cp, dir)
+	cfg.CacheRetryInterval = 50 * time.Millisecond
+	a := startAgent(t, cfg)
+	eventually(t, "two replicas", func() error {
+		if n := running(f.All(), w); n != 2 {
+			return fmt.Errorf("%d running", n)
+		}
+		return nil
+	})
+
+	// The cache can no longer be replaced: a directory stands in its way.
+	path := filepath.Join(dir, cacheFile)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(path, "blocker"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	w2 := w
+	w2.Image = "web:2"
+	v2 := desiredState(w2)
+	cp.set(v2)
+	eventually(t, "v2 rolled, and the failed write in the report", func() error {
+		a.Notify() // the fake's instant tasks fire no change signal
+		if n := running(f.All(), w2); n != 2 {
+			return fmt.Errorf("%d of v2 running", n)
+		}
+		r, _ := cp.lastReport()
+		if !slices.ContainsFunc(r.Errors, func(e string) bool {
+			return strings.Contains(e, "desired-state cache") && strings.Contains(e, "retrying")
+		}) {
+			return fmt.Errorf("report errors %q", r.Errors)
+		}
+		return nil
+	})
+
+	if err := os.RemoveAll(path); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "v2 cached once the write works, and the error gone", func() error {
+		c, err := OpenCache(dir)
+		if err != nil {
+			return err
+		}
+		got, ok, err := c.Load()
+		if err != nil || !ok || got.State.Version != v2.Version {
+			return fmt.Errorf("cache holds %q (ok %v, %v)", got.State.Version, ok, err)
+		}
+		if r, _ := a.Status(); len(r.Errors) != 0 {
+			return fmt.Errorf("errors %q", r.Errors)
+		}
+		return nil
+	})
+}
