@@ -45,7 +45,9 @@ const (
 	kvEgg = "kv-store"
 	// webHealthcheck and kvHealthcheck are the services' Compose
 	// healthchecks: the test app's -check, copied into each image, since a
-	// FROM scratch image has no curl.
+	// FROM scratch image has no curl. Their timeout is 5 s: an exec takes
+	// over a second on a loaded 2-core machine, and a check that times out
+	// restarts a healthy replica mid-roll.
 	webHealthcheck = `["CMD", "/healthcheck", "-check"]`
 	kvHealthcheck  = `["CMD", "/healthcheck", "-check", "-check-url", "http://127.0.0.1:8081/healthz"]`
 )
@@ -67,7 +69,7 @@ services:
     healthcheck:
       test: ` + webHealthcheck + `
       interval: 1s
-      timeout: 1s
+      timeout: 5s
       retries: 3
     depends_on:
       kv_store:
@@ -89,7 +91,7 @@ services:
     healthcheck:
       test: ` + kvHealthcheck + `
       interval: 1s
-      timeout: 1s
+      timeout: 5s
     stop_grace_period: 5s
 
 volumes:
