@@ -1,0 +1,158 @@
+package postgres
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hatchery/hatchery/internal/reconciler"
+	"github.com/hatchery/hatchery/internal/reconciler/storagetest"
+	"github.com/hatchery/hatchery/internal/store/storetest"
+	"github.com/hatchery/hatchery/internal/testutil/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// openTemp opens a store on a new, empty database of the test cluster.
+func openTemp(t *testing.T) *Store {
+	t.Helper()
+	c := pgtest.Shared(t)
+	s, err := Open(t.Context(), c.NewSchema(t), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Store { return openTemp(t) })
+}
+
+func TestApplyProtocolConformance(t *testing.T) {
+	storetest.RunApply(t, func(t *testing.T) storetest.ApplyStore { return openTemp(t) })
+}
+
+// The reconciler's own suite for its ResourceStorage, beside ours.
+func TestReconcilerStorageSuite(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) reconciler.ResourceStorage { return openTemp(t) })
+}
+
+func TestReopenKeepsDataAndMigratesOnce(t *testing.T) {
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDatabase(t))
+	s, err := Open(t.Context(), url, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutStatus(t.Context(), "h1", []byte(`{}`), time.UnixMilli(1000)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s, err = Open(t.Context(), url, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Host(t.Context(), "h1"); err != nil {
+		t.Fatalf("host lost across a reopen: %v", err)
+	}
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied int
+	if err := s.pool.QueryRow(t.Context(), `SELECT COUNT(*) FROM schema_migrations`).Scan(&applied); err != nil || applied != len(files) {
+		t.Fatalf("schema_migrations has %d rows (%v), want one per migration file (%d)", applied, err, len(files))
+	}
+}
+
+// Servers starting together on a fresh database migrate it once: without
+// the advisory lock, the second CREATE TABLE fails or a migration runs twice.
+func TestServersStartingTogetherMigrateOnce(t *testing.T) {
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDatabase(t))
+	const n = 6
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			s, err := Open(t.Context(), url, zaptest.NewLogger(t))
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+	}
+}
+
+func TestNewerSchemaIsRefused(t *testing.T) {
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDatabase(t))
+	s, err := Open(t.Context(), url, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(t.Context(), `INSERT INTO schema_migrations (version, applied_at) VALUES (999, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err := Open(t.Context(), url, zaptest.NewLogger(t)); err == nil {
+		s.Close()
+		t.Fatal("a database from a newer binary was opened")
+	} else if !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("error %q does not say the schema is newer", err)
+	}
+}
+
+// A connection string's password never shows in an error.
+func TestErrorsNeverRepeatThePassword(t *testing.T) {
+	c := pgtest.Shared(t)
+	for _, url := range []string{
+		"postgres://hatch:s3cr3t-pw@127.0.0.1:1/x?sslmode=disable&connect_timeout=1", // nobody listens
+		"postgres://hatch:s3cr3t-pw@127.0.0.1:%zz/x",                               // not a URL
+		strings.Replace(c.URL("postgres"), c.Password, "s3cr3t-pw", 1),              // wrong password
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		s, err := Open(ctx, url, zaptest.NewLogger(t))
+		cancel()
+		if err == nil {
+			s.Close()
+			t.Fatalf("opened %q", url)
+		}
+		if strings.Contains(err.Error(), "s3cr3t-pw") {
+			t.Fatalf("the error repeats the password: %v", err)
+		}
+	}
+}
+
+func TestHasPassword(t *testing.T) {
+	for url, want := range map[string]bool{
+		"postgres://hatch@db:5432/hatch":                  false,
+		"postgres://hatch:pw@db:5432/hatch":               true,
+		"postgresql://hatch:@db/hatch":                    true,
+		"postgres://db/hatch?user=hatch&password=pw":      true,
+		"postgres://db/hatch?sslmode=verify-full&user=hk": false,
+	} {
+		got, err := HasPassword(url)
+		if err != nil || got != want {
+			t.Errorf("HasPassword(%q) = %v, %v; want %v", url, got, err, want)
+		}
+	}
+	if _, err := HasPassword("postgres://hatch:pw@db:%zz/x"); err == nil || strings.Contains(err.Error(), "pw@") {
+		t.Errorf("HasPassword of a bad URL: %v", err)
+	}
+}
