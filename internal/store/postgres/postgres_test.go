@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/reconciler/storagetest"
+	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/store/storetest"
 	"github.com/hatchery/hatchery/internal/testutil/pgtest"
 )
@@ -154,5 +156,56 @@ func TestHasPassword(t *testing.T) {
 	}
 	if _, err := HasPassword("postgres://hatch:pw@db:%zz/x"); err == nil || strings.Contains(err.Error(), "pw@") {
 		t.Errorf("HasPassword of a bad URL: %v", err)
+	}
+}
+
+// A follower of the event log (the SSE stream, `hatch events`) reads "seq >
+// the last it saw": it must never skip an event that another transaction
+// committed late with a smaller seq. Concurrent writers, one follower.
+func TestEventFollowerMissesNothingUnderConcurrentWriters(t *testing.T) {
+	s := openTemp(t)
+	const writers, each = 4, 40
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				if _, err := s.AppendEvent(t.Context(), store.Event{Time: time.UnixMilli(int64(1 + i)),
+					Type: store.EventRolloutProgressing, Host: fmt.Sprint("h", w), Message: fmt.Sprint(i)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(done) }()
+	seen := map[int64]bool{}
+	var last int64
+	for finished := false; !finished; {
+		select {
+		case <-done:
+			finished = true // one more read after the last commit
+		default:
+		}
+		evs, err := s.ListEvents(t.Context(), last, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			seen[e.Seq] = true
+			last = e.Seq
+		}
+	}
+	all, err := s.ListEvents(t.Context(), 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != writers*each {
+		t.Fatalf("%d events stored, want %d", len(all), writers*each)
+	}
+	for _, e := range all {
+		if !seen[e.Seq] {
+			t.Fatalf("the follower skipped event %d (committed after a later one was read)", e.Seq)
+		}
 	}
 }
