@@ -125,8 +125,8 @@ func TestErrorsNeverRepeatThePassword(t *testing.T) {
 	c := pgtest.Shared(t)
 	for _, url := range []string{
 		"postgres://hatch:s3cr3t-pw@127.0.0.1:1/x?sslmode=disable&connect_timeout=1", // nobody listens
-		"postgres://hatch:s3cr3t-pw@127.0.0.1:%zz/x",                               // not a URL
-		strings.Replace(c.URL("postgres"), c.Password, "s3cr3t-pw", 1),              // wrong password
+		"postgres://hatch:s3cr3t-pw@127.0.0.1:%zz/x",                                 // not a URL
+		strings.Replace(c.URL("postgres"), c.Password, "s3cr3t-pw", 1),               // wrong password
 	} {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		s, err := Open(ctx, url, zaptest.NewLogger(t))
