@@ -134,6 +134,7 @@ func Open(ctx context.Context, connString string, log *zap.Logger) (*Store, erro
 		pool.Close()
 		return nil, fmt.Errorf("migrate postgres %s: %w", where, err)
 	}
+	s.log.Info("store opened")
 	return s, nil
 }
 
