@@ -21,7 +21,9 @@ package postgres
 
 import (
 	"context"
+	cryptorand "crypto/rand"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -55,6 +57,11 @@ type Store struct {
 
 	desired store.Notifier // keyed by host ID
 	events  store.Notifier // one key, eventsKey
+
+	// nonce tells this store's notifications from other servers' (see listen.go).
+	nonce         string
+	stopListening context.CancelFunc
+	listenDone    chan struct{} // closed when the listening goroutine ended
 }
 
 const eventsKey = "events"
@@ -129,19 +136,33 @@ func Open(ctx context.Context, connString string, log *zap.Logger) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("postgres %s: %w", where, err)
 	}
-	s := &Store{pool: pool, log: log.With(zap.String("store", "postgres://"+where))}
+	s := &Store{pool: pool, log: log.With(zap.String("store", "postgres://"+where)), nonce: newNonce()}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("migrate postgres %s: %w", where, err)
+	}
+	if err := s.startListening(ctx, cfg.ConnConfig); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres %s: %w", where, err)
 	}
 	s.log.Info("store opened")
 	return s, nil
 }
 
-// Close closes every connection, once those in use are returned.
+// Close stops listening and closes every connection, once those in use are
+// returned.
 func (s *Store) Close() error {
+	s.stopListening()
+	<-s.listenDone
 	s.pool.Close()
 	return nil
+}
+
+// newNonce names one store instance in its notifications.
+func newNonce() string {
+	b := make([]byte, 8)
+	_, _ = cryptorand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // migrate applies, in one transaction under an advisory lock, every embedded
@@ -229,7 +250,10 @@ func (s *Store) write(ctx context.Context, fn func(tx *txn) error) error {
 		tx := &txn{}
 		err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(t pgx.Tx) error {
 			tx.Tx = t
-			return fn(tx)
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return s.sendNotifications(ctx, tx)
 		})
 		if err == nil {
 			for _, h := range tx.wakeHosts {
