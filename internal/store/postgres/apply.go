@@ -20,7 +20,7 @@ func (s *Store) AcquireLease(ctx context.Context, l store.Lease) (store.Lease, e
 	if l.Project == "" || l.Token == "" {
 		return store.Lease{}, errors.New("acquire lease: project and token must be set")
 	}
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.writeTx(ctx, false, func(tx *txn) error {
 		var since int64
 		err := tx.QueryRow(ctx, `INSERT INTO leases (project, token, holder, server, since, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6)
@@ -54,7 +54,7 @@ func (s *Store) AcquireLease(ctx context.Context, l store.Lease) (store.Lease, e
 
 // RenewLease moves the expiry of a lease still held with token.
 func (s *Store) RenewLease(ctx context.Context, project, token string, expires time.Time) error {
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.writeTx(ctx, false, func(tx *txn) error {
 		tag, err := tx.Exec(ctx, `UPDATE leases SET expires_at = $3 WHERE project = $1 AND token = $2`,
 			project, token, millis(expires))
 		if err != nil {
@@ -73,7 +73,7 @@ func (s *Store) RenewLease(ctx context.Context, project, token string, expires t
 
 // ReleaseLease releases a lease held with token.
 func (s *Store) ReleaseLease(ctx context.Context, project, token string) error {
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.writeTx(ctx, false, func(tx *txn) error {
 		_, err := tx.Exec(ctx, `DELETE FROM leases WHERE project = $1 AND token = $2`, project, token)
 		return err
 	})
@@ -86,7 +86,7 @@ func (s *Store) ReleaseLease(ctx context.Context, project, token string) error {
 // ReleaseServerLeases releases every lease a server holds.
 func (s *Store) ReleaseServerLeases(ctx context.Context, server string) ([]store.Lease, error) {
 	var released []store.Lease
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.writeTx(ctx, false, func(tx *txn) error {
 		rows, err := tx.Query(ctx, `DELETE FROM leases WHERE server = $1 RETURNING `+leaseColumns, server)
 		if err != nil {
 			return err

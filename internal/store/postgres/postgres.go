@@ -246,10 +246,29 @@ const maxAttempts = 8
 // database aborted as a deadlock victim is run again from the start, so fn
 // must set (not add to) whatever it reports to its caller.
 func (s *Store) write(ctx context.Context, fn func(tx *txn) error) error {
+	return s.writeTx(ctx, true, fn)
+}
+
+// writeTx is write, with the check of ctx's fence (store.WithFence) or
+// without it (the lease operations). The check shares the lease row's lock
+// until the commit: a takeover waits for the write, or the write sees it.
+func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error) error {
+	fence, hasFence := store.FenceOf(ctx)
 	for attempt := 1; ; attempt++ {
 		tx := &txn{}
 		err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(t pgx.Tx) error {
 			tx.Tx = t
+			if fenced && hasFence {
+				var one int
+				err := t.QueryRow(ctx, `SELECT 1 FROM leases WHERE project = $1 AND token = $2 FOR SHARE`,
+					fence.Project, fence.Token).Scan(&one)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return fmt.Errorf("project %s: %w", fence.Project, store.ErrFenced)
+				}
+				if err != nil {
+					return err
+				}
+			}
 			if err := fn(tx); err != nil {
 				return err
 			}
