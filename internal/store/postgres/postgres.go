@@ -83,21 +83,19 @@ var (
 	_ store.SecretValues         = (*Store)(nil)
 )
 
-// ErrPasswordInURL refuses a connection string with a password in it where
-// the caller said it must have none (a command line is seen by every user of
-// the machine).
-var ErrPasswordInURL = errors.New("the connection string holds a password")
-
 // IsURL reports whether s is a PostgreSQL connection URL.
 func IsURL(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
 
+// errBadURL refuses a connection string pgx cannot parse, without repeating it.
+var errBadURL = errors.New("the PostgreSQL connection string is not valid: want postgres://user@host:port/database, options after ?")
+
 // parseConfig parses a connection string. Its error never repeats the string.
 func parseConfig(connString string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
-		return nil, errors.New("the PostgreSQL connection string is not valid: want postgres://user@host:port/database?sslmode=...")
+		return nil, errBadURL
 	}
 	return cfg, nil
 }
@@ -108,7 +106,7 @@ func parseConfig(connString string) (*pgxpool.Config, error) {
 func HasPassword(rawURL string) (bool, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || !IsURL(rawURL) {
-		return false, errors.New("the PostgreSQL connection string is not valid: want postgres://user@host:port/database?sslmode=...")
+		return false, errBadURL
 	}
 	if _, ok := u.User.Password(); ok {
 		return true, nil

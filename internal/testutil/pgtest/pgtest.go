@@ -31,7 +31,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -386,20 +385,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// WaitReady waits until the server answers on TCP, for tests that restart it.
-func (c *Cluster) WaitReady(ctx context.Context) error {
-	for {
-		conn, err := pgx.Connect(ctx, c.URL("postgres"))
-		if err == nil {
-			conn.Close(context.Background())
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("pgtest: server not ready: %w", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
