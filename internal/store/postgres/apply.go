@@ -20,18 +20,24 @@ func (s *Store) AcquireLease(ctx context.Context, l store.Lease) (store.Lease, e
 	if l.Project == "" || l.Token == "" {
 		return store.Lease{}, errors.New("acquire lease: project and token must be set")
 	}
+	term := millis(l.Expires) - millis(l.Since)
 	err := s.writeTx(ctx, false, func(tx *txn) error {
-		var since int64
-		err := tx.QueryRow(ctx, `INSERT INTO leases (project, token, holder, server, since, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6)
+		// "since" is the caller's l.Since, or the database's clock: then
+		// whether the lease held expired, and when this one does, is
+		// measured by one clock for every server, never by theirs.
+		var since, expires int64
+		err := tx.QueryRow(ctx, `WITH clock AS (
+				SELECT CASE WHEN $7::boolean THEN `+dbNowMillis+` ELSE $5::bigint END AS since)
+			INSERT INTO leases (project, token, holder, server, since, expires_at)
+			SELECT $1, $2, $3, $4, clock.since, clock.since + $6::bigint FROM clock
 			ON CONFLICT (project) DO UPDATE SET token = excluded.token, holder = excluded.holder,
 				server = excluded.server, expires_at = excluded.expires_at,
 				since = CASE WHEN leases.token = excluded.token THEN leases.since ELSE excluded.since END
 			WHERE leases.token = excluded.token OR leases.expires_at <= excluded.since
-			RETURNING since`,
-			l.Project, l.Token, l.Holder, l.Server, millis(l.Since), millis(l.Expires)).Scan(&since)
+			RETURNING since, expires_at`,
+			l.Project, l.Token, l.Holder, l.Server, millis(l.Since), term, !s.callerClockLeases).Scan(&since, &expires)
 		if err == nil {
-			l.Since = fromMillis(since) // a renewal keeps the time it was taken
+			l.Since, l.Expires = fromMillis(since), fromMillis(expires) // a renewal keeps the time it was taken
 			return nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
@@ -48,15 +54,17 @@ func (s *Store) AcquireLease(ctx context.Context, l store.Lease) (store.Lease, e
 	if err != nil {
 		return store.Lease{}, fmt.Errorf("acquire lease of %s: %w", l.Project, err)
 	}
-	l.Since, l.Expires = fromMillis(millis(l.Since)), fromMillis(millis(l.Expires))
 	return l, nil
 }
 
 // RenewLease moves the expiry of a lease still held with token.
 func (s *Store) RenewLease(ctx context.Context, project, token string, expires time.Time) error {
 	err := s.writeTx(ctx, false, func(tx *txn) error {
-		tag, err := tx.Exec(ctx, `UPDATE leases SET expires_at = $3 WHERE project = $1 AND token = $2`,
-			project, token, millis(expires))
+		// With the database's clock, the caller's expiry counts only as a
+		// term from its own now.
+		tag, err := tx.Exec(ctx, `UPDATE leases SET expires_at = CASE WHEN $4::boolean THEN `+dbNowMillis+` + $5::bigint ELSE $3::bigint END
+			WHERE project = $1 AND token = $2`,
+			project, token, millis(expires), !s.callerClockLeases, time.Until(expires).Milliseconds())
 		if err != nil {
 			return err
 		}
@@ -100,6 +108,9 @@ func (s *Store) ReleaseServerLeases(ctx context.Context, server string) ([]store
 	slices.SortFunc(released, func(a, b store.Lease) int { return strings.Compare(a.Project, b.Project) })
 	return released, nil
 }
+
+// dbNowMillis is the database's clock in the stored form.
+const dbNowMillis = `(extract(epoch FROM now()) * 1000)::bigint`
 
 const leaseColumns = `project, token, holder, server, since, expires_at`
 

@@ -58,6 +58,10 @@ type Store struct {
 	desired store.Notifier // keyed by host ID
 	events  store.Notifier // one key, eventsKey
 
+	// callerClockLeases measures leases by the times callers give (as the
+	// conformance suite does) instead of the database's clock.
+	callerClockLeases bool
+
 	// nonce tells this store's notifications from other servers' (see listen.go).
 	nonce         string
 	stopListening context.CancelFunc
@@ -119,8 +123,23 @@ func HasPassword(rawURL string) (bool, error) {
 	return false, nil
 }
 
-// Open connects to the database url names and migrates it.
+// Options change how a store behaves; the zero value is what servers use.
+type Options struct {
+	// CallerClockLeases measures a lease by the Since and Expires its
+	// caller gives, as the store.Leases contract reads with one clock. By
+	// default the database's clock measures them: a lease is taken at the
+	// database's now() for Expires - Since, and renewed for as long from its
+	// now(), so servers whose clocks differ agree on when a lease expired.
+	CallerClockLeases bool
+}
+
+// Open connects to the database the connection string names, and migrates it.
 func Open(ctx context.Context, connString string, log *zap.Logger) (*Store, error) {
+	return OpenWith(ctx, connString, log, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, connString string, log *zap.Logger, opts Options) (*Store, error) {
 	if log == nil {
 		return nil, errors.New("postgres: no logger")
 	}
@@ -134,7 +153,8 @@ func Open(ctx context.Context, connString string, log *zap.Logger) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("postgres %s: %w", where, err)
 	}
-	s := &Store{pool: pool, log: log.With(zap.String("store", "postgres://"+where)), nonce: newNonce()}
+	s := &Store{pool: pool, log: log.With(zap.String("store", "postgres://"+where)), nonce: newNonce(),
+		callerClockLeases: opts.CallerClockLeases}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("migrate postgres %s: %w", where, err)

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -37,8 +38,59 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Store { return openTemp(t) })
 }
 
+// The lease contract reads with the caller's clock; servers use the
+// database's (TestLeasesAreMeasuredByTheDatabaseClock).
 func TestApplyProtocolConformance(t *testing.T) {
-	storetest.RunApply(t, func(t *testing.T) storetest.ApplyStore { return openTemp(t) })
+	storetest.RunApply(t, func(t *testing.T) storetest.ApplyStore { return openCallerClock(t) })
+}
+
+// openCallerClock is openTemp with leases measured by the callers' times.
+func openCallerClock(t *testing.T) *Store {
+	t.Helper()
+	s, err := OpenWith(t.Context(), pgtest.Shared(t).NewSchema(t), zaptest.NewLogger(t), Options{CallerClockLeases: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Servers whose clocks are far apart agree on a lease: it is taken at the
+// database's now() and expires by it, whatever Since each caller gives.
+func TestLeasesAreMeasuredByTheDatabaseClock(t *testing.T) {
+	s := openTemp(t)
+	behind, ahead := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+	lease := func(token string, since time.Time, term time.Duration) store.Lease {
+		return store.Lease{Project: "default/shop", Token: token, Holder: "apply", Server: "srv-" + token, Since: since, Expires: since.Add(term)}
+	}
+	start := time.Now()
+	held, err := s.AcquireLease(t.Context(), lease("a", behind, 2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := held.Since.Sub(start); d < -time.Minute || d > time.Minute {
+		t.Fatalf("the lease was taken at %v, not at the database's now (%v)", held.Since, start)
+	}
+	if got := held.Expires.Sub(held.Since); got != 2*time.Second {
+		t.Fatalf("the lease lasts %v, want the 2s asked", got)
+	}
+	// A server whose clock is ten centuries ahead cannot take it over.
+	if _, err := s.AcquireLease(t.Context(), lease("b", ahead, time.Minute)); !errors.Is(err, store.ErrLocked) {
+		t.Fatalf("a server with its clock ahead took the lease: %v", err)
+	}
+	// A renewal counts its term from the database's now.
+	if err := s.RenewLease(t.Context(), "default/shop", "a", time.Now().Add(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // past the first term, within the renewed one
+	if _, err := s.AcquireLease(t.Context(), lease("b", ahead, time.Minute)); !errors.Is(err, store.ErrLocked) {
+		t.Fatalf("the renewed lease was taken over within its term: %v", err)
+	}
+	time.Sleep(time.Second) // past the renewed term
+	// Expired by the database's clock: one with its clock far behind takes it.
+	if _, err := s.AcquireLease(t.Context(), lease("c", behind, time.Minute)); err != nil {
+		t.Fatalf("a lease expired by the database's clock was not taken over: %v", err)
+	}
 }
 
 // The reconciler's own suite for its ResourceStorage, beside ours.
