@@ -71,6 +71,7 @@ func startServerProc(t *testing.T, out *lockedBuffer, args ...string) (stop func
 // agent that converged would.
 type fakeHost struct {
 	id      agent.Identity
+	wait    time.Duration // of each long-poll
 	mu      sync.Mutex // guards version
 	version string
 }
@@ -83,7 +84,17 @@ func (h *fakeHost) run(ctx context.Context) {
 	defer cp.Close()
 	var ds contract.DesiredState
 	for ctx.Err() == nil {
-		next, err := cp.DesiredState(ctx, ds.Version, time.Second)
+		// The report first, as the agent's heartbeat does not wait on its
+		// long-poll.
+		var cs []contract.ContainerStatus
+		for _, w := range ds.Workloads {
+			for slot := range w.Replicas {
+				cs = append(cs, contract.ContainerStatus{WorkloadID: w.ID(), Slot: slot, State: contract.StateRunning,
+					Healthy: true, SpecHash: contract.SpecHash(w), ContainerID: fmt.Sprintf("c-%s-%d", w.Egg, slot)})
+			}
+		}
+		_ = cp.ReportStatus(ctx, contract.StatusReport{HostID: h.id.HostID, Version: ds.Version, Time: time.Now(), Containers: cs})
+		next, err := cp.DesiredState(ctx, ds.Version, h.wait)
 		switch {
 		case err == nil:
 			ds = next
@@ -93,16 +104,7 @@ func (h *fakeHost) run(ctx context.Context) {
 		case errors.Is(err, agent.ErrNotModified):
 		default:
 			time.Sleep(100 * time.Millisecond) // the server is away: try again
-			continue
 		}
-		var cs []contract.ContainerStatus
-		for _, w := range ds.Workloads {
-			for slot := range w.Replicas {
-				cs = append(cs, contract.ContainerStatus{WorkloadID: w.ID(), Slot: slot, State: contract.StateRunning,
-					Healthy: true, SpecHash: contract.SpecHash(w), ContainerID: fmt.Sprintf("c-%s-%d", w.Egg, slot)})
-			}
-		}
-		_ = cp.ReportStatus(ctx, contract.StatusReport{HostID: h.id.HostID, Version: ds.Version, Time: time.Now(), Containers: cs})
 	}
 }
 
@@ -142,7 +144,7 @@ func TestMigrateToPostgresKeepsStatusAndHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := &fakeHost{id: id}
+	host := &fakeHost{id: id, wait: time.Second}
 	hostCtx, stopHost := context.WithCancel(context.Background())
 	hostDone := make(chan struct{})
 	go func() { defer close(hostDone); host.run(hostCtx) }()
