@@ -72,7 +72,7 @@ func startServerProc(t *testing.T, out *lockedBuffer, args ...string) (stop func
 type fakeHost struct {
 	id      agent.Identity
 	wait    time.Duration // of each long-poll
-	mu      sync.Mutex // guards version
+	mu      sync.Mutex    // guards version
 	version string
 }
 
