@@ -74,7 +74,7 @@ func (s *Store) FinishApply(ctx context.Context, id int64, outcome store.ApplyOu
 // Applies returns the project's kept apply records, newest first, read in one
 // statement so a record and its blobs are seen together.
 func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, error) {
-	rows, err := s.pool.Query(ctx, `SELECT a.id, a.started_at, a.finished_at, a.outcome, a.message,
+	rows, err := s.db.Query(ctx, `SELECT a.id, a.started_at, a.finished_at, a.outcome, a.message,
 			COALESCE(ARRAY(SELECT digest FROM apply_blobs b WHERE b.apply_id = a.id ORDER BY digest COLLATE "C"), '{}')
 		FROM applies a WHERE a.project = $1 ORDER BY a.id DESC`, project)
 	if err != nil {
@@ -104,7 +104,7 @@ func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, err
 // ReferencedBlobs returns every digest a resource, an apply record or a
 // retention owner holds.
 func (s *Store) ReferencedBlobs(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT source FROM resources WHERE source <> ''
+	rows, err := s.db.Query(ctx, `SELECT source FROM resources WHERE source <> ''
 		UNION SELECT digest FROM apply_blobs
 		UNION SELECT digest FROM blob_retention`)
 	if err != nil {
@@ -138,7 +138,7 @@ func (s *Store) RetainBlobs(ctx context.Context, owner string, digests []string)
 // TokenHash returns the hash stored under name.
 func (s *Store) TokenHash(ctx context.Context, name string) (string, error) {
 	var hash string
-	err := s.pool.QueryRow(ctx, `SELECT hash FROM tokens WHERE name = $1`, name).Scan(&hash)
+	err := s.db.QueryRow(ctx, `SELECT hash FROM tokens WHERE name = $1`, name).Scan(&hash)
 	if err != nil {
 		return "", fmt.Errorf("token %s: %w", name, notFound(err, "no such token"))
 	}

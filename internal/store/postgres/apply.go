@@ -158,7 +158,7 @@ func (s *Store) Plan(ctx context.Context, id string) (store.StoredPlan, error) {
 	p := store.StoredPlan{ID: id}
 	var created, expires int64
 	var doc string
-	err := s.pool.QueryRow(ctx, `SELECT project, created_at, expires_at, doc,
+	err := s.db.QueryRow(ctx, `SELECT project, created_at, expires_at, doc,
 			COALESCE(ARRAY(SELECT digest FROM blob_retention WHERE owner = $2 ORDER BY digest COLLATE "C"), '{}')
 		FROM plans WHERE id = $1`, id, planOwner(id)).
 		Scan(&p.Project, &created, &expires, &doc, &p.Blobs)
@@ -230,7 +230,7 @@ func (s *Store) PutSecretValue(ctx context.Context, v store.SecretValue) error {
 func (s *Store) SecretValue(ctx context.Context, project, name, fingerprint string) (store.SecretValue, error) {
 	v := store.SecretValue{Project: project, Name: name, Fingerprint: fingerprint}
 	var created int64
-	err := s.pool.QueryRow(ctx, `SELECT sealed, created_at FROM secret_values
+	err := s.db.QueryRow(ctx, `SELECT sealed, created_at FROM secret_values
 		WHERE project = $1 AND name = $2 AND fingerprint = $3`, project, name, fingerprint).Scan(&v.Sealed, &created)
 	if err != nil {
 		return store.SecretValue{}, fmt.Errorf("value of secret %s in %s: %w", name, project, notFound(err, "no value with that fingerprint"))

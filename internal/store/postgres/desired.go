@@ -46,7 +46,7 @@ func (s *Store) DesiredState(ctx context.Context, hostID string) (store.DesiredS
 	d := store.DesiredState{HostID: hostID}
 	var doc string
 	var updated int64
-	err := s.pool.QueryRow(ctx, `SELECT version, doc, updated_at FROM desired_states WHERE host_id = $1`,
+	err := s.db.QueryRow(ctx, `SELECT version, doc, updated_at FROM desired_states WHERE host_id = $1`,
 		hostID).Scan(&d.Version, &doc, &updated)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, nil

@@ -22,7 +22,7 @@ func (s *Store) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
 
 // ListEvents returns up to limit events after since, oldest first.
 func (s *Store) ListEvents(ctx context.Context, since int64, limit int) ([]store.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT seq, at, type, project, host, resource, message
+	rows, err := s.db.Query(ctx, `SELECT seq, at, type, project, host, resource, message
 		FROM events WHERE seq > $1 ORDER BY seq LIMIT $2`, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)

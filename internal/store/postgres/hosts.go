@@ -55,7 +55,7 @@ func (s *Store) PutStatus(ctx context.Context, hostID string, report []byte, at 
 func (s *Store) Status(ctx context.Context, hostID string) (store.Status, error) {
 	var report string
 	var seen int64
-	err := s.pool.QueryRow(ctx, `SELECT status, last_seen FROM hosts WHERE id = $1`, hostID).Scan(&report, &seen)
+	err := s.db.QueryRow(ctx, `SELECT status, last_seen FROM hosts WHERE id = $1`, hostID).Scan(&report, &seen)
 	if err == nil && report == "" {
 		err = pgx.ErrNoRows
 	}
@@ -67,7 +67,7 @@ func (s *Store) Status(ctx context.Context, hostID string) (store.Status, error)
 
 // Host returns one host.
 func (s *Store) Host(ctx context.Context, id string) (store.Host, error) {
-	h, err := scanHost(s.pool.QueryRow(ctx, `SELECT `+hostColumns+` FROM hosts WHERE id = $1`, id))
+	h, err := scanHost(s.db.QueryRow(ctx, `SELECT `+hostColumns+` FROM hosts WHERE id = $1`, id))
 	if err != nil {
 		return store.Host{}, fmt.Errorf("host %s: %w", id, notFound(err, "no such host"))
 	}
@@ -76,7 +76,7 @@ func (s *Store) Host(ctx context.Context, id string) (store.Host, error) {
 
 // ListHosts returns every host, sorted by ID.
 func (s *Store) ListHosts(ctx context.Context) ([]store.Host, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+hostColumns+` FROM hosts ORDER BY id COLLATE "C"`)
+	rows, err := s.db.Query(ctx, `SELECT `+hostColumns+` FROM hosts ORDER BY id COLLATE "C"`)
 	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
 	}

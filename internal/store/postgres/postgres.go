@@ -53,6 +53,7 @@ const migrationLock int64 = 0x68617463686d6967
 // Store is the PostgreSQL implementation of the store interfaces.
 type Store struct {
 	pool *pgxpool.Pool
+	db   reader // the pool, for reads: their errors classified
 	log  *zap.Logger
 
 	desired store.Notifier // keyed by host ID
@@ -153,7 +154,7 @@ func OpenWith(ctx context.Context, connString string, log *zap.Logger, opts Opti
 	if err != nil {
 		return nil, fmt.Errorf("postgres %s: %w", where, err)
 	}
-	s := &Store{pool: pool, log: log.With(zap.String("store", "postgres://"+where)), nonce: newNonce(),
+	s := &Store{pool: pool, db: reader{pool}, log: log.With(zap.String("store", "postgres://"+where)), nonce: newNonce(),
 		callerClockLeases: opts.CallerClockLeases}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
@@ -302,7 +303,7 @@ func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error
 			return nil
 		}
 		if !retryable(err) || attempt == maxAttempts {
-			return err
+			return classify(err)
 		}
 		select {
 		case <-ctx.Done():

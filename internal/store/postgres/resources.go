@@ -104,7 +104,7 @@ func (s *Store) DeleteResource(ctx context.Context, project string, r *resource.
 func (s *Store) ListResources(ctx context.Context, project string) ([]*resource.Deployed, error) {
 	// COLLATE "C": byte order, as SQLite and Go sort, whatever the
 	// database's locale.
-	rows, err := s.pool.Query(ctx, `SELECT `+resourceColumns+` FROM resources
+	rows, err := s.db.Query(ctx, `SELECT `+resourceColumns+` FROM resources
 		WHERE project = $1 ORDER BY type COLLATE "C", name COLLATE "C"`, project)
 	if err != nil {
 		return nil, fmt.Errorf("list resources of %s: %w", project, err)
@@ -118,7 +118,7 @@ func (s *Store) ListResources(ctx context.Context, project string) ([]*resource.
 
 // ListProjects returns every project with deployed resources or apply records.
 func (s *Store) ListProjects(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT project FROM resources
+	rows, err := s.db.Query(ctx, `SELECT project FROM resources
 		UNION SELECT project FROM applies`)
 	if err != nil {
 		return nil, fmt.Errorf("list projects: %w", err)

@@ -48,7 +48,7 @@ func (s *Store) CreateJoinToken(ctx context.Context, t store.JoinToken) error {
 
 // JoinTokenByHash returns the join token whose secret has the hash.
 func (s *Store) JoinTokenByHash(ctx context.Context, hash string) (store.JoinToken, error) {
-	t, err := scanJoinToken(s.pool.QueryRow(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE hash = $1`, hash))
+	t, err := scanJoinToken(s.db.QueryRow(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE hash = $1`, hash))
 	if err != nil {
 		// The hash is not repeated: it is as good as a token in a log line.
 		return store.JoinToken{}, fmt.Errorf("join token: %w", notFound(err, "no such join token"))
@@ -58,7 +58,7 @@ func (s *Store) JoinTokenByHash(ctx context.Context, hash string) (store.JoinTok
 
 // ListJoinTokens returns every join token, oldest first.
 func (s *Store) ListJoinTokens(ctx context.Context) ([]store.JoinToken, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens ORDER BY created_at, id COLLATE "C"`)
+	rows, err := s.db.Query(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens ORDER BY created_at, id COLLATE "C"`)
 	if err != nil {
 		return nil, fmt.Errorf("list join tokens: %w", err)
 	}
@@ -153,7 +153,7 @@ func (s *Store) JoinHost(ctx context.Context, joinHash string, h store.HostIdent
 
 // HostByTokenHash returns the host whose token's secret has the hash.
 func (s *Store) HostByTokenHash(ctx context.Context, hash string) (store.HostIdentity, error) {
-	h, err := scanHostIdentity(s.pool.QueryRow(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities WHERE token_hash = $1`, hash))
+	h, err := scanHostIdentity(s.db.QueryRow(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities WHERE token_hash = $1`, hash))
 	if err != nil {
 		return store.HostIdentity{}, fmt.Errorf("host token: %w", notFound(err, "no such host token"))
 	}
@@ -163,7 +163,7 @@ func (s *Store) HostByTokenHash(ctx context.Context, hash string) (store.HostIde
 // FindHost returns a host by ID, else by name (a member first, else the one
 // removed last).
 func (s *Store) FindHost(ctx context.Context, idOrName string) (store.HostIdentity, error) {
-	h, err := scanHostIdentity(s.pool.QueryRow(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities
+	h, err := scanHostIdentity(s.db.QueryRow(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities
 		WHERE id = $1 OR name = $1
 		ORDER BY id = $1 DESC, removed_at = 0 DESC, removed_at DESC LIMIT 1`, idOrName))
 	if err != nil {
@@ -174,7 +174,7 @@ func (s *Store) FindHost(ctx context.Context, idOrName string) (store.HostIdenti
 
 // ListHostIdentities returns every joined host, sorted by name, then join time.
 func (s *Store) ListHostIdentities(ctx context.Context) ([]store.HostIdentity, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities
+	rows, err := s.db.Query(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities
 		ORDER BY name COLLATE "C", joined_at, id COLLATE "C"`)
 	if err != nil {
 		return nil, fmt.Errorf("list host identities: %w", err)

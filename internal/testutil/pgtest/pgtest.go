@@ -197,6 +197,15 @@ func (c *Cluster) Stop() error {
 	return errors.Join(err, os.RemoveAll(c.Dir))
 }
 
+// Kill stops the server at once, as kill -9 would leave the clients (for
+// tests of a database that goes away); Restart brings it back.
+func (c *Cluster) Kill() error { return c.pgctl("stop", "-m", "immediate", "-w") }
+
+// Restart starts a killed server again, on the same port.
+func (c *Cluster) Restart() error {
+	return c.pgctl("start", "-w", "-t", "60", "-l", filepath.Join(c.Dir, "server.log"), "-o", c.serverOptions())
+}
+
 // URL returns the TCP connection URL of database db, with the password.
 func (c *Cluster) URL(db string) string {
 	return fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/%s?sslmode=disable", User, c.Password, c.Port, db)
