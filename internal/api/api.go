@@ -46,6 +46,7 @@ const (
 	CodeRateLimited      Code = "rate_limited"
 	CodeMethodNotAllowed Code = "method_not_allowed"
 	CodeInternal         Code = "internal"
+	CodeUnavailable      Code = "unavailable"
 )
 
 // Errorf returns an *Error with the code and a formatted message.

@@ -3,13 +3,11 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,7 +24,6 @@ import (
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/spec"
-	"github.com/hatchery/hatchery/internal/store/sqlite"
 )
 
 // Files of the control plane's data dir, beside hatch.db, tls/ and blobs/.
@@ -36,9 +33,11 @@ const (
 )
 
 type serverOptions struct {
-	listen   string
-	dataDir  string
-	store    string
+	listen  string
+	dataDir string
+	store   string
+	// storeEnv is HATCH_STORE's value, read by `hatch server` only.
+	storeEnv string
 	liveness time.Duration
 	tls      tlsOptions
 	// cliConfig is where the local CLI config is written ("" for the user's
@@ -65,16 +64,25 @@ At first start it also makes an admin token, prints it once and writes it to
 (~/.config/hatch/config.json, or --cli-config), so that hatch token create --join
 and the other commands work here without flags. The data dir is its owner's only
 (0700, files 0600): an existing one open to others is tightened if it holds the
-server's files, and refused otherwise. SIGINT or SIGTERM shut it down gracefully.`,
+server's files, and refused otherwise. SIGINT or SIGTERM shut it down gracefully.
+
+It keeps its state in <data-dir>/hatch.db (SQLite) unless --store, or the
+HATCH_STORE variable, names a PostgreSQL database (postgres://user@host:port/db).
+The database's password never goes on the command line: put it in a password
+file (PGPASSFILE, ~/.pgpass), or the whole URL in HATCH_STORE. hatch server
+migrate copies a SQLite store into PostgreSQL.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.storeEnv = os.Getenv(storeEnv)
 			return runServer(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
+	cmd.AddCommand(newServerMigrateCmd())
 	f := cmd.Flags()
 	f.StringVar(&opts.listen, "listen", ":7700", "address to serve the API on")
 	f.StringVar(&opts.dataDir, "data-dir", "./hatch-data", "directory for the database, blobs, keys and the admin token")
-	f.StringVar(&opts.store, "store", "", "store: sqlite:<path> (default sqlite:<data-dir>/hatch.db)")
+	f.StringVar(&opts.store, "store", "", "store: sqlite:<path> (default sqlite:<data-dir>/hatch.db) or postgres://user@host:port/database, "+
+		"its password in PGPASSFILE; or the URL in "+storeEnv)
 	f.DurationVar(&opts.liveness, "liveness-timeout", fleet.DefaultConfig().LivenessTimeout,
 		"how long a host may go without a report before it is marked down")
 	f.StringVar(&opts.tls.certFile, "tls-cert", "", "serve this certificate (PEM, its chain after it) instead of one from the server's own CA")
@@ -89,20 +97,6 @@ server's files, and refused otherwise. SIGINT or SIGTERM shut it down gracefully
 	f.IntVar(&opts.maxReplicas, "max-replicas", deploy.DefaultMaxReplicas,
 		fmt.Sprintf("the most replicas a plan may ask for per egg (at most %d)", spec.MaxReplicas))
 	return cmd
-}
-
-// sqlitePath returns the database file the --store flag names.
-func sqlitePath(storeFlag, dataDir string) (string, error) {
-	switch {
-	case storeFlag == "":
-		return filepath.Join(dataDir, "hatch.db"), nil
-	case strings.HasPrefix(storeFlag, "sqlite:") && len(storeFlag) > len("sqlite:"):
-		return strings.TrimPrefix(storeFlag, "sqlite:"), nil
-	case strings.HasPrefix(storeFlag, "postgres://"), strings.HasPrefix(storeFlag, "postgresql://"):
-		// The URL is not repeated: it may hold a password.
-		return "", errors.New("--store postgres://...: the PostgreSQL store is not available yet; use sqlite:<path>")
-	}
-	return "", fmt.Errorf("--store %q: want sqlite:<path>", storeFlag)
 }
 
 func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer) error {
@@ -121,7 +115,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err := fleetCfg.Validate(); err != nil {
 		return err
 	}
-	dbPath, err := sqlitePath(opts.store, opts.dataDir)
+	loc, err := resolveStore(opts.store, opts.storeEnv, opts.dataDir)
 	if err != nil {
 		return err
 	}
@@ -135,7 +129,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	log := newServerLogger(stderr)
 	defer func() { _ = log.Sync() }() // stderr may not support sync
 
-	st, err := sqlite.Open(ctx, dbPath, log)
+	st, err := openStore(ctx, loc, log)
 	if err != nil {
 		return err
 	}
@@ -189,7 +183,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 // store: the providers that turn projects into desired state, the apply
 // protocol and the fleet over them, and the API over both. `hatch server`
 // and `hatch up` both run what it returns.
-func wireServer(st *sqlite.Store, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
+func wireServer(st controlStore, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
 	adminHash, fingerprint string, log *zap.Logger) (*server.Server, error) {
 	blobs, err := blob.Open(filepath.Join(dataDir, "blobs"))
 	if err != nil {

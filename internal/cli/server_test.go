@@ -7,20 +7,29 @@ import (
 	"testing"
 )
 
-func TestSqlitePath(t *testing.T) {
+func TestResolveStore(t *testing.T) {
 	tests := []struct {
-		flag, want, err string
+		flag, env, sqlite, postgres, err string
 	}{
-		{"", "data/hatch.db", ""},
-		{"sqlite:/var/lib/hatch/db.sqlite", "/var/lib/hatch/db.sqlite", ""},
-		{"sqlite:", "", "want sqlite:<path>"},
-		{"postgres://u:secret@db/hatch", "", "not available yet"},
-		{"mysql://x", "", "want sqlite:<path>"},
+		{flag: "", sqlite: "data/hatch.db"},
+		{flag: "sqlite:/var/lib/hatch/db.sqlite", sqlite: "/var/lib/hatch/db.sqlite"},
+		{flag: "sqlite:", err: "want sqlite:<path> or postgres://"},
+		{flag: "postgres://u@db/hatch", postgres: "postgres://u@db/hatch"},
+		{flag: "postgres://u:secret@db/hatch", err: "holds a password"},
+		{flag: "postgres://u@db/hatch?password=secret", err: "holds a password"},
+		{flag: "postgres://u:secret@db:%zz/hatch", err: "not valid"},
+		{env: "postgres://u:secret@db/hatch", postgres: "postgres://u:secret@db/hatch"},
+		{env: "sqlite:/x.db", sqlite: "/x.db"},
+		{env: "mysql://u:secret@x", err: "HATCH_STORE: want"},
+		{flag: "sqlite:/a.db", env: "postgres://u:secret@db/hatch", sqlite: "/a.db"},
+		{flag: "mysql://x", err: "want sqlite:<path> or postgres://"},
 	}
 	for _, tt := range tests {
-		got, err := sqlitePath(tt.flag, "data")
-		if got != tt.want || (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
-			t.Errorf("sqlitePath(%q) = %q, %v; want %q, error containing %q", tt.flag, got, err, tt.want, tt.err)
+		got, err := resolveStore(tt.flag, tt.env, "data")
+		if got.sqlitePath != tt.sqlite || got.postgresURL != tt.postgres || (err == nil) != (tt.err == "") ||
+			err != nil && !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("resolveStore(%q, %q) = %+v, %v; want sqlite %q postgres %q, error containing %q",
+				tt.flag, tt.env, got, err, tt.sqlite, tt.postgres, tt.err)
 		}
 		if err != nil && strings.Contains(err.Error(), "secret") {
 			t.Errorf("the error repeats the store URL's password: %v", err)
@@ -32,6 +41,10 @@ func TestServerRefusesABadStoreBeforeStarting(t *testing.T) {
 	code, _, errOut := run(t, "server", "--data-dir", t.TempDir(), "--store", "mysql://x")
 	if code != 1 || !strings.Contains(errOut, "sqlite:<path>") {
 		t.Fatalf("hatch server --store mysql://x = %d %q", code, errOut)
+	}
+	code, _, errOut = run(t, "server", "--data-dir", t.TempDir(), "--store", "postgres://hatch:hunter2@127.0.0.1/x")
+	if code != 1 || !strings.Contains(errOut, "PGPASSFILE") || strings.Contains(errOut, "hunter2") {
+		t.Fatalf("hatch server --store with a password = %d %q", code, errOut)
 	}
 }
 

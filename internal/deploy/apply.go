@@ -78,7 +78,7 @@ func (s *Service) Apply(ctx context.Context, project, planID string) (*Job, erro
 	if err != nil {
 		return nil, lockedError(err)
 	}
-	j, err := s.begin(ctx, project, planID, doc)
+	j, err := s.begin(l.fenced(ctx), project, planID, doc)
 	if err != nil {
 		l.release()
 		return nil, err
@@ -120,7 +120,7 @@ func (s *Service) begin(ctx context.Context, project, planID string, doc storedP
 // goes on with its next command must not find the project still locked.
 func (s *Service) run(j *Job, l *lease, g *graph.Graph, opts provider.Options) {
 	defer l.release()
-	ctx, cancel := context.WithCancel(s.life)
+	ctx, cancel := context.WithCancel(l.fenced(s.life))
 	defer cancel()
 	go func() {
 		select {
@@ -148,7 +148,9 @@ func (s *Service) run(j *Job, l *lease, g *graph.Graph, opts provider.Options) {
 		}
 	}
 	l.release()
-	finishCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	// The outcome is recorded after the release, so not under the lease:
+	// an apply whose lease was taken over still says how it ended.
+	finishCtx, done := context.WithTimeout(context.WithoutCancel(s.life), 30*time.Second)
 	defer done()
 	if ferr := s.deps.Applies.FinishApply(finishCtx, j.id, outcome, message, s.now()); ferr != nil {
 		log.Error("apply outcome not recorded", zap.Error(ferr))

@@ -58,6 +58,13 @@ func (l *lease) renew(ctx context.Context) {
 	}
 }
 
+// fenced returns ctx with the lease's fence: every store write made with it
+// checks, in its own transaction, that this lease is still held with its
+// token, so nothing is written once another server took the project over.
+func (l *lease) fenced(ctx context.Context) context.Context {
+	return store.WithFence(ctx, store.Fence{Project: l.held.Project, Token: l.held.Token})
+}
+
 // release stops renewing and releases the lease, even after a cancel. Calls
 // after the first do nothing.
 func (l *lease) release() { l.once.Do(l.releaseOnce) }

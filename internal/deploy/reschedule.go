@@ -102,6 +102,7 @@ func (s rescheduler) reschedule(ctx context.Context, project string) error {
 		return err
 	}
 	defer l.release()
+	ctx = l.fenced(ctx)
 	recs, err := s.deps.Resources.ListResources(ctx, project)
 	if err != nil {
 		return err

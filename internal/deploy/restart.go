@@ -19,6 +19,7 @@ func (s *Service) RestartEgg(ctx context.Context, project, egg string) (api.Rest
 		return api.RestartResult{}, lockedError(err)
 	}
 	defer l.release()
+	ctx = l.fenced(ctx)
 	rec, err := s.record(ctx, project, resource.Key(resource.Egg, egg))
 	if err != nil {
 		return api.RestartResult{}, err

@@ -77,6 +77,7 @@ func (s reverter) tryRevert(ctx context.Context, e store.Event) (bool, error) {
 		return false, err
 	}
 	defer l.release()
+	ctx = l.fenced(ctx)
 	rec, err := s.record(ctx, e.Project, e.Resource)
 	if err != nil {
 		return true, nil // gone since: nothing to revert

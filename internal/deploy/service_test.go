@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
+	"github.com/hatchery/hatchery/internal/testutil/pgtest"
 )
 
 // newService is a started apply protocol over a real SQLite store, as a
@@ -178,3 +180,5 @@ func TestServiceRefusesStaleLockedAndBadPlans(t *testing.T) {
 	_, err = s.Apply(ctx, "default/other", next.ID)
 	wantCode(t, err, api.CodeBadRequest) // a plan of another project
 }
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

@@ -27,6 +27,7 @@ var statusOf = map[api.Code]int{
 	api.CodeTooLarge:         http.StatusRequestEntityTooLarge,
 	api.CodeRateLimited:      http.StatusTooManyRequests,
 	api.CodeInternal:         http.StatusInternalServerError,
+	api.CodeUnavailable:      http.StatusServiceUnavailable,
 }
 
 // writeError answers with an error body, at its code's status.

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/store"
 )
 
 // route is one endpoint with its own access rule, deadline and body limit.
@@ -203,6 +204,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, pattern string, er
 	}
 	if r.Context().Err() != nil {
 		return // the client went away or the deadline passed: nobody to answer
+	}
+	if errors.Is(err, store.ErrUnavailable) {
+		// Not this server's failure: the database is away. Clients retry;
+		// agents keep running what they have.
+		s.log.Warn("request failed: the database is unreachable", zap.String("route", pattern), zap.Error(err))
+		w.Header().Set("Retry-After", "2")
+		writeError(w, api.Errorf(api.CodeUnavailable, "the control plane's database is unreachable: retry in a few seconds"))
+		return
 	}
 	s.log.Error("request failed", zap.String("route", pattern), zap.Error(err))
 	writeError(w, api.Errorf(api.CodeInternal, "the server failed; its log says why"))

@@ -77,3 +77,29 @@ func TestNotifierWakesEveryWaiterOfItsKeyOnce(t *testing.T) {
 	}
 	n.Notify("nobody-waits") // no panic, nothing to do
 }
+
+func TestNotifyAllWakesEveryKeyAndLaterWaitsWaitAgain(t *testing.T) {
+	var n Notifier
+	n.NotifyAll() // nobody waits: nothing to do
+	a, b := n.Wait("a"), n.Wait("b")
+	n.NotifyAll()
+	for key, ch := range map[string]<-chan struct{}{"a": a, "b": b} {
+		select {
+		case <-ch:
+		default:
+			t.Fatalf("waiter of %s not woken", key)
+		}
+	}
+	next := n.Wait("a")
+	select {
+	case <-next:
+		t.Fatal("a wait after NotifyAll is already woken")
+	default:
+	}
+	n.Notify("a")
+	select {
+	case <-next:
+	default:
+		t.Fatal("a wait after NotifyAll is not woken by the next Notify")
+	}
+}

@@ -40,3 +40,16 @@ func (n *Notifier) Notify(key string) {
 		close(ch)
 	}
 }
+
+// NotifyAll wakes every waiter of every key: for a store that learns of other
+// servers' writes and may have missed some (its listening connection was
+// lost), a spurious wake-up is cheap and a missed one is a stuck long-poll.
+func (n *Notifier) NotifyAll() {
+	n.mu.Lock()
+	waiting := n.waiting
+	n.waiting = nil
+	n.mu.Unlock()
+	for _, ch := range waiting {
+		close(ch)
+	}
+}

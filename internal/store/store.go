@@ -124,3 +124,8 @@ type Apply struct {
 
 // ApplyHistoryLimit is how many applies of a project the history keeps.
 const ApplyHistoryLimit = 10
+
+// ErrUnavailable is wrapped by the errors of a store that cannot reach its
+// database (a PostgreSQL server down or unreachable): the caller may answer
+// "try again" rather than "failed", and nothing was written.
+var ErrUnavailable = errors.New("the database is unreachable")

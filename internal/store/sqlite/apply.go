@@ -22,7 +22,7 @@ func (s *Store) AcquireLease(ctx context.Context, l store.Lease) (store.Lease, e
 	if l.Project == "" || l.Token == "" {
 		return store.Lease{}, errors.New("acquire lease: project and token must be set")
 	}
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.writeTx(ctx, false, func(tx *txn) error {
 		held, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM leases WHERE project = $1`, l.Project))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -49,7 +49,7 @@ func (s *Store) AcquireLease(ctx context.Context, l store.Lease) (store.Lease, e
 
 // RenewLease moves the expiry of a lease still held with token.
 func (s *Store) RenewLease(ctx context.Context, project, token string, expires time.Time) error {
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.writeTx(ctx, false, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE leases SET expires_at = $3 WHERE project = $1 AND token = $2`,
 			project, token, millis(expires))
 		if err != nil {
@@ -68,7 +68,7 @@ func (s *Store) RenewLease(ctx context.Context, project, token string, expires t
 
 // ReleaseLease releases a lease held with token.
 func (s *Store) ReleaseLease(ctx context.Context, project, token string) error {
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.writeTx(ctx, false, func(tx *txn) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE project = $1 AND token = $2`, project, token)
 		return err
 	})
@@ -81,7 +81,7 @@ func (s *Store) ReleaseLease(ctx context.Context, project, token string) error {
 // ReleaseServerLeases releases every lease a server holds.
 func (s *Store) ReleaseServerLeases(ctx context.Context, server string) ([]store.Lease, error) {
 	var released []store.Lease
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.writeTx(ctx, false, func(tx *txn) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+leaseColumns+` FROM leases WHERE server = $1 ORDER BY project`, server)
 		if err != nil {
 			return err

@@ -189,6 +189,13 @@ type txn struct {
 // write runs fn in a write transaction and, once it committed, wakes the
 // waiters of what it changed. fn's error rolls everything back.
 func (s *Store) write(ctx context.Context, fn func(tx *txn) error) error {
+	return s.writeTx(ctx, true, fn)
+}
+
+// writeTx is write, with the check of ctx's fence (store.WithFence) or
+// without it (the lease operations); writes are serialised, so the check
+// and the write see the same lease.
+func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	sqlTx, err := s.db.BeginTx(ctx, nil)
@@ -196,6 +203,17 @@ func (s *Store) write(ctx context.Context, fn func(tx *txn) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	tx := &txn{Tx: sqlTx}
+	if fence, ok := store.FenceOf(ctx); ok && fenced {
+		var one int
+		err := sqlTx.QueryRowContext(ctx, `SELECT 1 FROM leases WHERE project = $1 AND token = $2`, fence.Project, fence.Token).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = fmt.Errorf("project %s: %w", fence.Project, store.ErrFenced)
+		}
+		if err != nil {
+			_ = sqlTx.Rollback()
+			return err
+		}
+	}
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
 		return err

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/reconciler/storagetest"
+	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/store/storetest"
 )
 
@@ -125,4 +127,36 @@ func TestDatabaseFilesAreOwnerOnly(t *testing.T) {
 	}
 	defer again.Close()
 	check("opened again after an older version")
+}
+
+// store.Tables is what a copy carries: it must name every table and column
+// of this schema beside the store's own bookkeeping.
+func TestTablesAreTheSchema(t *testing.T) {
+	s := openTemp(t)
+	rows, err := s.db.QueryContext(t.Context(), `SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p
+		WHERE m.type = 'table' AND m.name NOT IN ('schema_migrations', 'sqlite_sequence') ORDER BY m.name, p.cid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string][]string{}
+	for rows.Next() {
+		var table, column string
+		if err := rows.Scan(&table, &column); err != nil {
+			t.Fatal(err)
+		}
+		got[table] = append(got[table], column)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range store.Tables {
+		if !slices.Equal(got[table.Name], table.Columns) {
+			t.Errorf("table %s has columns %v, store.Tables says %v", table.Name, got[table.Name], table.Columns)
+		}
+		delete(got, table.Name)
+	}
+	if len(got) > 0 {
+		t.Errorf("tables not in store.Tables (a migration would not copy them): %v", got)
+	}
 }

@@ -26,6 +26,68 @@ func RunApply(t *testing.T, open OpenApply) {
 	t.Run("Leases", func(t *testing.T) { RunLeases(t, open) })
 	t.Run("Plans", func(t *testing.T) { RunPlans(t, open) })
 	t.Run("SecretValues", func(t *testing.T) { RunSecretValues(t, open) })
+	t.Run("Fencing", func(t *testing.T) { RunFencing(t, open) })
+}
+
+// RunFencing checks writes made under a lease (store.WithFence): they land
+// while the lease is held with their token, and are refused, changing
+// nothing, once another holder took it over or it was released.
+func RunFencing(t *testing.T, open OpenApply) {
+	value := func(fp string) store.SecretValue {
+		return store.SecretValue{Project: "default/shop", Name: "key", Fingerprint: fp, Sealed: "sealed-" + fp, Created: t0}
+	}
+	t.Run("a write under a lease held lands; once taken over it is refused and changes nothing", func(t *testing.T) {
+		s := open(t)
+		if _, err := s.AcquireLease(ctx(t), lease("default/shop", "tok-a", "apply 1", "srv-a", t0, time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		fenced := store.WithFence(ctx(t), store.Fence{Project: "default/shop", Token: "tok-a"})
+		if err := s.PutSecretValue(fenced, value("fp-1")); err != nil {
+			t.Fatalf("a write under the lease held: %v", err)
+		}
+		// srv-a is paused past its lease; srv-b takes the project over.
+		if _, err := s.AcquireLease(ctx(t), lease("default/shop", "tok-b", "apply 2", "srv-b", t0.Add(2*time.Minute), time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		err := s.PutSecretValue(fenced, value("fp-2"))
+		if !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("a write under a lease taken over: %v, want ErrFenced", err)
+		}
+		if _, err := s.SecretValue(ctx(t), "default/shop", "key", "fp-2"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the refused write was kept: %v", err)
+		}
+		// Renewing or releasing with the old token changes nothing either.
+		if err := s.RenewLease(fenced, "default/shop", "tok-a", t0.Add(time.Hour)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("renewing a lease taken over: %v", err)
+		}
+		if err := s.ReleaseLease(fenced, "default/shop", "tok-a"); err != nil {
+			t.Fatal(err)
+		}
+		// The new holder's writes, and unfenced ones, land.
+		if err := s.PutSecretValue(store.WithFence(ctx(t), store.Fence{Project: "default/shop", Token: "tok-b"}), value("fp-3")); err != nil {
+			t.Fatalf("the new holder's write: %v", err)
+		}
+		if err := s.PutSecretValue(ctx(t), value("fp-4")); err != nil {
+			t.Fatalf("an unfenced write: %v", err)
+		}
+	})
+
+	t.Run("a write under a released lease is refused", func(t *testing.T) {
+		s := open(t)
+		if _, err := s.AcquireLease(ctx(t), lease("default/shop", "tok-a", "apply 1", "srv-a", t0, time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		fenced := store.WithFence(ctx(t), store.Fence{Project: "default/shop", Token: "tok-a"})
+		if err := s.ReleaseLease(fenced, "default/shop", "tok-a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RetainBlobs(fenced, "plan:x", []string{digest("a")}); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("a write under a released lease: %v, want ErrFenced", err)
+		}
+		if got, _ := s.ReferencedBlobs(ctx(t)); len(got) != 0 {
+			t.Fatalf("the refused write was kept: %v", got)
+		}
+	})
 }
 
 func lease(project, token, holder, server string, since time.Time, term time.Duration) store.Lease {

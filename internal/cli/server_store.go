@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/reconciler"
+	"github.com/hatchery/hatchery/internal/store"
+	"github.com/hatchery/hatchery/internal/store/postgres"
+	"github.com/hatchery/hatchery/internal/store/sqlite"
+)
+
+// storeEnv names the variable `hatch server` reads its store from when
+// --store is not given: the one place a PostgreSQL URL may carry a password
+// (a command line is visible to every user of the machine).
+const storeEnv = "HATCH_STORE"
+
+// controlStore is everything the control plane keeps, in one store: what
+// wireServer hands to the providers, the apply protocol, the fleet and the
+// API. Both *sqlite.Store and *postgres.Store are one.
+type controlStore interface {
+	reconciler.ResourceStorage
+	store.Liveness
+	store.Statuses
+	store.DesiredStates
+	store.Events
+	store.BlobRetention
+	store.ApplyHistory
+	store.Projects
+	store.AdminTokens
+	store.JoinTokens
+	store.Members
+	store.Leases
+	store.Plans
+	store.SecretValues
+	io.Closer
+}
+
+var (
+	_ controlStore = (*sqlite.Store)(nil)
+	_ controlStore = (*postgres.Store)(nil)
+)
+
+// storeLocation is where a server keeps its state: a SQLite file, or a
+// PostgreSQL database.
+type storeLocation struct {
+	sqlitePath  string
+	postgresURL string // may hold a password: never printed
+}
+
+// String names the store for messages, without a password or user.
+func (l storeLocation) String() string {
+	if l.postgresURL != "" {
+		return "PostgreSQL"
+	}
+	return "sqlite:" + l.sqlitePath
+}
+
+// resolveStore reads the --store flag, else the HATCH_STORE variable's value
+// env, else takes the SQLite file in the data dir. A password is refused in
+// the flag, and no error repeats a URL.
+func resolveStore(flag, env, dataDir string) (storeLocation, error) {
+	value, from := flag, "--store"
+	if value == "" {
+		value, from = env, storeEnv
+	}
+	switch {
+	case value == "":
+		return storeLocation{sqlitePath: filepath.Join(dataDir, "hatch.db")}, nil
+	case strings.HasPrefix(value, "sqlite:") && len(value) > len("sqlite:"):
+		return storeLocation{sqlitePath: strings.TrimPrefix(value, "sqlite:")}, nil
+	case postgres.IsURL(value):
+		withPassword, err := postgres.HasPassword(value)
+		if err != nil {
+			return storeLocation{}, fmt.Errorf("%s: %w", from, err)
+		}
+		if withPassword && from == "--store" {
+			return storeLocation{}, errors.New("--store: the PostgreSQL URL holds a password, which every user of this machine " +
+				"can read in the process list: pass the URL in the " + storeEnv + " variable instead, or keep the password " +
+				"in a password file (PGPASSFILE, ~/.pgpass)")
+		}
+		return storeLocation{postgresURL: value}, nil
+	}
+	if from == storeEnv {
+		return storeLocation{}, errors.New(storeEnv + ": want sqlite:<path> or postgres://user@host:port/database")
+	}
+	return storeLocation{}, fmt.Errorf("--store %q: want sqlite:<path> or postgres://user@host:port/database", value)
+}
+
+// openStore opens (and migrates) the store at loc.
+func openStore(ctx context.Context, loc storeLocation, log *zap.Logger) (controlStore, error) {
+	if loc.postgresURL != "" {
+		return postgres.Open(ctx, loc.postgresURL, log)
+	}
+	return sqlite.Open(ctx, loc.sqlitePath, log)
+}

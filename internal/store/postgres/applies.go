@@ -1,0 +1,162 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+// StartApply records a running apply and trims the project's history.
+func (s *Store) StartApply(ctx context.Context, project string, blobs []string, at time.Time) (store.Apply, error) {
+	a := store.Apply{Project: project, Started: at.UTC(), Outcome: store.ApplyRunning, Blobs: sortedUnique(blobs)}
+	err := s.write(ctx, func(tx *txn) error {
+		err := tx.QueryRow(ctx, `INSERT INTO applies (project, started_at, finished_at, outcome, message)
+			VALUES ($1, $2, 0, $3, '') RETURNING id`, project, millis(at), string(a.Outcome)).Scan(&a.ID)
+		if err != nil {
+			return err
+		}
+		for _, d := range a.Blobs {
+			if _, err := tx.Exec(ctx, `INSERT INTO apply_blobs (apply_id, digest) VALUES ($1, $2)`, a.ID, d); err != nil {
+				return err
+			}
+		}
+		// The oldest record to drop is the one ApplyHistoryLimit places below
+		// the newest; it and all before it go, with their blobs.
+		const older = `SELECT id FROM applies WHERE project = $1 AND id <=
+			(SELECT id FROM applies WHERE project = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`
+		if _, err := tx.Exec(ctx, `DELETE FROM apply_blobs WHERE apply_id IN (`+older+`)`,
+			project, store.ApplyHistoryLimit); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM applies WHERE id IN (`+older+`)`,
+			project, store.ApplyHistoryLimit); err != nil {
+			return err
+		}
+		_, err = tx.appendEvent(ctx, store.Event{Time: at, Type: store.EventApplyStarted, Project: project,
+			Message: "apply " + strconv.FormatInt(a.ID, 10) + " of " + project + " started"})
+		return err
+	})
+	if err != nil {
+		return store.Apply{}, fmt.Errorf("start apply of %s: %w", project, err)
+	}
+	return a, nil
+}
+
+// FinishApply records a running apply's outcome.
+func (s *Store) FinishApply(ctx context.Context, id int64, outcome store.ApplyOutcome, message string, at time.Time) error {
+	if outcome != store.ApplySucceeded && outcome != store.ApplyFailed {
+		return fmt.Errorf("finish apply %d: outcome %q is not succeeded or failed", id, outcome)
+	}
+	err := s.write(ctx, func(tx *txn) error {
+		var project string
+		err := tx.QueryRow(ctx, `UPDATE applies SET finished_at = $2, outcome = $3, message = $4
+			WHERE id = $1 AND outcome = $5 RETURNING project`,
+			id, millis(at), string(outcome), text(message), string(store.ApplyRunning)).Scan(&project)
+		if err != nil {
+			return notFound(err, "no running apply with that id")
+		}
+		msg := "apply " + strconv.FormatInt(id, 10) + " of " + project + " " + string(outcome)
+		if message != "" {
+			msg += ": " + message
+		}
+		_, err = tx.appendEvent(ctx, store.Event{Time: at, Type: store.EventApplyFinished, Project: project, Message: msg})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("finish apply %d: %w", id, err)
+	}
+	return nil
+}
+
+// Applies returns the project's kept apply records, newest first, read in one
+// statement so a record and its blobs are seen together.
+func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, error) {
+	rows, err := s.db.Query(ctx, `SELECT a.id, a.started_at, a.finished_at, a.outcome, a.message,
+			COALESCE(ARRAY(SELECT digest FROM apply_blobs b WHERE b.apply_id = a.id ORDER BY digest COLLATE "C"), '{}')
+		FROM applies a WHERE a.project = $1 ORDER BY a.id DESC`, project)
+	if err != nil {
+		return nil, fmt.Errorf("applies of %s: %w", project, err)
+	}
+	defer rows.Close()
+	var out []store.Apply
+	for rows.Next() {
+		a := store.Apply{Project: project}
+		var started, finished int64
+		var outcome string
+		if err := rows.Scan(&a.ID, &started, &finished, &outcome, &a.Message, &a.Blobs); err != nil {
+			return nil, fmt.Errorf("applies of %s: %w", project, err)
+		}
+		if len(a.Blobs) == 0 {
+			a.Blobs = nil
+		}
+		a.Started, a.Finished, a.Outcome = fromMillis(started), fromMillis(finished), store.ApplyOutcome(outcome)
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("applies of %s: %w", project, err)
+	}
+	return out, nil
+}
+
+// ReferencedBlobs returns every digest a resource, an apply record or a
+// retention owner holds.
+func (s *Store) ReferencedBlobs(ctx context.Context) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT source FROM resources WHERE source <> ''
+		UNION SELECT digest FROM apply_blobs
+		UNION SELECT digest FROM blob_retention`)
+	if err != nil {
+		return nil, fmt.Errorf("referenced blobs: %w", err)
+	}
+	out, err := scanStrings(rows, "referenced blobs")
+	sortStrings(out)
+	return out, err
+}
+
+// RetainBlobs replaces owner's retained set.
+func (s *Store) RetainBlobs(ctx context.Context, owner string, digests []string) error {
+	err := s.write(ctx, func(tx *txn) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM blob_retention WHERE owner = $1`, owner); err != nil {
+			return err
+		}
+		for _, d := range sortedUnique(digests) {
+			if _, err := tx.Exec(ctx, `INSERT INTO blob_retention (owner, digest) VALUES ($1, $2)
+				ON CONFLICT DO NOTHING`, owner, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("retain blobs for %s: %w", owner, err)
+	}
+	return nil
+}
+
+// TokenHash returns the hash stored under name.
+func (s *Store) TokenHash(ctx context.Context, name string) (string, error) {
+	var hash string
+	err := s.db.QueryRow(ctx, `SELECT hash FROM tokens WHERE name = $1`, name).Scan(&hash)
+	if err != nil {
+		return "", fmt.Errorf("token %s: %w", name, notFound(err, "no such token"))
+	}
+	return hash, nil
+}
+
+// CreateTokenHash stores a hash under a new name.
+func (s *Store) CreateTokenHash(ctx context.Context, name, hash string, at time.Time) error {
+	err := s.write(ctx, func(tx *txn) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO tokens (name, hash, created_at) VALUES ($1, $2, $3)
+			ON CONFLICT (name) DO NOTHING`, name, hash, millis(at))
+		if err == nil && tag.RowsAffected() == 0 {
+			err = store.ErrExists
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create token %s: %w", name, err)
+	}
+	return nil
+}

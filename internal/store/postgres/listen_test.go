@@ -1,0 +1,108 @@
+package postgres
+
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hatchery/hatchery/internal/store"
+	"github.com/hatchery/hatchery/internal/testutil/pgtest"
+)
+
+// twoServers opens two stores on one database, as two servers have them.
+func twoServers(t *testing.T) (a, b *Store) {
+	t.Helper()
+	url := pgtest.Shared(t).NewSchema(t)
+	open := func() *Store {
+		s, err := Open(t.Context(), url, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	return open(), open()
+}
+
+func closedWithin(ch <-chan struct{}, d time.Duration) bool {
+	select {
+	case <-ch:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// A desired state written through server A wakes the long-poll waiting on
+// server B, and only that host's; an event recorded through A wakes B's
+// event streams; a status report that records no event wakes nobody.
+func TestChangesThroughOneServerWakeTheOthersWaiters(t *testing.T) {
+	a, b := twoServers(t)
+	mine, theirs := b.WatchDesiredState("h1"), b.WatchDesiredState("h2")
+	if _, err := a.PutDesiredState(t.Context(), store.DesiredState{HostID: "h1", Version: "v1", Doc: []byte(`{}`), UpdatedAt: time.UnixMilli(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if !closedWithin(mine, 5*time.Second) {
+		t.Fatal("a desired state written through A did not wake B's waiter")
+	}
+	if d, err := b.DesiredState(t.Context(), "h1"); err != nil || d.Version != "v1" {
+		t.Fatalf("B reads %+v, %v", d, err)
+	}
+	if closedWithin(theirs, 100*time.Millisecond) {
+		t.Fatal("another host's waiter on B was woken")
+	}
+
+	events := b.WatchEvents()
+	if _, err := a.PutStatus(t.Context(), "h1", []byte(`{}`), time.UnixMilli(2)); err != nil { // host.up
+		t.Fatal(err)
+	}
+	if !closedWithin(events, 5*time.Second) {
+		t.Fatal("an event recorded through A did not wake B's event watcher")
+	}
+	events = b.WatchEvents()
+	if _, err := a.PutStatus(t.Context(), "h1", []byte(`{}`), time.UnixMilli(3)); err != nil { // no event
+		t.Fatal(err)
+	}
+	if closedWithin(events, 200*time.Millisecond) {
+		t.Fatal("a status report without an event woke B's event watcher")
+	}
+}
+
+// The listening connection killed (pg_terminate_backend) while a change is
+// made: the notification is lost, and the reconnect wakes every waiter, so
+// the long-poll still learns of the change.
+func TestAKilledListeningConnectionLosesNoWakeUp(t *testing.T) {
+	a, b := twoServers(t)
+	for round := range 3 {
+		w := b.WatchDesiredState("h1")
+		var killed int
+		if err := a.pool.QueryRow(t.Context(), `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE application_name = $1 AND datname = current_database()`, listenAppName).Scan(&killed); err != nil || killed != 2 {
+			t.Fatalf("terminated %d listening connections (%v), want A's and B's", killed, err)
+		}
+		if _, err := a.PutDesiredState(t.Context(), store.DesiredState{HostID: "h1", Version: "v" + string(rune('1'+round)),
+			Doc: []byte(`{}`), UpdatedAt: time.UnixMilli(1)}); err != nil {
+			t.Fatal(err)
+		}
+		if !closedWithin(w, 10*time.Second) {
+			t.Fatalf("round %d: the waiter on B was never woken after its listening connection was killed", round)
+		}
+		// Wait for both to listen again before the next round.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var n int
+			if err := a.pool.QueryRow(t.Context(), `SELECT COUNT(*) FROM pg_stat_activity
+				WHERE application_name = $1 AND datname = current_database()`, listenAppName).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d listening connections came back, want 2", n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}

@@ -1,0 +1,390 @@
+// Package postgres is the control plane's store on PostgreSQL
+// (github.com/jackc/pgx/v5), for servers that run on a database the operator
+// already keeps and backs up. It implements every interface the SQLite store
+// does and passes the same conformance suites.
+//
+// Transactions run at READ COMMITTED, and every read-modify-write either is
+// one statement (an upsert with a condition, an UPDATE ... WHERE) or locks
+// the rows it reads (SELECT ... FOR UPDATE), so concurrent writers queue on
+// row locks instead of aborting. A transaction that records an event takes
+// the one event counter row last: events commit in the order of their
+// sequence numbers, and rows are always locked before the counter, so the
+// lock order has no cycle. A deadlock or serialisation failure reported by
+// the database all the same is retried.
+//
+// The schema is migrated at Open, in one transaction holding an advisory
+// lock, so servers starting together migrate once.
+//
+// The connection string may carry a password, so it never appears in an error
+// or a log line; pgx also reads the password from PGPASSFILE (or ~/.pgpass).
+package postgres
+
+import (
+	"context"
+	cryptorand "crypto/rand"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/reconciler"
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// migrationLock is the advisory lock key held while migrating ("hatchmig").
+const migrationLock int64 = 0x68617463686d6967
+
+// Store is the PostgreSQL implementation of the store interfaces.
+type Store struct {
+	pool *pgxpool.Pool
+	db   reader // the pool, for reads: their errors classified
+	log  *zap.Logger
+
+	desired store.Notifier // keyed by host ID
+	events  store.Notifier // one key, eventsKey
+
+	// callerClockLeases measures leases by the times callers give (as the
+	// conformance suite does) instead of the database's clock.
+	callerClockLeases bool
+
+	// nonce tells this store's notifications from other servers' (see listen.go).
+	nonce         string
+	stopListening context.CancelFunc
+	listenDone    chan struct{} // closed when the listening goroutine ended
+}
+
+const eventsKey = "events"
+
+var (
+	_ reconciler.ResourceStorage = (*Store)(nil)
+	_ store.Liveness             = (*Store)(nil)
+	_ store.Statuses             = (*Store)(nil)
+	_ store.DesiredStates        = (*Store)(nil)
+	_ store.Events               = (*Store)(nil)
+	_ store.BlobRetention        = (*Store)(nil)
+	_ store.ApplyHistory         = (*Store)(nil)
+	_ store.Projects             = (*Store)(nil)
+	_ store.AdminTokens          = (*Store)(nil)
+	_ store.JoinTokens           = (*Store)(nil)
+	_ store.Members              = (*Store)(nil)
+	_ store.Leases               = (*Store)(nil)
+	_ store.Plans                = (*Store)(nil)
+	_ store.SecretValues         = (*Store)(nil)
+)
+
+// IsURL reports whether s is a PostgreSQL connection URL.
+func IsURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// errBadURL refuses a connection string pgx cannot parse, without repeating it.
+var errBadURL = errors.New("the PostgreSQL connection string is not valid: want postgres://user@host:port/database, options after ?")
+
+// parseConfig parses a connection string. Its error never repeats the string.
+func parseConfig(connString string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, errBadURL
+	}
+	return cfg, nil
+}
+
+// HasPassword reports whether the connection URL itself holds a password,
+// in its user info or as a password parameter (one from PGPASSWORD or a
+// password file does not count). Its error never repeats the URL.
+func HasPassword(rawURL string) (bool, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || !IsURL(rawURL) {
+		return false, errBadURL
+	}
+	if _, ok := u.User.Password(); ok {
+		return true, nil
+	}
+	for k := range u.Query() {
+		if strings.EqualFold(k, "password") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Options change how a store behaves; the zero value is what servers use.
+type Options struct {
+	// CallerClockLeases measures a lease by the Since and Expires its
+	// caller gives, as the store.Leases contract reads with one clock. By
+	// default the database's clock measures them: a lease is taken at the
+	// database's now() for Expires - Since, and renewed for as long from its
+	// now(), so servers whose clocks differ agree on when a lease expired.
+	CallerClockLeases bool
+}
+
+// Open connects to the database the connection string names, and migrates it.
+func Open(ctx context.Context, connString string, log *zap.Logger) (*Store, error) {
+	return OpenWith(ctx, connString, log, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, connString string, log *zap.Logger, opts Options) (*Store, error) {
+	if log == nil {
+		return nil, errors.New("postgres: no logger")
+	}
+	cfg, err := parseConfig(connString)
+	if err != nil {
+		return nil, err
+	}
+	// The database's own name and host, for logs: never the user or password.
+	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres %s: %w", where, err)
+	}
+	s := &Store{pool: pool, db: reader{pool}, log: log.With(zap.String("store", "postgres://"+where)), nonce: newNonce(),
+		callerClockLeases: opts.CallerClockLeases}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("migrate postgres %s: %w", where, err)
+	}
+	if err := s.startListening(ctx, cfg.ConnConfig); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres %s: %w", where, err)
+	}
+	s.log.Info("store opened")
+	return s, nil
+}
+
+// Close stops listening and closes every connection, once those in use are
+// returned.
+func (s *Store) Close() error {
+	s.stopListening()
+	<-s.listenDone
+	s.pool.Close()
+	return nil
+}
+
+// newNonce names one store instance in its notifications.
+func newNonce() string {
+	b := make([]byte, 8)
+	_, _ = cryptorand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// migrate applies, in one transaction under an advisory lock, every embedded
+// migration newer than the database's schema version. A database from a newer
+// binary is refused.
+func (s *Store) migrate(ctx context.Context) error {
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	// READ COMMITTED: each statement after the lock sees what a server that
+	// migrated before us committed.
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version    INTEGER PRIMARY KEY,
+			applied_at BIGINT  NOT NULL)`); err != nil {
+			return err
+		}
+		var current int
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+			return err
+		}
+		latest := 0
+		for _, f := range files {
+			version, err := migrationVersion(f)
+			if err != nil {
+				return err
+			}
+			latest = max(latest, version)
+			if version <= current {
+				continue
+			}
+			sqlText, err := migrations.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, string(sqlText)); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`,
+				version, millis(time.Now())); err != nil {
+				return err
+			}
+			s.log.Info("applied migration", zap.String("file", path.Base(f)))
+		}
+		if current > latest {
+			return fmt.Errorf("database schema version %d is newer than this binary's %d: use a newer hatch", current, latest)
+		}
+		return nil
+	})
+}
+
+// migrationVersion reads the number a migration file's name starts with.
+func migrationVersion(file string) (int, error) {
+	base := path.Base(file)
+	num, _, ok := strings.Cut(base, "_")
+	v, err := strconv.Atoi(num)
+	if !ok || err != nil || v <= 0 {
+		return 0, fmt.Errorf("migration %s: name must start with a positive number and _", base)
+	}
+	return v, nil
+}
+
+// txn is a write transaction that also collects who to wake once it commits.
+type txn struct {
+	pgx.Tx
+	wakeEvents bool
+	wakeHosts  []string
+}
+
+// maxAttempts bounds the retries of a transaction the database aborted to
+// break a deadlock or a serialisation conflict.
+const maxAttempts = 8
+
+// write runs fn in a transaction and, once it committed, wakes the waiters of
+// what it changed. fn's error rolls everything back. A transaction the
+// database aborted as a deadlock victim is run again from the start, so fn
+// must set (not add to) whatever it reports to its caller.
+func (s *Store) write(ctx context.Context, fn func(tx *txn) error) error {
+	return s.writeTx(ctx, true, fn)
+}
+
+// writeTx is write, with the check of ctx's fence (store.WithFence) or
+// without it (the lease operations). The check shares the lease row's lock
+// until the commit: a takeover waits for the write, or the write sees it.
+func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error) error {
+	fence, hasFence := store.FenceOf(ctx)
+	for attempt := 1; ; attempt++ {
+		tx := &txn{}
+		err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(t pgx.Tx) error {
+			tx.Tx = t
+			if fenced && hasFence {
+				var one int
+				err := t.QueryRow(ctx, `SELECT 1 FROM leases WHERE project = $1 AND token = $2 FOR SHARE`,
+					fence.Project, fence.Token).Scan(&one)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return fmt.Errorf("project %s: %w", fence.Project, store.ErrFenced)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return s.sendNotifications(ctx, tx)
+		})
+		if err == nil {
+			for _, h := range tx.wakeHosts {
+				s.desired.Notify(h)
+			}
+			if tx.wakeEvents {
+				s.events.Notify(eventsKey)
+			}
+			return nil
+		}
+		if !retryable(err) || attempt == maxAttempts {
+			return classify(err)
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(time.Duration(rand.Int64N(int64(attempt) * int64(5*time.Millisecond)))):
+		}
+	}
+}
+
+// retryable reports whether the database aborted a transaction that may
+// succeed when run again: a deadlock victim or a serialisation failure.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// appendEvent records an event inside tx and returns its Seq. It takes the
+// event counter's row lock, held until tx ends: call it after every other
+// row tx locks.
+func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
+	var seq int64
+	err := tx.QueryRow(ctx, `UPDATE event_counter SET seq = seq + 1 RETURNING seq`).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("append %s event: %w", e.Type, err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO events (seq, at, type, project, host, resource, message)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		seq, millis(e.Time), string(e.Type), e.Project, e.Host, e.Resource, text(e.Message)); err != nil {
+		return 0, fmt.Errorf("append %s event: %w", e.Type, err)
+	}
+	tx.wakeEvents = true
+	return seq, nil
+}
+
+// text makes free text storable: PostgreSQL's text refuses the NUL character,
+// which a message quoting a container's log line may hold.
+func text(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
+
+// millis converts a time to the stored form; the zero time is 0.
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// fromMillis converts the stored form back; 0 is the zero time.
+func fromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// notFound maps pgx.ErrNoRows to store.ErrNotFound, naming what was missing.
+func notFound(err error, what string) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return err
+}
+
+// collect reads every row of a result with scan, and closes it.
+func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// scanStrings reads a one-column result.
+func scanStrings(rows pgx.Rows, what string) ([]string, error) {
+	out, err := collect(rows, func(row pgx.Row) (v string, err error) { return v, row.Scan(&v) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}

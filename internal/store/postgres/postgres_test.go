@@ -1,0 +1,263 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hatchery/hatchery/internal/reconciler"
+	"github.com/hatchery/hatchery/internal/reconciler/storagetest"
+	"github.com/hatchery/hatchery/internal/store"
+	"github.com/hatchery/hatchery/internal/store/storetest"
+	"github.com/hatchery/hatchery/internal/testutil/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// openTemp opens a store on a new, empty database of the test cluster.
+func openTemp(t *testing.T) *Store {
+	t.Helper()
+	c := pgtest.Shared(t)
+	s, err := Open(t.Context(), c.NewSchema(t), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Store { return openTemp(t) })
+}
+
+// The lease contract reads with the caller's clock; servers use the
+// database's (TestLeasesAreMeasuredByTheDatabaseClock).
+func TestApplyProtocolConformance(t *testing.T) {
+	storetest.RunApply(t, func(t *testing.T) storetest.ApplyStore { return openCallerClock(t) })
+}
+
+// openCallerClock is openTemp with leases measured by the callers' times.
+func openCallerClock(t *testing.T) *Store {
+	t.Helper()
+	s, err := OpenWith(t.Context(), pgtest.Shared(t).NewSchema(t), zaptest.NewLogger(t), Options{CallerClockLeases: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Servers whose clocks are far apart agree on a lease: it is taken at the
+// database's now() and expires by it, whatever Since each caller gives.
+func TestLeasesAreMeasuredByTheDatabaseClock(t *testing.T) {
+	s := openTemp(t)
+	behind, ahead := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+	lease := func(token string, since time.Time, term time.Duration) store.Lease {
+		return store.Lease{Project: "default/shop", Token: token, Holder: "apply", Server: "srv-" + token, Since: since, Expires: since.Add(term)}
+	}
+	start := time.Now()
+	held, err := s.AcquireLease(t.Context(), lease("a", behind, 2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := held.Since.Sub(start); d < -time.Minute || d > time.Minute {
+		t.Fatalf("the lease was taken at %v, not at the database's now (%v)", held.Since, start)
+	}
+	if got := held.Expires.Sub(held.Since); got != 2*time.Second {
+		t.Fatalf("the lease lasts %v, want the 2s asked", got)
+	}
+	// A server whose clock is ten centuries ahead cannot take it over.
+	if _, err := s.AcquireLease(t.Context(), lease("b", ahead, time.Minute)); !errors.Is(err, store.ErrLocked) {
+		t.Fatalf("a server with its clock ahead took the lease: %v", err)
+	}
+	// A renewal counts its term from the database's now.
+	if err := s.RenewLease(t.Context(), "default/shop", "a", time.Now().Add(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // past the first term, within the renewed one
+	if _, err := s.AcquireLease(t.Context(), lease("b", ahead, time.Minute)); !errors.Is(err, store.ErrLocked) {
+		t.Fatalf("the renewed lease was taken over within its term: %v", err)
+	}
+	time.Sleep(time.Second) // past the renewed term
+	// Expired by the database's clock: one with its clock far behind takes it.
+	if _, err := s.AcquireLease(t.Context(), lease("c", behind, time.Minute)); err != nil {
+		t.Fatalf("a lease expired by the database's clock was not taken over: %v", err)
+	}
+}
+
+// The reconciler's own suite for its ResourceStorage, beside ours.
+func TestReconcilerStorageSuite(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) reconciler.ResourceStorage { return openTemp(t) })
+}
+
+func TestReopenKeepsDataAndMigratesOnce(t *testing.T) {
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDatabase(t))
+	s, err := Open(t.Context(), url, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutStatus(t.Context(), "h1", []byte(`{}`), time.UnixMilli(1000)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s, err = Open(t.Context(), url, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Host(t.Context(), "h1"); err != nil {
+		t.Fatalf("host lost across a reopen: %v", err)
+	}
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied int
+	if err := s.pool.QueryRow(t.Context(), `SELECT COUNT(*) FROM schema_migrations`).Scan(&applied); err != nil || applied != len(files) {
+		t.Fatalf("schema_migrations has %d rows (%v), want one per migration file (%d)", applied, err, len(files))
+	}
+}
+
+// Servers starting together on a fresh database migrate it once: without
+// the advisory lock, the second CREATE TABLE fails or a migration runs twice.
+func TestServersStartingTogetherMigrateOnce(t *testing.T) {
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDatabase(t))
+	const n = 6
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			s, err := Open(t.Context(), url, zaptest.NewLogger(t))
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+	}
+}
+
+func TestNewerSchemaIsRefused(t *testing.T) {
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDatabase(t))
+	s, err := Open(t.Context(), url, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(t.Context(), `INSERT INTO schema_migrations (version, applied_at) VALUES (999, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err := Open(t.Context(), url, zaptest.NewLogger(t)); err == nil {
+		s.Close()
+		t.Fatal("a database from a newer binary was opened")
+	} else if !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("error %q does not say the schema is newer", err)
+	}
+}
+
+// A connection string's password never shows in an error.
+func TestErrorsNeverRepeatThePassword(t *testing.T) {
+	c := pgtest.Shared(t)
+	for _, url := range []string{
+		"postgres://hatch:s3cr3t-pw@127.0.0.1:1/x?sslmode=disable&connect_timeout=1", // nobody listens
+		"postgres://hatch:s3cr3t-pw@127.0.0.1:%zz/x",                                 // not a URL
+		strings.Replace(c.URL("postgres"), c.Password, "s3cr3t-pw", 1),               // wrong password
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		s, err := Open(ctx, url, zaptest.NewLogger(t))
+		cancel()
+		if err == nil {
+			s.Close()
+			t.Fatalf("opened %q", url)
+		}
+		if strings.Contains(err.Error(), "s3cr3t-pw") {
+			t.Fatalf("the error repeats the password: %v", err)
+		}
+	}
+}
+
+func TestHasPassword(t *testing.T) {
+	for url, want := range map[string]bool{
+		"postgres://hatch@db:5432/hatch":                  false,
+		"postgres://hatch:pw@db:5432/hatch":               true,
+		"postgresql://hatch:@db/hatch":                    true,
+		"postgres://db/hatch?user=hatch&password=pw":      true,
+		"postgres://db/hatch?sslmode=verify-full&user=hk": false,
+	} {
+		got, err := HasPassword(url)
+		if err != nil || got != want {
+			t.Errorf("HasPassword(%q) = %v, %v; want %v", url, got, err, want)
+		}
+	}
+	if _, err := HasPassword("postgres://hatch:pw@db:%zz/x"); err == nil || strings.Contains(err.Error(), "pw@") {
+		t.Errorf("HasPassword of a bad URL: %v", err)
+	}
+}
+
+// A follower of the event log (the SSE stream, `hatch events`) reads "seq >
+// the last it saw": it must never skip an event that another transaction
+// committed late with a smaller seq. Concurrent writers, one follower.
+func TestEventFollowerMissesNothingUnderConcurrentWriters(t *testing.T) {
+	s := openTemp(t)
+	const writers, each = 4, 40
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				if _, err := s.AppendEvent(t.Context(), store.Event{Time: time.UnixMilli(int64(1 + i)),
+					Type: store.EventRolloutProgressing, Host: fmt.Sprint("h", w), Message: fmt.Sprint(i)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(done) }()
+	seen := map[int64]bool{}
+	var last int64
+	for finished := false; !finished; {
+		select {
+		case <-done:
+			finished = true // one more read after the last commit
+		default:
+		}
+		evs, err := s.ListEvents(t.Context(), last, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			seen[e.Seq] = true
+			last = e.Seq
+		}
+	}
+	all, err := s.ListEvents(t.Context(), 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != writers*each {
+		t.Fatalf("%d events stored, want %d", len(all), writers*each)
+	}
+	for _, e := range all {
+		if !seen[e.Seq] {
+			t.Fatalf("the follower skipped event %d (committed after a later one was read)", e.Seq)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+const joinTokenColumns = `id, hash, created_at, expires_at, max_uses, uses, revoked_at`
+
+func scanJoinToken(row pgx.Row) (store.JoinToken, error) {
+	var t store.JoinToken
+	var created, expires, revoked int64
+	if err := row.Scan(&t.ID, &t.Hash, &created, &expires, &t.MaxUses, &t.Uses, &revoked); err != nil {
+		return store.JoinToken{}, err
+	}
+	t.CreatedAt, t.ExpiresAt, t.RevokedAt = fromMillis(created), fromMillis(expires), fromMillis(revoked)
+	return t, nil
+}
+
+// CreateJoinToken stores a new join token.
+func (s *Store) CreateJoinToken(ctx context.Context, t store.JoinToken) error {
+	if t.ID == "" || t.Hash == "" || t.MaxUses < 1 || t.ExpiresAt.IsZero() {
+		return fmt.Errorf("create join token %q: an ID, a hash, an expiry and at least one use are needed", t.ID)
+	}
+	err := s.write(ctx, func(tx *txn) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO join_tokens (`+joinTokenColumns+`)
+			VALUES ($1, $2, $3, $4, $5, 0, 0) ON CONFLICT DO NOTHING`,
+			t.ID, t.Hash, millis(t.CreatedAt), millis(t.ExpiresAt), t.MaxUses)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return store.ErrExists
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("create join token %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// JoinTokenByHash returns the join token whose secret has the hash.
+func (s *Store) JoinTokenByHash(ctx context.Context, hash string) (store.JoinToken, error) {
+	t, err := scanJoinToken(s.db.QueryRow(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE hash = $1`, hash))
+	if err != nil {
+		// The hash is not repeated: it is as good as a token in a log line.
+		return store.JoinToken{}, fmt.Errorf("join token: %w", notFound(err, "no such join token"))
+	}
+	return t, nil
+}
+
+// ListJoinTokens returns every join token, oldest first.
+func (s *Store) ListJoinTokens(ctx context.Context) ([]store.JoinToken, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens ORDER BY created_at, id COLLATE "C"`)
+	if err != nil {
+		return nil, fmt.Errorf("list join tokens: %w", err)
+	}
+	out, err := collect(rows, scanJoinToken)
+	if err != nil {
+		return nil, fmt.Errorf("list join tokens: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeJoinToken revokes a join token; a second revocation changes nothing.
+func (s *Store) RevokeJoinToken(ctx context.Context, id string, at time.Time) (store.JoinToken, error) {
+	var t store.JoinToken
+	err := s.write(ctx, func(tx *txn) error {
+		if _, err := tx.Exec(ctx, `UPDATE join_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at = 0`,
+			id, millis(at)); err != nil {
+			return err
+		}
+		var err error
+		t, err = scanJoinToken(tx.QueryRow(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE id = $1`, id))
+		return notFound(err, "no such join token")
+	})
+	if err != nil {
+		return store.JoinToken{}, fmt.Errorf("revoke join token %s: %w", id, err)
+	}
+	return t, nil
+}
+
+const hostIdentityColumns = `id, name, token_hash, join_token, joined_at, removed_at`
+
+func scanHostIdentity(row pgx.Row) (store.HostIdentity, error) {
+	var h store.HostIdentity
+	var joined, removed int64
+	if err := row.Scan(&h.ID, &h.Name, &h.TokenHash, &h.JoinToken, &joined, &removed); err != nil {
+		return store.HostIdentity{}, err
+	}
+	h.JoinedAt, h.RemovedAt = fromMillis(joined), fromMillis(removed)
+	return h, nil
+}
+
+// JoinHost spends a use of the join token and records the host, all or
+// nothing. The token's row is locked while its uses are counted, so
+// concurrent joins on any number of servers never spend more than it has.
+func (s *Store) JoinHost(ctx context.Context, joinHash string, h store.HostIdentity) error {
+	if h.ID == "" || h.Name == "" || h.TokenHash == "" || h.JoinedAt.IsZero() {
+		return fmt.Errorf("join host %q: an ID, a name, a token hash and a time are needed", h.Name)
+	}
+	err := s.write(ctx, func(tx *txn) error {
+		tok, err := scanJoinToken(tx.QueryRow(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE hash = $1 FOR UPDATE`, joinHash))
+		if err != nil {
+			return notFound(err, "no such join token")
+		}
+		if state := tok.State(h.JoinedAt); state != store.JoinTokenActive {
+			return fmt.Errorf("join token %s is %s: %w", tok.ID, state, store.ErrNotFound)
+		}
+		var holder string
+		err = tx.QueryRow(ctx, `SELECT id FROM host_identities
+			WHERE (name = $1 AND removed_at = 0) OR id = $1 OR name = $2 OR id = $2 LIMIT 1`, h.Name, h.ID).Scan(&holder)
+		switch {
+		case err == nil:
+			return fmt.Errorf("host name %q or ID %s is taken by host %s: %w", h.Name, h.ID, holder, store.ErrExists)
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE join_tokens SET uses = uses + 1 WHERE id = $1`, tok.ID); err != nil {
+			return err
+		}
+		// A name taken by a concurrent join is caught by the unique index.
+		tag, err := tx.Exec(ctx, `INSERT INTO host_identities (`+hostIdentityColumns+`)
+			VALUES ($1, $2, $3, $4, $5, 0) ON CONFLICT DO NOTHING`, h.ID, h.Name, h.TokenHash, tok.ID, millis(h.JoinedAt))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("host %s: its name, ID or token is another host's: %w", h.ID, store.ErrExists)
+		}
+		// The host is listed from now on, unknown until its first report; if
+		// it never reports, liveness marks it down like any silent host.
+		if _, err := tx.Exec(ctx, `INSERT INTO hosts (id, state, state_since, last_seen, status, created_at)
+			VALUES ($1, $2, $3, 0, '', $3) ON CONFLICT (id) DO NOTHING`, h.ID, string(store.HostUnknown), millis(h.JoinedAt)); err != nil {
+			return err
+		}
+		_, err = tx.appendEvent(ctx, hostEvent(store.EventHostJoined, h.ID, h.JoinedAt,
+			fmt.Sprintf("host %s joined as %q", h.ID, h.Name)))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("join host %q: %w", h.Name, err)
+	}
+	return nil
+}
+
+// HostByTokenHash returns the host whose token's secret has the hash.
+func (s *Store) HostByTokenHash(ctx context.Context, hash string) (store.HostIdentity, error) {
+	h, err := scanHostIdentity(s.db.QueryRow(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities WHERE token_hash = $1`, hash))
+	if err != nil {
+		return store.HostIdentity{}, fmt.Errorf("host token: %w", notFound(err, "no such host token"))
+	}
+	return h, nil
+}
+
+// FindHost returns a host by ID, else by name (a member first, else the one
+// removed last).
+func (s *Store) FindHost(ctx context.Context, idOrName string) (store.HostIdentity, error) {
+	h, err := scanHostIdentity(s.db.QueryRow(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities
+		WHERE id = $1 OR name = $1
+		ORDER BY id = $1 DESC, removed_at = 0 DESC, removed_at DESC LIMIT 1`, idOrName))
+	if err != nil {
+		return store.HostIdentity{}, fmt.Errorf("host %q: %w", idOrName, notFound(err, "no host with this ID or name"))
+	}
+	return h, nil
+}
+
+// ListHostIdentities returns every joined host, sorted by name, then join time.
+func (s *Store) ListHostIdentities(ctx context.Context) ([]store.HostIdentity, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities
+		ORDER BY name COLLATE "C", joined_at, id COLLATE "C"`)
+	if err != nil {
+		return nil, fmt.Errorf("list host identities: %w", err)
+	}
+	out, err := collect(rows, scanHostIdentity)
+	if err != nil {
+		return nil, fmt.Errorf("list host identities: %w", err)
+	}
+	return out, nil
+}
+
+// RemoveHost revokes a host's token, with a host.removed event the first time.
+func (s *Store) RemoveHost(ctx context.Context, id string, at time.Time) (store.HostIdentity, error) {
+	var h store.HostIdentity
+	err := s.write(ctx, func(tx *txn) error {
+		tag, err := tx.Exec(ctx, `UPDATE host_identities SET removed_at = $2 WHERE id = $1 AND removed_at = 0`, id, millis(at))
+		if err != nil {
+			return err
+		}
+		h, err = scanHostIdentity(tx.QueryRow(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities WHERE id = $1`, id))
+		if err != nil {
+			return notFound(err, "no such host")
+		}
+		if tag.RowsAffected() == 0 {
+			return nil // removed already: no second event
+		}
+		_, err = tx.appendEvent(ctx, hostEvent(store.EventHostRemoved, id, at,
+			fmt.Sprintf("host %s (%q) was removed: its token is refused and its replicas go elsewhere", id, h.Name)))
+		return err
+	})
+	if err != nil {
+		return store.HostIdentity{}, fmt.Errorf("remove host %s: %w", id, err)
+	}
+	return h, nil
+}

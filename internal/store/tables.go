@@ -1,0 +1,40 @@
+package store
+
+// Table is one table of the control plane's schema, as `hatch server
+// migrate` copies it from one store to another: the SQLite and PostgreSQL
+// stores keep the same tables with the same columns (times in Unix
+// milliseconds, JSON as text), so a row is copied value by value.
+type Table struct {
+	Name    string
+	Columns []string
+}
+
+// Tables lists every table a store copies, in the order they are copied.
+// Each store's tests check that its schema has exactly these tables and
+// columns beside its own bookkeeping (schema_migrations, counters).
+var Tables = []Table{
+	{"resources", []string{"project", "type", "name", "id", "inputs", "outputs", "source", "parents", "pending", "updated_at"}},
+	{"hosts", []string{"id", "state", "state_since", "last_seen", "status", "created_at"}},
+	{"desired_states", []string{"host_id", "version", "doc", "updated_at"}},
+	{"events", []string{"seq", "at", "type", "project", "host", "resource", "message"}},
+	{"applies", []string{"id", "project", "started_at", "finished_at", "outcome", "message"}},
+	{"apply_blobs", []string{"apply_id", "digest"}},
+	{"blob_retention", []string{"owner", "digest"}},
+	{"tokens", []string{"name", "hash", "created_at"}},
+	{"join_tokens", []string{"id", "hash", "created_at", "expires_at", "max_uses", "uses", "revoked_at"}},
+	{"host_identities", []string{"id", "name", "token_hash", "join_token", "joined_at", "removed_at"}},
+	{"leases", []string{"project", "token", "holder", "server", "since", "expires_at"}},
+	{"plans", []string{"id", "project", "created_at", "expires_at", "doc"}},
+	{"secret_values", []string{"project", "name", "fingerprint", "sealed", "created_at"}},
+}
+
+// Counters are the numbers a store hands out that must never be handed out
+// again after a copy, by table: the highest event Seq and apply ID ever
+// given, which may exceed the highest one kept (old applies are dropped).
+type Counters map[string]int64
+
+// The tables whose counters a copy carries over.
+const (
+	CounterEvents  = "events"
+	CounterApplies = "applies"
+)
