@@ -125,3 +125,18 @@ func TestAnErrorFromTheServerIsPrintedEscaped(t *testing.T) {
 	}
 	checkDefused(t, "the error", stderr, false, `web: \x1b[2J\x1b[Hall good, nothing failed\r`)
 }
+
+// A host names itself and reports its own problems: hatch hosts shows both
+// without acting on them, and hatch status the problems under the project.
+func TestHostNamesAndProblemsAreShownWithoutActingOnThem(t *testing.T) {
+	hosts := []api.Host{{ID: "h1", Name: "db\x1b]0;pwned\a", State: "ready", Errors: []string{hostileTail[0], hostileTail[1]}}}
+	var out bytes.Buffer
+	if err := printHosts(&out, hosts, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	checkDefused(t, "hatch hosts", out.String(), false, `\x1b]52;c;`, `\x1b[2J`, `\x1b]0;pwned`)
+
+	out.Reset()
+	printProblems(&out, []string{hostileTail[2]})
+	checkDefused(t, "hatch status's problems", out.String(), false, `\x1b]0;hatch: ok`)
+}

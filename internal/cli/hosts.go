@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/hatchery/hatchery/internal/termsafe"
 	"io"
 	"strconv"
 	"strings"
@@ -59,9 +60,9 @@ func printHosts(w io.Writer, hosts []api.Host, now time.Time) error {
 		if len(h.Errors) > 0 {
 			count = strconv.Itoa(len(h.Errors))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", h.Name, h.ID, state, seen, count)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termsafe.Line(h.Name), h.ID, state, seen, count)
 		for _, e := range h.Errors {
-			problems = append(problems, cmp.Or(h.Name, h.ID)+": "+e)
+			problems = append(problems, termsafe.Line(cmp.Or(h.Name, h.ID)+": "+e))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -70,7 +71,8 @@ func printHosts(w io.Writer, hosts []api.Host, now time.Time) error {
 	if len(problems) == 0 {
 		return nil
 	}
-	// Below the table: a line each, as long as it needs.
+	// Below the table: a line each, as long as it needs. Names and errors
+	// come from the hosts: termsafe keeps them from acting on the terminal.
 	_, err := fmt.Fprintf(w, "\nProblems the agents report:\n  %s\n", strings.Join(problems, "\n  "))
 	return err
 }
