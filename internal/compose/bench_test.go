@@ -91,6 +91,8 @@ func BenchmarkLoadVersusHatchYAML(b *testing.B) {
 	mapping := composeTime - composeGoTime
 	b.ReportMetric(ratio(mapping), "mapping/hatch")
 	b.ReportMetric(float64(hatchTime.Milliseconds())/float64(b.N), "hatch-cpu-ms/op")
+	b.Logf("CPU per load: compose %v (compose-go %v, mapping %v), hatch.yaml %v", composeTime/time.Duration(b.N),
+		composeGoTime/time.Duration(b.N), mapping/time.Duration(b.N), hatchTime/time.Duration(b.N))
 	if r := ratio(mapping); r > 2 {
 		b.Errorf("mapping %d Compose services took %.2f times loading a hatch.yaml of as many eggs, above the bound of 2", benchServices, r)
 	}
