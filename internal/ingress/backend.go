@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -36,6 +35,11 @@ type backend struct {
 	// ejectedUntil is the UnixNano time until which a failed dial keeps the
 	// backend out of the pool; zero means never ejected.
 	ejectedUntil atomic.Int64
+	// dialEjected tells that the last ejection was a local failed dial: a
+	// guess (a replica slow to accept is enough) that acquire's last resort
+	// may overrule. An ejection on knowledge (a request held past its
+	// upstream timeout, a peer's dead connection or empty pool) clears it.
+	dialEjected atomic.Bool
 
 	idleOnce sync.Once
 	idle     chan struct{} // closed once inflight reaches zero while draining
@@ -88,14 +92,15 @@ func newTransport(dial func(ctx context.Context) (net.Conn, error)) *http.Transp
 }
 
 // available reports whether the backend may take new work. now is called
-// only for an ejected backend, so the common case reads no clock. A remote
-// backend whose mesh connection the keep-alives found dead is ejected here,
-// before any request waits on a dial to it.
-func (b *backend) available(now func() int64) bool {
+// only for an ejected backend, so the common case reads no clock; a last
+// resort overrules an ejection after a failed dial. A remote backend whose
+// mesh connection the keep-alives found dead is ejected here, before any
+// request waits on a dial to it.
+func (b *backend) available(now func() int64, lastResort bool) bool {
 	if b.draining.Load() {
 		return false
 	}
-	if u := b.ejectedUntil.Load(); u != 0 && now() < u {
+	if u := b.ejectedUntil.Load(); u != 0 && !(lastResort && b.dialEjected.Load()) && now() < u {
 		return false
 	}
 	if r := b.remote; r != nil && r.connected.Load() && !r.peers.Alive(r.host) {
@@ -153,7 +158,7 @@ func (b *backend) isGone() bool {
 // leastLoaded returns the backend of pool with the fewest in-flight requests
 // and connections that is available and is not exclude, or nil. It scans from
 // start so that ties rotate.
-func leastLoaded(pool []*backend, start uint32, exclude *backend, now func() int64) *backend {
+func leastLoaded(pool []*backend, start uint32, exclude *backend, now func() int64, lastResort bool) *backend {
 	n := len(pool)
 	if n == 0 {
 		return nil
@@ -163,7 +168,7 @@ func leastLoaded(pool []*backend, start uint32, exclude *backend, now func() int
 	first := int(start % uint32(n))
 	for i := range n {
 		b := pool[(first+i)%n]
-		if b == exclude || !b.available(now) {
+		if b == exclude || !b.available(now, lastResort) {
 			continue
 		}
 		if load := b.inflight.Load(); best == nil || load < bestLoad {
@@ -206,38 +211,36 @@ const maxAcquireTries = 4
 // loaded available remote one; when there is still none, on an ejected local
 // one. It returns nil when there is none. The caller must release it.
 //
-// The last resort is there because a local ejection is a guess from one
-// failed dial (a replica slow to accept on a loaded machine is enough): with
+// The last resort is there because a local ejection after a failed dial is
+// a guess (a replica slow to accept on a loaded machine is enough): with
 // nothing else to pick, keeping the egg's only replica out would fail every
 // request for EjectFor, on this host and on every peer asking it, while
-// trying it costs at most one more failed dial. A remote backend is never a
-// last resort: it was ejected on knowledge (its mesh connection is dead, the
-// host left the valid set, or its ingress said it has no replica, having
-// already tried its own ejected ones).
+// trying it costs at most one more failed dial. Other ejections are
+// knowledge and hold: a replica that held a request past its upstream
+// timeout is frozen, and a peer was ejected because its mesh connection is
+// dead, it left the valid host set, or its ingress said it has no replica
+// (having already tried its own last resort).
 func (e *egg) acquire(exclude *backend, now func() int64, localOnly bool) *backend {
-	if b := acquireFrom(&e.pool, &e.next, exclude, now); b != nil {
+	if b := acquireFrom(&e.pool, &e.next, exclude, now, false); b != nil {
 		return b
 	}
 	if !localOnly {
-		if b := acquireFrom(&e.remotePool, &e.nextRemote, exclude, now); b != nil {
+		if b := acquireFrom(&e.remotePool, &e.nextRemote, exclude, now, false); b != nil {
 			return b
 		}
 	}
-	return acquireFrom(&e.pool, &e.next, exclude, pastEveryEjection)
+	return acquireFrom(&e.pool, &e.next, exclude, now, true)
 }
-
-// pastEveryEjection is a clock for available that is past every ejection.
-func pastEveryEjection() int64 { return math.MaxInt64 }
 
 // acquireFrom reserves a slot on the least loaded available backend of pool
 // other than exclude, or returns nil.
-func acquireFrom(pool *atomic.Pointer[[]*backend], next *atomic.Uint32, exclude *backend, now func() int64) *backend {
+func acquireFrom(pool *atomic.Pointer[[]*backend], next *atomic.Uint32, exclude *backend, now func() int64, lastResort bool) *backend {
 	for range maxAcquireTries {
 		p := pool.Load()
 		if p == nil {
 			return nil
 		}
-		b := leastLoaded(*p, next.Add(1), exclude, now)
+		b := leastLoaded(*p, next.Add(1), exclude, now, lastResort)
 		if b == nil {
 			return nil
 		}

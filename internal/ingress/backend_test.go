@@ -33,7 +33,7 @@ func TestLeastLoadedPicksAnAvailableBackendWithTheFewestInFlight(t *testing.T) {
 			exclude = pool[rapid.IntRange(0, n-1).Draw(t, "excluded")]
 		}
 		start := rapid.Uint32().Draw(t, "start")
-		got := leastLoaded(pool, start, exclude, func() int64 { return now })
+		got := leastLoaded(pool, start, exclude, func() int64 { return now }, false)
 
 		eligible := func(b *backend) bool {
 			return b != exclude && !b.draining.Load() && b.ejectedUntil.Load() <= now
@@ -63,7 +63,7 @@ func TestLeastLoadedRotatesAmongEquals(t *testing.T) {
 	pool := []*backend{{id: "a"}, {id: "b"}, {id: "c"}}
 	seen := map[string]int{}
 	for start := range uint32(6) {
-		seen[leastLoaded(pool, start, nil, nil).id]++
+		seen[leastLoaded(pool, start, nil, nil, false).id]++
 	}
 	for _, b := range pool {
 		if seen[b.id] != 2 {

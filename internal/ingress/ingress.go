@@ -286,6 +286,7 @@ func (in *Ingress) forget(b *backend) {
 func (in *Ingress) eject(b *backend, err error) {
 	now := in.now()
 	prev := b.ejectedUntil.Swap(now + int64(in.cfg.EjectFor))
+	b.dialEjected.Store(b.remote == nil && !errors.Is(err, errUpstreamTimeout))
 	b.egg.m.dialFailures.Inc()
 	if prev <= now { // log once per ejection, not once per failed request
 		where := []zap.Field{zap.String("container", shortID(b.id)), zap.String("addr", b.addr)}
@@ -414,7 +415,7 @@ func (in *Ingress) snapshot() []EggStatus {
 				s.Draining++
 			case !b.healthy:
 				s.Unhealthy++
-			case !b.available(in.now):
+			case !b.available(in.now, false):
 				s.Ejected++
 			default:
 				s.Ready++
@@ -422,7 +423,7 @@ func (in *Ingress) snapshot() []EggStatus {
 		}
 		for _, b := range e.remotes {
 			s.InFlight += b.inflight.Load()
-			if b.available(in.now) {
+			if b.available(in.now, false) {
 				s.RemoteReady++
 			} else {
 				s.RemoteEjected++

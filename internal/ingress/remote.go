@@ -175,7 +175,9 @@ func (in *Ingress) DialLocal(ctx context.Context, workloadID string, port int) (
 		if lis == nil {
 			return nil, errors.New("ingress not started")
 		}
-		if leastLoaded(*e.pool.Load(), 0, nil, in.now) == nil {
+		// As acquire's last resort would: a replica out after one failed
+		// dial still counts, so that peers do not eject this host for it.
+		if leastLoaded(*e.pool.Load(), 0, nil, in.now, true) == nil {
 			return nil, fmt.Errorf("egg %q: %w here", workloadID, errNoBackend)
 		}
 		mine, theirs := net.Pipe()
