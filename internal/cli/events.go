@@ -131,5 +131,9 @@ func printEvent(w io.Writer, e api.Event) {
 	if about == "" {
 		about = "host " + e.Host
 	}
-	fmt.Fprintf(w, "%s  %-19s  %s  %s\n", e.Time.Local().Format("2006-01-02 15:04:05"), e.Type, about, e.Message)
+	msg := e.Message
+	if e.Actor != "" {
+		msg += " (by " + e.Actor + ")"
+	}
+	fmt.Fprintf(w, "%s  %-19s  %s  %s\n", e.Time.Local().Format("2006-01-02 15:04:05"), e.Type, about, msg)
 }

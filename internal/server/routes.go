@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/store"
 )
 
 // route is one endpoint with its own access rule, deadline and body limit.
@@ -89,6 +90,9 @@ func securityRoutes(plain func(*http.Request) time.Duration, body int64, f fleet
 		{"POST /api/v1/join-tokens", adminOnly, plain, body, f.createJoinToken},
 		{"GET /api/v1/join-tokens", adminOnly, plain, 0, f.listJoinTokens},
 		{"DELETE /api/v1/join-tokens/{id}", adminOnly, plain, 0, f.revokeJoinToken},
+		{"POST /api/v1/admin-tokens", adminOnly, plain, body, f.createAdminToken},
+		{"GET /api/v1/admin-tokens", adminOnly, plain, 0, f.listAdminTokens},
+		{"DELETE /api/v1/admin-tokens/{name}", adminOnly, plain, 0, f.revokeAdminToken},
 		{"DELETE /api/v1/hosts/{id}", adminOnly, plain, 0, f.removeHost},
 	}
 }
@@ -176,6 +180,10 @@ func (s *Server) wrap(rt route) http.Handler {
 			return
 		}
 		ctx := r.Context()
+		if p.Admin {
+			// Whatever this request records says which admin token asked.
+			ctx = store.WithActor(ctx, p.Name)
+		}
 		if d := rt.deadline(r); d > 0 {
 			setDeadlines(w, d)
 			var cancel func()
