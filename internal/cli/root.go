@@ -66,6 +66,8 @@ func newRootCmd() *cobra.Command {
 		newRolloutCmd(),
 		newUpCmd(),
 		newRelayCmd(),
+		newLogsCmd(),
+		newExecCmd(),
 	)
 	return root
 }

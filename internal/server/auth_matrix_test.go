@@ -54,6 +54,8 @@ var audiences = map[string]audience{
 	"DELETE /api/v1/admin-tokens/{name}":                adminAudience,
 	"DELETE /api/v1/hosts/{id}":                         adminAudience,
 	"POST /api/v1/hosts/{id}/certificate":               selfHostAudience,
+	"GET /api/v1/hosts/{id}/sessions":                   selfHostAudience,
+	"GET /api/v1/hosts/{id}/sessions/{sid}/stream":      selfHostAudience,
 
 	"POST /api/v1/projects/{namespace}/{project}/plan":               adminAudience,
 	"POST /api/v1/projects/{namespace}/{project}/destroy":            adminAudience,
@@ -61,6 +63,8 @@ var audiences = map[string]audience{
 	"GET /api/v1/projects/{namespace}/{project}/applies/{id}":        adminAudience,
 	"GET /api/v1/projects/{namespace}/{project}/applies/{id}/events": adminAudience,
 	"POST /api/v1/projects/{namespace}/{project}/eggs/{egg}/restart": adminAudience,
+	"GET /api/v1/projects/{namespace}/{project}/logs":                adminAudience,
+	"GET /api/v1/projects/{namespace}/{project}/eggs/{egg}/exec":     adminAudience,
 }
 
 // admitted is the status of a request let in, for the endpoints whose
@@ -88,6 +92,8 @@ var admitted = map[string]int{
 	"DELETE /api/v1/admin-tokens/{name}":                200,
 	"DELETE /api/v1/hosts/{id}":                         200,
 	"POST /api/v1/hosts/{id}/certificate":               200,
+	"GET /api/v1/hosts/{id}/sessions":                   200,
+	"GET /api/v1/hosts/{id}/sessions/{sid}/stream":      404, // no such session
 }
 
 // caller is one kind of token the matrix tries.

@@ -76,6 +76,10 @@ func (s *Server) routeTable() []route {
 		{"GET " + p + "/applies/{id}", adminOnly, plain, 0, d.getApply},
 		{"GET " + p + "/applies/{id}/events", adminOnly, noDeadline, 0, d.getApplyEvents},
 		{"POST " + p + "/eggs/{egg}/restart", adminOnly, plain, body, d.postRestart},
+		{"GET " + p + "/logs", adminOnly, noDeadline, 0, s.getLogs},
+		{"GET " + p + "/eggs/{egg}/exec", adminOnly, noDeadline, 0, s.getExec},
+		{"GET /api/v1/hosts/{id}/sessions", ownHostOnly, s.waitPlusMargin, 0, s.getSessionOffers},
+		{"GET /api/v1/hosts/{id}/sessions/{sid}/stream", ownHostOnly, noDeadline, 0, s.getSessionStream},
 		{"GET /metrics", adminOnly, plain, 0,
 			func(w http.ResponseWriter, r *http.Request) error { metricsHandler.ServeHTTP(w, r); return nil }},
 	}
