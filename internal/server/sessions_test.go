@@ -62,7 +62,9 @@ func (w *sessionWorld) offers(t *testing.T, c *client.Client, host string) []con
 	return out.Sessions
 }
 
-func streamPath(host, id string) string { return "/api/v1/hosts/" + host + "/sessions/" + url.PathEscape(id) + "/stream" }
+func streamPath(host, id string) string {
+	return "/api/v1/hosts/" + host + "/sessions/" + url.PathEscape(id) + "/stream"
+}
 
 func wantStatus(t *testing.T, err error, status int, what string) {
 	t.Helper()
@@ -203,4 +205,3 @@ func TestLogsAndExecRequestsAreChecked(t *testing.T) {
 		}
 	}
 }
-
