@@ -193,6 +193,20 @@ func TestLogsFollowsEveryReplicaThroughARollAndExecRunsInOne(t *testing.T) {
 		}
 	})
 
+	t.Run("an agent with --no-exec refuses exec, still serves logs", func(t *testing.T) {
+		a := c.agents["a"] // it runs app/1, b runs only slot 0
+		a.proc.stop(t)
+		c.runAgent(a, "--no-exec")
+		c.waitHostUp(a, 30*time.Second)
+		out, err := c.hatch(nil, "exec", "ticks", "app/1", "--", "/app", "-version")
+		if err == nil || !strings.Contains(out, "exec is turned off on this host (hatch agent --no-exec)") {
+			t.Fatalf("exec on a --no-exec host: %v\n%s", err, out)
+		}
+		if out := c.mustHatch(nil, "logs", "ticks", "app/1", "--tail", "1", "--host", "a"); !strings.Contains(out, "app/1 a | tick") {
+			t.Fatalf("logs of a --no-exec host: %s", out)
+		}
+	})
+
 	events := c.mustHatch(nil, "events")
 	if !strings.Contains(events, "exec of app (1 arguments) in app/0") || !strings.Contains(events, "(by admin)") {
 		t.Errorf("no exec event naming the program, its argument count and the admin:\n%s", events)
