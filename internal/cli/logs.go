@@ -202,7 +202,7 @@ func (p *logPrinter) print(r contract.LogRecord) {
 func shortID(id string) string { return id[:min(len(id), 12)] }
 
 // safeLine shows s on one terminal line with every control character made
-// visible (ESC as \x1b, CR as \r, ...), so that what a container writes is
+// visible (ESC as \x1b, CR as \x0d, ...), so that what a container writes is
 // read, never acted on by the terminal (#12). A minimal local stand-in for
 // the termsafe package another branch adds; the two become one at merge.
 func safeLine(s string) string {
