@@ -40,7 +40,7 @@ test-docker:
 	echo "test-docker: $$(( $$(date +%s) - start ))s"; exit $$rc
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/converge/ ./internal/ingress/ ./internal/server/ ./internal/mesh/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/converge/ ./internal/ingress/ ./internal/server/ ./internal/mesh/ ./internal/sessions/
 	# The agent's figures on the real Docker Engine: one measurement each.
 	$(GO) test -tags docker -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/e2e/
 

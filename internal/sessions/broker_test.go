@@ -16,7 +16,7 @@ import (
 
 // pair returns the two ends of one WebSocket: the server's (what the
 // broker relays) and the client's (the operator or the agent).
-func pair(t *testing.T) (server, client *websocket.Conn) {
+func pair(t testing.TB) (server, client *websocket.Conn) {
 	t.Helper()
 	got := make(chan *websocket.Conn, 1)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
