@@ -41,8 +41,9 @@ test-docker:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/converge/ ./internal/ingress/ ./internal/server/ ./internal/mesh/ ./internal/sessions/
-	# The agent's figures on the real Docker Engine: one measurement each.
-	$(GO) test -tags docker -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/e2e/
+	# The agent's figures on the real Docker Engine, and many hosts' on the
+	# namespace cluster (host loss, mesh against direct): one measurement each.
+	$(GO) test -tags docker -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/e2e/
 
 lint:
 	$(GO) vet ./...

@@ -266,9 +266,10 @@ func loadHostFiles(dir, hostID string) (*tls.Certificate, *x509.CertPool, error)
 	return parseHostFiles(data[0], data[1], data[2], hostID)
 }
 
-// writeHostFiles keeps the key (0600), certificate and host CA, each
-// atomically, the key first: a crash between them leaves a key that does not
-// match the certificate, which the next start sees and renews.
+// writeHostFiles keeps the key, certificate and host CA (0600, as every
+// file of the data dir), each atomically, the key first: a crash between
+// them leaves a key that does not match the certificate, which the next
+// start sees and renews.
 func writeHostFiles(dir string, keyPEM, certPEM, caPEM []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
@@ -277,7 +278,7 @@ func writeHostFiles(dir string, keyPEM, certPEM, caPEM []byte) error {
 		name string
 		data []byte
 		perm os.FileMode
-	}{{hostKeyFile, keyPEM, 0o600}, {hostCertFile, certPEM, 0o644}, {hostCAFile, caPEM, 0o644}} {
+	}{{hostKeyFile, keyPEM, 0o600}, {hostCertFile, certPEM, 0o600}, {hostCAFile, caPEM, 0o600}} {
 		if err := fsutil.WriteFileAtomic(filepath.Join(dir, f.name), f.data, f.perm); err != nil {
 			return fmt.Errorf("keep host certificate: %w", err)
 		}

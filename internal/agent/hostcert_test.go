@@ -69,8 +69,10 @@ func TestHostCertificateIsRenewedAtHalfLifeWithANewKey(t *testing.T) {
 	if err != nil || r.calls.Load() != 1 {
 		t.Fatalf("after Ensure: %v, %d calls", err, r.calls.Load())
 	}
-	if fi, err := os.Stat(filepath.Join(dir, hostKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("host key file: %v %v", fi, err)
+	for _, f := range []string{hostKeyFile, hostCertFile, hostCAFile} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v, want mode 0600", f, fi, err)
+		}
 	}
 
 	now = now.Add(3*24*time.Hour + 11*time.Hour) // before half-life (3.5 days from 5 minutes back)

@@ -21,6 +21,14 @@ const (
 	stateFile    = "agent-state.json"
 )
 
+// PrepareDataDir makes the data directory its owner's only (0700), before
+// anything is written there: made if missing, tightened if it is open and
+// the agent's (it holds one of the agent's files, or nothing), refused
+// otherwise (fsutil.PrivateDir).
+func PrepareDataDir(dataDir string) error {
+	return fsutil.PrivateDir(dataDir, identityFile, cacheFile, stateFile, sealKeyFile)
+}
+
 // Identity is who this agent is to the control plane, as the join gave it.
 // It is kept in the data directory (mode 0600: it holds the host token), so
 // that every later start needs only --data-dir.
@@ -80,7 +88,8 @@ func LoadIdentity(dataDir string) (id Identity, ok bool, err error) {
 }
 
 // SaveIdentity writes the identity, and the server's CA certificate (PEM)
-// when known, into dataDir atomically. The identity file is 0600.
+// when known, into dataDir atomically, both 0600 (the identity holds the
+// host token; the data dir is its owner's only).
 func SaveIdentity(dataDir string, id Identity, caPEM []byte) error {
 	if err := id.Validate(); err != nil {
 		return err
@@ -96,7 +105,7 @@ func SaveIdentity(dataDir string, id Identity, caPEM []byte) error {
 		return fmt.Errorf("write identity: %w", err)
 	}
 	if len(caPEM) > 0 {
-		if err := fsutil.WriteFileAtomic(filepath.Join(dataDir, caFile), caPEM, 0o644); err != nil {
+		if err := fsutil.WriteFileAtomic(filepath.Join(dataDir, caFile), caPEM, 0o600); err != nil {
 			return fmt.Errorf("write CA certificate: %w", err)
 		}
 	}

@@ -57,8 +57,9 @@ func relaySocket(root string, s contract.Service) string {
 // relayWorkloads returns the relay workloads the desired state calls for:
 // one per service that consumers here reach by name and network it is
 // reached on, running image (the relay image) with the service's names as
-// aliases on that network, listening on the service's port and passing
-// connections to the socket under root. Sorted by ID; pure.
+// its network aliases on that network (only relays carry any: see
+// contract.WorkloadSpec.NetworkAliases), listening on the service's port
+// and passing connections to the socket under root. Sorted by ID; pure.
 func relayWorkloads(desired contract.DesiredState, image, root string) []contract.WorkloadSpec {
 	var out []contract.WorkloadSpec
 	for _, s := range desired.Services {
@@ -72,10 +73,10 @@ func relayWorkloads(desired contract.DesiredState, image, root string) []contrac
 				Replicas: 1,
 				Command: []string{"--listen", ":" + strconv.Itoa(s.Port),
 					"--socket", relayMount + "/" + relaySocketName},
-				Aliases:     slices.Clone(s.Names),
-				Networks:    []string{n},
-				Binds:       []contract.BindMount{{Source: relayDir(root, s), Target: relayMount}},
-				StopTimeout: relayStopTimeout,
+				NetworkAliases: slices.Clone(s.Names),
+				Networks:       []string{n},
+				Binds:          []contract.BindMount{{Source: relayDir(root, s), Target: relayMount}},
+				StopTimeout:    relayStopTimeout,
 			})
 		}
 	}

@@ -20,11 +20,11 @@ func TestRelayWorkloads(t *testing.T) {
 		return contract.WorkloadSpec{
 			Namespace: "default", Project: "shop", Egg: "kv.relay-" + shortHash(network)[:8],
 			Image: "hatch-relay:abc", Replicas: 1,
-			Command:     []string{"--listen", ":6379", "--socket", "/run/hatch/relay.sock"},
-			Aliases:     []string{"kv", "cache"},
-			Networks:    []string{network},
-			Binds:       []contract.BindMount{{Source: "/data/relays/" + shortHash("default/shop/kv"), Target: "/run/hatch"}},
-			StopTimeout: 5 * time.Second,
+			Command:        []string{"--listen", ":6379", "--socket", "/run/hatch/relay.sock"},
+			NetworkAliases: []string{"kv", "cache"},
+			Networks:       []string{network},
+			Binds:          []contract.BindMount{{Source: "/data/relays/" + shortHash("default/shop/kv"), Target: "/run/hatch"}},
+			StopTimeout:    5 * time.Second,
 		}
 	}
 	tests := []struct {

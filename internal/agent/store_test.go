@@ -93,9 +93,11 @@ func TestIdentityIsKeptInTheDataDir(t *testing.T) {
 	if err := SaveIdentity(dir, id, []byte("-----BEGIN CERTIFICATE-----\n")); err != nil {
 		t.Fatal(err)
 	}
-	info, err := os.Stat(filepath.Join(dir, identityFile))
-	if err != nil || info.Mode().Perm() != 0o600 {
-		t.Fatalf("identity file: %v, mode %v", err, info.Mode().Perm())
+	for _, f := range []string{identityFile, caFile} {
+		info, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || info.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v, mode %v; want 0600", f, err, info.Mode().Perm())
+		}
 	}
 	got, ok, err := LoadIdentity(dir)
 	if err != nil || !ok || got != id {

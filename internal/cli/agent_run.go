@@ -66,6 +66,9 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	if opts.DataDir == "" {
 		return errors.New("no data directory (--data-dir)")
 	}
+	if err := agent.PrepareDataDir(opts.DataDir); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
 	id, err := ensureIdentity(ctx, opts, log)
 	if err != nil {
 		return err

@@ -25,7 +25,12 @@ func TestRunAgentClosesWhatItStartedWhenItsContextEnds(t *testing.T) {
 	dir := t.TempDir()
 	fp := strings.Repeat("ab", 32)
 	id := agent.Identity{Server: "http://127.0.0.1:1", HostID: "h-wire", Token: pki.NewToken(pki.KindHost, fp).String(), CAFingerprint: fp}
-	if err := agent.SaveIdentity(dir, id, nil); err != nil {
+	if err := agent.SaveIdentity(dir, id, []byte("-----BEGIN CERTIFICATE-----\n")); err != nil {
+		t.Fatal(err)
+	}
+	// As an older version left it: open to all. It holds the agent's
+	// identity, so it is tightened.
+	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	opts := agentOptions{
@@ -77,12 +82,31 @@ func TestRunAgentClosesWhatItStartedWhenItsContextEnds(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "agent-state.json")); err != nil {
 		t.Errorf("the agent did not save its memory when it closed: %v", err)
 	}
+	checkPrivate(t, dir, "identity.json", "ca.pem", "agent-state.json")
 }
 
 func TestRunAgentNeedsADataDir(t *testing.T) {
 	err := runAgent(t.Context(), agentOptions{}, zaptest.NewLogger(t))
 	if err == nil || !strings.Contains(err.Error(), "--data-dir") {
 		t.Fatalf("runAgent without a data dir: %v", err)
+	}
+}
+
+func TestRunAgentRefusesAnOpenDataDirThatIsNotItsOwn(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := agentOptions{DataDir: dir, Server: "https://127.0.0.1:1", JoinToken: pki.NewToken(pki.KindJoin, strings.Repeat("ab", 32)).String()}
+	err := runAgent(t.Context(), opts, zaptest.NewLogger(t))
+	if err == nil || !strings.Contains(err.Error(), "--data-dir") || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "chmod 700") {
+		t.Fatalf("runAgent in someone else's open directory: %v; want a refusal naming it and the fix", err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("the directory's mode was changed: %v %v", fi.Mode(), err)
 	}
 }
 

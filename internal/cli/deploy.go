@@ -14,6 +14,7 @@ import (
 	"github.com/hatchery/hatchery/internal/buildctx"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/spec"
+	"github.com/hatchery/hatchery/internal/termsafe"
 )
 
 // deployer is the client side of a deploy, shared by apply, destroy and up:
@@ -209,15 +210,16 @@ func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project st
 		return err
 	}
 	if final.Outcome != "succeeded" {
-		fmt.Fprintf(d.out, "Apply failed: %s\n", final.Message)
+		fmt.Fprintf(d.out, "Apply failed: %s\n", termsafe.Line(final.Message))
 		return errApplyFailed
 	}
-	fmt.Fprintf(d.out, "Applied: %s.\n", final.Message)
+	fmt.Fprintf(d.out, "Applied: %s.\n", termsafe.Line(final.Message))
 	return nil
 }
 
 // stepLine is how an apply step is shown: a line per resource as it lands,
 // as it fails, and as it waits for a condition ("" for steps not worth one).
+// A step's message may quote a host's report: it is shown with termsafe.Line.
 func stepLine(s api.Progress) string {
 	if s.Resource == "" {
 		return ""
@@ -234,9 +236,9 @@ func stepLine(s api.Progress) string {
 		}
 		return "  ✓ " + s.Resource + " " + s.Action
 	case "failed":
-		return fmt.Sprintf("  ✗ %s: %s failed: %s", s.Resource, s.Action, s.Message)
+		return fmt.Sprintf("  ✗ %s: %s failed: %s", s.Resource, s.Action, termsafe.Line(s.Message))
 	case "waiting":
-		return fmt.Sprintf("  … %s: %s", s.Resource, s.Message)
+		return fmt.Sprintf("  … %s: %s", s.Resource, termsafe.Line(s.Message))
 	}
 	return ""
 }
@@ -343,13 +345,17 @@ func readyList(progress []eggProgress) string {
 }
 
 // printFailure says why an egg's rollout failed, with its failing
-// container's last log lines.
+// container's last log lines: the container wrote them, so they are shown
+// with termsafe (escape sequences visible, never acted on), each line of
+// them behind the gutter.
 func printFailure(w io.Writer, e eggStatus) {
-	fmt.Fprintf(w, "The rollout of %s failed %s\n", e.Egg, e.Detail)
+	fmt.Fprintf(w, "The rollout of %s failed %s\n", e.Egg, termsafe.Line(e.Detail))
 	if len(e.LogTail) > 0 {
 		fmt.Fprintf(w, "Its last log lines:\n")
 		for _, l := range e.LogTail {
-			fmt.Fprintf(w, "  | %s\n", l)
+			for _, part := range termsafe.Lines(l) {
+				fmt.Fprintf(w, "  | %s\n", part)
+			}
 		}
 	}
 	fmt.Fprintf(w, "Fix it and apply again, or roll it again as it is with `hatch rollout restart %s/%s`.\n", e.Project, e.Egg)

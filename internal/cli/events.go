@@ -13,6 +13,7 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/termsafe"
 )
 
 func newEventsCmd() *cobra.Command {
@@ -126,6 +127,9 @@ func (f eventFilter) keep(e api.Event) bool {
 // printEvent prints one event on one line:
 //
 //	2025-03-01 12:00:00  rollout.done  default/demo egg/web  web on h-1a2b: 3/3 replicas ready at the new spec
+//
+// A message may quote a host, and through it a container (a failed rollout's
+// reason): each field is shown with termsafe.Line.
 func printEvent(w io.Writer, e api.Event) {
 	about := strings.TrimSpace(e.Project + " " + e.Resource)
 	if about == "" {
@@ -135,5 +139,6 @@ func printEvent(w io.Writer, e api.Event) {
 	if e.Actor != "" {
 		msg += " (by " + e.Actor + ")"
 	}
-	fmt.Fprintf(w, "%s  %-19s  %s  %s\n", e.Time.Local().Format("2006-01-02 15:04:05"), e.Type, about, msg)
+	fmt.Fprintf(w, "%s  %-19s  %s  %s\n", e.Time.Local().Format("2006-01-02 15:04:05"),
+		termsafe.Line(e.Type), termsafe.Line(about), termsafe.Line(msg))
 }

@@ -12,14 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/spf13/cobra"
 
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/termsafe"
 )
 
 func newLogsCmd() *cobra.Command {
@@ -176,7 +175,7 @@ func (p *logPrinter) print(r contract.LogRecord) {
 	if r.Egg == "" {
 		prefix = host
 	}
-	prefix = safeLine(prefix)
+	prefix = termsafe.Line(prefix)
 	if p.color {
 		h := fnv.New32a()
 		h.Write([]byte(prefix))
@@ -189,41 +188,14 @@ func (p *logPrinter) print(r contract.LogRecord) {
 	case "stopped":
 		text = "-- replica stopped (container " + shortID(r.Container) + ")"
 	case "":
-		text = safeLine(r.Line)
+		text = termsafe.Line(r.Line)
 		if r.Stream == "stderr" && !p.color {
 			text = "[stderr] " + text
 		}
 	default:
-		text = "-- " + safeLine(r.Event+": "+r.Line)
+		text = "-- " + termsafe.Line(r.Event+": "+r.Line)
 	}
 	fmt.Fprintf(p.out, "%s | %s\n", prefix, text)
 }
 
 func shortID(id string) string { return id[:min(len(id), 12)] }
-
-// safeLine shows s on one terminal line with every control character made
-// visible (ESC as \x1b, CR as \x0d, ...), so that what a container writes is
-// read, never acted on by the terminal (#12). A minimal local stand-in for
-// the termsafe package another branch adds; the two become one at merge.
-func safeLine(s string) string {
-	var b strings.Builder
-	for len(s) > 0 {
-		r, size := utf8.DecodeRuneInString(s)
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[0])
-		case r == '\t':
-			b.WriteByte('\t')
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029':
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
-		}
-		s = s[size:]
-	}
-	return b.String()
-}

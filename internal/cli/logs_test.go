@@ -9,21 +9,6 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 )
 
-func TestSafeLineShowsControlCharactersInsteadOfSendingThem(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain é text\twith a tab":           "plain é text\twith a tab",
-		"\x1b[2J\x1b]52;c;aGk=\x07":          `\x1b[2J\x1b]52;c;aGk=\x07`,
-		"over\rwrite":                        `over\x0dwrite`,
-		"c1 \u009b31m and bidi \u202e":       `c1 \u009b31m and bidi \u202e`,
-		"a \\x1b already":                    `a \\x1b already`,
-		"bad \xff byte, del \x7f, nl \n end": `bad \xff byte, del \x7f, nl \x0a end`,
-	} {
-		if got := safeLine(in); got != want {
-			t.Errorf("safeLine(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestLogLinesArePrefixedWithEggSlotAndHostNameAndEscaped(t *testing.T) {
 	var b bytes.Buffer
 	p := &logPrinter{out: &b, hosts: map[string]string{"h-1": "alpha"}}

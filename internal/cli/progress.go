@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/hatchery/hatchery/internal/termsafe"
 )
 
 // eggProgress is one egg's rollout as the apply and up commands show it.
@@ -41,7 +43,7 @@ func progressLine(p eggProgress, nameWidth int) string {
 	bar := strings.Repeat("█", filled) + strings.Repeat("·", barWidth-filled)
 	line := fmt.Sprintf("%-*s [%s] %*d/%d %s", nameWidth, p.Name, bar, countWidth(p.Desired), p.Healthy, p.Desired, p.State)
 	if p.Detail != "" {
-		line += "  " + p.Detail
+		line += "  " + termsafe.Line(p.Detail) // a host's words, maybe a container's
 	}
 	return line
 }
@@ -89,7 +91,7 @@ func (v *progressView) Show(eggs []eggProgress) {
 		v.last[e.Name] = e
 		line := fmt.Sprintf("%s: %d/%d healthy at the new spec, %s", e.Name, e.Healthy, e.Desired, e.State)
 		if e.Detail != "" {
-			line += " (" + e.Detail + ")"
+			line += " (" + termsafe.Line(e.Detail) + ")"
 		}
 		fmt.Fprintln(v.out, line)
 	}

@@ -9,6 +9,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hatchery/hatchery/internal/termsafe"
 )
 
 // exitError carries an exit code other than 1 through cobra.
@@ -35,7 +37,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &silent) && silent.err == nil {
 		return silent.code
 	}
-	fmt.Fprintf(stderr, "hatch: %v\n", err)
+	// An error may carry the server's words, and through them a host's.
+	fmt.Fprintf(stderr, "hatch: %s\n", termsafe.Text(err.Error()))
 	if errors.As(err, &silent) {
 		return silent.code
 	}

@@ -20,11 +20,18 @@ import (
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
+)
+
+// Files of the control plane's data dir, beside hatch.db, tls/ and blobs/.
+const (
+	adminTokenFile = "admin-token"
+	sealKeyFile    = "seal.key"
 )
 
 type serverOptions struct {
@@ -54,8 +61,9 @@ the CA's fingerprint, and clients verify the server against it.
 At first start it also makes an admin token, prints it once and writes it to
 <data-dir>/admin-token (mode 0600), and writes the CLI config of this machine
 (~/.config/hatch/config.json, or --cli-config), so that hatch token create --join
-and the other commands work here without flags. SIGINT or SIGTERM shut it down
-gracefully.`,
+and the other commands work here without flags. The data dir is its owner's only
+(0700, files 0600): an existing one open to others is tightened if it holds the
+server's files, and refused otherwise. SIGINT or SIGTERM shut it down gracefully.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServer(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -70,7 +78,7 @@ gracefully.`,
 	f.StringVar(&opts.tls.certFile, "tls-cert", "", "serve this certificate (PEM, its chain after it) instead of one from the server's own CA")
 	f.StringVar(&opts.tls.keyFile, "tls-key", "", "the private key of --tls-cert (PEM)")
 	f.StringArrayVar(&opts.tls.names, "tls-name", nil, "an extra host name or IP address the serving certificate covers (repeatable)")
-	f.BoolVar(&opts.tls.insecureHTTP, "insecure-http", false, "serve plain HTTP (tokens travel in the clear): for a server on loopback only")
+	f.BoolVar(&opts.tls.insecureHTTP, "insecure-http", false, "serve plain HTTP (tokens travel in the clear): refused unless --listen is a loopback address")
 	f.StringVar(&opts.cliConfig, "cli-config", "", `where to write the CLI config of this machine (default <user config dir>/hatch/config.json; "-" for nowhere)`)
 	f.IntVar(&opts.authFailureBurst, "auth-failure-burst", server.DefaultConfig().AuthFailureBurst,
 		"failed authentications a client address may make in a row before it is answered 429")
@@ -108,8 +116,12 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(opts.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+	if err := checkPlainHTTP(ctx, opts.tls, opts.listen); err != nil {
+		return err
+	}
+	// The database, keys and tokens: for the owner's eyes only.
+	if err := fsutil.PrivateDir(opts.dataDir, "hatch.db", adminTokenFile, sealKeyFile); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
 	}
 	log := newServerLogger(stderr)
 	defer func() { _ = log.Sync() }() // stderr may not support sync
@@ -124,7 +136,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	tokenPath := filepath.Join(opts.dataDir, "admin-token")
+	tokenPath := filepath.Join(opts.dataDir, adminTokenFile)
 	hash, fresh, err := server.EnsureAdminToken(ctx, st, tokenPath, transport.fingerprint, time.Now())
 	if err != nil {
 		return err
@@ -147,9 +159,9 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	url := localURL(ln.Addr(), transport)
 	if transport.tls != nil {
 		ln = tls.NewListener(ln, transport.tls)
-	} else if !onLoopback(ln.Addr()) {
-		log.Warn("serving plain HTTP on a non-loopback address: tokens travel in the clear; drop --insecure-http to serve HTTPS",
-			zap.String("listen", ln.Addr().String()))
+	} else if !onLoopback(ln.Addr()) { // a name that resolved otherwise since
+		ln.Close()
+		return errPlainHTTPOffLoopback(ln.Addr().String())
 	}
 	if err := writeLocalCLIConfig(opts.cliConfig, client.Config{Server: url, Token: adminToken}, stdout); err != nil {
 		log.Warn("CLI config not written", zap.Error(err))
@@ -174,7 +186,7 @@ func wireServer(st *sqlite.Store, dataDir string, cfg server.Config, fleetCfg fl
 	if err != nil {
 		return nil, err
 	}
-	box, err := seal.LoadOrCreate(filepath.Join(dataDir, "seal.key"))
+	box, err := seal.LoadOrCreate(filepath.Join(dataDir, sealKeyFile))
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -128,6 +129,44 @@ func onLoopback(addr net.Addr) bool {
 	host, _, err := net.SplitHostPort(addr.String())
 	ip := net.ParseIP(host)
 	return err == nil && ip != nil && ip.IsLoopback()
+}
+
+// checkPlainHTTP refuses --insecure-http unless the server listens on
+// loopback only: anywhere else tokens would cross the network in the clear.
+// A host name is looked up, and every address it has must be a loopback
+// one. It runs before the server makes any state; runServer checks the
+// listener's own address again once it listens.
+func checkPlainHTTP(ctx context.Context, opts tlsOptions, listen string) error {
+	if !opts.insecureHTTP {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	var ips []net.IP
+	if ip := net.ParseIP(host); ip != nil || host == "" {
+		ips = append(ips, ip) // nil: every interface
+	} else if addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host); err != nil {
+		return fmt.Errorf("--listen %q: %w", listen, err)
+	} else {
+		for _, a := range addrs {
+			ips = append(ips, a.IP)
+		}
+	}
+	for _, ip := range ips {
+		if ip == nil || !ip.IsLoopback() {
+			return errPlainHTTPOffLoopback(listen)
+		}
+	}
+	return nil
+}
+
+func errPlainHTTPOffLoopback(listen string) error {
+	return fmt.Errorf("--insecure-http with --listen %q: plain HTTP is served on loopback only, since tokens would "+
+		"cross the network in the clear; listen on 127.0.0.1 (e.g. --listen 127.0.0.1:7700), or serve HTTPS: drop "+
+		"--insecure-http (the server's own CA), or behind a proxy that terminates TLS give --tls-cert/--tls-key "+
+		"with the proxy's certificate chain (tokens then pin it)", listen)
 }
 
 // repinTokenFile makes the token file carry the fingerprint the server now

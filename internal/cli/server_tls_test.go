@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"io/fs"
 	"math/big"
 	"net"
 	"os"
@@ -406,5 +407,119 @@ func TestANamedAdminTokenWorksIsListedShowsInEventsAndIsRevoked(t *testing.T) {
 	}
 	if code := srv.stop(); code != 0 {
 		t.Fatalf("hatch server exited %d: %s", code, srv.stderr)
+	}
+}
+
+// runRefused runs a command that should be refused at once; if it starts a
+// server anyway, that is stopped after a while (and the test fails on its
+// exit code), so the test never hangs.
+func runRefused(t *testing.T, args ...string) (code int, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code = Run(ctx, args, &out, &errOut)
+	return code, errOut.String()
+}
+
+func TestInsecureHTTPIsRefusedOffLoopbackBeforeAnyStateIsMade(t *testing.T) {
+	isolate(t)
+	for _, listen := range []string{":0", "0.0.0.0:0", "[::]:0", "192.0.2.10:0", "[2001:db8::1]:0"} {
+		dataDir := filepath.Join(t.TempDir(), "data")
+		code, errOut := runRefused(t, "server", "--data-dir", dataDir, "--insecure-http", "--listen", listen)
+		if code != 1 {
+			t.Errorf("--insecure-http --listen %s: exit %d, want 1; stderr %s", listen, code, errOut)
+		}
+		for _, want := range []string{"--insecure-http", listen, "loopback", "--tls-cert/--tls-key"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("--insecure-http --listen %s: the error lacks %q: %s", listen, want, errOut)
+			}
+		}
+		if _, err := os.Stat(dataDir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("--insecure-http --listen %s: the data dir was made (%v) before the refusal", listen, err)
+		}
+	}
+}
+
+func TestInsecureHTTPIsAllowedOnEveryLoopbackAddress(t *testing.T) {
+	for _, listen := range []string{"127.0.0.1:7700", "127.0.0.2:0", "[::1]:0", "localhost:0"} {
+		if err := checkPlainHTTP(t.Context(), tlsOptions{insecureHTTP: true}, listen); err != nil {
+			t.Errorf("--insecure-http --listen %s: %v", listen, err)
+		}
+	}
+	if err := checkPlainHTTP(t.Context(), tlsOptions{}, ":7700"); err != nil {
+		t.Errorf("HTTPS on every interface: %v", err)
+	}
+}
+
+// checkPrivate fails unless dir holds the files named, and it and
+// everything under it are its owner's only: directories 0700, files 0600
+// (or stricter).
+func checkPrivate(t *testing.T, dir string, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s was not made: %v", f, err)
+		}
+	}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch mode := fi.Mode(); {
+		case mode.IsDir() && mode.Perm() != 0o700:
+			t.Errorf("directory %s is %04o, want 0700", path, mode.Perm())
+		case mode.IsRegular() && mode.Perm()&0o177 != 0:
+			t.Errorf("file %s is %04o, want 0600", path, mode.Perm())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServerDataDirIsItsOwnersOnly(t *testing.T) {
+	isolate(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	srv := startServer(t, "--data-dir", dataDir)
+	if code, _, errOut := run(t, "token", "create", "--join"); code != 0 { // a write: the WAL is there
+		t.Fatalf("hatch token create --join = %d %s", code, errOut)
+	}
+	checkPrivate(t, dataDir, "hatch.db", "hatch.db-wal", "hatch.db-shm", "admin-token", "seal.key", "tls/ca.pem", "tls/ca-key.pem")
+	srv.stop()
+
+	// A data dir an older version left open (0755, files 0644) is tightened.
+	for p, mode := range map[string]os.FileMode{dataDir: 0o755, filepath.Join(dataDir, "hatch.db"): 0o644} {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startServer(t, "--data-dir", dataDir)
+	checkPrivate(t, dataDir)
+}
+
+func TestServerRefusesAnOpenDataDirThatIsNotHatcherys(t *testing.T) {
+	isolate(t)
+	dataDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dataDir, "notes.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, errOut := runRefused(t, "server", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	if code != 1 || !strings.Contains(errOut, "--data-dir") || !strings.Contains(errOut, dataDir) || !strings.Contains(errOut, "chmod 700") {
+		t.Fatalf("hatch server in an open directory of someone else's = %d %q; want a refusal naming it and the fix", code, errOut)
+	}
+	if fi, err := os.Stat(dataDir); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("the directory's mode was changed: %v %v", fi.Mode(), err)
+	}
+	if entries, _ := os.ReadDir(dataDir); len(entries) != 1 {
+		t.Fatalf("files were made in a refused directory: %v", entries)
 	}
 }

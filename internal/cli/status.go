@@ -3,6 +3,7 @@ package cli
 import (
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/termsafe"
 
 	"context"
 	"fmt"
@@ -114,6 +115,9 @@ func printStatus(w io.Writer, eggs []eggStatus) error {
 	return tw.Flush()
 }
 
+// statusNotes is an egg's NOTES cell. Its reason and log line come from a
+// host, and the log line from a container: shown with termsafe.Line, they
+// can neither act on the terminal nor break the table.
 func statusNotes(e eggStatus) string {
 	var notes []string
 	if e.Desired == 0 && e.State == rolloutDone {
@@ -126,10 +130,10 @@ func statusNotes(e eggStatus) string {
 		notes = append(notes, fmt.Sprintf("%d crash-looping", e.CrashLooping))
 	}
 	if e.Detail != "" {
-		notes = append(notes, e.Detail)
+		notes = append(notes, termsafe.Line(e.Detail))
 	}
 	if e.State == rolloutFailed && len(e.LogTail) > 0 {
-		notes = append(notes, "last log line: "+e.LogTail[len(e.LogTail)-1])
+		notes = append(notes, "last log line: "+termsafe.Line(e.LogTail[len(e.LogTail)-1]))
 	}
 	return strings.Join(notes, "; ")
 }

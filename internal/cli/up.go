@@ -24,6 +24,7 @@ import (
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/spec"
@@ -186,15 +187,16 @@ func projectRunsContainers(c *client.Client, namespace, project string) bool {
 	return false
 }
 
-// prepareUpDir makes ./.hatch (0700: it holds the admin token) and its
-// .gitignore, so that a project directory under Git never commits it.
+// prepareUpDir makes ./.hatch (0700: it holds the admin token; an open one
+// of an earlier run is tightened) and its .gitignore, so that a project
+// directory under Git never commits it.
 func prepareUpDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("make %s: %w", dir, err)
+	if err := fsutil.PrivateDir(dir, upServerDir, upAgentDir, upLogFile, client.ConfigFile, ".gitignore"); err != nil {
+		return err
 	}
 	ignore := filepath.Join(dir, ".gitignore")
 	if _, err := os.Stat(ignore); errors.Is(err, os.ErrNotExist) {
-		if err := os.WriteFile(ignore, []byte("# hatch up's state: keys, tokens, the database. Never commit it.\n*\n"), 0o644); err != nil {
+		if err := os.WriteFile(ignore, []byte("# hatch up's state: keys, tokens, the database. Never commit it.\n*\n"), 0o600); err != nil {
 			return fmt.Errorf("write %s: %w", ignore, err)
 		}
 	}

@@ -54,6 +54,16 @@ func TestUpDirIsPrivateAndIgnoredByGit(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, ".gitignore")); string(b) != "mine\n" {
 		t.Fatalf(".gitignore rewritten: %q", b)
 	}
+	// An earlier run's .hatch left open to all is tightened.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := prepareUpDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o700 {
+		t.Fatalf("an open .hatch of an earlier run: %v, mode %v; want 0700", err, info.Mode().Perm())
+	}
 }
 
 func TestUpErrorSaysWhatToDoAboutABusyAddress(t *testing.T) {

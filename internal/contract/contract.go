@@ -43,8 +43,10 @@ type DesiredState struct {
 	Peers []Peer `json:"peers,omitempty"`
 	// Services are the eggs this host serves whether or not it runs them:
 	// every egg of the cluster with routes or published ports (every host's
-	// ingress answers for them), and every egg a workload on this host
-	// references (a relay on this host stands for it). See Service.
+	// ingress answers for them), every egg with a port of a project one of
+	// whose networks a workload on this host joins too, and every egg a
+	// workload on this host references (a relay on this host stands for
+	// them, carrying their names). See Service.
 	Services []Service `json:"services,omitempty"`
 }
 
@@ -72,7 +74,7 @@ type Service struct {
 	// Names are the DNS names this host's consumers reach the egg by (its
 	// name, then its aliases), and Networks the Docker networks of this host
 	// on which a relay carries them; both empty when no workload on this
-	// host references the egg.
+	// host shares a network with the egg or references it.
 	Names    []string `json:"names,omitempty"`
 	Networks []string `json:"networks,omitempty"`
 }

@@ -13,12 +13,14 @@ import (
 // needs replacing. It is the one definition of "needs a new container":
 //
 //   - in: identity, image or Blob and build settings, revision, command,
-//     entrypoint, user, working directory, env values, aliases and networks,
+//     entrypoint, user, working directory, env values, network aliases and
+//     networks,
 //     mounts (volumes, binds, secret handles, tmpfs), read-only, capabilities,
 //     labels, resource limits, stop signal and timeout, and a Docker
 //     HEALTHCHECK (a Cmd health check, with its timings);
 //   - out: replicas (scaling rolls nothing), port, published ports and routes
-//     (served by the agent's proxy), the eggs it uses (served by relays), agent-side probes (HTTP, TCP) and their
+//     (served by the agent's proxy), the egg's aliases and the eggs it uses
+//     (served by relays), agent-side probes (HTTP, TCP) and their
 //     timings, the restart policy (applied by the agent), the rollout settings,
 //     and secret values (their handle is in).
 //
@@ -43,7 +45,6 @@ func SpecHash(w WorkloadSpec) string {
 	e.str(12, w.User)
 	e.str(13, w.WorkingDir)
 	e.dict(14, w.Env)
-	e.list(15, w.Aliases)
 	if h := w.Health; len(h.Cmd) > 0 {
 		e.list(16, h.Cmd)
 		e.int(17, int64(h.Interval))
@@ -71,7 +72,12 @@ func SpecHash(w WorkloadSpec) string {
 	e.list(32, w.CapAdd)
 	e.list(33, w.CapDrop)
 	e.dict(34, w.Labels)
-	e.list(35, w.Networks)
+	// Tags 15 (aliases) and 35 (networks) were used while an egg's
+	// containers carried its name and aliases on their networks; its relays
+	// carry them now. Networks moved to a new tag, so that every container
+	// made then is stale once, and its replacement carries no name.
+	e.list(41, w.NetworkAliases)
+	e.list(42, w.Networks)
 	e.int(36, w.Resources.MemoryBytes)
 	e.int(37, w.Resources.NanoCPUs)
 	e.int(38, w.Resources.PIDs)

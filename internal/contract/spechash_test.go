@@ -35,7 +35,8 @@ var specHashFields = map[string]string{
 	"Ports.Protocol":           "out",
 	"Routes.Host":              "out",
 	"Routes.PathPrefix":        "out",
-	"Aliases":                  "in",
+	"Aliases":                  "out",
+	"NetworkAliases":           "in",
 	"Uses":                     "out",
 	"Health.HTTP":              "out",
 	"Health.TCP":               "out",
@@ -83,12 +84,13 @@ func fullSpec() WorkloadSpec {
 		Build:    &BuildSpec{Dockerfile: "Dockerfile", Args: map[string]string{"A": "1"}, Target: "app"},
 		Replicas: 3, Revision: 1,
 		Command: []string{"/app"}, Entrypoint: []string{"/bin/sh"}, User: "1000", WorkingDir: "/srv",
-		Env:     map[string]string{"REGION": "eu"},
-		Port:    8080,
-		Ports:   []PublishedPort{{HostPort: 8088, ContainerPort: 8080, Protocol: "tcp"}},
-		Routes:  []Route{{Host: "shop.localhost", PathPrefix: "/v1"}},
-		Aliases: []string{"shop-web"},
-		Uses:    []string{"db"},
+		Env:            map[string]string{"REGION": "eu"},
+		Port:           8080,
+		Ports:          []PublishedPort{{HostPort: 8088, ContainerPort: 8080, Protocol: "tcp"}},
+		Routes:         []Route{{Host: "shop.localhost", PathPrefix: "/v1"}},
+		Aliases:        []string{"shop-web"},
+		NetworkAliases: []string{"web"},
+		Uses:           []string{"db"},
 		Health: HealthCheck{HTTP: "/healthz", TCP: true, Cmd: []string{"CMD", "/check"},
 			Interval: time.Second, Timeout: time.Second, StartPeriod: time.Second, Retries: 3},
 		Restart:   RestartAlways,
@@ -236,5 +238,33 @@ func TestSpecHashIsStableAndTreatsEmptyListsAsAbsent(t *testing.T) {
 	c.Egg = "api"
 	if SpecHash(a) == SpecHash(c) {
 		t.Error("two eggs with otherwise equal specs hash alike")
+	}
+}
+
+// Containers made while an egg's replicas carried its name on their
+// networks are stale once, so that upgrading replaces each with one that
+// carries none; a workload on no network carried no name and keeps its
+// hash. The old hashes are those the version before computed.
+func TestSpecHashRollsContainersThatCarriedTheirEggsName(t *testing.T) {
+	withNet := WorkloadSpec{Namespace: "default", Project: "shop", Egg: "web", Image: "web:1", Networks: []string{"hatch-shop-default-1a2b3c4d"}}
+	aliased := withNet
+	aliased.Aliases = []string{"shop-web"}
+	noNet := WorkloadSpec{Namespace: "default", Project: "shop", Egg: "job", Image: "job:1"}
+	for _, tc := range []struct {
+		name  string
+		w     WorkloadSpec
+		old   string
+		stale bool
+	}{
+		{"on a network", withNet, "58400eda1c54971c", true},
+		{"on a network, with aliases", aliased, "84600cead568ad4b", true},
+		{"on no network", noNet, "e780542f6810854c", false},
+	} {
+		if stale := SpecHash(tc.w) != tc.old; stale != tc.stale {
+			t.Errorf("%s: hash %s, was %s: stale = %v, want %v", tc.name, SpecHash(tc.w), tc.old, stale, tc.stale)
+		}
+	}
+	if SpecHash(withNet) != SpecHash(aliased) {
+		t.Error("an egg's aliases changed its hash: its relays carry them, not its containers")
 	}
 }

@@ -37,8 +37,21 @@ type WorkloadSpec struct {
 	Ports []PublishedPort `json:"ports,omitempty"`
 	// Routes are the hostnames (and path prefixes) the ingress sends here.
 	Routes []Route `json:"routes,omitempty"`
-	// Aliases are extra DNS names on the workload's networks.
+	// Aliases are the egg's extra names: consumers reach it by its name and
+	// these on the networks they share with it, through the relays that
+	// carry them (DesiredState.Services, their Names), never through its own
+	// containers. Not in the spec hash: relays, not the egg's containers,
+	// change with them.
 	Aliases []string `json:"aliases,omitempty"`
+	// NetworkAliases are the DNS names the containers carry on each of
+	// their networks, beyond their own unique container name. The agent
+	// sets them on its relays: the replicas of an egg with a port carry
+	// none, so that Docker's DNS answers the egg's name with its relays
+	// alone, never with a replica still booting or already draining. An
+	// egg without a port has no relay (a relay listens on the port): the
+	// control plane gives its replicas its names, reached directly by
+	// consumers on their own host only.
+	NetworkAliases []string `json:"network_aliases,omitempty"`
 	// Uses are the eggs of the workload's project whose address it
 	// references, by name, sorted: the control plane's record of which eggs
 	// its host serves for it (DesiredState.Services, their Names and

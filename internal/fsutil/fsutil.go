@@ -1,10 +1,14 @@
 // Package fsutil holds the one way Hatchery writes state that must survive a
-// crash: atomically.
+// crash (atomically), and the one way it makes a data directory private.
 package fsutil
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // WriteFileAtomic writes data to path through a temporary file in the same
@@ -42,4 +46,61 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// PrivateDir makes dir a data directory only its owner can enter (0700): the
+// control plane's holds the database, keys and tokens, an agent's its host
+// token. A missing one is made (with its parents) 0700 whatever the umask.
+// An existing one open to group or others is tightened only when it is
+// Hatchery's: empty, or holding one of marks, the files Hatchery writes
+// there. Any other (a home, /tmp, a project) is left as it is and refused
+// with an error naming it, since changing its mode would break what else
+// lives there.
+func PrivateDir(dir string, marks ...string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		return os.Chmod(dir, 0o700) // the umask may have taken bits MkdirAll asked for
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	case fi.Mode().Perm()&0o077 == 0:
+		return nil
+	}
+	ours, err := holdsAny(dir, marks)
+	if err != nil {
+		return err
+	}
+	if !ours {
+		return fmt.Errorf("%s is open to group or others (mode %04o) and holds none of Hatchery's files (%s): "+
+			"its mode is left alone; use a new or empty directory, or make this one private yourself (chmod 700 %s)",
+			dir, fi.Mode().Perm(), strings.Join(marks, ", "), dir)
+	}
+	return os.Chmod(dir, 0o700)
+}
+
+// holdsAny says whether dir is empty or holds one of names.
+func holdsAny(dir string, names []string) (bool, error) {
+	for _, name := range names {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return true, nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return false, err
+		}
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	if _, err := d.Readdirnames(1); errors.Is(err, io.EOF) {
+		return true, nil
+	} else if err != nil {
+		return false, err
+	}
+	return false, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -202,14 +203,32 @@ const maxAcquireTries = 4
 
 // acquire reserves a slot on the least loaded available local backend other
 // than exclude; when there is none and localOnly is false, on the least
-// loaded available remote one. It returns nil when there is none. The
-// caller must release it.
+// loaded available remote one; when there is still none, on an ejected one,
+// in the same order. It returns nil when there is none. The caller must
+// release it.
+//
+// The last resort is there because an ejection is a guess from one failed
+// dial (a replica slow to accept on a loaded machine is enough): with
+// nothing else to pick, keeping the egg's only replica out would fail every
+// request for EjectFor, while trying it costs at most one more failed dial.
 func (e *egg) acquire(exclude *backend, now func() int64, localOnly bool) *backend {
+	if b := e.acquireIn(exclude, now, localOnly); b != nil {
+		return b
+	}
+	return e.acquireIn(exclude, pastEveryEjection, localOnly)
+}
+
+// acquireIn is acquire without its last resort: the local pool, then the
+// remote one unless localOnly, as now tells which backends are ejected.
+func (e *egg) acquireIn(exclude *backend, now func() int64, localOnly bool) *backend {
 	if b := acquireFrom(&e.pool, &e.next, exclude, now); b != nil || localOnly {
 		return b
 	}
 	return acquireFrom(&e.remotePool, &e.nextRemote, exclude, now)
 }
+
+// pastEveryEjection is a clock for available that is past every ejection.
+func pastEveryEjection() int64 { return math.MaxInt64 }
 
 // acquireFrom reserves a slot on the least loaded available backend of pool
 // other than exclude, or returns nil.

@@ -482,3 +482,40 @@ func TestRemoteUpgradedConnection(t *testing.T) {
 		t.Fatal("the upgraded connection outlived its replica on the peer")
 	}
 }
+
+// A socket whose path is longer than a Unix socket address may be (a data
+// directory deep in a project's tree) is served all the same, and removed
+// when the table drops it.
+func TestSocketAtAPathLongerThanASocketAddressIsServed(t *testing.T) {
+	m := newFakeMesh()
+	a := m.host(t, "A")
+	local := newLineServer(t, "a1")
+	_, target, _ := net.SplitHostPort(local.addr())
+	var tp int
+	fmt.Sscan(target, &tp)
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", maxSocketPath))
+	path := filepath.Join(dir, "relay.sock")
+	egg := Egg{Name: "p/s/kv", Sockets: []Socket{{Path: path, Target: tp}},
+		Backends: []Backend{{ContainerID: "a1", Addr: local.addr(), Healthy: true}}}
+	mustUpdate(t, a, Table{Eggs: []Egg{egg}})
+	// A relay dials it by a short path (its mount); here, by the directory's.
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	c, err := net.Dial("unix", fmt.Sprintf("/proc/self/fd/%d/relay.sock", d.Fd()))
+	if err != nil {
+		t.Fatalf("dial the socket: %v", err)
+	}
+	reply, err := exchange(c, bufio.NewReader(c), "hi")
+	c.Close()
+	if name, _, _ := strings.Cut(reply, ": "); err != nil || name != "a1" {
+		t.Fatalf("through the socket: %q, %v; want a1's answer", reply, err)
+	}
+	egg.Sockets = nil
+	mustUpdate(t, a, Table{Eggs: []Egg{egg}})
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the socket is still there after the table dropped it: %v", err)
+	}
+}

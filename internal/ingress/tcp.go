@@ -117,9 +117,15 @@ func (in *Ingress) syncSockets(t Table) error {
 	return errors.Join(errs...)
 }
 
+// maxSocketPath is the longest path a Unix socket can be bound at directly:
+// sockaddr_un's sun_path holds 108 bytes, the final NUL included.
+const maxSocketPath = 107
+
 // listenUnix listens on a Unix socket at path, making its directory and
 // replacing a socket left there by an earlier run (nothing else: a file
-// that is not a socket is an error).
+// that is not a socket is an error). A path longer than a socket address
+// may be (a data directory deep in a project's tree) is bound through its
+// directory's descriptor instead: see dirListener.
 func listenUnix(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
@@ -132,7 +138,35 @@ func listenUnix(path string) (net.Listener, error) {
 			return nil, err
 		}
 	}
-	return net.Listen("unix", path)
+	if len(path) <= maxSocketPath {
+		return net.Listen("unix", path)
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("unix", fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path)))
+	if err != nil {
+		_ = dir.Close()
+		return nil, fmt.Errorf("listen unix %s: %w", path, err)
+	}
+	return &dirListener{Listener: ln, dir: dir}, nil
+}
+
+// dirListener is a Unix listener bound as /proc/self/fd/<dir>/<name>, a
+// short path that Linux resolves through the open directory to the socket's
+// real place. The directory stays open while the listener lives, so that
+// closing the listener removes the socket file by that same path, and only
+// then is the directory closed (its descriptor number may be reused after).
+type dirListener struct {
+	net.Listener
+	dir *os.File
+}
+
+func (l *dirListener) Close() error {
+	err := l.Listener.Close()
+	_ = l.dir.Close() // a second Close says "already closed", as the listener's does
+	return err
 }
 
 // acceptLoop hands each connection of a published port to its own goroutine

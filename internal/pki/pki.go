@@ -194,8 +194,9 @@ func serial() *big.Int {
 	return n
 }
 
-// writePair writes certificates (PEM, 0644) and the key (PEM, 0600), each
-// atomically, so a crash leaves either the old pair or the new one.
+// writePair writes certificates and the key (PEM, 0600: like everything in
+// a data dir, for its owner only), each atomically, so a crash leaves either
+// the old pair or the new one.
 func writePair(dir, certName, keyName string, ders [][]byte, key *ecdsa.PrivateKey) error {
 	var certPEM []byte
 	for _, der := range ders {
@@ -209,7 +210,7 @@ func writePair(dir, certName, keyName string, ders [][]byte, key *ecdsa.PrivateK
 	if err := fsutil.WriteFileAtomic(filepath.Join(dir, keyName), keyPEM, 0o600); err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(filepath.Join(dir, certName), certPEM, 0o644)
+	return fsutil.WriteFileAtomic(filepath.Join(dir, certName), certPEM, 0o600)
 }
 
 func loadPair(dir, certName, keyName string) (*x509.Certificate, *ecdsa.PrivateKey, error) {

@@ -16,8 +16,10 @@
 // read-modify-write in one transaction instead of a process lock.)
 //
 // Each write also derives, for every host, what does not belong to one egg:
-// Services (every egg of the cluster with routes or published ports, and the
-// eggs its workloads use, WorkloadSpec.Uses) and Peers (the valid host set,
+// Services (every egg of the cluster with routes or published ports; the
+// eggs with a port of a project that its workloads share a network with,
+// reached by name there through relays; the eggs its workloads use,
+// WorkloadSpec.Uses) and Peers (the valid host set,
 // contract.ValidPeers, with the mesh addresses hosts reported). SyncPeers
 // derives them again when only the host set changed.
 //
@@ -27,7 +29,8 @@
 //     still valid: an unchanged egg moves nothing; the eggs it uses do not
 //     constrain it) and writes one workload per host holding slots, with
 //     contract.SpecHash deciding what rolls. Outputs:
-//     address ("<egg>:<port>", the egg's own alias on its networks), hosts
+//     address ("<egg>:<port>": the name its relays carry on the networks of
+//     its consumers, see servicesByHost), hosts
 //     (host IDs, sorted), and, for status and the control plane: revision
 //     (bumped by rollout restart), unplaced and waiting (why replicas are not
 //     placed), previous (the inputs before the last update that changed the

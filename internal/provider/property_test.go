@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"pgregory.net/rapid"
 
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource"
 )
@@ -23,7 +24,8 @@ import (
 // past the reschedule delay, that every stored version is its content's, and
 // that applying again a project that landed writes nothing. Every host's
 // Services and Peers are those its hosts' workloads imply, however the
-// replicas moved.
+// replicas moved, and every egg with a port is reached by name on a host
+// exactly on the networks it shares with a workload there.
 func TestPlacementInvariantsOverRandomHistories(t *testing.T) {
 	// Each history runs on a SQLite store of its own, which the race detector
 	// slows down a lot: 20 histories unless -rapid.checks says otherwise.
@@ -49,16 +51,24 @@ func TestPlacementInvariantsOverRandomHistories(t *testing.T) {
 			case 0: // apply the project with new replica counts
 				var b strings.Builder
 				b.WriteString("project: p\neggs:\n")
+				// a is on both networks, so any egg may use its address.
 				for _, egg := range eggs {
-					extra := ""
+					extra := ", networks: [default, back]"
 					switch {
 					case egg == "a": // routed: served by every host
-						extra = ", port: 80, routes: [a.localhost]"
-					case slices.Contains(eggs, "a") && rapid.Bool().Draw(rt, "uses-a"):
-						extra = `, env: {A: "${a.address}"}`
+						extra += ", port: 80, routes: [a.localhost]"
+					default:
+						extra = ", networks: " + rapid.SampledFrom([]string{"[default]", "[back]", "[default, back]"}).Draw(rt, "networks")
+						if rapid.Bool().Draw(rt, "port") {
+							extra += ", port: 9000"
+						}
+						if slices.Contains(eggs, "a") && rapid.Bool().Draw(rt, "uses-a") {
+							extra += `, env: {A: "${a.address}"}`
+						}
 					}
 					fmt.Fprintf(&b, "  %s: {image: %s:1, replicas: %d%s}\n", egg, egg, rapid.IntRange(0, 5).Draw(rt, "replicas"), extra)
 				}
+				b.WriteString("networks:\n  back: {}\n")
 				yaml = b.String()
 				_, err := e.reconciler(Options{}).Reconcile(t.Context(), "default/p", e.project("default/p", yaml, nil))
 				if err != nil && len(down) < len(hosts) {
@@ -114,6 +124,7 @@ func checkPlacement(rt *rapid.T, e *env, hosts []string, down map[string]bool, r
 		workloads[h] = e.state(h).Workloads
 	}
 	services := servicesByHost(workloads)
+	checkReachedByName(rt, workloads, services)
 	for _, h := range hosts {
 		d := e.state(h)
 		if !reflect.DeepEqual(d.Services, services[h]) {
@@ -171,6 +182,65 @@ func checkPlacement(rt *rapid.T, e *env, hosts []string, down map[string]bool, r
 		}
 		if !slices.Equal(on, hostsOf(r.Outputs)) {
 			rt.Fatalf("egg %s runs on %v but its hosts output says %v", r.Name, on, hostsOf(r.Outputs))
+		}
+	}
+}
+
+// projectNetworks are the networks the random projects of
+// TestPlacementInvariantsOverRandomHistories put eggs on.
+var projectNetworks = []string{"default", "back"}
+
+// checkReachedByName checks services against the rule, restated from the
+// workloads: on each host, an egg of default/p with a port and a replica
+// somewhere is reached by its name on every network of the host that it
+// shares with a workload running there, and a service is reached on no
+// other network.
+func checkReachedByName(rt *rapid.T, workloads map[string][]contract.WorkloadSpec, services map[string][]contract.Service) {
+	// joins[egg] = the project networks it is on (same on every host).
+	joins := map[string][]string{}
+	port := map[string]int{}
+	for host, ws := range workloads {
+		for _, w := range ws {
+			if w.Replicas <= 0 {
+				continue
+			}
+			port[w.Egg] = w.Port
+			for _, n := range projectNetworks {
+				if slices.Contains(w.Networks, containers.NetworkName(host, "default", "p", n)) && !slices.Contains(joins[w.Egg], n) {
+					joins[w.Egg] = append(joins[w.Egg], n)
+				}
+			}
+		}
+	}
+	for host, ws := range workloads {
+		want := map[string][]string{} // egg -> Docker networks of host it is reached on
+		for _, w := range ws {
+			if w.Replicas <= 0 {
+				continue
+			}
+			for egg, nets := range joins {
+				for _, n := range nets {
+					docker := containers.NetworkName(host, "default", "p", n)
+					if port[egg] > 0 && slices.Contains(w.Networks, docker) && !slices.Contains(want[egg], docker) {
+						want[egg] = append(want[egg], docker)
+					}
+				}
+			}
+		}
+		got := map[string][]string{}
+		for _, s := range services[host] {
+			if len(s.Networks) > 0 {
+				if len(s.Names) == 0 || s.Names[0] != s.Egg {
+					rt.Fatalf("on %s, %s is reached on %v by the names %v", host, s.Egg, s.Networks, s.Names)
+				}
+				got[s.Egg] = s.Networks
+			}
+		}
+		for egg := range want {
+			slices.Sort(want[egg])
+		}
+		if !reflect.DeepEqual(got, want) && (len(got) > 0 || len(want) > 0) {
+			rt.Fatalf("on %s, eggs are reached by name on %v, want %v", host, got, want)
 		}
 	}
 }

@@ -48,18 +48,28 @@ func (v *view) derive() {
 }
 
 // servicesByHost returns what each host serves (DesiredState.Services), by
-// host ID, from the workloads of every host (host ID -> its workloads): every
-// egg of the cluster with routes or published ports, on every host; and on a
-// host, every egg a workload there uses (WorkloadSpec.Uses), with the names
-// it is reached by and the host's networks it shares with those workloads.
+// host ID, from the workloads of every host (host ID -> its workloads):
+//
+//   - every egg of the cluster with routes or published ports, on every host;
+//   - on a host, every egg with a port of a project whose networks a
+//     workload there joins too (the egg's own included): Compose services
+//     call each other by name without a reference, and before relays Docker's
+//     DNS found the egg's replicas on any shared network. It carries the
+//     names the egg is reached by and those shared networks of the host,
+//     where relays stand for it, since no replica carries its name;
+//   - on a host, every egg a workload there uses (WorkloadSpec.Uses), even
+//     on no shared network (it is then reached by no name there).
+//
 // Each list is sorted by ID. An egg placed nowhere (no replicas) is served
-// nowhere: nothing says what it listens on, and nothing could answer.
+// nowhere: nothing says what it listens on, and nothing could answer; an
+// egg without a port is carried by no relay (a relay listens on the port).
 //
 // It is pure, so every write of desired states derives the same services
 // from the same workloads.
 func servicesByHost(workloads map[string][]contract.WorkloadSpec) map[string][]contract.Service {
 	hosts := slices.Sorted(maps.Keys(workloads))
 	eggs := map[string]*served{}
+	byProject := map[string][]*served{} // namespace/project -> its placed eggs
 	for _, host := range hosts {
 		for _, w := range workloads[host] {
 			if w.Replicas <= 0 {
@@ -67,8 +77,9 @@ func servicesByHost(workloads map[string][]contract.WorkloadSpec) map[string][]c
 			}
 			e, ok := eggs[w.ID()]
 			if !ok {
-				e = &served{entry: w, entryHost: host}
+				e = newServed(w, host)
 				eggs[w.ID()] = e
+				byProject[w.Namespace+"/"+w.Project] = append(byProject[w.Namespace+"/"+w.Project], e)
 			}
 			e.hosts = append(e.hosts, host)
 		}
@@ -81,30 +92,39 @@ func servicesByHost(workloads map[string][]contract.WorkloadSpec) map[string][]c
 				byID[id] = e.service()
 			}
 		}
+		// reached makes e reached by name on host, on networks (maybe none).
+		reached := func(e *served, networks []string) {
+			s, ok := byID[e.entry.ID()]
+			if !ok {
+				s = e.service()
+			}
+			if len(s.Names) == 0 {
+				s.Names = e.names()
+			}
+			for _, n := range networks {
+				if !slices.Contains(s.Networks, n) {
+					s.Networks = append(s.Networks, n)
+				}
+			}
+			slices.Sort(s.Networks)
+			byID[e.entry.ID()] = s
+		}
 		for _, w := range workloads[host] {
 			if w.Replicas <= 0 {
 				continue
 			}
-			for _, name := range w.Uses {
-				id := w.Namespace + "/" + w.Project + "/" + name
-				e, ok := eggs[id]
-				if !ok {
+			for _, e := range byProject[w.Namespace+"/"+w.Project] {
+				if e.entry.Port <= 0 {
 					continue
 				}
-				s, ok := byID[id]
-				if !ok {
-					s = e.service()
+				if shared := e.sharedNetworks(host, w); len(shared) > 0 {
+					reached(e, shared)
 				}
-				if len(s.Names) == 0 {
-					s.Names = e.names()
+			}
+			for _, name := range w.Uses {
+				if e, ok := eggs[contract.WorkloadID(w.Namespace, w.Project, name)]; ok {
+					reached(e, e.sharedNetworks(host, w))
 				}
-				for _, n := range e.sharedNetworks(host, w) {
-					if !slices.Contains(s.Networks, n) {
-						s.Networks = append(s.Networks, n)
-					}
-				}
-				slices.Sort(s.Networks)
-				byID[id] = s
 			}
 		}
 		if len(byID) == 0 {
@@ -121,9 +141,20 @@ func servicesByHost(workloads map[string][]contract.WorkloadSpec) map[string][]c
 
 // served is an egg as the hosts placed to run it hold it.
 type served struct {
-	entry     contract.WorkloadSpec // its entry on the first of hosts: they differ only in host-local names
-	entryHost string
-	hosts     []string // with replicas, sorted
+	entry    contract.WorkloadSpec // its entry on the first of hosts: they differ only in host-local names
+	networks []string              // the project's names of its networks (not Docker's, which differ by host)
+	hosts    []string              // with replicas, sorted
+}
+
+// newServed returns the egg of entry, a workload of it on host.
+func newServed(entry contract.WorkloadSpec, host string) *served {
+	e := &served{entry: entry}
+	for _, docker := range entry.Networks {
+		if name, ok := networkOf(docker, host, entry.Namespace, entry.Project); ok {
+			e.networks = append(e.networks, name)
+		}
+	}
+	return e
 }
 
 // service is the egg's Service without the parts that depend on the host
@@ -140,11 +171,14 @@ func (e *served) service() contract.Service {
 	}
 }
 
-// names are the DNS names consumers reach the egg by: its name, then its
-// aliases.
-func (e *served) names() []string {
-	names := []string{e.entry.Egg}
-	for _, a := range e.entry.Aliases {
+// names are the DNS names consumers reach the egg by.
+func (e *served) names() []string { return eggNames(e.entry.Egg, e.entry.Aliases) }
+
+// eggNames are the DNS names consumers reach an egg by: its name, then its
+// aliases, each once.
+func eggNames(egg string, aliases []string) []string {
+	names := []string{egg}
+	for _, a := range aliases {
 		if !slices.Contains(names, a) {
 			names = append(names, a)
 		}
@@ -157,11 +191,7 @@ func (e *served) names() []string {
 // found the egg's replicas for it.
 func (e *served) sharedNetworks(host string, consumer contract.WorkloadSpec) []string {
 	var out []string
-	for _, docker := range e.entry.Networks {
-		name, ok := networkOf(docker, e.entryHost, e.entry.Namespace, e.entry.Project)
-		if !ok {
-			continue
-		}
+	for _, name := range e.networks {
 		if here := containers.NetworkName(host, e.entry.Namespace, e.entry.Project, name); slices.Contains(consumer.Networks, here) {
 			out = append(out, here)
 		}

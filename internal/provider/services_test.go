@@ -50,6 +50,7 @@ func TestServicesByHost(t *testing.T) {
 		Routes: []contract.Route{{Host: "shop.localhost"}}, DrainTimeout: 10 * time.Second}
 	db := contract.Service{Namespace: "default", Project: "shop", Egg: "db", Port: 8080, DrainTimeout: 10 * time.Second}
 	with := func(s contract.Service, edit func(*contract.Service)) contract.Service { edit(&s); return s }
+	noPort := func(w *contract.WorkloadSpec) { w.Port = 0 }
 	tests := []struct {
 		name      string
 		workloads map[string][]contract.WorkloadSpec
@@ -58,9 +59,9 @@ func TestServicesByHost(t *testing.T) {
 		{
 			name: "a routed egg is served on every host, naming the hosts running it",
 			workloads: map[string][]contract.WorkloadSpec{
-				"h1": {wl("h1", "web", 2, routes), wl("h1", "worker", 1)},
+				"h1": {wl("h1", "web", 2, routes, on("h1")), wl("h1", "worker", 1, on("h1"))},
 				"h2": nil,
-				"h3": {wl("h3", "web", 1, routes)},
+				"h3": {wl("h3", "web", 1, routes, on("h3"))},
 			},
 			want: map[string][]contract.Service{
 				"h1": {with(web, func(s *contract.Service) { s.Hosts = []string{"h1", "h3"} })},
@@ -70,7 +71,7 @@ func TestServicesByHost(t *testing.T) {
 		},
 		{
 			name:      "a published port alone makes an egg served everywhere",
-			workloads: map[string][]contract.WorkloadSpec{"h1": nil, "h2": {wl("h2", "tcp", 1, ports)}},
+			workloads: map[string][]contract.WorkloadSpec{"h1": nil, "h2": {wl("h2", "tcp", 1, ports, on("h2"))}},
 			want: map[string][]contract.Service{
 				"h1": {{Namespace: "default", Project: "shop", Egg: "tcp", Port: 8080, Hosts: []string{"h2"},
 					Ports: []contract.PublishedPort{{HostPort: 8088, ContainerPort: 8080}}, DrainTimeout: 10 * time.Second}},
@@ -82,10 +83,15 @@ func TestServicesByHost(t *testing.T) {
 			name: "a used egg is served where its users run, by its names, on the networks they share with it",
 			workloads: map[string][]contract.WorkloadSpec{
 				"h1": {wl("h1", "db", 1, on("h1", "backend", "admin"), func(w *contract.WorkloadSpec) { w.Aliases = []string{"postgres"} })},
-				"h2": {wl("h2", "app", 2, uses("db"), on("h2", "frontend", "backend")), wl("h2", "cron", 1, uses("db"), on("h2", "admin"))},
-				"h3": {wl("h3", "app", 1, uses("db"), on("h3", "frontend"))},
+				"h2": {wl("h2", "app", 2, noPort, uses("db"), on("h2", "frontend", "backend")), wl("h2", "cron", 1, noPort, uses("db"), on("h2", "admin"))},
+				"h3": {wl("h3", "app", 1, noPort, uses("db"), on("h3", "frontend"))},
 			},
 			want: map[string][]contract.Service{
+				// db's own replica shares its networks: it reaches db by name too.
+				"h1": {with(db, func(s *contract.Service) {
+					s.Hosts, s.Names = []string{"h1"}, []string{"db", "postgres"}
+					s.Networks = slices.Sorted(slices.Values([]string{net("h1", "backend"), net("h1", "admin")}))
+				})},
 				"h2": {with(db, func(s *contract.Service) {
 					s.Hosts, s.Names = []string{"h1"}, []string{"db", "postgres"}
 					s.Networks = slices.Sorted(slices.Values([]string{net("h2", "backend"), net("h2", "admin")}))
@@ -98,20 +104,52 @@ func TestServicesByHost(t *testing.T) {
 			name: "a routed egg used by a workload is served everywhere, with names where it is used",
 			workloads: map[string][]contract.WorkloadSpec{
 				"h1": {wl("h1", "web", 1, routes)},
-				"h2": {wl("h2", "bot", 1, uses("web"))},
+				"h2": {wl("h2", "bot", 1, noPort, uses("web"))},
 			},
 			want: map[string][]contract.Service{
-				"h1": {with(web, func(s *contract.Service) { s.Hosts = []string{"h1"} })},
+				"h1": {with(web, func(s *contract.Service) {
+					s.Hosts, s.Names, s.Networks = []string{"h1"}, []string{"web"}, []string{net("h1", "default")}
+				})},
 				"h2": {with(web, func(s *contract.Service) {
 					s.Hosts, s.Names, s.Networks = []string{"h1"}, []string{"web"}, []string{net("h2", "default")}
 				})},
 			},
 		},
 		{
+			// Compose services call each other by name, with no reference.
+			name: "eggs of a project reach each other by name on every shared network of every host, uses or not",
+			workloads: map[string][]contract.WorkloadSpec{
+				"h1": {wl("h1", "api", 2, on("h1", "backend")), wl("h1", "worker", 1, noPort, on("h1", "backend"))},
+				"h2": {
+					wl("h2", "db", 1, on("h2", "backend"), func(w *contract.WorkloadSpec) { w.Port, w.Aliases = 5432, []string{"postgres"} }),
+					wl("h2", "admin", 1, noPort, on("h2", "admin")),
+				},
+				// Another namespace's network of the same name is another network.
+				"h3": {{Namespace: "staging", Project: "shop", Egg: "api", Replicas: 1, Port: 8080,
+					Networks: []string{containers.NetworkName("h3", "staging", "shop", "backend")}}},
+			},
+			want: map[string][]contract.Service{
+				"h1": {
+					{Namespace: "default", Project: "shop", Egg: "api", Port: 8080, Hosts: []string{"h1"}, DrainTimeout: 10 * time.Second,
+						Names: []string{"api"}, Networks: []string{net("h1", "backend")}},
+					{Namespace: "default", Project: "shop", Egg: "db", Port: 5432, Hosts: []string{"h2"}, DrainTimeout: 10 * time.Second,
+						Names: []string{"db", "postgres"}, Networks: []string{net("h1", "backend")}},
+				},
+				"h2": {
+					{Namespace: "default", Project: "shop", Egg: "api", Port: 8080, Hosts: []string{"h1"}, DrainTimeout: 10 * time.Second,
+						Names: []string{"api"}, Networks: []string{net("h2", "backend")}},
+					{Namespace: "default", Project: "shop", Egg: "db", Port: 5432, Hosts: []string{"h2"}, DrainTimeout: 10 * time.Second,
+						Names: []string{"db", "postgres"}, Networks: []string{net("h2", "backend")}},
+				},
+				"h3": {{Namespace: "staging", Project: "shop", Egg: "api", Port: 8080, Hosts: []string{"h3"},
+					Names: []string{"api"}, Networks: []string{containers.NetworkName("h3", "staging", "shop", "backend")}}},
+			},
+		},
+		{
 			name: "an egg placed nowhere, or of another project, or used by a cold workload is served nowhere",
 			workloads: map[string][]contract.WorkloadSpec{
-				"h1": {wl("h1", "app", 1, uses("cache")), wl("h1", "cold", 0, uses("db"))},
-				"h2": {wl("h2", "db", 1), {Namespace: "staging", Project: "shop", Egg: "app", Replicas: 1, Uses: []string{"db"}}},
+				"h1": {wl("h1", "app", 1, uses("cache"), on("h1")), wl("h1", "cold", 0, uses("db"))},
+				"h2": {wl("h2", "db", 1, on("h2")), {Namespace: "staging", Project: "shop", Egg: "app", Replicas: 1, Uses: []string{"db"}}},
 			},
 			want: map[string][]contract.Service{},
 		},
@@ -161,7 +199,7 @@ eggs:
 `
 
 // Every host serves every routed egg of the cluster and the eggs its own
-// workloads use, and lists the valid host set, each peer reaching what its
+// workloads use or share a network with, and lists the valid host set, each peer reaching what its
 // own state serves.
 func TestEveryHostServesTheClustersRoutesAndWhatItsWorkloadsUse(t *testing.T) {
 	e := newEnv(t, "h1", "h2", "h3")
@@ -170,13 +208,16 @@ func TestEveryHostServesTheClustersRoutesAndWhatItsWorkloadsUse(t *testing.T) {
 	e.apply("default/site", siteYAML, nil)
 	dbHost := e.record("default/data", "volume/pgdata").Outputs["host"].(string)
 	appHosts := hostsOf(e.record("default/data", "egg/app").Outputs)
-	site := contract.Service{Namespace: "default", Project: "site", Egg: "web", Port: 80, Hosts: []string{"h2"},
-		Routes: []contract.Route{{Host: "site.localhost"}}, DrainTimeout: 10 * time.Second}
 	reaches := map[string][]string{}
 	for _, h := range []string{"h1", "h2", "h3"} {
 		d := e.state(h)
+		site := contract.Service{Namespace: "default", Project: "site", Egg: "web", Port: 80, Hosts: []string{"h2"},
+			Routes: []contract.Route{{Host: "site.localhost"}}, DrainTimeout: 10 * time.Second}
+		if h == "h2" { // web's own replica reaches it by name
+			site.Names, site.Networks = []string{"web"}, []string{containers.NetworkName(h, "default", "site", "default")}
+		}
 		want := []contract.Service{site}
-		if slices.Contains(appHosts, h) {
+		if slices.Contains(appHosts, h) || h == dbHost {
 			db := contract.Service{Namespace: "default", Project: "data", Egg: "db", Port: 5432, Hosts: []string{dbHost},
 				DrainTimeout: 10 * time.Second, Names: []string{"db"},
 				Networks: []string{containers.NetworkName(h, "default", "data", "default")}}
@@ -200,9 +241,9 @@ func TestEveryHostServesTheClustersRoutesAndWhatItsWorkloadsUse(t *testing.T) {
 		}
 	}
 	// Services change no container: the replicas' workloads are as before
-	// (aliases on the replicas, routes on the routed egg's workload).
+	// (routes on the routed egg's workload).
 	w, _ := e.state("h2").Workload("default/site/web")
-	if !slices.Equal(w.Routes, site.Routes) {
+	if !slices.Equal(w.Routes, []contract.Route{{Host: "site.localhost"}}) {
 		t.Fatalf("site's workload routes %v", w.Routes)
 	}
 }
@@ -346,5 +387,37 @@ func TestAnUpgradeFromBesideRollsNoContainer(t *testing.T) {
 		if _, ok := e.state(h).Service("default/data/db"); !ok {
 			t.Fatalf("%s does not serve db after apply", h)
 		}
+	}
+}
+
+const namesYAML = `
+project: names
+eggs:
+  api:
+    image: api:1
+    port: 8080
+    aliases: [backend]
+  worker:
+    image: worker:1
+    aliases: [jobs]
+`
+
+// The replicas of an egg with a port carry no name: relays carry its name
+// and aliases. An egg without a port has no relay, so its replicas carry
+// them, and consumers on their own host reach it directly.
+func TestOnlyTheReplicasOfAnEggWithoutAPortCarryItsNames(t *testing.T) {
+	e := newEnv(t, "h1")
+	e.apply("default/names", namesYAML, nil)
+	d := e.state("h1")
+	api, _ := d.Workload("default/names/api")
+	worker, _ := d.Workload("default/names/worker")
+	if len(api.NetworkAliases) != 0 || !slices.Equal(worker.NetworkAliases, []string{"worker", "jobs"}) {
+		t.Fatalf("network aliases: api %v, want none; worker %v, want [worker jobs]", api.NetworkAliases, worker.NetworkAliases)
+	}
+	if s, ok := d.Service("default/names/api"); !ok || !slices.Equal(s.Names, []string{"api", "backend"}) || len(s.Networks) != 1 {
+		t.Fatalf("api is served as %+v, want by its names on its network", d.Services)
+	}
+	if _, ok := d.Service("default/names/worker"); ok {
+		t.Fatalf("worker, which has no port, is served: %+v", d.Services)
 	}
 }

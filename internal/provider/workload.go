@@ -168,6 +168,12 @@ func (e eggSpec) workload(host string, slots int, values map[string]contract.Sec
 	for _, n := range in.Networks {
 		w.Networks = append(w.Networks, containers.NetworkName(host, e.namespace, e.project, n))
 	}
+	if in.Port == 0 && len(w.Networks) > 0 {
+		// No relay can carry an egg without a port (a relay listens on
+		// it), so its replicas carry its names themselves, as before
+		// relays: consumers on the same host still reach it by name.
+		w.NetworkAliases = eggNames(e.name, in.Aliases)
+	}
 	w.Secrets = e.secrets()
 	for i := range w.Secrets {
 		if values == nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -200,6 +201,18 @@ func (w *matrixWorld) request(pattern string) (method, path string, body io.Read
 // not call the endpoint, and the endpoint's own answer otherwise. The limit
 // on failed authentications is out of reach (the harness's default).
 func TestAuthMatrix(t *testing.T) {
+	walkAuthMatrix(t, false)
+}
+
+// TestAuthMatrixWhileTheAddressIsRateLimited walks the same matrix from an
+// address over the limit on failed authentications (one behind the same NAT
+// kept failing): every valid token gets exactly the answer it gets otherwise
+// (admitted, or 403), and only the tokens not accepted are refused, with 429.
+func TestAuthMatrixWhileTheAddressIsRateLimited(t *testing.T) {
+	walkAuthMatrix(t, true)
+}
+
+func walkAuthMatrix(t *testing.T, limited bool) {
 	probe := newSecureHarness(t, DefaultConfig())
 	for _, rt := range probe.srv.routeTable() {
 		who, ok := audiences[rt.pattern]
@@ -209,6 +222,9 @@ func TestAuthMatrix(t *testing.T) {
 		}
 		t.Run(rt.pattern, func(t *testing.T) {
 			w := newMatrixWorld(t) // each endpoint its own world: admin calls change it
+			if limited {
+				w.limitCaller(t)
+			}
 			for _, c := range w.callers {
 				method, path, body := w.request(rt.pattern)
 				resp := w.sh.doAs(c.token, method, path, body)
@@ -218,6 +234,8 @@ func TestAuthMatrix(t *testing.T) {
 					checkAdmitted(t, rt.pattern, c.name, resp, text)
 				case c.known:
 					checkRefused(t, rt.pattern, c.name, resp, text, http.StatusForbidden, "forbidden")
+				case limited:
+					checkRefused(t, rt.pattern, c.name, resp, text, http.StatusTooManyRequests, "rate_limited")
 				default:
 					checkRefused(t, rt.pattern, c.name, resp, text, http.StatusUnauthorized, "unauthorized")
 				}
@@ -225,6 +243,22 @@ func TestAuthMatrix(t *testing.T) {
 			w.sh.checkNoSecretLeaked()
 		})
 	}
+}
+
+// limitCaller puts the test's own address (the harness serves on loopback)
+// over the limit on failed authentications, by failing through the API as
+// many times as the server's burst allows; the clock stands still, so no
+// failure is forgiven while the matrix is walked.
+func (w *matrixWorld) limitCaller(t *testing.T) {
+	t.Helper()
+	for i := range DefaultConfig().AuthFailureBurst {
+		resp := w.sh.doAs("hatch-admin.guess", "GET", "/api/v1/hosts", nil)
+		checkRefused(t, "GET /api/v1/hosts", fmt.Sprintf("failure %d", i+1), resp, readAll(t, resp.Body),
+			http.StatusUnauthorized, "unauthorized")
+	}
+	resp := w.sh.doAs("hatch-admin.guess", "GET", "/api/v1/hosts", nil)
+	checkRefused(t, "GET /api/v1/hosts", "a failure over the limit", resp, readAll(t, resp.Body),
+		http.StatusTooManyRequests, "rate_limited")
 }
 
 func checkAdmitted(t *testing.T, pattern, who string, resp *http.Response, body string) {

@@ -14,8 +14,8 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	waiters  prometheus.Gauge
-	// authFailures counts tokens refused (401); authLimited requests refused
-	// because their address failed too often (429).
+	// authFailures counts tokens refused (401); authLimited failed attempts
+	// answered 429 because their address failed too often.
 	authFailures prometheus.Counter
 	authLimited  prometheus.Counter
 }
@@ -43,7 +43,7 @@ func newMetrics(blobs *blob.Store, services ...prometheus.Collector) *metrics {
 		}),
 		authLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hatch_auth_rate_limited_total",
-			Help: "Requests refused because their address failed to authenticate too often (429).",
+			Help: "Failed authentications answered 429 because their address failed too often.",
 		}),
 	}
 	m.registry.MustRegister(services...)

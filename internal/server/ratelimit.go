@@ -10,10 +10,10 @@ import (
 
 // failureLimiter limits failed authentications per client address with one
 // token bucket each: an address may fail Burst times in a row, and one failure
-// is forgiven every Refill. Once its bucket is empty, an address is refused
-// before its token is even looked at, so that guessing costs time whatever
-// the guess; it is let in again as soon as one failure is forgiven.
-// Successful requests never touch the buckets.
+// is forgiven every Refill. Once its bucket is empty, an address's failed
+// attempts are answered 429 instead of 401 and no longer counted, until one
+// failure is forgiven. Successful requests never touch the buckets and are
+// never refused by it (Server.authenticate looks at the token first).
 //
 // It is a few lines of arithmetic on explicit times rather than a library
 // limiter, so that tests drive it with their own clock and no module is added

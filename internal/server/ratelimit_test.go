@@ -121,14 +121,27 @@ func TestFailedAuthenticationsAreRateLimitedPerAddress(t *testing.T) {
 			t.Fatalf("failure %d: %d, want 401", i+1, rec.Code)
 		}
 	}
-	// Over the limit, even the right token is refused: answering it would
-	// tell a guesser which guess was right.
-	for _, path := range []string{"/api/v1/hosts", "/api/v1/no-such-route"} {
-		rec := callFrom(h, attacker, sh.token, "GET", path)
+	// Over the limit, failed attempts get 429 instead of 401, on routes and
+	// off them, whatever token they carry.
+	for _, call := range []struct{ token, path string }{
+		{"hatch-admin.guess", "/api/v1/hosts"}, {"", "/api/v1/no-such-route"},
+	} {
+		rec := callFrom(h, attacker, call.token, "GET", call.path)
 		if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "60" ||
 			!strings.Contains(rec.Body.String(), `"error":"rate_limited"`) || rec.Header().Get("Content-Type") != "application/json" {
-			t.Fatalf("over the limit, %s: %d %v %s; want 429 JSON with Retry-After 60", path, rec.Code, rec.Header(), rec.Body)
+			t.Fatalf("over the limit, %s: %d %v %s; want 429 JSON with Retry-After 60", call.path, rec.Code, rec.Header(), rec.Body)
 		}
+	}
+	// A valid token from the same address is never refused by the limit
+	// (behind a NAT, the guesser may be a host's neighbour): it gets its
+	// answer, and spends nothing.
+	for range 3 {
+		if rec := callFrom(h, attacker, sh.token, "GET", "/api/v1/hosts"); rec.Code != http.StatusOK {
+			t.Fatalf("the right token over the limit: %d %s, want 200", rec.Code, rec.Body)
+		}
+	}
+	if rec := callFrom(h, attacker, sh.token, "GET", "/api/v1/no-such-route"); rec.Code != http.StatusNotFound {
+		t.Fatalf("the right token over the limit, unknown path: %d %s, want 404", rec.Code, rec.Body)
 	}
 	if rec := callFrom(h, neighbour, sh.token, "GET", "/api/v1/hosts"); rec.Code != http.StatusOK {
 		t.Fatalf("another address: %d, want 200", rec.Code)
@@ -142,18 +155,23 @@ func TestFailedAuthenticationsAreRateLimitedPerAddress(t *testing.T) {
 		}
 	}
 
+	// A minute later one failure is forgiven: the next guess is answered
+	// (401) and empties the bucket again.
 	sh.clock.Set(sh.clock.Now().Add(time.Minute))
-	if rec := callFrom(h, attacker, sh.token, "GET", "/api/v1/hosts"); rec.Code != http.StatusOK {
-		t.Fatalf("a minute later: %d, want 200 (one failure forgiven)", rec.Code)
+	if rec := callFrom(h, attacker, "hatch-admin.guess", "GET", "/api/v1/hosts"); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("a minute later: %d, want 401 (one failure forgiven)", rec.Code)
+	}
+	if rec := callFrom(h, attacker, "hatch-admin.guess", "GET", "/api/v1/hosts"); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("the forgiven failure spent: %d, want 429", rec.Code)
 	}
 
 	metrics := callFrom(h, neighbour, sh.token, "GET", "/metrics").Body.String()
-	for _, want := range []string{"hatch_auth_failures_total 3\n", "hatch_auth_rate_limited_total 2\n"} {
+	for _, want := range []string{"hatch_auth_failures_total 4\n", "hatch_auth_rate_limited_total 3\n"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	if !strings.Contains(sh.logs.String(), "192.0.2.1") || strings.Count(sh.logs.String(), "over the limit") != 1 {
-		t.Errorf("want one log line naming the limited address; log:\n%s", sh.logs)
+	if !strings.Contains(sh.logs.String(), "192.0.2.1") || strings.Count(sh.logs.String(), "over the limit") != 2 {
+		t.Errorf("want one log line naming the limited address per emptied bucket; log:\n%s", sh.logs)
 	}
 }

@@ -12,10 +12,34 @@ import (
 )
 
 // authenticate resolves the request's bearer token under the limit on failed
-// authentications. When the caller is refused it answers itself (429 while
-// the address is over the limit, 401 for a token not accepted, 500 when the
-// store failed) and returns false.
+// authentications. When the caller is refused it answers itself (401 for a
+// token not accepted, 429 instead while the address is over the limit, 500
+// when the store failed) and returns false.
+//
+// The token is looked at first, whatever the limit: a valid token is never
+// refused by it, so a neighbour behind the same NAT or load balancer who keeps
+// failing cannot lock a host's reports out (and have it marked down). Only
+// failures count, and only failures are refused. That the right guess still
+// gets in while its address is limited tells a guesser nothing it could use:
+// a token's secret is 256 random bits.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal, bool) {
+	p, err := s.deps.Auth.Authenticate(r.Context(), bearer(r.Header.Get("Authorization")))
+	switch {
+	case err == nil:
+		return p, true
+	case errors.Is(err, ErrUnauthenticated):
+		s.refuse(w, r, err)
+	default:
+		s.log.Error("authentication failed", zap.String("path", r.URL.Path), zap.Error(err))
+		writeError(w, api.Errorf(api.CodeInternal, "the server failed; its log says why"))
+	}
+	return Principal{}, false
+}
+
+// refuse answers a failed authentication: 429 while the address is over the
+// limit (the failure is not counted again: the address waits for one to be
+// forgiven), else 401, counting the failure.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	key, now := clientKey(r.RemoteAddr), s.now()
 	if wait := s.limiter.retryAfter(key, now); wait > 0 {
 		s.metrics.authLimited.Inc()
@@ -23,25 +47,15 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		writeError(w, api.Errorf(api.CodeRateLimited,
 			"too many failed authentications from this address: retry in %ds", secs))
-		return Principal{}, false
+		return
 	}
-	p, err := s.deps.Auth.Authenticate(r.Context(), bearer(r.Header.Get("Authorization")))
-	switch {
-	case err == nil:
-		return p, true
-	case errors.Is(err, ErrUnauthenticated):
-		s.metrics.authFailures.Inc()
-		if s.limiter.fail(key, now) {
-			// Once per emptied bucket: an attack does not flood the log.
-			s.log.Warn("failed authentications over the limit: refusing the address for a while",
-				zap.String("client", key), zap.Duration("retry_after", s.limiter.retryAfter(key, now)))
-		}
-		s.unauthorized(w, err)
-	default:
-		s.log.Error("authentication failed", zap.String("path", r.URL.Path), zap.Error(err))
-		writeError(w, api.Errorf(api.CodeInternal, "the server failed; its log says why"))
+	s.metrics.authFailures.Inc()
+	if s.limiter.fail(key, now) {
+		// Once per emptied bucket: an attack does not flood the log.
+		s.log.Warn("failed authentications over the limit: refusing the address's failed attempts for a while",
+			zap.String("client", key), zap.Duration("retry_after", s.limiter.retryAfter(key, now)))
 	}
-	return Principal{}, false
+	s.unauthorized(w, err)
 }
 
 // joinTokenOnly lets a usable join token in, and nothing else: joining is

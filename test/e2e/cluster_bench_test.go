@@ -64,18 +64,3 @@ func BenchmarkUpToFirstAnswer(b *testing.B) {
 		interrupt(b, up)
 	}
 }
-
-// BenchmarkHostLossToHealthyElsewhere: 4 replicas over two hosts, each
-// with its own Docker Engine; one host is lost (link down, agent killed,
-// engine stopped); the time until 4 replicas are healthy on the other
-// host's engine, through the liveness timeout (6 s) and the reschedule
-// delay (2 s). Target ≤ 15 s.
-func BenchmarkHostLossToHealthyElsewhere(b *testing.B) {
-	for range b.N {
-		c := newCluster(b, clusterOptions{hosts: 2})
-		c.mustHatch(nil, "apply", "-f", filepath.Join(netSpreadProject(b, "loss", 4), "hatch.yaml"), "--yes")
-		took := c.loseNetHost(c.agents["h2"], []*clAgent{c.agents["h1"]}, "loss", 4, time.Minute)
-		b.ReportMetric(took.Seconds(), "s")
-		b.ReportMetric(took.Seconds()/15, "s/target")
-	}
-}

@@ -58,6 +58,8 @@ type cluster struct {
 	// net is the cluster's hosts when each agent has its own (nil when
 	// they share the test's engine).
 	net *netcluster.Cluster
+	// convergeInterval is clusterOptions.convergeInterval.
+	convergeInterval time.Duration
 
 	mu       sync.Mutex // guards recorded and secrets
 	recorded []string   // CLI outputs and API answers
@@ -88,6 +90,9 @@ type clusterOptions struct {
 	// hosts, if set, gives each agent a host of its own, named h1..hN,
 	// instead of the shared engine (agents is then ignored).
 	hosts int
+	// convergeInterval is the agents' timer between converges (default
+	// 2 s, for tests that wait on converges).
+	convergeInterval time.Duration
 }
 
 // Each agent has its host's network namespace to itself: fixed ports.
@@ -105,7 +110,10 @@ func newCluster(t testing.TB, opts clusterOptions) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, scope: dockertest.NewScope(t), bin: bin, dir: t.TempDir(), agents: map[string]*clAgent{}}
+	if opts.convergeInterval == 0 {
+		opts.convergeInterval = 2 * time.Second
+	}
+	c := &cluster{t: t, scope: dockertest.NewScope(t), bin: bin, dir: t.TempDir(), agents: map[string]*clAgent{}, convergeInterval: opts.convergeInterval}
 	if opts.hosts > 0 {
 		start := time.Now()
 		c.net = netcluster.Start(t, opts.hosts)
@@ -206,7 +214,7 @@ func (c *cluster) runAgent(a *clAgent, extra ...string) {
 	args := []string{"agent", "--data-dir", a.dataDir,
 		"--ingress-addr", net.JoinHostPort(a.ip, a.ingressPort), "--admin-addr", net.JoinHostPort(a.ip, a.adminPort),
 		"--publish-addr", a.ip, "--mesh-addr", net.JoinHostPort(a.ip, "0"),
-		"--secret-dir", a.secretDir, "--converge-interval", "2s"}
+		"--secret-dir", a.secretDir, "--converge-interval", c.convergeInterval.String()}
 	for k, v := range c.scope.Labels(nil) {
 		args = append(args, "--label", k+"="+v)
 	}

@@ -230,6 +230,35 @@ func (c *composeRun) running(egg string) []container.InspectResponse {
 	return out
 }
 
+// checkOnlyRelaysCarryNames checks that each of the services' names is
+// carried as a network alias, and by relays alone: Docker's DNS answers a
+// name with every container carrying it, so a replica carrying one would be
+// reached directly part of the time, booting or draining.
+func (c *composeRun) checkOnlyRelaysCarryNames(names ...string) {
+	c.t.Helper()
+	carried := map[string]bool{}
+	for _, ct := range c.running("") {
+		egg := ct.Config.Labels[containers.LabelEgg]
+		relay := strings.Contains(egg, ".relay-") // the agent's relays are "<egg>.relay-<network hash>"
+		for network, ep := range ct.NetworkSettings.Networks {
+			for _, a := range ep.Aliases {
+				if !slices.Contains(names, a) {
+					continue
+				}
+				carried[a] = true
+				if !relay {
+					c.t.Errorf("%s's container %s carries the name %q on %s: only relays may", egg, ct.ID[:12], a, network)
+				}
+			}
+		}
+	}
+	for _, n := range names {
+		if !carried[n] {
+			c.t.Errorf("no relay carries the name %q", n)
+		}
+	}
+}
+
 func inspectedIDs(cs []container.InspectResponse) []string {
 	out := make([]string, len(cs))
 	for i, c := range cs {
@@ -267,7 +296,14 @@ func getPage(client *http.Client, addr string) (webPage, error) {
 	if err != nil {
 		return webPage{}, err
 	}
+	return parsePage(body)
+}
+
+// parsePage reads web's page; one without a visit count (kv did not answer
+// web) is an error.
+func parsePage(body string) (webPage, error) {
 	var p webPage
+	var err error
 	visits := ""
 	for _, line := range strings.Split(body, "\n") {
 		k, v, _ := strings.Cut(line, ": ")
@@ -281,7 +317,7 @@ func getPage(client *http.Client, addr string) (webPage, error) {
 		}
 	}
 	if p.visits, err = strconv.Atoi(visits); err != nil {
-		return webPage{}, fmt.Errorf("GET /: no visit count in %q", body)
+		return p, fmt.Errorf("GET /: no visit count in %q", body)
 	}
 	return p, nil
 }
@@ -313,6 +349,7 @@ func TestComposeProjectRollsUnderLoadWithoutAFailedRequest(t *testing.T) {
 	}
 	c.checkHealthchecks(web, webHealthcheck)
 	c.checkHealthchecks(kv, kvHealthcheck)
+	c.checkOnlyRelaysCarryNames("web", kvEgg, "kv_store")
 
 	// Web answers on the published port, from each replica, counting each
 	// visit in kv_store, which it reaches by its Compose service name.
@@ -366,6 +403,7 @@ func TestComposeProjectRollsUnderLoadWithoutAFailedRequest(t *testing.T) {
 		t.Fatalf("%s runs %v after its change; want one new container, not %s", kvEgg, inspectedIDs(newKV), kv[0].ID[:12])
 	}
 	c.checkHealthchecks(newKV, kvHealthcheck)
+	c.checkOnlyRelaysCarryNames("web", kvEgg, "kv_store")
 	if got, want := volumeNames(newKV[0]), volumeNames(kv[0]); !slices.Equal(got, want) || len(got) != 1 {
 		t.Errorf("the new %s container mounts %v, want the same named volume %v", kvEgg, got, want)
 	}

@@ -25,9 +25,11 @@ type ingressPaths [2]struct {
 	host string // the Host header; empty for the URL's own
 }
 
+// pathDirect is the baseline; pathVia the path under test (through the
+// ingress here, through the mesh in netcluster_bench_test.go).
 const (
-	pathDirect  = 0
-	pathIngress = 1
+	pathDirect = 0
+	pathVia    = 1
 )
 
 // ingressBenchEnv starts an agent running one replica of the routed test
@@ -46,7 +48,7 @@ func ingressBenchEnv(b *testing.B) ingressPaths {
 	e.waitIngressServes(ingressTarget{http: addr, tcp: e.publishedAddr(w)}, []observed{c})
 	var p ingressPaths
 	p[pathDirect].name, p[pathDirect].url = "direct", "http://"+c.IP+":8080/version"
-	p[pathIngress].name, p[pathIngress].url, p[pathIngress].host = "ingress", "http://"+addr+"/version", routeHost
+	p[pathVia].name, p[pathVia].url, p[pathVia].host = "ingress", "http://"+addr+"/version", routeHost
 	return p
 }
 
@@ -82,14 +84,27 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 // which one burst of someone else's work on a shared machine cannot own the
 // way it can own the pooled tail.
 func BenchmarkIngressAddedLatencyAt500RPS(b *testing.B) {
-	paths := ingressBenchEnv(b)
-	const perSecond = 500
+	measureAddedLatency(b, ingressBenchEnv(b), 500).report(b)
+}
+
+// latencyFigures are measureAddedLatency's: each path's latencies over all
+// windows, sorted, and each window's added p99, sorted.
+type latencyFigures struct {
+	via   string // paths[pathVia].name, which names the metrics
+	all   [2][]time.Duration
+	added []time.Duration
+}
+
+// measureAddedLatency is BenchmarkIngressAddedLatencyAt500RPS's
+// measurement on any two paths, at perSecond requests a second on each. It
+// resets the benchmark's timer, and with it the metrics reported so far:
+// report them after.
+func measureAddedLatency(b *testing.B, paths ingressPaths, perSecond int) latencyFigures {
 	const window = 2 * time.Second
 	const windows = 5
 	clients := [2]*http.Client{benchClient(b, 64), benchClient(b, 64)}
 	warmUp(b, paths, clients)
-	var all [2][]time.Duration
-	var added []time.Duration
+	f := latencyFigures{via: paths[pathVia].name}
 	b.ResetTimer()
 	for range b.N {
 		for range windows {
@@ -99,23 +114,32 @@ func BenchmarkIngressAddedLatencyAt500RPS(b *testing.B) {
 			}
 			for p := range paths {
 				slices.Sort(lat[p])
-				all[p] = append(all[p], lat[p]...)
+				f.all[p] = append(f.all[p], lat[p]...)
 			}
-			added = append(added, percentile(lat[pathIngress], .99)-percentile(lat[pathDirect], .99))
+			f.added = append(f.added, percentile(lat[pathVia], .99)-percentile(lat[pathDirect], .99))
 		}
 	}
 	b.StopTimer()
-	slices.Sort(all[pathDirect])
-	slices.Sort(all[pathIngress])
-	slices.Sort(added)
-	d, in := all[pathDirect], all[pathIngress]
+	slices.Sort(f.all[pathDirect])
+	slices.Sort(f.all[pathVia])
+	slices.Sort(f.added)
+	return f
+}
+
+// addedP99 is the via path's p99 minus direct's, over all windows.
+func (f latencyFigures) addedP99() time.Duration {
+	return percentile(f.all[pathVia], .99) - percentile(f.all[pathDirect], .99)
+}
+
+func (f latencyFigures) report(b *testing.B) {
+	d, in := f.all[pathDirect], f.all[pathVia]
 	b.ReportMetric(float64(len(in)), "requests/path")
 	b.ReportMetric(millis(percentile(d, .50)), "direct-p50-ms")
 	b.ReportMetric(millis(percentile(d, .99)), "direct-p99-ms")
-	b.ReportMetric(millis(percentile(in, .50)), "ingress-p50-ms")
-	b.ReportMetric(millis(percentile(in, .99)), "ingress-p99-ms")
-	b.ReportMetric(millis(percentile(in, .99)-percentile(d, .99)), "added-p99-ms")
-	b.ReportMetric(millis(percentile(added, .50)), "added-p99-window-median-ms")
+	b.ReportMetric(millis(percentile(in, .50)), f.via+"-p50-ms")
+	b.ReportMetric(millis(percentile(in, .99)), f.via+"-p99-ms")
+	b.ReportMetric(millis(f.addedP99()), "added-p99-ms")
+	b.ReportMetric(millis(percentile(f.added, .50)), "added-p99-window-median-ms")
 	b.ReportMetric(0, "ns/op") // an iteration is 10 s of schedule: its time says nothing
 }
 
@@ -189,11 +213,24 @@ func openLoop(paths ingressPaths, clients [2]*http.Client, perSecond int, d time
 // weighs on both paths alike. Reports requests per second on each path and
 // ingress over direct (target ≥ 0.25).
 func BenchmarkIngressSaturationThroughput(b *testing.B) {
-	paths := ingressBenchEnv(b)
+	measureThroughput(b, ingressBenchEnv(b)).report(b)
+}
+
+// throughputFigures are measureThroughput's: requests answered on each
+// path, and the time they took.
+type throughputFigures struct {
+	via  string // paths[pathVia].name, which names the metrics
+	done [2]int64
+	took [2]time.Duration
+}
+
+// measureThroughput is BenchmarkIngressSaturationThroughput's measurement
+// on any two paths. It resets the benchmark's timer, and with it the
+// metrics reported so far: report them after.
+func measureThroughput(b *testing.B, paths ingressPaths) throughputFigures {
 	const conns = 8
 	const phase = 2 * time.Second
-	var done [2]int64
-	var took [2]time.Duration
+	f := throughputFigures{via: paths[pathVia].name}
 	b.ResetTimer()
 	for range b.N {
 		for round := range 2 {
@@ -203,18 +240,25 @@ func BenchmarkIngressSaturationThroughput(b *testing.B) {
 				if err != nil {
 					b.Fatalf("%s path: %v", paths[p].name, err)
 				}
-				done[p] += n
-				took[p] += d
+				f.done[p] += n
+				f.took[p] += d
 			}
 		}
 	}
 	b.StopTimer()
-	direct := float64(done[pathDirect]) / took[pathDirect].Seconds()
-	ingress := float64(done[pathIngress]) / took[pathIngress].Seconds()
-	b.ReportMetric(float64(done[pathIngress]), "ingress-requests")
-	b.ReportMetric(direct, "direct-req/s")
-	b.ReportMetric(ingress, "ingress-req/s")
-	b.ReportMetric(ingress/direct, "ingress/direct")
+	return f
+}
+
+func (f throughputFigures) rate(p int) float64 { return float64(f.done[p]) / f.took[p].Seconds() }
+
+// ratio is the via path's requests a second over direct's.
+func (f throughputFigures) ratio() float64 { return f.rate(pathVia) / f.rate(pathDirect) }
+
+func (f throughputFigures) report(b *testing.B) {
+	b.ReportMetric(float64(f.done[pathVia]), f.via+"-requests")
+	b.ReportMetric(f.rate(pathDirect), "direct-req/s")
+	b.ReportMetric(f.rate(pathVia), f.via+"-req/s")
+	b.ReportMetric(f.ratio(), f.via+"/direct")
 	b.ReportMetric(0, "ns/op") // an iteration is 8 s of load: its time says nothing
 }
 

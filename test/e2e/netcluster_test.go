@@ -34,8 +34,9 @@ import (
 // netSpreadProject is an egg of the test app built from a source Blob (so
 // each engine builds its own image: nothing is pulled, and the hosts share
 // no image), with a Docker HEALTHCHECK the test reads through each engine,
-// and a route, so each host's ingress serves it.
-func netSpreadProject(t testing.TB, project string, replicas int) string {
+// and a route, so each host's ingress serves it; extra is more lines of the
+// egg's.
+func netSpreadProject(t testing.TB, project string, replicas int, extra string) string {
 	t.Helper()
 	bin, err := dockertest.Binary("./test/app")
 	if err != nil {
@@ -56,7 +57,7 @@ eggs:
     health: {http: /healthz, interval: 1s, timeout: 1s}
     routes: [%s.localhost]
     stop_timeout: 2s
-`, project, replicas, project),
+%s`, project, replicas, project, extra),
 		"app/Dockerfile": netAppImage.Dockerfile(),
 	})
 	if err := os.WriteFile(filepath.Join(dir, "app", "app"), data, 0o755); err != nil {
@@ -68,6 +69,14 @@ eggs:
 // netAppImage is the image of netSpreadProject's egg.
 var netAppImage = dockertest.ImageSpec{Healthcheck: dockertest.AppHealthcheck}
 
+// TestNetClusterSpreadsAnEggOverHostsAndOutlivesTheLossOfOne: 6 replicas
+// over 3 hosts, 2 on each engine; every host's ingress serves its own; h3
+// is lost and its replicas are healthy on h1 and h2; it comes back and its
+// old replicas never run beside their replacements. A foreign container,
+// network and volume on every engine are untouched throughout. Then the
+// host certificates' rules against the real agents: the CLI refuses one as
+// a server's, h1's mesh gives nothing to a caller without one of the
+// cluster's, and refuses h3's once h3 is removed.
 func TestNetClusterSpreadsAnEggOverHostsAndOutlivesTheLossOfOne(t *testing.T) {
 	c := newCluster(t, clusterOptions{hosts: 3})
 	h1, h2, h3 := c.agents["h1"], c.agents["h2"], c.agents["h3"]
@@ -76,7 +85,7 @@ func TestNetClusterSpreadsAnEggOverHostsAndOutlivesTheLossOfOne(t *testing.T) {
 	foreign := c.createNetForeign(all)
 	t.Logf("foreign objects made on the 3 engines in %v", time.Since(made).Round(time.Millisecond))
 
-	dir := netSpreadProject(t, "spread", 6)
+	dir := netSpreadProject(t, "spread", 6, "")
 	applied := time.Now()
 	out := c.mustHatch(nil, "apply", "-f", filepath.Join(dir, "hatch.yaml"), "--yes")
 	if !strings.Contains(out, "default/spread is ready: app 6/6.") {
@@ -142,6 +151,12 @@ func TestNetClusterSpreadsAnEggOverHostsAndOutlivesTheLossOfOne(t *testing.T) {
 		t.Errorf("status after h3 came back:\n%s", status)
 	}
 	foreign.check(t, h3)
+
+	// The host certificates: never a server's to the CLI; on the mesh,
+	// nothing for a process without one of the cluster's, and nothing for
+	// a removed host's.
+	c.checkCLIRefusesHostCertificate(h1)
+	c.checkMeshIdentity(h1, h3, "spread")
 }
 
 // loseNetHost stops lost's host (link down, agent killed, engine stopped)
@@ -202,22 +217,33 @@ func (c *cluster) eggContainersOn(a *clAgent, project string, all bool) []contai
 	return list
 }
 
-// eggContainersEverywhere counts the egg's containers on every engine,
-// whatever host label they carry (running ones, or all).
+// eggContainersEverywhere counts the egg "app"'s containers on every
+// engine, whatever host label they carry (running ones, or all).
 func (c *cluster) eggContainersEverywhere(agents []*clAgent, project string, all bool) int {
 	c.t.Helper()
 	n := 0
 	for _, a := range agents {
-		f := filters.NewArgs(filters.Arg("label", containers.LabelProject+"="+project), filters.Arg("label", containers.LabelEgg+"=app"))
-		ctx, cancel := context.WithTimeout(c.t.Context(), 10*time.Second)
-		list, err := a.host.Docker().ContainerList(ctx, container.ListOptions{All: all, Filters: f})
-		cancel()
-		if err != nil {
-			c.t.Fatalf("containers on %s: %v", a.name, err)
+		for _, s := range c.projectContainersOnEngine(a, project, all) {
+			if s.Labels[containers.LabelEgg] == "app" {
+				n++
+			}
 		}
-		n += len(list)
 	}
 	return n
+}
+
+// projectContainersOnEngine lists the project's containers on a's engine,
+// whatever host label they carry (running ones, or all).
+func (c *cluster) projectContainersOnEngine(a *clAgent, project string, all bool) []container.Summary {
+	c.t.Helper()
+	f := filters.NewArgs(filters.Arg("label", containers.LabelProject+"="+project))
+	ctx, cancel := context.WithTimeout(c.t.Context(), 10*time.Second)
+	defer cancel()
+	list, err := a.host.Docker().ContainerList(ctx, container.ListOptions{All: all, Filters: f})
+	if err != nil {
+		c.t.Fatalf("containers on %s: %v", a.name, err)
+	}
+	return list
 }
 
 // checkIngressServesEach asks a's ingress, at a's own address, for the
@@ -389,47 +415,118 @@ func (f *netForeign) check(t *testing.T, restarted *clAgent) {
 // own, web's six replicas spread over all three and kv (stateful) on one.
 // Every web replica reaches kv by name wherever it runs (through its host's
 // relay and the mesh when kv is elsewhere), and every host's ingress serves
-// the demo, kv's visit count included; a roll of web changes nothing of
-// that, and kv is untouched.
+// the demo, kv's visit count included. Then, under load (8 keep-alive
+// clients through h2's ingress and 8 through h3's):
+//   - 5 rolls of web: no failed request, every page with kv's count, kv
+//     untouched;
+//   - a roll of kv (stop-first): pages lack the count only during kv's own
+//     stop-start window, no request fails;
+//   - the loss of a host that does not hold kv: every request through the
+//     others' ingresses succeeds again, and web's replicas are ready on the
+//     others, within generous bounds (the issue's figures are
+//     BenchmarkNetClusterHostLossUnderLoad's); when it comes back, nothing
+//     of it is left behind or duplicated.
 func TestNetClusterWebReachesKvFromEveryHost(t *testing.T) {
-	c := newCluster(t, clusterOptions{hosts: 3})
-	dir := demoProject(t, "")
-	file := filepath.Join(dir, "hatch.yaml")
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(file, []byte(strings.Replace(string(raw), "replicas: 3", "replicas: 6", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	applied := time.Now()
-	c.mustHatch(nil, "apply", "-f", file, "--yes")
-	t.Logf("demo applied over 3 hosts in %v", time.Since(applied).Round(time.Millisecond))
-
-	kv := c.demoContainers("kv")
-	if len(kv) != 1 {
-		t.Fatalf("%d kv containers on the three engines, want 1", len(kv))
-	}
-	for _, a := range c.agents {
-		if n := len(c.demoContainersOn(a, "web")); n != 2 {
-			t.Fatalf("%d web replicas on %s's engine, want 2 of the 6 on each host", n, a.name)
-		}
-	}
+	c, file, kv := startNetDemo(t)
+	h1, h2, h3 := c.agents["h1"], c.agents["h2"], c.agents["h3"]
+	all := []*clAgent{h1, h2, h3}
+	kvHost := c.agentOf(kv.Labels)
 	reached := time.Now()
-	for _, a := range c.agents {
+	for _, a := range all {
 		c.demoPageWithVisits(a)
 	}
 	t.Logf("every host's ingress served pages with kv's count %v after the apply returned", time.Since(reached).Round(time.Millisecond))
+	c.checkEveryWebReplicaCounts(all, "1")
 
-	c.mustHatch([]string{"DEMO_VERSION=2"}, "apply", "-f", file, "--yes")
-	for _, a := range c.agents {
-		if page := c.demoPageWithVisits(a); !strings.Contains(page, "version: 2\n") {
-			t.Fatalf("via %s after the roll: %q", a.name, page)
+	// 5 rolls of web under load.
+	load := startDemoLoad([]*clAgent{h2, h3}, loadClients)
+	rolls := time.Now()
+	for v := 2; v <= 6; v++ {
+		c.mustHatch([]string{fmt.Sprintf("DEMO_VERSION=%d", v)}, "apply", "-f", file, "--yes")
+	}
+	took := time.Since(rolls)
+	asks := load.finish()
+	t.Logf("5 rolls of web in %v under load: %d pages asked (%s)", took.Round(time.Millisecond), len(asks), describeAsks(asks))
+	if bad := failedAsks(asks, true); len(bad) > 0 || len(asks) == 0 {
+		t.Fatalf("during 5 rolls of web, %d of %d pages failed or came without kv's count:\n%s", len(bad), len(asks), c.failureReport(asks))
+	}
+	c.checkEveryWebReplicaCounts(all, "6")
+	if ids := containerIDs(c.demoContainers("kv")); len(ids) != 1 || ids[0] != kv.ID {
+		t.Fatalf("kv is now %v, want it untouched (%s)", ids, kv.ID)
+	}
+
+	// A roll of kv under load: web's pages lose the count only while kv
+	// is down.
+	web := containerIDs(c.demoContainers("web"))
+	load = startDemoLoad([]*clAgent{h2, h3}, loadClients)
+	time.Sleep(time.Second)
+	window := c.rollKv(file, []string{"DEMO_VERSION=6"}, kvHost)
+	time.Sleep(3 * time.Second) // pages after the window must have the count again
+	asks = load.finish()
+	var first, last time.Time
+	outside := 0
+	uncounted := failedAsks(asks, true)
+	for _, a := range uncounted {
+		if first.IsZero() {
+			first = a.start
+		}
+		first, last = minTime(first, a.start), maxTime(last, a.end)
+		if a.err != nil || !window.overlaps(a) {
+			outside++
 		}
 	}
-	if ids := containerIDs(c.demoContainers("kv")); len(ids) != 1 || ids[0] != kv[0].ID {
-		t.Fatalf("kv is now %v, want it untouched (%s)", ids, kv[0].ID)
+	t.Logf("kv's roll: its stop-start window %v (from its agent's stop line to its rollout.done event); %d of %d pages without kv's count, spanning %v; %s",
+		window.end.Sub(window.start).Round(time.Millisecond), len(uncounted), len(asks), last.Sub(first).Round(time.Millisecond), describeAsks(asks))
+	if outside > 0 {
+		t.Fatalf("%d pages failed, or lacked kv's count outside kv's window %s-%s:\n%s", outside,
+			window.start.Format("15:04:05.000"), window.end.Format("15:04:05.000"), c.failureReport(asks))
 	}
+	if now := containerIDs(c.demoContainers("kv")); len(now) != 1 || now[0] == kv.ID {
+		t.Fatalf("kv is %v after its roll, want one new container", now)
+	}
+	if now := containerIDs(c.demoContainers("web")); !slices.Equal(now, web) {
+		t.Fatalf("web's containers changed with kv's roll: %v, were %v", now, web)
+	}
+
+	// The loss of a host without kv, under load through the others.
+	lost, others := hostWithoutKv(all, kvHost)
+	loss := c.loseDemoHostUnderLoad(lost, others, 6)
+	t.Logf("host %s lost under load: every request through %s and %s served again %v after, web ready on them after %v; %s\n%s",
+		lost.name, others[0].name, others[1].name, loss.servingAgain.Round(time.Millisecond), loss.healthyElsewhere.Round(time.Millisecond),
+		describeAsks(loss.asks), c.failureReport(loss.asks))
+	// Generous bounds: the issue's (5 s, 15 s) are the benchmark's figures,
+	// and this runs on a loaded 2-core machine.
+	if loss.servingAgain > 3*hostLossServingBound || loss.healthyElsewhere > 3*hostLossHealthyBound {
+		t.Fatalf("host %s's loss: served again after %v (bound %v), web ready elsewhere after %v (bound %v)", lost.name,
+			loss.servingAgain, 3*hostLossServingBound, loss.healthyElsewhere, 3*hostLossHealthyBound)
+	}
+
+	// It comes back with its engine's data and its agent's identity.
+	back := time.Now()
+	if err := lost.host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.runAgent(lost)
+	c.waitHostUp(lost, 30*time.Second)
+	t.Logf("host %s back (engine and agent) in %v", lost.name, time.Since(back).Round(time.Millisecond))
+	c.checkNothingLeftBehind(all, 6)
+	for _, a := range all {
+		c.demoPageWithVisits(a)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // demoContainersOn lists the running containers of the demo's egg on a's

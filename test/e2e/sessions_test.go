@@ -95,7 +95,7 @@ func TestLogsFollowsEveryReplicaThroughARollAndExecRunsInOne(t *testing.T) {
 		out := logs.stdout()
 		c.record(out)
 		checkTicks(t, out)
-		if !strings.Contains(out, `escape \x1b[2J\x1b]52;c;aGk=\x07 end`) || strings.ContainsRune(out, 0x1b) {
+		if !strings.Contains(out, `escape \x1b[2J\x1b]52;c;aGk=\a end`) || strings.ContainsRune(out, 0x1b) {
 			t.Errorf("the escape sequences were not shown escaped:\n%s", out)
 		}
 		if strings.Contains(out, "tick other") {

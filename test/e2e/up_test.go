@@ -135,9 +135,10 @@ func TestUpRunsTheDemoAndTheCLIFindsItFromTheDirectory(t *testing.T) {
 	if out := up.stdout(); !strings.Contains(out, "Stopped the control plane and the agent.") || !strings.Contains(out, "hatch destroy demo") {
 		t.Fatalf("hatch up said on Ctrl-C:\n%s", out)
 	}
-	// The 4 replicas, and the relay that carries kv's name for web.
-	if now := u.demoContainers(); !slices.Equal(now, running) || len(now) != 5 {
-		t.Fatalf("containers after Ctrl-C: %v, want the 5 that ran (4 replicas, kv's relay): %v", now, running)
+	// The 4 replicas, and the relays that carry kv's and web's names on
+	// the project's network, which both join: only relays carry names.
+	if now := u.demoContainers(); !slices.Equal(now, running) || len(now) != 6 {
+		t.Fatalf("containers after Ctrl-C: %v, want the 6 that ran (4 replicas, kv's and web's relays): %v", now, running)
 	}
 
 	// Up again: nothing to change, the same containers are adopted, and
@@ -149,8 +150,8 @@ func TestUpRunsTheDemoAndTheCLIFindsItFromTheDirectory(t *testing.T) {
 		t.Fatalf("a second hatch up replaced containers: %v, was %v", now, running)
 	}
 	u.hatch("destroy", "demo", "--yes", "--volumes")
-	// Destroy waits for the replicas the hosts report; the relay, which no
-	// report shows, goes in the same converge or the next.
+	// Destroy waits for the replicas the hosts report; the relays, which no
+	// report shows, go in the same converge or the next.
 	dockertest.Eventually(t, 15*time.Second, 200*time.Millisecond, func() error {
 		if left := u.demoContainers(); len(left) != 0 {
 			return fmt.Errorf("%d containers left after destroy", len(left))

@@ -103,11 +103,15 @@ func planCreate(req containers.StartRequest, imageRef, name string, labels map[s
 	return plan
 }
 
-// aliasesOf returns the names other eggs reach the workload by on its
-// networks: its own name, then its extra aliases, each once.
+// aliasesOf returns the DNS names the workload's containers carry on their
+// networks: its NetworkAliases, each once, and nothing else. An egg's name
+// and aliases are carried by its relays only (the agent gives them
+// NetworkAliases): a replica carrying them too would be found by Docker's
+// DNS beside the relay, booting or draining, bypassing the agent's choice.
+// Every container is still reached by its own unique name.
 func aliasesOf(w contract.WorkloadSpec) []string {
-	out := []string{w.Egg}
-	for _, a := range w.Aliases {
+	var out []string
+	for _, a := range w.NetworkAliases {
 		if !slices.Contains(out, a) {
 			out = append(out, a)
 		}

@@ -97,12 +97,32 @@ func TestPlanCreateCarriesTheWholeSpec(t *testing.T) {
 	if h.NetworkMode != "net-a" || len(p.network.EndpointsConfig) != 1 || p.network.EndpointsConfig["net-a"] == nil {
 		t.Fatalf("create networks: mode %q, endpoints %v", h.NetworkMode, p.network.EndpointsConfig)
 	}
-	wantAliases := []string{"web", "shop-web"}
-	if got := p.network.EndpointsConfig["net-a"].Aliases; !reflect.DeepEqual(got, wantAliases) {
-		t.Errorf("aliases on the first network: %v, want %v (the egg's name first, each once)", got, wantAliases)
+	// A replica carries neither its egg's name nor its aliases: relays do.
+	if got := p.network.EndpointsConfig["net-a"].Aliases; len(got) != 0 {
+		t.Errorf("aliases on the first network: %v, want none", got)
 	}
-	if len(p.connect) != 2 || p.connect[0].network != "net-b" || p.connect[1].network != "net-c" || !reflect.DeepEqual(p.connect[1].aliases, wantAliases) {
+	if len(p.connect) != 2 || p.connect[0].network != "net-b" || p.connect[1].network != "net-c" || len(p.connect[1].aliases) != 0 {
 		t.Errorf("connections before start: %+v", p.connect)
+	}
+}
+
+// A relay carries the names it is given, each once, on every network; a
+// replica of the egg carries none of them, whatever its aliases.
+func TestOnlyNetworkAliasesAreCarried(t *testing.T) {
+	replica := fullSpec()
+	relay := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "web.relay-1", Image: "hatch-relay:1",
+		NetworkAliases: []string{"web", "shop-web", "web"}, Networks: []string{"net-a", "net-b"}}
+	for _, tc := range []struct {
+		w    contract.WorkloadSpec
+		want []string
+	}{{replica, nil}, {relay, []string{"web", "shop-web"}}} {
+		p := planCreate(containers.StartRequest{HostID: "h1", Spec: tc.w}, "img", "c", nil, nil)
+		if got := p.network.EndpointsConfig[tc.w.Networks[0]].Aliases; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s on %s: aliases %v, want %v", tc.w.Egg, tc.w.Networks[0], got, tc.want)
+		}
+		if got := p.connect[0].aliases; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s on %s: aliases %v, want %v", tc.w.Egg, p.connect[0].network, got, tc.want)
+		}
 	}
 }
 

@@ -52,11 +52,11 @@ func TestARelayFromTheBuiltinImagePassesConnectionsToTheSocket(t *testing.T) {
 
 	w := contract.WorkloadSpec{
 		Namespace: "default", Project: "shop", Egg: "kv.relay-1", Image: img.Ref, Replicas: 1,
-		Command:     []string{"--listen", ":6379", "--socket", "/run/hatch/relay.sock"},
-		Aliases:     []string{"kv"},
-		Networks:    []string{v.network("default")},
-		Binds:       []contract.BindMount{{Source: dir, Target: "/run/hatch"}},
-		StopTimeout: 2 * time.Second,
+		Command:        []string{"--listen", ":6379", "--socket", "/run/hatch/relay.sock"},
+		NetworkAliases: []string{"kv"},
+		Networks:       []string{v.network("default")},
+		Binds:          []contract.BindMount{{Source: dir, Target: "/run/hatch"}},
+		StopTimeout:    2 * time.Second,
 	}
 	v.start(w, 0, "")
 	cs := v.waitFor("the relay runs", func(cs []containers.Container) bool {

@@ -5,6 +5,7 @@ package docker
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -103,35 +104,63 @@ func TestCreateAppliesTheSpecInsideTheContainer(t *testing.T) {
 	}
 }
 
-// TestNetworksWithAliases shows a container created on one network and
-// connected to a second before start, reachable on the second by its egg's
-// name and its aliases.
-func TestNetworksWithAliases(t *testing.T) {
+// TestOnlyTheRelayCarriesTheEggsName shows a container created on one
+// network and connected to a second before start, and Docker's DNS
+// answering an egg's name and aliases, from a consumer on the second, with
+// the address of the container that carries them as network aliases (a
+// relay) alone: never with the egg's replica, which carries none and is
+// reached by its own container name only.
+func TestOnlyTheRelayCarriesTheEggsName(t *testing.T) {
 	v := newEnv(t)
 	api := v.spec("api")
 	api.Networks = []string{v.network("front"), v.network("back")}
 	api.Aliases = []string{"shop-api"}
+	// What the agent makes of a service consumers reach by name: the test
+	// app stands for the relay process, which plays no part in DNS.
+	relay := v.spec("api.relay-1")
+	relay.NetworkAliases = []string{"api", "shop-api"}
+	relay.Networks = []string{v.network("back")}
 	client := v.spec("client")
 	client.Networks = []string{v.network("back")}
 	v.start(api, 0, "")
+	v.start(relay, 0, "")
 	v.start(client, 0, "")
-	cs := v.waitFor("both healthy", func(cs []containers.Container) bool {
-		return allHealthy(cs, "api", 1) && allHealthy(cs, "client", 1)
+	cs := v.waitFor("all healthy", func(cs []containers.Container) bool {
+		return allHealthy(cs, "api", 1) && allHealthy(cs, "api.relay-1", 1) && allHealthy(cs, "client", 1)
 	})
-	apiC, clientC := of(cs, "api")[0], of(cs, "client")[0]
+	apiC, relayC, clientC := of(cs, "api")[0], of(cs, "api.relay-1")[0], of(cs, "client")[0]
+	backIP := func(id string) (string, []string, string) {
+		in, err := v.s.Client.ContainerInspect(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep := in.NetworkSettings.Networks[v.network("back")]
+		if ep == nil {
+			t.Fatalf("%s is on %v, not on back", in.Name, in.NetworkSettings.Networks)
+		}
+		return ep.IPAddress, ep.Aliases, strings.TrimPrefix(in.Name, "/")
+	}
+	apiIP, apiAliases, apiName := backIP(apiC.ID)
+	relayIP, _, _ := backIP(relayC.ID)
 	in, err := v.s.Client.ContainerInspect(t.Context(), apiC.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	backEP := in.NetworkSettings.Networks[v.network("back")]
-	if backEP == nil || in.NetworkSettings.Networks[v.network("front")] == nil {
+	if in.NetworkSettings.Networks[v.network("front")] == nil {
 		t.Fatalf("api is on %v, want front and back", in.NetworkSettings.Networks)
 	}
-	for _, name := range []string{"api", "shop-api"} {
-		code, body := v.get(clientC.ID, "/dns/"+name)
-		if code != 200 || body != backEP.IPAddress {
-			t.Errorf("from client, %s resolves to %q (%d), want api's address on back, %s", name, body, code, backEP.IPAddress)
+	for n, ep := range in.NetworkSettings.Networks {
+		if slices.Contains(ep.Aliases, "api") || slices.Contains(ep.Aliases, "shop-api") {
+			t.Errorf("the replica carries its egg's names on %s: %v", n, ep.Aliases)
 		}
+	}
+	for _, name := range []string{"api", "shop-api"} {
+		if code, body := v.get(clientC.ID, "/dns/"+name); code != 200 || body != relayIP {
+			t.Errorf("from client, %s resolves to %q (%d), want the relay's address alone, %s (the replica's is %s)", name, body, code, relayIP, apiIP)
+		}
+	}
+	if code, body := v.get(clientC.ID, "/dns/"+apiName); code != 200 || body != apiIP {
+		t.Errorf("from client, the replica's own name %s resolves to %q (%d), want %s (aliases %v)", apiName, body, code, apiIP, apiAliases)
 	}
 	// Networks are the host's: labelled, and pruned once unused and unwanted.
 	for _, n := range []string{v.network("front"), v.network("back")} {

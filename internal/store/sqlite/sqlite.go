@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"sort"
 	"strconv"
@@ -66,6 +67,9 @@ func Open(ctx context.Context, path string, log *zap.Logger) (*Store, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite path %q: must not contain ? or #", path)
 	}
+	if err := ownerOnly(path); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	dsn := path + "?_txlock=immediate" +
 		"&_pragma=busy_timeout(10000)" +
 		"&_pragma=journal_mode(WAL)" +
@@ -85,6 +89,28 @@ func Open(ctx context.Context, path string, log *zap.Logger) (*Store, error) {
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// ownerOnly makes the database file, and the files SQLite keeps beside it,
+// readable by their owner only (0600): they hold token hashes and sealed
+// secrets. A missing database file is made empty first (SQLite takes an empty
+// file for a new database), since SQLite makes it 0644 and gives the -wal and
+// -shm files the database file's mode. Files an older version left open are
+// tightened.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close closes the database. Writes in flight finish first.

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,4 +83,46 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 // The reconciler's own suite for its ResourceStorage, beside ours.
 func TestReconcilerStorageSuite(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) reconciler.ResourceStorage { return openTemp(t) })
+}
+
+// TestDatabaseFilesAreOwnerOnly checks the database, its WAL and its shared
+// memory file are 0600, new or left 0644 by an older version.
+func TestDatabaseFilesAreOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hatch.db")
+	files := []string{path, path + "-wal", path + "-shm"}
+	check := func(when string) {
+		t.Helper()
+		for _, p := range files {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+			if fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %s is %04o, want 0600", when, filepath.Base(p), fi.Mode().Perm())
+			}
+		}
+	}
+	s, err := Open(t.Context(), path, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.PutStatus(t.Context(), "h1", []byte(`{}`), time.UnixMilli(1000)); err != nil {
+		t.Fatal(err)
+	}
+	check("new")
+
+	// An older version made them 0644; the store is open, so the WAL and
+	// shared memory file are there to be found by the next Open.
+	for _, p := range files {
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again, err := Open(t.Context(), path, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	check("opened again after an older version")
 }
