@@ -5,7 +5,7 @@ BIN := bin/hatch
 # Packages with tests that need a real Docker Engine (files tagged `docker`).
 DOCKER_PKGS = $(shell grep -rl --include='*_test.go' '^//go:build docker' . | xargs -r -n1 dirname | sort -u)
 
-.PHONY: build test test-unit test-docker bench lint clean demo demo-apps
+.PHONY: build test test-unit test-docker fuzz fuzz-ci bench lint clean demo demo-apps
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/hatch
@@ -26,11 +26,39 @@ demo-apps:
 
 test: test-unit test-docker
 
-# Pure and local tests, with the race detector (which needs cgo).
+# Pure and local tests, with the race detector (which needs cgo), then
+# each fuzz target for a short while.
 test-unit:
 	@start=$$(date +%s); \
 	$(GO) test -race -count=1 ./... ; rc=$$?; \
-	echo "test-unit: $$(( $$(date +%s) - start ))s"; exit $$rc
+	echo "test-unit: $$(( $$(date +%s) - start ))s"; \
+	$(MAKE) --no-print-directory fuzz-ci || rc=1; exit $$rc
+
+# The fuzz targets, as package:target: the loaders of hatch.yaml and
+# Compose, and the API by route family (bodies through a real server on a
+# temporary SQLite store). Their seeds are in each package's testdata/fuzz;
+# what a run finds is written there too, to be fixed and kept as a seed.
+FUZZ_TARGETS = ./internal/spec:FuzzParse ./internal/compose:FuzzLoad \
+	./internal/server:FuzzProjectsAPI ./internal/server:FuzzHostsAPI ./internal/server:FuzzTokensAPI \
+	./internal/server:FuzzBlobsAPI ./internal/server:FuzzReadsAPI
+FUZZTIME ?= 10m
+
+# go test -fuzz takes one target per invocation: run each in turn.
+define run-fuzz
+	@start=$$(date +%s); rc=0; \
+	for t in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(1) "$${t%%:*}" || rc=1; \
+	done; \
+	echo "fuzz ($(1) per target): $$(( $$(date +%s) - start ))s"; exit $$rc
+endef
+
+# CI's share: 10 s per target (7 targets, under 2 minutes in all).
+fuzz-ci:
+	$(call run-fuzz,10s)
+
+# A long run outside CI: FUZZTIME per target (default 10m).
+fuzz:
+	$(call run-fuzz,$(FUZZTIME))
 
 # Tests against the real Docker Engine: one package at a time, no race detector.
 test-docker:
@@ -41,6 +69,8 @@ test-docker:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/converge/ ./internal/ingress/ ./internal/server/ ./internal/mesh/ ./internal/sessions/
+	# Loading 10,000 Compose services against a hatch.yaml of as many eggs.
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/compose/
 	# The agent's figures on the real Docker Engine, and many hosts' on the
 	# namespace cluster (host loss, mesh against direct): one measurement each.
 	$(GO) test -tags docker -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/e2e/

@@ -395,7 +395,7 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		// Never heard of a desired state: change nothing, report what is.
 		desired = contract.DesiredState{HostID: a.cfg.HostID}
 	}
-	var errs []error
+	desired, errs := withSafeNames(desired)
 	// The engine converges the workloads and this host's relays; the
 	// routing table and the report see the workloads only.
 	withRelays, err := a.withRelays(desired)
@@ -451,6 +451,25 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		a.log.Debug("converged: nothing to do", zap.String("version", desired.Version))
 	}
 	return plan.WakeAt
+}
+
+// withSafeNames leaves out the workloads whose names the agent cannot use,
+// with an error for each: they go into container names, which the agent
+// joins into paths (secret files), so a name such as "x/../../tmp" would
+// reach outside the agent's directories. The control plane refuses such
+// names; this guards against one that did not.
+func withSafeNames(d contract.DesiredState) (contract.DesiredState, []error) {
+	var errs []error
+	safe := d.Workloads[:0:0]
+	for _, w := range d.Workloads {
+		if !containers.ValidNamePart(w.Namespace) || !containers.ValidNamePart(w.Project) || !containers.ValidNamePart(w.Egg) {
+			errs = append(errs, fmt.Errorf("workload %q refused: its namespace, project and egg must each be letters, digits, '_', '.' or '-', not starting with '.' or '-'", w.ID()))
+			continue
+		}
+		safe = append(safe, w)
+	}
+	d.Workloads = safe
+	return d, errs
 }
 
 // noteFailures keeps, for each rollout the plan gave up on, the last log

@@ -593,3 +593,38 @@ func TestAPollWaitingOutItsBackOffPollsAsSoonAsTheControlPlaneAnswers(t *testing
 		t.Fatal("no status report went through after the outage")
 	}
 }
+
+// TestAWorkloadWithAnUnsafeNameIsRefused: names go into container names and
+// from there into paths (secret files); a workload whose name is not a safe
+// path element is left out and reported, the others converge.
+func TestAWorkloadWithAnUnsafeNameIsRefused(t *testing.T) {
+	f, cp := newFake(t), newFakeControlPlane()
+	bad := web(1)
+	bad.Egg = "x/../../../../../../tmp/escaped/"
+	bad.Secrets = []contract.SecretFile{{Name: "k", Handle: "h", Value: "v"}}
+	dotdot := web(1)
+	dotdot.Project = ".."
+	good := web(1)
+	good.Egg = "api"
+	cp.set(desiredState(bad, dotdot, good))
+	startAgent(t, testConfig(t, f, cp, t.TempDir()))
+
+	eventually(t, "a report refusing both bad workloads", func() error {
+		r, _ := cp.lastReport()
+		refused := 0
+		for _, e := range r.Errors {
+			if strings.Contains(e, "refused") && (strings.Contains(e, bad.ID()) || strings.Contains(e, dotdot.ID())) {
+				refused++
+			}
+		}
+		if refused != 2 || running(f.All(), good) != 1 {
+			return fmt.Errorf("errors %q, %d of api running", r.Errors, running(f.All(), good))
+		}
+		return nil
+	})
+	for _, c := range f.All() {
+		if c.WorkloadID != good.ID() {
+			t.Errorf("container %s of %s started", c.Name, c.WorkloadID)
+		}
+	}
+}

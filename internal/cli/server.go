@@ -25,6 +25,7 @@ import (
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
+	"github.com/hatchery/hatchery/internal/spec"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
 )
 
@@ -45,6 +46,7 @@ type serverOptions struct {
 	cliConfig         string
 	authFailureBurst  int
 	authFailureRefill time.Duration
+	maxReplicas       int
 }
 
 func newServerCmd() *cobra.Command {
@@ -84,6 +86,8 @@ server's files, and refused otherwise. SIGINT or SIGTERM shut it down gracefully
 		"failed authentications a client address may make in a row before it is answered 429")
 	f.DurationVar(&opts.authFailureRefill, "auth-failure-refill", server.DefaultConfig().AuthFailureRefill,
 		"how often one failed authentication of an address is forgiven")
+	f.IntVar(&opts.maxReplicas, "max-replicas", deploy.DefaultMaxReplicas,
+		fmt.Sprintf("the most replicas a plan may ask for per egg (at most %d)", spec.MaxReplicas))
 	return cmd
 }
 
@@ -106,6 +110,11 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	cfg.AuthFailureBurst, cfg.AuthFailureRefill = opts.authFailureBurst, opts.authFailureRefill
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	deployCfg := deploy.DefaultConfig()
+	deployCfg.MaxReplicas = opts.maxReplicas
+	if err := deployCfg.Validate(); err != nil {
+		return fmt.Errorf("--max-replicas: %w", err)
 	}
 	fleetCfg := fleet.DefaultConfig()
 	fleetCfg.LivenessTimeout = opts.liveness
@@ -148,7 +157,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	srv, err := wireServer(st, opts.dataDir, cfg, fleetCfg, deploy.DefaultConfig(), hash, transport.fingerprint, log)
+	srv, err := wireServer(st, opts.dataDir, cfg, fleetCfg, deployCfg, hash, transport.fingerprint, log)
 	if err != nil {
 		return err
 	}

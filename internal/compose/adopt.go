@@ -45,10 +45,15 @@ func (m *mapper) adopt(move func(spec.Diagnostic) spec.Diagnostic, errs, warning
 }
 
 // mover returns the function that moves a diagnostic of the converted
-// project to the Compose setting its line comes from.
+// project to the Compose setting its line comes from. The converted text's
+// lines are read at the first diagnostic: a project without any pays nothing.
 func (m *mapper) mover(converted []byte) func(spec.Diagnostic) spec.Diagnostic {
-	anchors := m.anchors(converted)
+	var anchors []anchor
+	read := false
 	return func(d spec.Diagnostic) spec.Diagnostic {
+		if !read {
+			anchors, read = m.anchors(converted), true
+		}
 		path := []string{}
 		i := sort.Search(len(anchors), func(i int) bool { return anchors[i].line > d.Line })
 		if i > 0 {

@@ -12,7 +12,7 @@ import (
 
 // FuzzLoad feeds Load arbitrary compose.yaml text, starting from the golden
 // cases: it must never panic, and must either give a project whose resources
-// form a graph, or an error; an *spec.Error has problems, each with a line.
+// form a graph and pass spec.CheckResource, or an error; an *spec.Error has problems, each with a line.
 // `go test ./internal/compose -run '^$' -fuzz FuzzLoad -fuzztime 30s` explores.
 func FuzzLoad(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/*/compose.yaml")
@@ -45,6 +45,12 @@ func FuzzLoad(f *testing.F) {
 		default:
 			if _, err := p.Graph(); err != nil {
 				t.Fatalf("a loaded project has no graph: %v", err)
+			}
+			rs, _ := p.Resources()
+			for _, r := range rs {
+				if err := spec.CheckResource(r, spec.Limits{}); err != nil {
+					t.Fatalf("%s: loaded, but a control plane refuses it: %v", r.Key(), err)
+				}
 			}
 		}
 	})

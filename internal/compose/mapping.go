@@ -29,12 +29,23 @@ type mapper struct {
 	cp  *types.Project
 	loc *locator
 	enc encoder
+	// awaited are the services another waits for to complete, found once
+	// for the project (asking each service of every other is quadratic).
+	awaited map[string]bool
 
 	errors, warnings []spec.Diagnostic
 }
 
 func newMapper(cp *types.Project, loc *locator) *mapper {
-	return &mapper{cp: cp, loc: loc}
+	awaited := map[string]bool{}
+	for _, s := range cp.Services {
+		for name, d := range s.DependsOn {
+			if d.Condition == types.ServiceConditionCompletedSuccessfully {
+				awaited[name] = true
+			}
+		}
+	}
+	return &mapper{cp: cp, loc: loc, awaited: awaited}
 }
 
 // errorf reports a problem at the setting path leads to.
@@ -618,7 +629,7 @@ func (sm *serviceMapper) restart() {
 	policy, count, _ := strings.Cut(sm.s.Restart, ":")
 	switch policy {
 	case "":
-		if sm.awaited() {
+		if sm.awaited[sm.s.Name] {
 			e.Restart = spec.RestartNo
 		}
 	case "no":
@@ -633,16 +644,6 @@ func (sm *serviceMapper) restart() {
 	default:
 		sm.errorAt("restart", "%q is not a restart policy: write no, always, on-failure or unless-stopped", sm.s.Restart)
 	}
-}
-
-// awaited reports whether another service waits for this one to complete.
-func (sm *serviceMapper) awaited() bool {
-	for _, other := range sm.cp.Services {
-		if d, ok := other.DependsOn[sm.s.Name]; ok && d.Condition == types.ServiceConditionCompletedSuccessfully {
-			return true
-		}
-	}
-	return false
 }
 
 func literalMap(m map[string]string) map[string]string {

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -29,6 +30,17 @@ func NetworkName(hostID, namespace, project, name string) string {
 func VolumeName(hostID, namespace, project, name string) string {
 	return "hatch-" + project + "-" + name + "-" + tupleHash(hostID, namespace, project, name)
 }
+
+// namePartRE is Docker's rule for object names, at most 128 characters:
+// no slash, no dot first (so neither "." nor ".."), nothing but ASCII.
+var namePartRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// ValidNamePart reports whether s may be a part of a container's name: a
+// workload's namespace, project or egg. The agent joins container names
+// into paths (the secret files' directory), so a part must also be a safe
+// path element; the control plane's rules are stricter, and this is the
+// agent's own line against a desired state that broke them.
+func ValidNamePart(s string) bool { return namePartRE.MatchString(s) }
 
 // RandomSuffix returns 6 random hex digits for ContainerName.
 func RandomSuffix() string {

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/graph"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/spec"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -48,7 +50,7 @@ var symbols = map[reconciler.Action]string{
 // make a plan gives an *api.Error naming the field; a plan that conflicts
 // with another project (a route held) gives one with api.CodeConflict.
 func (s *Service) Plan(ctx context.Context, project string, req api.PlanRequest) (api.Plan, error) {
-	if err := checkPlanRequest(req); err != nil {
+	if err := checkPlanRequest(req, spec.Limits{MaxReplicas: s.cfg.MaxReplicas}); err != nil {
 		return api.Plan{}, err
 	}
 	if _, err := s.deps.Plans.DeleteExpiredPlans(ctx, s.now()); err != nil {
@@ -144,8 +146,10 @@ func (s *Service) Destroy(ctx context.Context, project string, volumes bool) (ap
 	return s.Plan(ctx, project, api.PlanRequest{Destroy: true, DeleteVolumes: volumes})
 }
 
-// checkPlanRequest refuses a request that cannot make a plan, naming the field.
-func checkPlanRequest(req api.PlanRequest) error {
+// checkPlanRequest refuses a request that cannot make a plan, naming the
+// field: among them every resource the loader (hatch validate) would not
+// have written, since a request need not come from it.
+func checkPlanRequest(req api.PlanRequest, lim spec.Limits) error {
 	if req.Destroy && len(req.Resources) > 0 {
 		return api.BadRequest("resources: a destroy plan has none (it deletes everything the project has)")
 	}
@@ -156,6 +160,9 @@ func checkPlanRequest(req api.PlanRequest) error {
 	for i, d := range req.Resources {
 		if d.Type == "" || d.Name == "" {
 			return api.BadRequest("resources[%d]: type and name are required", i)
+		}
+		if err := spec.CheckResource(&resource.Desired{Type: d.Type, Name: d.Name, Inputs: d.Inputs}, lim); err != nil {
+			return api.BadRequest("resources[%d] (%s %q) %s", i, d.Type, d.Name, oneLine(err))
 		}
 		if d.Type == resource.Secret {
 			secrets[d.Name] = true
@@ -170,6 +177,11 @@ func checkPlanRequest(req api.PlanRequest) error {
 		}
 	}
 	return nil
+}
+
+// oneLine writes the problems of a joined error on one line.
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }
 
 // buildGraph builds and checks the desired graph.

@@ -36,6 +36,7 @@ import (
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/spec"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -58,13 +59,20 @@ type Config struct {
 	Concurrency uint
 	// Backoff is the reconciler's retry policy (nil: its default).
 	Backoff func() backoff.BackOff
+	// MaxReplicas is the most replicas a plan may ask for per egg (at most
+	// spec.MaxReplicas): placement works per replica, so a request for a
+	// billion would hold the server for as long as it takes.
+	MaxReplicas int
 }
 
 // DefaultConfig returns the defaults documented in docs/API.md.
 func DefaultConfig() Config {
 	return Config{PlanTTL: time.Hour, LeaseTTL: 30 * time.Second, RescheduleInterval: 500 * time.Millisecond,
-		RevertRetry: time.Second}
+		RevertRetry: time.Second, MaxReplicas: DefaultMaxReplicas}
 }
+
+// DefaultMaxReplicas is Config.MaxReplicas's default.
+const DefaultMaxReplicas = 1000
 
 // Validate reports every setting that cannot work.
 func (c Config) Validate() error {
@@ -76,6 +84,9 @@ func (c Config) Validate() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("deploy config: %s must be positive, not %v", d.name, d.v))
 		}
+	}
+	if c.MaxReplicas < 1 || c.MaxReplicas > spec.MaxReplicas {
+		errs = append(errs, fmt.Errorf("deploy config: max replicas must be between 1 and %d, not %d", spec.MaxReplicas, c.MaxReplicas))
 	}
 	return errors.Join(errs...)
 }

@@ -203,28 +203,27 @@ const maxAcquireTries = 4
 
 // acquire reserves a slot on the least loaded available local backend other
 // than exclude; when there is none and localOnly is false, on the least
-// loaded available remote one; when there is still none, on an ejected one,
-// in the same order. It returns nil when there is none. The caller must
-// release it.
+// loaded available remote one; when there is still none, on an ejected local
+// one. It returns nil when there is none. The caller must release it.
 //
-// The last resort is there because an ejection is a guess from one failed
-// dial (a replica slow to accept on a loaded machine is enough): with
+// The last resort is there because a local ejection is a guess from one
+// failed dial (a replica slow to accept on a loaded machine is enough): with
 // nothing else to pick, keeping the egg's only replica out would fail every
-// request for EjectFor, while trying it costs at most one more failed dial.
+// request for EjectFor, on this host and on every peer asking it, while
+// trying it costs at most one more failed dial. A remote backend is never a
+// last resort: it was ejected on knowledge (its mesh connection is dead, the
+// host left the valid set, or its ingress said it has no replica, having
+// already tried its own ejected ones).
 func (e *egg) acquire(exclude *backend, now func() int64, localOnly bool) *backend {
-	if b := e.acquireIn(exclude, now, localOnly); b != nil {
+	if b := acquireFrom(&e.pool, &e.next, exclude, now); b != nil {
 		return b
 	}
-	return e.acquireIn(exclude, pastEveryEjection, localOnly)
-}
-
-// acquireIn is acquire without its last resort: the local pool, then the
-// remote one unless localOnly, as now tells which backends are ejected.
-func (e *egg) acquireIn(exclude *backend, now func() int64, localOnly bool) *backend {
-	if b := acquireFrom(&e.pool, &e.next, exclude, now); b != nil || localOnly {
-		return b
+	if !localOnly {
+		if b := acquireFrom(&e.remotePool, &e.nextRemote, exclude, now); b != nil {
+			return b
+		}
 	}
-	return acquireFrom(&e.remotePool, &e.nextRemote, exclude, now)
+	return acquireFrom(&e.pool, &e.next, exclude, pastEveryEjection)
 }
 
 // pastEveryEjection is a clock for available that is past every ejection.

@@ -27,8 +27,9 @@
 //   - A backend receives new requests or connections only while the last
 //     Update reported it healthy, it has not been drained since it was last
 //     reported gone, and no dial to it failed in the last Config.EjectFor,
-//     unless every backend of the egg but draining ones is in that last
-//     case: then the ejected ones are picked (local first) rather than none.
+//     unless no other backend is left: then an ejected local one is picked
+//     rather than none (never an ejected peer, which its own ingress already
+//     answered for).
 //   - Among those, the one with the fewest in-flight requests and connections
 //     is chosen; ties rotate. A remote backend (another host running the
 //     egg, reached through Config.Peers) is chosen only when no local one

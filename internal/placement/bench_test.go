@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"context"
 	"fmt"
 	"testing"
 )
@@ -48,7 +49,7 @@ func placeAll(b *testing.B, s *Scheduler, hosts []Host, eggs []Egg) int {
 			}
 			e.VolumeHost = c.HostID
 		}
-		d, err := s.Place(*e, hosts, t0)
+		d, err := s.Place(context.Background(), *e, hosts, t0)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -88,7 +89,7 @@ func BenchmarkPlace(b *testing.B) {
 		runs := 0
 		for b.Loop() {
 			for i := range eggs {
-				d, err := s.Place(eggs[i], hosts, t0)
+				d, err := s.Place(context.Background(), eggs[i], hosts, t0)
 				if err != nil || len(d.Slots) != len(eggs[i].Current) {
 					b.Fatalf("re-placing %s: %v, %v", eggs[i].Name, d.Slots, err)
 				}

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"strings"
@@ -268,7 +269,7 @@ func TestPlace(t *testing.T) {
 			if now.IsZero() {
 				now = t0
 			}
-			d, err := s.Place(tt.egg, tt.hosts, now)
+			d, err := s.Place(context.Background(), tt.egg, tt.hosts, now)
 			if err != nil {
 				t.Fatalf("Place: %v", err)
 			}
@@ -344,7 +345,7 @@ func TestPlaceUnplaceable(t *testing.T) {
 	s := newScheduler(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := s.Place(tt.egg, tt.hosts, t0)
+			d, err := s.Place(context.Background(), tt.egg, tt.hosts, t0)
 			if err == nil {
 				t.Fatalf("Place succeeded with %v, want an error", d.Slots)
 			}
@@ -388,7 +389,7 @@ func TestPlaceRejectsInvalidInput(t *testing.T) {
 	s := newScheduler(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := s.Place(tt.egg, tt.hosts, t0)
+			_, err := s.Place(context.Background(), tt.egg, tt.hosts, t0)
 			if !errors.Is(err, ErrInvalidInput) {
 				t.Fatalf("Place = %v, want an error wrapping ErrInvalidInput", err)
 			}
@@ -409,7 +410,7 @@ func TestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	hosts := []Host{host("a", 8, 4, downSince(t0)), host("b", 8, 4)}
-	d, err := s.Place(egg(1, Resources{}, current(map[string]int{"a": 1})), hosts, t0)
+	d, err := s.Place(context.Background(), egg(1, Resources{}, current(map[string]int{"a": 1})), hosts, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +428,7 @@ func TestHostComesBack(t *testing.T) {
 	web := egg(3, res(256*MiB, 250))
 	place := func(step string, now time.Time) Decision {
 		t.Helper()
-		d, err := s.Place(web, hosts, now)
+		d, err := s.Place(context.Background(), web, hosts, now)
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
@@ -482,7 +483,7 @@ func TestExplanations(t *testing.T) {
 		host("g", 8, 4),
 		host("h", 8, 4, used(5*GiB, 0)),
 	}
-	d, err := s.Place(egg(3, res(1*GiB, 500), placement("a", "b", "c", "d", "e", "f", "h", "x"),
+	d, err := s.Place(context.Background(), egg(3, res(1*GiB, 500), placement("a", "b", "c", "d", "e", "f", "h", "x"),
 		current(map[string]int{"a": 1, "d": 1, "e": 1, "f": 1})), hosts, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -539,5 +540,29 @@ func TestFormat(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
+	}
+}
+
+// TestPlaceStopsWhenItsContextIsDone: placing a billion replicas (or
+// removing them) takes seconds of CPU; a done context ends it at once.
+func TestPlaceStopsWhenItsContextIsDone(t *testing.T) {
+	s := newScheduler(t)
+	hosts := []Host{host("a", 1<<40, 1<<30), host("b", 1<<40, 1<<30)}
+	for name, e := range map[string]Egg{
+		"scale up":   egg(1_000_000_000, Resources{}),
+		"scale down": egg(0, Resources{}, current(map[string]int{"a": 1_000_000_000})),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := s.Place(ctx, e, hosts, t0)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Place = %v, want the context's deadline", err)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Fatalf("Place took %v after its deadline of 20ms", took)
+			}
+		})
 	}
 }

@@ -34,6 +34,7 @@
 package placement
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
@@ -87,18 +88,21 @@ func (d *Decision) Total() int {
 //
 // Place is deterministic (the order of hosts does not matter) and does not
 // modify its arguments, so a caller may pass a decision's Slots back as the
-// egg's Current.
-func (s *Scheduler) Place(egg Egg, hosts []Host, now time.Time) (Decision, error) {
+// egg's Current. Its work grows with replicas times hosts, so it checks ctx
+// as it goes and returns ctx's error once ctx is done.
+func (s *Scheduler) Place(ctx context.Context, egg Egg, hosts []Host, now time.Time) (Decision, error) {
 	if err := validate(&egg, hosts); err != nil {
 		return Decision{}, err
 	}
 	pl := s.survey(&egg, hosts, now)
+	var err error
 	if egg.stateful() {
-		if err := pl.placeStateful(); err != nil {
-			return Decision{}, err
-		}
+		err = pl.placeStateful()
 	} else {
-		pl.placeStateless()
+		err = pl.placeStateless(ctx)
+	}
+	if err != nil {
+		return Decision{}, err
 	}
 	d := pl.decision()
 	if egg.Replicas > 0 && d.Total() == 0 && d.Waiting == "" {
@@ -256,7 +260,9 @@ func (s *Scheduler) status(h *Host, now time.Time) status {
 
 // placeStateless keeps the valid current slots, scales down or up, and lets
 // slots of down hosts stay there only when no live host has room for them.
-func (pl *planner) placeStateless() {
+// Each slot added or removed is one look at every host: it stops there when
+// ctx is done.
+func (pl *planner) placeStateless(ctx context.Context) error {
 	kept := 0
 	for _, p := range pl.hosts {
 		if p.cur == 0 || p.excluded != "" {
@@ -272,12 +278,18 @@ func (pl *planner) placeStateless() {
 		}
 	}
 	for ; kept > pl.egg.Replicas; kept-- {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("place egg %s: %w", pl.egg.Name, err)
+		}
 		p := pl.pickRemoval()
 		p.kept--
 		p.scaledDown++
 	}
 	need := pl.egg.Replicas - kept
 	for ; need > 0; need-- {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("place egg %s: %w", pl.egg.Name, err)
+		}
 		p := pl.pickAddition()
 		if p == nil {
 			break
@@ -290,6 +302,7 @@ func (pl *planner) placeStateless() {
 		need -= n
 	}
 	pl.unplaced = need
+	return nil
 }
 
 // pickAddition returns the eligible live host with room that has the fewest

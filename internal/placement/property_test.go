@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -224,12 +225,12 @@ func TestPropertyPlace(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		hosts := drawHosts(t)
 		egg := drawEgg(t, hosts, true)
-		d, err := s.Place(egg, hosts, t0)
+		d, err := s.Place(context.Background(), egg, hosts, t0)
 		checkDecision(t, hosts, egg, t0, d, err)
 
 		// Deterministic: the hosts' order does not matter, explanations included.
 		shuffled := rapid.Permutation(hosts).Draw(t, "shuffled")
-		d2, err2 := s.Place(egg, shuffled, t0)
+		d2, err2 := s.Place(context.Background(), egg, shuffled, t0)
 		if fmt.Sprint(err) != fmt.Sprint(err2) || !reflect.DeepEqual(d, d2) {
 			t.Fatalf("the hosts' order changed the answer:\n%v %v\n%v %v", d.String(), err, d2.String(), err2)
 		}
@@ -240,7 +241,7 @@ func TestPropertyPlace(t *testing.T) {
 		// Idempotent: placing the decision again changes nothing.
 		again := egg
 		again.Current = d.Slots
-		d3, err := s.Place(again, hosts, t0)
+		d3, err := s.Place(context.Background(), again, hosts, t0)
 		if err != nil {
 			t.Fatalf("placing the decision %v again failed: %v", d.Slots, err)
 		}
@@ -267,7 +268,7 @@ func TestPropertyNoFlapping(t *testing.T) {
 		egg := drawEgg(t, hosts, true)
 
 		place := func(step string, now time.Time) Decision {
-			d, err := s.Place(egg, hosts, now)
+			d, err := s.Place(context.Background(), egg, hosts, now)
 			checkDecision(t, hosts, egg, now, d, err)
 			if err != nil {
 				t.Fatalf("%s: %v", step, err)
@@ -278,7 +279,7 @@ func TestPropertyNoFlapping(t *testing.T) {
 		// Other down hosts went down by t0, so by downAt they are past the
 		// delay and stay so: only x changes from step to step.
 		downAt := t0.Add(time.Minute)
-		before, err := s.Place(egg, hosts, downAt)
+		before, err := s.Place(context.Background(), egg, hosts, downAt)
 		if err != nil || before.Slots[hosts[x].ID] == 0 {
 			return // x runs nothing of the egg: nothing to reschedule
 		}

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -118,7 +119,7 @@ func TestVolumeHostThenPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Volume, db.VolumeHost = "pgdata", c.HostID
-	d, err := s.Place(db, hosts, t0)
+	d, err := s.Place(context.Background(), db, hosts, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

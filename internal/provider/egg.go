@@ -125,7 +125,7 @@ func (s *Set) place(ctx context.Context, project string, e eggSpec) (placed, err
 	}
 	var pl placed
 	err = s.states.update(ctx, func(v *view) error {
-		dec, err := s.decide(v, e)
+		dec, err := s.decide(ctx, v, e)
 		if err != nil {
 			return err
 		}
@@ -155,8 +155,8 @@ func (s *Set) place(ctx context.Context, project string, e eggSpec) (placed, err
 
 // decide asks the scheduler. An egg that fits nowhere fails for good, unless
 // no host is live yet (agents still starting): then it is retried.
-func (s *Set) decide(v *view, e eggSpec) (placement.Decision, error) {
-	dec, err := s.sched.Place(e.schedulerEgg(v.slotsOf(e.id())), v.scheduled(), s.now())
+func (s *Set) decide(ctx context.Context, v *view, e eggSpec) (placement.Decision, error) {
+	dec, err := s.sched.Place(ctx, e.schedulerEgg(v.slotsOf(e.id())), v.scheduled(), s.now())
 	var unplaceable *placement.UnplaceableError
 	switch {
 	case err == nil:

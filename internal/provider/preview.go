@@ -50,7 +50,7 @@ func (s *Set) Preview(ctx context.Context, project string, changes []PlanChange,
 		var err error
 		switch typ {
 		case resource.Egg:
-			err = p.egg(name, c)
+			err = p.egg(ctx, name, c)
 		case resource.Volume:
 			err = p.volume(name, c)
 		case resource.Route:
@@ -91,7 +91,7 @@ func (p *preview) add(host, format string, args ...any) {
 	p.steps[host] = append(p.steps[host], fmt.Sprintf(format, args...))
 }
 
-func (p *preview) egg(name string, c PlanChange) error {
+func (p *preview) egg(ctx context.Context, name string, c PlanChange) error {
 	id := workloadID(p.project, name)
 	current := p.v.workloadsOf(id)
 	switch c.Action {
@@ -121,7 +121,10 @@ func (p *preview) egg(name string, c PlanChange) error {
 		p.add("", "place %s: %s", name, plural(e.in.Replicas, "replica"))
 		return nil
 	}
-	dec, err := p.s.sched.Place(e.schedulerEgg(p.v.slotsOf(id)), p.v.scheduled(), p.s.now())
+	dec, err := p.s.sched.Place(ctx, e.schedulerEgg(p.v.slotsOf(id)), p.v.scheduled(), p.s.now())
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr // not the egg's problem: the plan is cut short
+	}
 	if err != nil {
 		p.add("", "%s cannot be placed now: %v", name, err)
 		return nil

@@ -43,6 +43,8 @@ type applyOptions struct {
 	serverID string      // "" for "srv-test"
 	logger   *zap.Logger // nil: the test's log
 	clock    *clock      // nil: the real clock
+	// maxReplicas is the deploy service's MaxReplicas (0: its default).
+	maxReplicas int
 }
 
 func newApplyHarness(t *testing.T, o applyOptions) *applyHarness {
@@ -70,6 +72,9 @@ func newApplyHarness(t *testing.T, o applyOptions) *applyHarness {
 	tok := pki.NewToken(pki.KindAdmin, fingerprint())
 	dc := deploy.DefaultConfig()
 	dc.RescheduleInterval, dc.RevertRetry = 20*time.Millisecond, 20*time.Millisecond
+	if o.maxReplicas != 0 {
+		dc.MaxReplicas = o.maxReplicas
+	}
 	dc.Backoff = func() backoff.BackOff {
 		return backoff.NewExponentialBackOff(backoff.WithInitialInterval(10*time.Millisecond),
 			backoff.WithMaxInterval(50*time.Millisecond), backoff.WithMaxElapsedTime(20*time.Second))

@@ -413,7 +413,7 @@ func TestBadPlanRequestsNameTheField(t *testing.T) {
 	wantError(t, post(p, `{"resources":[{"type":"egg","name":"w","inputs":{}}],"destroy":true}`), 400, "bad_request", "resources")
 	wantError(t, post(p, `{"delete_volumes":true}`), 400, "bad_request", "delete_volumes")
 	wantError(t, post(p, `{"resources":[{"type":"gadget","name":"w","inputs":{}}]}`), 400, "bad_request", "unknown type")
-	wantError(t, post(p, `{"resources":[{"type":"egg","name":"w","inputs":{},"source":"sha256:`+strings.Repeat("a", 64)+`"}]}`),
+	wantError(t, post(p, `{"resources":[{"type":"egg","name":"w","inputs":{"build":{"context":"w"}},"source":"sha256:`+strings.Repeat("a", 64)+`"}]}`),
 		400, "bad_request", "not uploaded")
 	wantError(t, post("/api/v1/projects/Default/shop/plan", `{}`), 400, "bad_request", "path")
 	wantError(t, post(p, `{"resources":[], "extra": 1}`), 400, "bad_request", "extra")

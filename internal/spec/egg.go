@@ -121,13 +121,13 @@ func (ed *eggDecoder) field(g field, what string) {
 		e.Build = ed.build(g.Value, what)
 	case "image":
 		if v, ok := ed.text(g.Value, what, nil); ok {
-			if v == "" || strings.ContainsAny(v, " \t") {
-				ed.errorf(g.Line, "%s: %q is not an image reference, for example nginx:1.27", what, v)
+			if err := checkImage(v); err != nil {
+				ed.errorf(g.Line, "%s: %v", what, err)
 			}
 			e.Image = v
 		}
 	case "replicas":
-		if v, ok := ed.integer(g.Value, what, 0, 10000); ok {
+		if v, ok := ed.integer(g.Value, what, 0, MaxReplicas); ok {
 			e.Replicas = v
 		}
 	case "command", "entrypoint":
@@ -148,7 +148,7 @@ func (ed *eggDecoder) field(g field, what string) {
 			e.WorkingDir = v
 		}
 	case "port":
-		e.Port, _ = ed.integer(g.Value, what, 1, 65535)
+		e.Port, _ = ed.integer(g.Value, what, 1, MaxPort)
 	case "ports":
 		ed.ports(g.Value, what)
 	case "env":
@@ -161,7 +161,7 @@ func (ed *eggDecoder) field(g field, what string) {
 		if v, ok := ed.plainList(g.Value, what, "[shop-web]"); ok {
 			for _, a := range v {
 				if !aliasRE.MatchString(a) {
-					ed.errorf(g.Line, "%s: %q must be 1 to 63 letters, digits, hyphens, underscores or dots, not starting with a hyphen or a dot", what, a)
+					ed.errorf(g.Line, "%s: %q %s", what, a, AliasRule)
 				}
 			}
 			e.Aliases = v
@@ -253,8 +253,8 @@ func (ed *eggDecoder) build(n *yaml.Node, what string) *Build {
 			case "dockerfile":
 				if v, ok := ed.plain(f.Value, what+" dockerfile"); ok {
 					clean := path.Clean(filepath.ToSlash(v))
-					if path.IsAbs(clean) || strings.HasPrefix(clean, "../") || clean == ".." {
-						ed.errorf(f.Line, "%s dockerfile: %q must be a path inside the build context", what, v)
+					if err := checkDockerfile(clean); err != nil {
+						ed.errorf(f.Line, "%s dockerfile: %v", what, err)
 					}
 					b.Dockerfile = escape(clean)
 				}
@@ -371,13 +371,13 @@ func (ed *eggDecoder) health(n *yaml.Node, what string) *Health {
 			kinds = append(kinds, f.Key)
 			h.Cmd = ed.healthCmd(f.Value, w)
 		case "interval":
-			h.Interval, _ = ed.duration(f.Value, w, 100*time.Millisecond)
+			h.Interval, _ = ed.duration(f.Value, w, MinHealthPeriod)
 		case "timeout":
-			h.Timeout, _ = ed.duration(f.Value, w, 100*time.Millisecond)
+			h.Timeout, _ = ed.duration(f.Value, w, MinHealthPeriod)
 		case "start_period":
 			h.StartPeriod, _ = ed.duration(f.Value, w, 0)
 		case "retries":
-			h.Retries, _ = ed.integer(f.Value, w, 1, 100)
+			h.Retries, _ = ed.integer(f.Value, w, 1, MaxHealthRetries)
 		}
 	}
 	if len(kinds) > 1 {
@@ -452,7 +452,7 @@ func (ed *eggDecoder) rollout(n *yaml.Node, what string) {
 				ro.DrainTimeout = v
 			}
 		case "progress_deadline":
-			if v, ok := ed.duration(f.Value, w, time.Second); ok {
+			if v, ok := ed.duration(f.Value, w, MinProgressDeadline); ok {
 				ro.ProgressDeadline = v
 			}
 		case "auto_revert":
@@ -493,14 +493,14 @@ func (ed *eggDecoder) resources(n *yaml.Node, what string) {
 			switch {
 			case err != nil:
 				ed.errorf(f.Line, "%s: %v", w, err)
-			case size < 6<<20:
+			case size < MinMemory:
 				ed.errorf(f.Line, "%s: %s is below Docker's minimum of 6Mi", w, v)
 			default:
 				r.Memory = size
 			}
 		case "cpus":
 			c, err := strconv.ParseFloat(v, 64)
-			if err != nil || !(c > 0 && c <= 1024) {
+			if err != nil || !(c > 0 && c <= MaxCPUs) {
 				ed.errorf(f.Line, "%s: %q must be a number of cores above 0, for example 0.5 or 2", w, v)
 				continue
 			}

@@ -9,7 +9,8 @@ import (
 
 // FuzzParse feeds Parse arbitrary text, starting from the test projects: it
 // must never panic, and must either load a project whose resources form a
-// graph, or return an *Error whose every problem has a line.
+// graph and whose every resource a control plane accepts (CheckResource),
+// or return an *Error whose every problem has a line.
 // `go test ./internal/spec -run '^$' -fuzz FuzzParse -fuzztime 30s` explores.
 func FuzzParse(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/*.yaml")
@@ -37,5 +38,6 @@ func FuzzParse(f *testing.F) {
 		if _, err := p.Graph(); err != nil {
 			t.Fatalf("a loaded project has no graph: %v", err)
 		}
+		checkAllResources(t, p)
 	})
 }

@@ -138,10 +138,35 @@ func parsePortMapping(s string) (PortMapping, error) {
 
 func parsePort(s string) (int, error) {
 	p, err := strconv.Atoi(s)
-	if err != nil || p < 1 || p > 65535 {
+	if err != nil || checkPort(p) != nil {
 		return 0, fmt.Errorf("bad port %q", s)
 	}
 	return p, nil
+}
+
+// checkPort checks a TCP port number.
+func checkPort(p int) error {
+	if p < 1 || p > MaxPort {
+		return fmt.Errorf("port %d must be between 1 and %d", p, MaxPort)
+	}
+	return nil
+}
+
+// checkImage checks an image reference.
+func checkImage(ref string) error {
+	if ref == "" || strings.ContainsAny(ref, " \t") {
+		return fmt.Errorf("%q is not an image reference, for example nginx:1.27", ref)
+	}
+	return nil
+}
+
+// checkDockerfile checks a build's Dockerfile, a path inside its context.
+func checkDockerfile(p string) error {
+	clean := path.Clean(p)
+	if path.IsAbs(clean) || strings.HasPrefix(clean, "../") || clean == ".." {
+		return fmt.Errorf("%q must be a path inside the build context", p)
+	}
+	return nil
 }
 
 // parseRoute reads "hostname" or "hostname/path/prefix".

@@ -41,6 +41,11 @@ func (s secretStore) write(containerName string, secrets []contract.SecretFile, 
 	if len(secrets) == 0 {
 		return nil, nil
 	}
+	if !validSecretName(containerName) {
+		// Joined into the path below: a name with a slash or ".." would
+		// write outside the secret directory, where remove never looks.
+		return nil, fmt.Errorf("write secrets: container name %q is not a single path element", containerName)
+	}
 	dir := filepath.Join(s.dir, containerName)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("write secrets: %w", err)

@@ -1,0 +1,180 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/store/sqlite"
+)
+
+// The fuzz targets send arbitrary bodies, path segments and queries to a
+// real server (SQLite in a temporary directory, the real token checks),
+// through its ServeHTTP, one target per family of routes. Any 5xx or panic
+// fails them: the API answers what a caller got wrong with a 4xx naming it.
+// Seeds are in testdata/fuzz/<target>; `make fuzz-ci` runs each for 10s,
+// `make fuzz` for long.
+
+// fuzzServer is a started server and the tokens of each audience.
+type fuzzServer struct {
+	h                     http.Handler
+	admin, join, host, id string
+}
+
+func newFuzzServer(f *testing.F) *fuzzServer {
+	f.Helper()
+	dir := f.TempDir()
+	st, err := sqlite.Open(f.Context(), filepath.Join(dir, "hatch.db"), zap.NewNop())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { st.Close() })
+	hash, admin, err := EnsureAdminToken(f.Context(), st, filepath.Join(dir, "admin-token"), fingerprint(), time.Now())
+	if err != nil {
+		f.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.MaxWait, cfg.AuthFailureBurst = 10*time.Millisecond, 1<<30
+	b := BuildTestServer(f, cfg, TestWiring{Dir: dir, Store: st, Auth: NewTokenAuth(hash, st, time.Now)})
+	if err := b.Server.Start(f.Context()); err != nil {
+		f.Fatal(err)
+	}
+	fs := &fuzzServer{h: b.Server.Handler(), admin: admin}
+	var jt api.JoinToken
+	fs.setup(f, fs.admin, "POST", "/api/v1/join-tokens", `{"uses":1000,"ttl":"24h"}`, &jt)
+	fs.join = jt.Token
+	var joined api.JoinResponse
+	fs.setup(f, fs.join, "POST", "/api/v1/join", `{"name":"fuzz-host"}`, &joined)
+	fs.host, fs.id = joined.Token, joined.HostID
+	return fs
+}
+
+// setup sends a request the fuzz target needs to have been made, and decodes its answer.
+func (fs *fuzzServer) setup(f *testing.F, token, method, path, body string, v any) {
+	f.Helper()
+	rec := fs.serve(token, method, path, []byte(body))
+	if rec.Code/100 != 2 {
+		f.Fatalf("%s %s: %d %s", method, path, rec.Code, rec.Body)
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
+		f.Fatal(err)
+	}
+}
+
+func (fs *fuzzServer) serve(token, method, path string, body []byte) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, "http://hatch.test/", bytes.NewReader(body))
+	// The path is set after parsing, so that any string is tried, not only
+	// those httptest.NewRequest could parse.
+	u, err := url.Parse("http://hatch.test" + path)
+	if err != nil {
+		u = &url.URL{Path: path}
+	}
+	req.URL, req.RequestURI = u, ""
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	fs.h.ServeHTTP(rec, req)
+	return rec
+}
+
+// check fails t on a server error.
+func check(t *testing.T, rec *httptest.ResponseRecorder, method, path string, body []byte) {
+	t.Helper()
+	if rec.Code >= 500 {
+		t.Fatalf("%s %s with body %q: %d %s", method, path, body, rec.Code, rec.Body)
+	}
+	// Drained, as a client would: a stream must end on its own.
+	_, _ = io.Copy(io.Discard, rec.Body)
+}
+
+// pick chooses one of n routes from a fuzzed byte.
+func pick(b byte, n int) int { return int(b) % n }
+
+// FuzzProjectsAPI: plan, destroy, apply and restart, with any body and any
+// project or egg name in the path.
+func FuzzProjectsAPI(f *testing.F) {
+	fs := newFuzzServer(f)
+	f.Fuzz(func(t *testing.T, route byte, name string, body []byte) {
+		p := api.ProjectPath("default", name, "")
+		paths := []string{p + "/plan", p + "/destroy", p + "/apply", p + "/eggs/" + url.PathEscape(name) + "/restart"}
+		path := paths[pick(route, len(paths))]
+		check(t, fs.serve(fs.admin, "POST", path, body), "POST", path, body)
+	})
+}
+
+// FuzzHostsAPI: a host's status report and certificate renewal (with its
+// own token), and the admin's reads and removal, with any body and host ID.
+func FuzzHostsAPI(f *testing.F) {
+	fs := newFuzzServer(f)
+	f.Fuzz(func(t *testing.T, route byte, id string, body []byte) {
+		if id == "" {
+			id = fs.id
+		}
+		h := "/api/v1/hosts/" + url.PathEscape(id)
+		routes := []struct{ token, method, path string }{
+			{fs.host, "POST", h + "/status"},
+			{fs.host, "POST", h + "/certificate"},
+			{fs.admin, "POST", h + "/status"},
+			{fs.admin, "GET", h},
+			{fs.host, "GET", h + "/desired-state?wait=1ms&version=" + url.QueryEscape(string(body))},
+		}
+		r := routes[pick(route, len(routes))]
+		check(t, fs.serve(r.token, r.method, r.path, body), r.method, r.path, body)
+	})
+}
+
+// FuzzTokensAPI: joining with a join token, and making and revoking join
+// tokens, with any body and token ID.
+func FuzzTokensAPI(f *testing.F) {
+	fs := newFuzzServer(f)
+	f.Fuzz(func(t *testing.T, route byte, id string, body []byte) {
+		routes := []struct{ token, method, path string }{
+			{fs.join, "POST", "/api/v1/join"},
+			{fs.admin, "POST", "/api/v1/join-tokens"},
+			{fs.admin, "DELETE", "/api/v1/join-tokens/" + url.PathEscape(id)},
+			{fs.admin, "GET", "/api/v1/join-tokens"},
+		}
+		r := routes[pick(route, len(routes))]
+		check(t, fs.serve(r.token, r.method, r.path, body), r.method, r.path, body)
+	})
+}
+
+// FuzzBlobsAPI: uploads under any digest (their own, or one they do not
+// match), and reads of any digest.
+func FuzzBlobsAPI(f *testing.F) {
+	fs := newFuzzServer(f)
+	f.Fuzz(func(t *testing.T, route byte, digest string, body []byte) {
+		if digest == "" {
+			digest = digestOf(body)
+		}
+		path := "/api/v1/blobs/" + url.PathEscape(digest)
+		method := []string{"PUT", "HEAD", "GET"}[pick(route, 3)]
+		check(t, fs.serve(fs.admin, method, path, body), method, path, body)
+	})
+}
+
+// FuzzReadsAPI: the admin's reads, with any path segment and query (a
+// follow, which streams until the server stops, is left out).
+func FuzzReadsAPI(f *testing.F) {
+	fs := newFuzzServer(f)
+	f.Fuzz(func(t *testing.T, route byte, name, query string) {
+		if strings.Contains(strings.ToLower(query), "follow") {
+			return
+		}
+		p := api.ProjectPath("default", name, "")
+		paths := []string{"/api/v1/events", "/api/v1/projects", p, p + "/status", p + "/applies/" + url.PathEscape(name),
+			"/api/v1/hosts", "/api/v1/" + name}
+		path := paths[pick(route, len(paths))] + "?" + query
+		check(t, fs.serve(fs.admin, "GET", path, nil), "GET", path, nil)
+	})
+}
