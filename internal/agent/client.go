@@ -13,6 +13,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
@@ -204,4 +206,25 @@ func pinnedCertificate(cs *tls.ConnectionState, fingerprint string) []byte {
 		}
 	}
 	return nil
+}
+
+// SessionOffers long-polls the sessions offered to this host: at once if
+// any are waiting, else at the first within wait (none after it).
+func (c *HTTPClient) SessionOffers(ctx context.Context, wait time.Duration) ([]contract.SessionOffer, error) {
+	path := "/api/v1/hosts/" + url.PathEscape(c.hostID) + "/sessions?wait=" + url.QueryEscape(wait.String())
+	var out contract.SessionOffers
+	if err := c.api.Do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return nil, fmt.Errorf("session offers: %w", err)
+	}
+	return out.Sessions, nil
+}
+
+// OpenSession opens this host's stream for the session with the ID.
+func (c *HTTPClient) OpenSession(ctx context.Context, id string) (*websocket.Conn, error) {
+	path := "/api/v1/hosts/" + url.PathEscape(c.hostID) + "/sessions/" + url.PathEscape(id) + "/stream"
+	conn, err := c.api.Dial(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("open session stream: %w", err)
+	}
+	return conn, nil
 }

@@ -150,6 +150,30 @@ type JoinToken struct {
 	Token     string    `json:"token,omitempty"`
 }
 
+// CreateAdminTokenRequest is POST /api/v1/admin-tokens's body.
+type CreateAdminTokenRequest struct {
+	// Name is what events and apply records will say ran things with it:
+	// letters, digits, '-', '_' and '.', unique forever.
+	Name string `json:"name"`
+}
+
+// AdminToken is a named admin token as the API shows it. Token is set only
+// in the answer that made it: the server keeps only its hash. First marks
+// the token the server made at its first start (in its data dir), which
+// cannot be revoked through the API.
+type AdminToken struct {
+	Name      string    `json:"name"`
+	First     bool      `json:"first,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+	Token     string    `json:"token,omitempty"`
+}
+
+// AdminTokenList is GET /api/v1/admin-tokens.
+type AdminTokenList struct {
+	AdminTokens []AdminToken `json:"admin_tokens"`
+}
+
 // JoinTokenList is GET /api/v1/join-tokens.
 type JoinTokenList struct {
 	JoinTokens []JoinToken `json:"join_tokens"`
@@ -180,6 +204,8 @@ type Event struct {
 	Host     string    `json:"host,omitempty"`
 	Resource string    `json:"resource,omitempty"`
 	Message  string    `json:"message"`
+	// Actor is the name of the admin token whose request caused the event.
+	Actor string `json:"actor,omitempty"`
 }
 
 // EventList is GET /api/v1/events without follow.

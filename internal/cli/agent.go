@@ -57,6 +57,7 @@ func newAgentCmd() *cobra.Command {
 	f.StringVar(&opts.MeshAddr, "mesh-addr", mesh.DefaultConfig().Addr, "where the mesh port listens for the other hosts' agents")
 	f.StringSliceVar(&opts.Advertise, "advertise", nil, "ip:port where the other hosts reach this one's mesh port, tried in order (default: every non-loopback address of the host)")
 	f.StringVar(&opts.SecretDir, "secret-dir", "", "the tmpfs directory for secret files (default /dev/shm/hatch/<host ID>)")
+	f.BoolVar(&opts.NoExec, "no-exec", false, "refuse `hatch exec` on this host (logs are still served)")
 	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE put on every Docker object the agent creates (repeatable)")
 	f.DurationVar(&opts.ConvergeInterval, "converge-interval", 0, "the timer converge's period (default 30s)")
 	f.DurationVar(&opts.StaleCacheWait, "stale-cache-wait", agent.DefaultConfig().StaleCacheWait,

@@ -17,6 +17,7 @@ import (
 	"github.com/hatchery/hatchery/internal/agent"
 	"github.com/hatchery/hatchery/internal/containers/docker"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/hostsession"
 	"github.com/hatchery/hatchery/internal/ingress"
 	"github.com/hatchery/hatchery/internal/mesh"
 	"github.com/hatchery/hatchery/internal/relay"
@@ -53,6 +54,8 @@ type agentOptions struct {
 	// long, at start, the agent leaves alone the containers newer than its
 	// desired-state cache until the control plane answers.
 	StaleCacheWait time.Duration
+	// NoExec refuses `hatch exec` sessions on this host.
+	NoExec bool
 }
 
 // closeTimeout bounds the close of each part of the agent at its stop.
@@ -155,11 +158,21 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	if err := a.Start(); err != nil {
 		return err
 	}
+	// Sessions (hatch logs, hatch exec) run beside the agent: their
+	// streams end (and their commands are killed) before the agent stops.
+	sess, err := hostsession.New(hostsession.Config{HostID: id.HostID, Offers: cp, Docker: dc, NoExec: opts.NoExec,
+		Kill: hostsession.KillProcess, Logger: hostLog, Wait: 30 * time.Second})
+	if err != nil {
+		closeWithin(hostLog, "agent", a.Close)
+		return err
+	}
+	sess.Start()
 	hostLog.Info("agent running", zap.String("server", id.Server),
 		zap.String("ingress", addrString(in.HTTPAddr())), zap.String("admin", addrString(in.AdminAddr())),
 		zap.Stringer("mesh", meshLn.Addr()), zap.Strings("advertise", advertise))
 	<-ctx.Done()
 	hostLog.Info("agent stopping; containers keep running")
+	closeWithin(hostLog, "sessions", sess.Close)
 	closeWithin(hostLog, "agent", a.Close)
 	return nil
 }

@@ -135,6 +135,10 @@ func printEvent(w io.Writer, e api.Event) {
 	if about == "" {
 		about = "host " + e.Host
 	}
+	msg := e.Message
+	if e.Actor != "" {
+		msg += " (by " + e.Actor + ")"
+	}
 	fmt.Fprintf(w, "%s  %-19s  %s  %s\n", e.Time.Local().Format("2006-01-02 15:04:05"),
-		termsafe.Line(e.Type), termsafe.Line(about), termsafe.Line(e.Message))
+		termsafe.Line(e.Type), termsafe.Line(about), termsafe.Line(msg))
 }

@@ -69,6 +69,8 @@ func newRootCmd() *cobra.Command {
 		newRolloutCmd(),
 		newUpCmd(),
 		newRelayCmd(),
+		newLogsCmd(),
+		newExecCmd(),
 	)
 	return root
 }

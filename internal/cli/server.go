@@ -222,7 +222,7 @@ func wireServer(st controlStore, dataDir string, cfg server.Config, fleetCfg fle
 	}
 	hosts, err := fleet.New(fleetCfg, fleet.Deps{
 		Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
-		JoinTokens: st, Members: st, Blobs: blobs, Fingerprint: fingerprint, HostCA: hostCA, Peers: providers,
+		JoinTokens: st, Members: st, AdminTokens: st, Blobs: blobs, Fingerprint: fingerprint, HostCA: hostCA, Peers: providers,
 		Logger: log, Now: time.Now,
 	})
 	if err != nil {

@@ -370,6 +370,46 @@ func TestLocalURLPicksAnAddressTheCertificateCovers(t *testing.T) {
 	}
 }
 
+func TestANamedAdminTokenWorksIsListedShowsInEventsAndIsRevoked(t *testing.T) {
+	isolate(t)
+	srv := startServer(t, "--data-dir", t.TempDir())
+	code, alice, errOut := run(t, "token", "create", "--admin", "--name", "alice")
+	alice = strings.TrimSpace(alice)
+	if tok, err := pki.ParseToken(alice); code != 0 || err != nil || tok.Kind != pki.KindAdmin {
+		t.Fatalf("hatch token create --admin --name alice = %d %q %s", code, alice, errOut)
+	}
+	// alice makes a join token with her own token; the event log says so.
+	if code, _, errOut := run(t, "token", "create", "--join", "--token", alice); code != 0 {
+		t.Fatalf("a join token made with alice's token: %d %s", code, errOut)
+	}
+	if code, out, errOut := run(t, "token", "create", "--admin", "--name", "bob", "--token", alice); code != 0 || out == "" {
+		t.Fatalf("bob made by alice: %d %s", code, errOut)
+	}
+	code, out, _ := run(t, "events")
+	if code != 0 || !strings.Contains(out, `admin token "alice" created (by admin)`) || !strings.Contains(out, `"bob" created (by alice)`) {
+		t.Fatalf("hatch events = %d %q; want alice made by admin and bob by alice", code, out)
+	}
+	code, out, _ = run(t, "token", "list")
+	if code != 0 || !strings.Contains(out, "alice") || !strings.Contains(out, "bob") || strings.Contains(out, alice) {
+		t.Fatalf("hatch token list = %d %q; want alice and bob, never a token", code, out)
+	}
+	if code, out, errOut := run(t, "token", "revoke", "--admin", "alice"); code != 0 || !strings.Contains(out, "revoked") {
+		t.Fatalf("hatch token revoke --admin alice = %d %q %s", code, out, errOut)
+	}
+	if code, _, errOut := run(t, "hosts", "--token", alice); code == 0 || !strings.Contains(errOut, `"alice" was revoked`) {
+		t.Fatalf("hatch hosts with alice's revoked token = %d %q, want refused", code, errOut)
+	}
+	if code, _, errOut := run(t, "token", "revoke", "--admin", "admin"); code == 0 || !strings.Contains(errOut, "cannot be revoked") {
+		t.Fatalf("revoking the first admin token = %d %q, want refused", code, errOut)
+	}
+	if code, _, errOut := run(t, "token", "create", "--admin"); code == 0 || !strings.Contains(errOut, "--name") {
+		t.Fatalf("--admin without --name = %d %q, want told to give --name", code, errOut)
+	}
+	if code := srv.stop(); code != 0 {
+		t.Fatalf("hatch server exited %d: %s", code, srv.stderr)
+	}
+}
+
 // runRefused runs a command that should be refused at once; if it starts a
 // server anyway, that is stopped after a while (and the test fails on its
 // exit code), so the test never hangs.

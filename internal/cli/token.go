@@ -19,9 +19,11 @@ import (
 func newTokenCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
-		Short: "Make, list and revoke join tokens",
+		Short: "Make, list and revoke join tokens and named admin tokens",
 		Long: "Join tokens let a new host join: `hatch agent --server URL --join TOKEN` trades one for\n" +
-			"the host's own identity and token. The server keeps only a hash of each token.",
+			"the host's own identity and token. Named admin tokens (--admin --name alice) give a\n" +
+			"person admin access under a name the event log records with what they ran. The\n" +
+			"server keeps only a hash of each token.",
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newTokenCreateCmd(), newTokenListCmd(), newTokenRevokeCmd())
@@ -30,21 +32,38 @@ func newTokenCmd() *cobra.Command {
 
 func newTokenCreateCmd() *cobra.Command {
 	var (
-		af   apiFlags
-		join bool
-		ttl  time.Duration
-		uses int
+		af          apiFlags
+		join, admin bool
+		name        string
+		ttl         time.Duration
+		uses        int
 	)
 	cmd := &cobra.Command{
-		Use:   "create --join [--ttl 1h] [--uses N]",
-		Short: "Make a join token and print it",
-		Long: "Make a join token and print it on stdout (its ID, expiry and uses on stderr). It is\n" +
-			"shown this once: the server keeps only its hash. It carries the server's CA\n" +
-			"fingerprint, so the agent that uses it verifies the server before sending it.",
+		Use:   "create --join [--ttl 1h] [--uses N] | --admin --name NAME",
+		Short: "Make a join token or a named admin token and print it",
+		Long: "Make a join token and print it on stdout (its ID, expiry and uses on stderr), or an\n" +
+			"admin token named NAME (events record what it ran under that name). It is shown this\n" +
+			"once: the server keeps only its hash. It carries the server's CA fingerprint, so whoever\n" +
+			"uses it verifies the server before sending it.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !join {
-				return errors.New("say which kind of token: --join (the only kind for now)")
+			switch {
+			case join == admin:
+				return errors.New("say which kind of token: --join, or --admin --name NAME")
+			case admin && name == "":
+				return errors.New("--admin needs --name NAME: the name events record for what the token runs")
+			case admin:
+				return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+					tok, err := c.CreateAdminToken(ctx, name)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), tok.Token)
+					fmt.Fprintf(cmd.ErrOrStderr(), "admin token %q made: give it to its holder, who sets %s=<token>\n"+
+						"(or passes --server %s --token <token>); `hatch token revoke --admin %s` revokes it.\n",
+						tok.Name, client.EnvToken, c.Server(), tok.Name)
+					return nil
+				})
 			}
 			if ttl <= 0 || uses < 1 {
 				return fmt.Errorf("--ttl must be positive and --uses at least 1 (got %v and %d)", ttl, uses)
@@ -64,6 +83,8 @@ func newTokenCreateCmd() *cobra.Command {
 	af.register(cmd)
 	f := cmd.Flags()
 	f.BoolVar(&join, "join", false, "make a join token (for `hatch agent --join`)")
+	f.BoolVar(&admin, "admin", false, "make a named admin token (with --name)")
+	f.StringVar(&name, "name", "", "the admin token's name, unique forever (letters, digits, '.', '_', '-')")
 	f.DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid")
 	f.IntVar(&uses, "uses", 1, "how many hosts may join with it")
 	return cmd
@@ -73,7 +94,7 @@ func newTokenListCmd() *cobra.Command {
 	var af apiFlags
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List join tokens: their IDs, expiry, uses and state",
+		Short: "List join tokens (IDs, expiry, uses, state) and admin tokens (names, state)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
@@ -81,7 +102,15 @@ func newTokenListCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printJoinTokens(cmd.OutOrStdout(), tokens)
+				admins, err := c.AdminTokens(ctx)
+				if err != nil {
+					return err
+				}
+				if err := printJoinTokens(cmd.OutOrStdout(), tokens); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout())
+				return printAdminTokens(cmd.OutOrStdout(), admins)
 			})
 		},
 	}
@@ -103,15 +132,46 @@ func printJoinTokens(w io.Writer, tokens []api.JoinToken) error {
 	return tw.Flush()
 }
 
+// printAdminTokens lists admin tokens as a table.
+func printAdminTokens(w io.Writer, tokens []api.AdminToken) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ADMIN TOKEN\tSTATE\tCREATED")
+	for _, t := range tokens {
+		state := "active"
+		switch {
+		case !t.RevokedAt.IsZero():
+			state = "revoked " + t.RevokedAt.Local().Format(time.DateTime)
+		case t.First:
+			state = "active (the first: in the server's data dir)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, state, t.CreatedAt.Local().Format(time.DateTime))
+	}
+	return tw.Flush()
+}
+
 func newTokenRevokeCmd() *cobra.Command {
-	var af apiFlags
+	var (
+		af    apiFlags
+		admin bool
+	)
 	cmd := &cobra.Command{
-		Use:   "revoke ID|TOKEN",
-		Short: "Revoke a join token: no host can join with it any more",
+		Use:   "revoke ID|TOKEN | --admin NAME",
+		Short: "Revoke a join token (no host can join with it any more) or a named admin token",
 		Long: "Revoke a join token, named by its ID (`hatch token list`) or given whole. Hosts that\n" +
-			"joined with it keep their own tokens: `hatch hosts remove` removes a host.",
+			"joined with it keep their own tokens: `hatch hosts remove` removes a host. With --admin,\n" +
+			"revoke the admin token named NAME: it is refused from its next request on.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if admin {
+				return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+					tok, err := c.RevokeAdminToken(ctx, args[0])
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "admin token %q revoked\n", tok.Name)
+					return err
+				})
+			}
 			id, err := joinTokenID(args[0])
 			if err != nil {
 				return err
@@ -127,6 +187,7 @@ func newTokenRevokeCmd() *cobra.Command {
 		},
 	}
 	af.register(cmd)
+	cmd.Flags().BoolVar(&admin, "admin", false, "revoke the admin token named by the argument")
 	return cmd
 }
 

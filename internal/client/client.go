@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/coder/websocket"
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/pki"
@@ -40,6 +43,9 @@ type Client struct {
 	base  *url.URL
 	token string
 	http  *http.Client
+	// ws is the HTTP/1.1 client streams are dialled with: a WebSocket
+	// upgrade needs a connection of its own, never an HTTP/2 stream.
+	ws *http.Client
 }
 
 // New returns a client for cfg. An https server is trusted only if its chain
@@ -71,7 +77,13 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("server %q: want https://host:port", cfg.Server)
 	}
 	tr.Proxy = nil // the pinned server is reached directly, never through a proxy that would see the token
-	return &Client{base: base, token: tok.String(), http: &http.Client{Transport: tr}}, nil
+	ws := tr.Clone()
+	ws.ForceAttemptHTTP2 = false
+	ws.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	if ws.TLSClientConfig != nil {
+		ws.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	}
+	return &Client{base: base, token: tok.String(), http: &http.Client{Transport: tr}, ws: &http.Client{Transport: ws}}, nil
 }
 
 func isLoopback(host string) bool {
@@ -112,6 +124,31 @@ func (c *Client) Send(ctx context.Context, method, path string, body io.Reader, 
 		return nil, fmt.Errorf("%s %s: %w", method, p, err)
 	}
 	return resp, nil
+}
+
+// Dial opens a WebSocket to path (with its query), authenticated like every
+// request and over the same pinned TLS. A refusal before the upgrade is the
+// server's *APIError.
+func (c *Client) Dial(ctx context.Context, path string) (*websocket.Conn, error) {
+	u := *c.base
+	p, query, _ := strings.Cut(path, "?")
+	u.Path = strings.TrimRight(c.base.Path, "/") + p
+	u.RawQuery = query
+	switch u.Scheme {
+	case "https":
+		u.Scheme = "wss"
+	case "http":
+		u.Scheme = "ws"
+	}
+	conn, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: c.ws,
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + c.token}}})
+	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			return nil, ReadError(resp)
+		}
+		return nil, fmt.Errorf("GET %s: %w", p, err)
+	}
+	return conn, nil
 }
 
 // Do sends in (nil: no body) as JSON and decodes a 2xx answer into out (nil:

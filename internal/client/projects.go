@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource"
@@ -247,4 +249,19 @@ func (c *Client) PutBlob(ctx context.Context, digest, path string) error {
 		return ReadError(resp)
 	}
 	return nil
+}
+
+// Logs opens the project's logs stream (GET .../logs with query q: egg,
+// slot, follow, since, tail, host): contract.LogRecord text messages until
+// the server closes it (at once after the last line without follow).
+func (c *Client) Logs(ctx context.Context, namespace, project string, q url.Values) (*websocket.Conn, error) {
+	return c.Dial(ctx, api.ProjectPath(namespace, project, "/logs")+"?"+q.Encode())
+}
+
+// Exec opens a stream to a command run in the egg's replica (GET
+// .../eggs/{egg}/exec with query q: cmd repeated, slot, tty, stdin, width,
+// height): binary messages carry the bytes, text messages
+// contract.ExecControl.
+func (c *Client) Exec(ctx context.Context, namespace, project, egg string, q url.Values) (*websocket.Conn, error) {
+	return c.Dial(ctx, api.ProjectPath(namespace, project, "/eggs/"+url.PathEscape(egg)+"/exec")+"?"+q.Encode())
 }

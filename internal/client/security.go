@@ -34,6 +34,28 @@ func (c *Client) RevokeJoinToken(ctx context.Context, id string) (api.JoinToken,
 	return out, err
 }
 
+// CreateAdminToken makes a named admin token; the answer carries the token,
+// shown this once.
+func (c *Client) CreateAdminToken(ctx context.Context, name string) (api.AdminToken, error) {
+	var out api.AdminToken
+	err := c.Do(ctx, "POST", "/api/v1/admin-tokens", api.CreateAdminTokenRequest{Name: name}, &out)
+	return out, err
+}
+
+// AdminTokens lists every admin token, the first one included, oldest first.
+func (c *Client) AdminTokens(ctx context.Context) ([]api.AdminToken, error) {
+	var out api.AdminTokenList
+	err := c.Do(ctx, "GET", "/api/v1/admin-tokens", nil, &out)
+	return out.AdminTokens, err
+}
+
+// RevokeAdminToken revokes the named admin token.
+func (c *Client) RevokeAdminToken(ctx context.Context, name string) (api.AdminToken, error) {
+	var out api.AdminToken
+	err := c.Do(ctx, "DELETE", "/api/v1/admin-tokens/"+url.PathEscape(name), nil, &out)
+	return out, err
+}
+
 // Hosts lists every host, sorted by ID.
 func (c *Client) Hosts(ctx context.Context) ([]api.Host, error) {
 	var out api.HostList

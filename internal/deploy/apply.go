@@ -21,6 +21,9 @@ import (
 type Job struct {
 	id      int64
 	project string
+	// actor is the admin token's name that applied: the apply's work,
+	// which outlives the request, records it in its events.
+	actor string
 
 	mu      sync.Mutex // guards steps, changed, over
 	steps   []api.Progress
@@ -28,8 +31,8 @@ type Job struct {
 	over    bool
 }
 
-func newJob(id int64, project string) *Job {
-	return &Job{id: id, project: project, changed: make(chan struct{})}
+func newJob(id int64, project, actor string) *Job {
+	return &Job{id: id, project: project, actor: actor, changed: make(chan struct{})}
 }
 
 // ID is the apply's ID, as its record has it.
@@ -99,14 +102,14 @@ func (s *Service) begin(ctx context.Context, project, planID string, doc storedP
 		return nil, api.Errorf(api.CodeStalePlan,
 			"%s changed since %s was made (an apply, a rollout restart, an auto-revert or a reschedule): plan again", project, planID)
 	}
-	rec, err := s.deps.Applies.StartApply(ctx, project, doc.blobs(), s.now())
+	rec, err := s.deps.Applies.StartApply(ctx, project, store.ActorOf(ctx), doc.blobs(), s.now())
 	if err != nil {
 		return nil, err
 	}
 	if err := s.deps.Plans.DeletePlan(ctx, planID); err != nil {
 		s.log.Warn("applied plan not forgotten (it expires)", zap.String("plan", planID), zap.Error(err))
 	}
-	j := newJob(rec.ID, project)
+	j := newJob(rec.ID, project, rec.Actor)
 	s.mu.Lock()
 	s.jobs[j.id] = j
 	s.mu.Unlock()
@@ -120,7 +123,7 @@ func (s *Service) begin(ctx context.Context, project, planID string, doc storedP
 // goes on with its next command must not find the project still locked.
 func (s *Service) run(j *Job, l *lease, g *graph.Graph, opts provider.Options) {
 	defer l.release()
-	ctx, cancel := context.WithCancel(l.fenced(s.life))
+	ctx, cancel := context.WithCancel(l.fenced(store.WithActor(s.life, j.actor)))
 	defer cancel()
 	go func() {
 		select {
@@ -299,7 +302,7 @@ func (s *Service) Follow(ctx context.Context, project string, id int64) (*Job, e
 	if err != nil {
 		return nil, err
 	}
-	j := newJob(id, project)
+	j := newJob(id, project, rec.Actor)
 	status := api.StatusFinished
 	if rec.Outcome == store.ApplyRunning {
 		status = api.StatusRunning

@@ -69,7 +69,9 @@ type Deps struct {
 	Projects   store.Projects
 	JoinTokens store.JoinTokens
 	Members    store.Members
-	Blobs      *blob.Store
+	// AdminTokens keeps the named admin tokens.
+	AdminTokens store.AdminTokens
+	Blobs       *blob.Store
 	// Fingerprint is the served CA's fingerprint, which every token the
 	// fleet issues carries.
 	Fingerprint string
@@ -87,7 +89,7 @@ type Deps struct {
 
 func (d Deps) validate() error {
 	if d.Liveness == nil || d.Statuses == nil || d.Desired == nil || d.Events == nil || d.Retention == nil ||
-		d.Applies == nil || d.Projects == nil || d.JoinTokens == nil || d.Members == nil || d.Blobs == nil ||
+		d.Applies == nil || d.Projects == nil || d.JoinTokens == nil || d.Members == nil || d.AdminTokens == nil || d.Blobs == nil ||
 		d.HostCA == nil || d.Peers == nil || d.Logger == nil || d.Now == nil {
 		return errors.New("fleet: every dependency must be set")
 	}

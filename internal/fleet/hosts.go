@@ -224,7 +224,7 @@ func (s *Service) Events(ctx context.Context, since int64, limit int) ([]api.Eve
 	out := make([]api.Event, len(evs))
 	for i, e := range evs {
 		out[i] = api.Event{Seq: e.Seq, Time: e.Time, Type: string(e.Type), Project: e.Project, Host: e.Host,
-			Resource: e.Resource, Message: e.Message}
+			Resource: e.Resource, Message: e.Message, Actor: e.Actor}
 	}
 	return out, nil
 }

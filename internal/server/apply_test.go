@@ -146,7 +146,7 @@ func TestAServerKilledMidApplyLeavesNothingLockedAndAReapplyCompletes(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.store.StartApply(ctx, "default/shop", nil, time.Now()); err != nil {
+	if _, err := h.store.StartApply(ctx, "default/shop", "", nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	killed := killDuring(t, h, "egg/web", waitingYAML)
@@ -526,4 +526,28 @@ func (h *applyHarness) waitPlaced(host, workload string) {
 		_, ok := d.Workload(workload)
 		return err == nil && ok
 	})
+}
+
+func TestAnApplyAndARestartRecordWhichAdminTokenRanThem(t *testing.T) {
+	h := newApplyHarness(t, applyOptions{})
+	h.report("h1")
+	wantSucceeded(t, h.applyAndWait("default/shop", revertYAML, nil))
+	decode[map[string]any](t, h.do("POST", "/api/v1/projects/default/shop/eggs/web/restart", nil), http.StatusOK)
+	// The harness's admin token is the first one, named "admin"; the
+	// resources are created on the apply's own life, after the request.
+	for _, typ := range []store.EventType{store.EventApplyStarted, store.EventResourceCreated, store.EventRolloutRestarted} {
+		evs := h.eventsOf(typ)
+		if len(evs) == 0 {
+			t.Fatalf("no %s event", typ)
+		}
+		for _, e := range evs {
+			if e.Actor != "admin" {
+				t.Fatalf("%s event %+v: actor %q, want admin", typ, e, e.Actor)
+			}
+		}
+	}
+	recs, err := h.store.Applies(t.Context(), "default/shop")
+	if err != nil || len(recs) != 1 || recs[0].Actor != "admin" {
+		t.Fatalf("apply records %+v (%v), want one by admin", recs, err)
+	}
 }

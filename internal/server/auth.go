@@ -18,6 +18,9 @@ import (
 type Principal struct {
 	// Admin may do everything.
 	Admin bool
+	// Name is an admin token's name: events, apply records and session
+	// limits say who ran what by it.
+	Name string
 	// HostID is set for a host's own token: it may read its desired state
 	// and the blobs that state references, and report its status.
 	HostID string
@@ -48,11 +51,11 @@ func (a AdminToken) Authenticate(_ context.Context, token string) (Principal, er
 	if err != nil || tok.Kind != pki.KindAdmin || !pki.EqualHash(pki.HashSecret(tok.Secret), a.hash) {
 		return Principal{}, ErrUnauthenticated
 	}
-	return Principal{Admin: true}, nil
+	return Principal{Admin: true, Name: AdminTokenName}, nil
 }
 
 // AdminTokenName is the name the admin token's hash is stored under.
-const AdminTokenName = "admin"
+const AdminTokenName = store.FirstAdminToken
 
 // EnsureAdminToken makes the admin token at the server's first start: the
 // token is written once to path (mode 0600) and only the hash of its secret

@@ -50,8 +50,13 @@ var audiences = map[string]audience{
 	"POST /api/v1/join-tokens":                          adminAudience,
 	"GET /api/v1/join-tokens":                           adminAudience,
 	"DELETE /api/v1/join-tokens/{id}":                   adminAudience,
+	"POST /api/v1/admin-tokens":                         adminAudience,
+	"GET /api/v1/admin-tokens":                          adminAudience,
+	"DELETE /api/v1/admin-tokens/{name}":                adminAudience,
 	"DELETE /api/v1/hosts/{id}":                         adminAudience,
 	"POST /api/v1/hosts/{id}/certificate":               selfHostAudience,
+	"GET /api/v1/hosts/{id}/sessions":                   selfHostAudience,
+	"GET /api/v1/hosts/{id}/sessions/{sid}/stream":      selfHostAudience,
 
 	"POST /api/v1/projects/{namespace}/{project}/plan":               adminAudience,
 	"POST /api/v1/projects/{namespace}/{project}/destroy":            adminAudience,
@@ -59,6 +64,8 @@ var audiences = map[string]audience{
 	"GET /api/v1/projects/{namespace}/{project}/applies/{id}":        adminAudience,
 	"GET /api/v1/projects/{namespace}/{project}/applies/{id}/events": adminAudience,
 	"POST /api/v1/projects/{namespace}/{project}/eggs/{egg}/restart": adminAudience,
+	"GET /api/v1/projects/{namespace}/{project}/logs":                adminAudience,
+	"GET /api/v1/projects/{namespace}/{project}/eggs/{egg}/exec":     adminAudience,
 }
 
 // admitted is the status of a request let in, for the endpoints whose
@@ -81,8 +88,13 @@ var admitted = map[string]int{
 	"POST /api/v1/join-tokens":                          201,
 	"GET /api/v1/join-tokens":                           200,
 	"DELETE /api/v1/join-tokens/{id}":                   200,
+	"POST /api/v1/admin-tokens":                         201,
+	"GET /api/v1/admin-tokens":                          200,
+	"DELETE /api/v1/admin-tokens/{name}":                200,
 	"DELETE /api/v1/hosts/{id}":                         200,
 	"POST /api/v1/hosts/{id}/certificate":               200,
+	"GET /api/v1/hosts/{id}/sessions":                   200,
+	"GET /api/v1/hosts/{id}/sessions/{sid}/stream":      404, // no such session
 }
 
 // caller is one kind of token the matrix tries.
@@ -116,6 +128,10 @@ func newMatrixWorld(t *testing.T) *matrixWorld {
 	alpha, alphaTok := sh.join(live, "alpha")
 	_, betaTok := sh.join(live, "beta")
 	gone, goneTok := sh.join(live, "gone")
+	named := sh.createAdminToken(sh.token, "named")
+	revoked := sh.createAdminToken(sh.token, "revoked")
+	sh.createAdminToken(sh.token, "victim") // what DELETE /api/v1/admin-tokens/{name} revokes
+	decode[api.AdminToken](t, sh.do("DELETE", "/api/v1/admin-tokens/revoked", nil), http.StatusOK)
 	decode[api.RemovedHost](t, sh.do("DELETE", "/api/v1/hosts/"+gone, nil), http.StatusOK)
 	sh.clock.Set(sh.clock.Now().Add(2 * time.Minute)) // expired expires; live lives on
 	w.alpha = alpha
@@ -135,12 +151,14 @@ func newMatrixWorld(t *testing.T) *matrixWorld {
 		{"a malformed token", "hatch-admin.not-a-token", false, never},
 		{"an expired join token", expired, false, never},
 		{"a removed host's token", goneTok, false, never},
+		{"a revoked admin token", revoked, false, never},
 		{"another host's token", betaTok, true, never},
 		{"a usable join token", live, true, func(a audience) bool { return a == joinAudience }},
 		{"the right host's token", alphaTok, true, func(a audience) bool {
 			return a == ownHostAudience || a == blobAudience || a == selfHostAudience
 		}},
-		// The admin goes last: its calls may change the world (remove alpha).
+		// The admins go last: their calls may change the world (remove alpha).
+		{"a named admin token", named, true, func(a audience) bool { return a != joinAudience && a != selfHostAudience }},
 		{"the admin token", sh.token, true, func(a audience) bool { return a != joinAudience && a != selfHostAudience }},
 	}
 	return w
@@ -151,7 +169,8 @@ var wildcard = regexp.MustCompile(`\{[a-z]+\}`)
 // request makes the method, path and body of a call to the endpoint.
 func (w *matrixWorld) request(pattern string) (method, path string, body io.Reader) {
 	method, path, _ = strings.Cut(pattern, " ")
-	values := map[string]string{"{digest}": w.digest, "{namespace}": "default", "{project}": "shop", "{id}": w.alpha}
+	values := map[string]string{"{digest}": w.digest, "{namespace}": "default", "{project}": "shop", "{id}": w.alpha,
+		"{name}": "victim"}
 	if strings.HasPrefix(path, "/api/v1/join-tokens/") {
 		values["{id}"] = w.joinTokenID
 	}
@@ -168,7 +187,7 @@ func (w *matrixWorld) request(pattern string) (method, path string, body io.Read
 		return method, path, strings.NewReader("FROM scratch\n")
 	case "POST /api/v1/hosts/{id}/certificate":
 		return method, path, strings.NewReader(w.csrBody)
-	case "POST /api/v1/join":
+	case "POST /api/v1/join", "POST /api/v1/admin-tokens":
 		return method, path, strings.NewReader(`{"name": "n` + time.Now().Format("150405.000000000") + `"}`)
 	}
 	if method == "POST" || method == "PUT" {

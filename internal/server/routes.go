@@ -76,6 +76,10 @@ func (s *Server) routeTable() []route {
 		{"GET " + p + "/applies/{id}", adminOnly, plain, 0, d.getApply},
 		{"GET " + p + "/applies/{id}/events", adminOnly, noDeadline, 0, d.getApplyEvents},
 		{"POST " + p + "/eggs/{egg}/restart", adminOnly, plain, body, d.postRestart},
+		{"GET " + p + "/logs", adminOnly, noDeadline, 0, s.getLogs},
+		{"GET " + p + "/eggs/{egg}/exec", adminOnly, noDeadline, 0, s.getExec},
+		{"GET /api/v1/hosts/{id}/sessions", ownHostOnly, s.waitPlusMargin, 0, s.getSessionOffers},
+		{"GET /api/v1/hosts/{id}/sessions/{sid}/stream", ownHostOnly, noDeadline, 0, s.getSessionStream},
 		{"GET /metrics", adminOnly, plain, 0,
 			func(w http.ResponseWriter, r *http.Request) error { metricsHandler.ServeHTTP(w, r); return nil }},
 	}
@@ -90,6 +94,9 @@ func securityRoutes(plain func(*http.Request) time.Duration, body int64, f fleet
 		{"POST /api/v1/join-tokens", adminOnly, plain, body, f.createJoinToken},
 		{"GET /api/v1/join-tokens", adminOnly, plain, 0, f.listJoinTokens},
 		{"DELETE /api/v1/join-tokens/{id}", adminOnly, plain, 0, f.revokeJoinToken},
+		{"POST /api/v1/admin-tokens", adminOnly, plain, body, f.createAdminToken},
+		{"GET /api/v1/admin-tokens", adminOnly, plain, 0, f.listAdminTokens},
+		{"DELETE /api/v1/admin-tokens/{name}", adminOnly, plain, 0, f.revokeAdminToken},
 		{"DELETE /api/v1/hosts/{id}", adminOnly, plain, 0, f.removeHost},
 	}
 }
@@ -177,6 +184,10 @@ func (s *Server) wrap(rt route) http.Handler {
 			return
 		}
 		ctx := r.Context()
+		if p.Admin {
+			// Whatever this request records says which admin token asked.
+			ctx = store.WithActor(ctx, p.Name)
+		}
 		if d := rt.deadline(r); d > 0 {
 			setDeadlines(w, d)
 			var cancel func()

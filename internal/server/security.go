@@ -149,6 +149,37 @@ func (h fleetAPI) revokeJoinToken(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
+func (h fleetAPI) createAdminToken(w http.ResponseWriter, r *http.Request) error {
+	var req api.CreateAdminTokenRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	out, err := h.svc.CreateAdminToken(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (h fleetAPI) listAdminTokens(w http.ResponseWriter, r *http.Request) error {
+	all, err := h.svc.AdminTokens(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.AdminTokenList{AdminTokens: all})
+	return nil
+}
+
+func (h fleetAPI) revokeAdminToken(w http.ResponseWriter, r *http.Request) error {
+	out, err := h.svc.RevokeAdminToken(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 // removeHost revokes a host's token and marks it removed.
 func (h fleetAPI) removeHost(w http.ResponseWriter, r *http.Request) error {
 	out, err := h.svc.RemoveHost(r.Context(), r.PathValue("id"))

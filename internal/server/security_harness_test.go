@@ -166,7 +166,7 @@ func (sh *secureHarness) putBlob(content string) string {
 // one place a token may appear, once.
 func issuing(a recorded) bool {
 	return a.status == http.StatusCreated && a.method == "POST" &&
-		(a.path == "/api/v1/join" || a.path == "/api/v1/join-tokens")
+		(a.path == "/api/v1/join" || a.path == "/api/v1/join-tokens" || a.path == "/api/v1/admin-tokens")
 }
 
 // checkNoSecretLeaked greps every answer but the issuing ones, and every log

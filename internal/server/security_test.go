@@ -243,6 +243,10 @@ func (brokenLookup) HostByTokenHash(context.Context, string) (store.HostIdentity
 	return store.HostIdentity{}, errStoreDown
 }
 
+func (brokenLookup) AdminTokenByHash(context.Context, string) (store.AdminToken, error) {
+	return store.AdminToken{}, errStoreDown
+}
+
 func TestAStoreFailureWhileAuthenticatingIsAServerErrorNotAFailedAuthentication(t *testing.T) {
 	sh := newSecureHarness(t, DefaultConfig())
 	sh.srv.limiter = newFailureLimiter(1, time.Hour) // one counted failure would lock the address out

@@ -31,6 +31,7 @@ import (
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/seal"
+	"github.com/hatchery/hatchery/internal/sessions"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -58,6 +59,8 @@ type Config struct {
 	// AuthFailureRefill.
 	AuthFailureBurst  int
 	AuthFailureRefill time.Duration
+	// Sessions are the limits of `hatch logs` and `hatch exec` streams.
+	Sessions sessions.Config
 }
 
 // DefaultConfig returns the defaults documented in docs/API.md.
@@ -74,6 +77,7 @@ func DefaultConfig() Config {
 
 		AuthFailureBurst:  20,
 		AuthFailureRefill: time.Second,
+		Sessions:          sessions.DefaultConfig(),
 	}
 }
 
@@ -96,6 +100,9 @@ func (c Config) Validate() error {
 	}
 	if c.AuthFailureBurst < 1 {
 		return fmt.Errorf("server config: auth failure burst must be at least 1, not %d", c.AuthFailureBurst)
+	}
+	if err := c.Sessions.Validate(); err != nil {
+		return fmt.Errorf("server config: %w", err)
 	}
 	return nil
 }
@@ -142,6 +149,8 @@ type Server struct {
 	metrics *metrics
 	handler http.Handler
 	limiter *failureLimiter
+	// sessions pairs operators' streams with the ones agents open for them.
+	sessions *sessions.Broker
 
 	// closing is closed by Drain: long-polls and streams return when it is.
 	closing   chan struct{}
@@ -157,14 +166,19 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err := deps.validate(); err != nil {
 		return nil, err
 	}
+	broker, err := sessions.NewBroker(cfg.Sessions)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
-		cfg:     cfg,
-		deps:    deps,
-		log:     deps.Logger,
-		now:     deps.Now,
-		metrics: newMetrics(deps.Blobs, deps.Fleet.Collector()),
-		closing: make(chan struct{}),
-		limiter: newFailureLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRefill),
+		sessions: broker,
+		cfg:      cfg,
+		deps:     deps,
+		log:      deps.Logger,
+		now:      deps.Now,
+		metrics:  newMetrics(deps.Blobs, deps.Fleet.Collector()),
+		closing:  make(chan struct{}),
+		limiter:  newFailureLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRefill),
 	}
 	s.handler = s.routes()
 	return s, nil

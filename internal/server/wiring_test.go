@@ -113,7 +113,7 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 		t.Fatal(err)
 	}
 	fl, err := fleet.New(w.Fleet, fleet.Deps{Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st,
-		Applies: st, Projects: st, JoinTokens: st, Members: st, Blobs: blobs, Fingerprint: w.Fingerprint,
+		Applies: st, Projects: st, JoinTokens: st, Members: st, AdminTokens: st, Blobs: blobs, Fingerprint: w.Fingerprint,
 		HostCA: hostCA, Peers: set, Logger: w.Logger, Now: w.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -84,9 +84,10 @@ type BlobRetention interface {
 // ApplyHistory records applies: the last ApplyHistoryLimit of each project are
 // kept, and with them the blobs they used.
 type ApplyHistory interface {
-	// StartApply records a running apply, with an apply.started event, and
-	// drops the project's records beyond the limit.
-	StartApply(ctx context.Context, project string, blobs []string, at time.Time) (Apply, error)
+	// StartApply records a running apply by actor (the admin token's name),
+	// with an apply.started event naming the same actor, and drops the
+	// project's records beyond the limit.
+	StartApply(ctx context.Context, project, actor string, blobs []string, at time.Time) (Apply, error)
 	// FinishApply records an apply's outcome, with an apply.finished event. A
 	// record already finished or dropped gives ErrNotFound.
 	FinishApply(ctx context.Context, id int64, outcome ApplyOutcome, message string, at time.Time) error
@@ -106,13 +107,32 @@ type Projects interface {
 // The tokens themselves are never stored: AdminTokens, JoinTokens and
 // Members keep the hashes of their secrets, each for its own consumer.
 
-// AdminTokens keeps the hashes of named tokens (the admin token).
+// AdminTokens keeps the hashes of the admin tokens: the first one, made
+// when the server first starts, and the named ones `hatch token create
+// --admin --name N` makes. A name is never reused, so that it means one token
+// in every event that names it.
 type AdminTokens interface {
 	// TokenHash returns the hash stored under name, or ErrNotFound.
 	TokenHash(ctx context.Context, name string) (string, error)
-	// CreateTokenHash stores a hash under a new name; an existing name gives
-	// ErrExists and is left as it was.
+	// CreateTokenHash stores a hash under a new name (the first admin token,
+	// with no event); a name or hash already stored gives ErrExists and is
+	// left as it was.
 	CreateTokenHash(ctx context.Context, name, hash string, at time.Time) error
+	// CreateAdminToken stores a named admin token (not revoked) with a
+	// token.created event whose Actor is by; a name or hash already stored
+	// gives ErrExists and nothing changes.
+	CreateAdminToken(ctx context.Context, t AdminToken, by string) error
+	// AdminTokenByHash returns the admin token whose secret has the hash,
+	// revoked or not, or ErrNotFound.
+	AdminTokenByHash(ctx context.Context, hash string) (AdminToken, error)
+	// ListAdminTokens returns every admin token, the first one included,
+	// oldest first.
+	ListAdminTokens(ctx context.Context) ([]AdminToken, error)
+	// RevokeAdminToken revokes the named token from at on and returns it,
+	// with a token.revoked event whose Actor is by; a token revoked already
+	// keeps its first RevokedAt (and no second event). An unknown name gives
+	// ErrNotFound.
+	RevokeAdminToken(ctx context.Context, name, by string, at time.Time) (AdminToken, error)
 }
 
 // JoinTokens keeps the join tokens hosts join with.

@@ -98,6 +98,11 @@ type Event struct {
 	// Resource is "type/name", if the event concerns one.
 	Resource string
 	Message  string
+	// Actor is the name of the admin token whose request caused the event
+	// ("who ran what"); empty when the control plane or a host did. A write
+	// whose context carries an actor (WithActor) gives it to the events it
+	// records without one.
+	Actor string
 }
 
 // ApplyOutcome is where an apply stands.
@@ -117,6 +122,8 @@ type Apply struct {
 	Finished time.Time // zero while running
 	Outcome  ApplyOutcome
 	Message  string
+	// Actor is the name of the admin token that applied.
+	Actor string
 	// Blobs are the source digests the apply used; they are retained for as
 	// long as the record is kept.
 	Blobs []string

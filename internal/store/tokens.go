@@ -9,7 +9,30 @@ const (
 	// EventHostRemoved: `hatch hosts remove` revoked a host's token; its
 	// replicas are to be placed elsewhere.
 	EventHostRemoved EventType = "host.removed"
+	// EventTokenCreated: an admin made a named admin token.
+	EventTokenCreated EventType = "token.created"
+	// EventTokenRevoked: an admin revoked a named admin token.
+	EventTokenRevoked EventType = "token.revoked"
 )
+
+// AdminToken is an admin token as stored: its name (what events and apply
+// records say ran something), the hash of its secret and whether it was
+// revoked. The token itself is printed once and never stored.
+type AdminToken struct {
+	Name string
+	// Hash is the hex SHA-256 of the token's secret (pki.HashSecret).
+	Hash      string
+	CreatedAt time.Time
+	// RevokedAt is when it was revoked; zero while it was not.
+	RevokedAt time.Time
+}
+
+// FirstAdminToken is the name of the admin token the server makes at its
+// first start and keeps in its data dir: the way back in, never revoked.
+const FirstAdminToken = "admin"
+
+// Revoked reports whether the token was revoked.
+func (t AdminToken) Revoked() bool { return !t.RevokedAt.IsZero() }
 
 // JoinToken is a token an agent trades for a host identity, as stored: the
 // hash of its secret and how long and how often it may be used. The token

@@ -38,6 +38,13 @@ type Config struct {
 	// IgnoreStop makes the app ignore its stop signals (APP_IGNORE_STOP=1), so
 	// only a kill ends it: what a stop timeout is for.
 	IgnoreStop bool
+	// Tick makes the app write "tick <version> <n>" on stdout every Tick
+	// (APP_TICK, a Go duration), n counting from 1: a log a test can check
+	// line by line.
+	Tick time.Duration
+	// Escape makes the app write a line with terminal escape sequences at
+	// its start (APP_ESCAPE=1).
+	Escape bool
 }
 
 // ConfigFromEnv reads the configuration through getenv (os.Getenv in main, a
@@ -81,6 +88,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c.Echo = getenv("APP_ECHO_PORT") != ""
 	intVar("APP_JOB_EXIT", &c.JobExit)
 	durVar("APP_BOOT_DELAY", &c.BootDelay)
+	durVar("APP_TICK", &c.Tick)
+	boolVar("APP_ESCAPE", &c.Escape)
 	durVar("APP_CRASH_AFTER", &c.CrashAfter)
 	durVar("APP_UNHEALTHY_AFTER", &c.UnhealthyAfter)
 	boolVar("APP_JOB", &c.Job)

@@ -38,8 +38,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	flags.SetOutput(stderr)
 	checkMode := flags.Bool("check", false, "probe http://127.0.0.1:$APP_PORT/healthz once; exit 0 on 2xx/3xx (a Docker HEALTHCHECK)")
 	checkURL := flags.String("check-url", "", "the URL -check probes instead of the app's own /healthz")
+	promptMode := flags.Bool("prompt", false, "an interactive program for `hatch exec -it` (see prompt)")
+	sleepMode := flags.Bool("sleep", false, "print \"sleeping\" and sleep until killed, deaf to stdin's end and to signals")
 	if err := flags.Parse(args); err != nil {
 		return 2
+	}
+	if *promptMode {
+		return prompt(os.Stdin, stdout)
+	}
+	if *sleepMode {
+		signal.Ignore(stopSignals...)
+		fmt.Fprintln(stdout, "sleeping")
+		for { // not select{}: with no other goroutine the runtime calls that a deadlock
+			time.Sleep(time.Hour)
+		}
 	}
 	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
@@ -60,6 +72,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	logger := log.New(stdout, "app: ", log.LstdFlags|log.Lmicroseconds)
 	ctx, stop := stopOnSignal(ctx, cfg.IgnoreStop, logger)
 	defer stop()
+	if cfg.Escape {
+		// What a hostile container may write: a terminal would clear the
+		// screen and set the clipboard (OSC 52) if shown as is.
+		fmt.Fprintf(stdout, "escape \x1b[2J\x1b]52;c;aGk=\x07 end\n")
+	}
+	if cfg.Tick > 0 {
+		go tick(ctx, cfg, stdout)
+	}
 	return serve(ctx, cfg, getenv, logger, nil)
 }
 

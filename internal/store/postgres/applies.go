@@ -10,11 +10,11 @@ import (
 )
 
 // StartApply records a running apply and trims the project's history.
-func (s *Store) StartApply(ctx context.Context, project string, blobs []string, at time.Time) (store.Apply, error) {
-	a := store.Apply{Project: project, Started: at.UTC(), Outcome: store.ApplyRunning, Blobs: sortedUnique(blobs)}
+func (s *Store) StartApply(ctx context.Context, project, actor string, blobs []string, at time.Time) (store.Apply, error) {
+	a := store.Apply{Project: project, Started: at.UTC(), Outcome: store.ApplyRunning, Actor: actor, Blobs: sortedUnique(blobs)}
 	err := s.write(ctx, func(tx *txn) error {
-		err := tx.QueryRow(ctx, `INSERT INTO applies (project, started_at, finished_at, outcome, message)
-			VALUES ($1, $2, 0, $3, '') RETURNING id`, project, millis(at), string(a.Outcome)).Scan(&a.ID)
+		err := tx.QueryRow(ctx, `INSERT INTO applies (project, started_at, finished_at, outcome, message, actor)
+			VALUES ($1, $2, 0, $3, '', $4) RETURNING id`, project, millis(at), string(a.Outcome), actor).Scan(&a.ID)
 		if err != nil {
 			return err
 		}
@@ -35,7 +35,7 @@ func (s *Store) StartApply(ctx context.Context, project string, blobs []string, 
 			project, store.ApplyHistoryLimit); err != nil {
 			return err
 		}
-		_, err = tx.appendEvent(ctx, store.Event{Time: at, Type: store.EventApplyStarted, Project: project,
+		_, err = tx.appendEvent(ctx, store.Event{Time: at, Type: store.EventApplyStarted, Project: project, Actor: actor,
 			Message: "apply " + strconv.FormatInt(a.ID, 10) + " of " + project + " started"})
 		return err
 	})
@@ -74,7 +74,7 @@ func (s *Store) FinishApply(ctx context.Context, id int64, outcome store.ApplyOu
 // Applies returns the project's kept apply records, newest first, read in one
 // statement so a record and its blobs are seen together.
 func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, error) {
-	rows, err := s.db.Query(ctx, `SELECT a.id, a.started_at, a.finished_at, a.outcome, a.message,
+	rows, err := s.db.Query(ctx, `SELECT a.id, a.started_at, a.finished_at, a.outcome, a.message, a.actor,
 			COALESCE(ARRAY(SELECT digest FROM apply_blobs b WHERE b.apply_id = a.id ORDER BY digest COLLATE "C"), '{}')
 		FROM applies a WHERE a.project = $1 ORDER BY a.id DESC`, project)
 	if err != nil {
@@ -86,7 +86,7 @@ func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, err
 		a := store.Apply{Project: project}
 		var started, finished int64
 		var outcome string
-		if err := rows.Scan(&a.ID, &started, &finished, &outcome, &a.Message, &a.Blobs); err != nil {
+		if err := rows.Scan(&a.ID, &started, &finished, &outcome, &a.Message, &a.Actor, &a.Blobs); err != nil {
 			return nil, fmt.Errorf("applies of %s: %w", project, err)
 		}
 		if len(a.Blobs) == 0 {
@@ -131,32 +131,6 @@ func (s *Store) RetainBlobs(ctx context.Context, owner string, digests []string)
 	})
 	if err != nil {
 		return fmt.Errorf("retain blobs for %s: %w", owner, err)
-	}
-	return nil
-}
-
-// TokenHash returns the hash stored under name.
-func (s *Store) TokenHash(ctx context.Context, name string) (string, error) {
-	var hash string
-	err := s.db.QueryRow(ctx, `SELECT hash FROM tokens WHERE name = $1`, name).Scan(&hash)
-	if err != nil {
-		return "", fmt.Errorf("token %s: %w", name, notFound(err, "no such token"))
-	}
-	return hash, nil
-}
-
-// CreateTokenHash stores a hash under a new name.
-func (s *Store) CreateTokenHash(ctx context.Context, name, hash string, at time.Time) error {
-	err := s.write(ctx, func(tx *txn) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO tokens (name, hash, created_at) VALUES ($1, $2, $3)
-			ON CONFLICT (name) DO NOTHING`, name, hash, millis(at))
-		if err == nil && tag.RowsAffected() == 0 {
-			err = store.ErrExists
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("create token %s: %w", name, err)
 	}
 	return nil
 }

@@ -322,16 +322,19 @@ func retryable(err error) bool {
 
 // appendEvent records an event inside tx and returns its Seq. It takes the
 // event counter's row lock, held until tx ends: call it after every other
-// row tx locks.
+// row tx locks. An event without an actor gets ctx's (store.WithActor).
 func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
+	if e.Actor == "" {
+		e.Actor = store.ActorOf(ctx)
+	}
 	var seq int64
 	err := tx.QueryRow(ctx, `UPDATE event_counter SET seq = seq + 1 RETURNING seq`).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("append %s event: %w", e.Type, err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO events (seq, at, type, project, host, resource, message)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		seq, millis(e.Time), string(e.Type), e.Project, e.Host, e.Resource, text(e.Message)); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO events (seq, at, type, project, host, resource, message, actor)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		seq, millis(e.Time), string(e.Type), e.Project, e.Host, e.Resource, text(e.Message), e.Actor); err != nil {
 		return 0, fmt.Errorf("append %s event: %w", e.Type, err)
 	}
 	tx.wakeEvents = true

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hatchery/hatchery/internal/reconciler"
@@ -259,5 +260,63 @@ func TestEventFollowerMissesNothingUnderConcurrentWriters(t *testing.T) {
 		if !seen[e.Seq] {
 			t.Fatalf("the follower skipped event %d (committed after a later one was read)", e.Seq)
 		}
+	}
+}
+
+// A database a server of the first schema made, with admin token, events
+// and applies in it, is migrated at Open to named admin tokens and actors:
+// its rows read back with no actor and the token not revoked, and the new
+// contract works on it (a second token, refused if its hash is taken).
+func TestSchemaOneUpgradesToNamedAdminTokens(t *testing.T) {
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDatabase(t))
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	first, err := migrations.ReadFile("migrations/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{string(first),
+		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`,
+		`INSERT INTO schema_migrations VALUES (1, 0)`,
+		`INSERT INTO tokens (name, hash, created_at) VALUES ('admin', 'admin-hash', 1000)`,
+		`INSERT INTO events (seq, at, type, project, host, resource, message) VALUES (1, 1000, 'apply.started', 'default/shop', '', '', 'old')`,
+		`UPDATE event_counter SET seq = 1`,
+		`INSERT INTO applies (project, started_at, finished_at, outcome, message) VALUES ('default/shop', 1000, 0, 'running', '')`,
+	} {
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+
+	s, err := Open(t.Context(), url, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatalf("open a database of schema 1: %v", err)
+	}
+	defer s.Close()
+	tokens, err := s.ListAdminTokens(t.Context())
+	want := []store.AdminToken{{Name: "admin", Hash: "admin-hash", CreatedAt: time.UnixMilli(1000).UTC()}}
+	if err != nil || len(tokens) != 1 || tokens[0] != want[0] {
+		t.Fatalf("admin tokens after the upgrade = %+v, %v; want %+v", tokens, err, want)
+	}
+	evs, err := s.ListEvents(t.Context(), 0, 10)
+	if err != nil || len(evs) != 1 || evs[0].Actor != "" || evs[0].Message != "old" {
+		t.Fatalf("events after the upgrade = %+v, %v; want the old one, no actor", evs, err)
+	}
+	as, err := s.Applies(t.Context(), "default/shop")
+	if err != nil || len(as) != 1 || as[0].Actor != "" || as[0].Outcome != store.ApplyRunning {
+		t.Fatalf("applies after the upgrade = %+v, %v; want the old one, no actor", as, err)
+	}
+	if err := s.CreateAdminToken(t.Context(), store.AdminToken{Name: "alice", Hash: "admin-hash", CreatedAt: time.UnixMilli(2000)}, "admin"); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("a token with the first one's hash: %v, want ErrExists", err)
+	}
+	if err := s.CreateAdminToken(t.Context(), store.AdminToken{Name: "alice", Hash: "alice-hash", CreatedAt: time.UnixMilli(2000)}, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := s.AdminTokenByHash(t.Context(), "alice-hash"); err != nil || tok.Name != "alice" || tok.Revoked() {
+		t.Fatalf("AdminTokenByHash = %+v, %v; want alice, not revoked", tok, err)
 	}
 }

@@ -20,7 +20,7 @@ func (s *Store) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
 
 // ListEvents returns up to limit events after since, oldest first.
 func (s *Store) ListEvents(ctx context.Context, since int64, limit int) ([]store.Event, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, type, project, host, resource, message
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, type, project, host, resource, message, actor
 		FROM events WHERE seq > $1 ORDER BY seq LIMIT $2`, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
@@ -36,7 +36,7 @@ func scanEvent(row scanner) (store.Event, error) {
 	var e store.Event
 	var at int64
 	var typ string
-	if err := row.Scan(&e.Seq, &at, &typ, &e.Project, &e.Host, &e.Resource, &e.Message); err != nil {
+	if err := row.Scan(&e.Seq, &at, &typ, &e.Project, &e.Host, &e.Resource, &e.Message, &e.Actor); err != nil {
 		return store.Event{}, err
 	}
 	e.Time, e.Type = fromMillis(at), store.EventType(typ)

@@ -230,12 +230,16 @@ func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error
 	return nil
 }
 
-// appendEvent records an event inside tx and returns its Seq.
+// appendEvent records an event inside tx and returns its Seq; an event
+// without an actor gets ctx's (store.WithActor).
 func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
+	if e.Actor == "" {
+		e.Actor = store.ActorOf(ctx)
+	}
 	var seq int64
-	err := tx.QueryRowContext(ctx, `INSERT INTO events (at, type, project, host, resource, message)
-		VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq`,
-		millis(e.Time), string(e.Type), e.Project, e.Host, e.Resource, e.Message).Scan(&seq)
+	err := tx.QueryRowContext(ctx, `INSERT INTO events (at, type, project, host, resource, message, actor)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq`,
+		millis(e.Time), string(e.Type), e.Project, e.Host, e.Resource, e.Message, e.Actor).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("append %s event: %w", e.Type, err)
 	}

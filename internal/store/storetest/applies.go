@@ -18,7 +18,7 @@ func RunApplyHistory(t *testing.T, open Open) {
 	t.Run("an apply is recorded running, then finished, with an event each", func(t *testing.T) {
 		s := open(t)
 		start := lastSeq(t, s)
-		a, err := s.StartApply(ctx(t), "default/shop", []string{digest("b"), digest("a"), digest("b")}, t0)
+		a, err := s.StartApply(ctx(t), "default/shop", "alice", []string{digest("b"), digest("a"), digest("b")}, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,20 +33,20 @@ func RunApplyHistory(t *testing.T, open Open) {
 			t.Fatal(err)
 		}
 		want := store.Apply{ID: a.ID, Project: "default/shop", Started: t0, Finished: t0.Add(time.Second),
-			Outcome: store.ApplyFailed, Message: "egg/web: image not found", Blobs: []string{digest("a"), digest("b")}}
+			Outcome: store.ApplyFailed, Message: "egg/web: image not found", Actor: "alice", Blobs: []string{digest("a"), digest("b")}}
 		if len(got) != 1 || !applyEqual(got[0], want) {
 			t.Fatalf("Applies = %+v, want [%+v]", got, want)
 		}
 		evs := eventsSince(t, s, start)
 		if !slices.Equal(types(evs), []store.EventType{store.EventApplyStarted, store.EventApplyFinished}) ||
-			evs[0].Project != "default/shop" || evs[1].Project != "default/shop" {
-			t.Fatalf("events %+v, want apply.started then apply.finished for default/shop", evs)
+			evs[0].Project != "default/shop" || evs[1].Project != "default/shop" || evs[0].Actor != "alice" {
+			t.Fatalf("events %+v, want apply.started by alice then apply.finished for default/shop", evs)
 		}
 	})
 
 	t.Run("only a running apply can finish, with succeeded or failed", func(t *testing.T) {
 		s := open(t)
-		a, _ := s.StartApply(ctx(t), "default/shop", nil, t0)
+		a, _ := s.StartApply(ctx(t), "default/shop", "", nil, t0)
 		if err := s.FinishApply(ctx(t), a.ID, store.ApplyRunning, "", t0); err == nil {
 			t.Fatal("FinishApply with outcome running succeeded")
 		}
@@ -65,13 +65,13 @@ func RunApplyHistory(t *testing.T, open Open) {
 		s := open(t)
 		var ids []int64
 		for i := range store.ApplyHistoryLimit + 3 {
-			a, err := s.StartApply(ctx(t), "default/shop", []string{digest(fmt.Sprint(i % 10))}, t0.Add(time.Duration(i)*time.Second))
+			a, err := s.StartApply(ctx(t), "default/shop", "", []string{digest(fmt.Sprint(i % 10))}, t0.Add(time.Duration(i)*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, a.ID)
 		}
-		other, _ := s.StartApply(ctx(t), "default/blog", nil, t0)
+		other, _ := s.StartApply(ctx(t), "default/blog", "", nil, t0)
 		got, err := s.Applies(ctx(t), "default/shop")
 		if err != nil {
 			t.Fatal(err)
@@ -93,7 +93,7 @@ func RunApplyHistory(t *testing.T, open Open) {
 
 func applyEqual(a, b store.Apply) bool {
 	return a.ID == b.ID && a.Project == b.Project && a.Started.Equal(b.Started) && a.Finished.Equal(b.Finished) &&
-		a.Outcome == b.Outcome && a.Message == b.Message && slices.Equal(a.Blobs, b.Blobs)
+		a.Outcome == b.Outcome && a.Message == b.Message && a.Actor == b.Actor && slices.Equal(a.Blobs, b.Blobs)
 }
 
 // RunBlobRetention checks which blobs are referenced.
@@ -114,7 +114,7 @@ func RunBlobRetention(t *testing.T, open Open) {
 		}
 		put(t, s, "default/shop", &resource.Deployed{ID: "1", Type: "egg", Name: "web", Source: digest("a")})
 		put(t, s, "default/shop", &resource.Deployed{ID: "2", Type: "egg", Name: "db"}) // no source
-		if _, err := s.StartApply(ctx(t), "default/shop", []string{digest("a"), digest("b")}, t0); err != nil {
+		if _, err := s.StartApply(ctx(t), "default/shop", "", []string{digest("a"), digest("b")}, t0); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.RetainBlobs(ctx(t), "plan/42", []string{digest("c"), digest("c")}); err != nil {
@@ -152,11 +152,11 @@ func RunBlobRetention(t *testing.T, open Open) {
 		s := open(t)
 		web := &resource.Deployed{ID: "1", Type: "egg", Name: "web", Source: digest("a")}
 		put(t, s, "default/shop", web)
-		if _, err := s.StartApply(ctx(t), "default/shop", []string{digest("old")}, t0); err != nil {
+		if _, err := s.StartApply(ctx(t), "default/shop", "", []string{digest("old")}, t0); err != nil {
 			t.Fatal(err)
 		}
 		for i := range store.ApplyHistoryLimit {
-			if _, err := s.StartApply(ctx(t), "default/shop", nil, t0.Add(time.Duration(i+1)*time.Second)); err != nil {
+			if _, err := s.StartApply(ctx(t), "default/shop", "", nil, t0.Add(time.Duration(i+1)*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -176,7 +176,7 @@ func RunProjects(t *testing.T, open Open) {
 		put(t, s, "staging/shop", &resource.Deployed{ID: "1", Type: "egg", Name: "web"})
 		put(t, s, "default/shop", &resource.Deployed{ID: "2", Type: "egg", Name: "web"})
 		put(t, s, "default/shop", &resource.Deployed{ID: "3", Type: "egg", Name: "db"})
-		if _, err := s.StartApply(ctx(t), "default/blog", nil, t0); err != nil {
+		if _, err := s.StartApply(ctx(t), "default/blog", "", nil, t0); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.ListProjects(ctx(t))
@@ -185,25 +185,6 @@ func RunProjects(t *testing.T, open Open) {
 		}
 		if want := []string{"default/blog", "default/shop", "staging/shop"}; !slices.Equal(got, want) {
 			t.Fatalf("ListProjects = %v, want %v", got, want)
-		}
-	})
-}
-
-// RunTokens checks token hashes.
-func RunTokens(t *testing.T, open Open) {
-	t.Run("a hash is created once and never replaced", func(t *testing.T) {
-		s := open(t)
-		if _, err := s.TokenHash(ctx(t), "admin"); !errors.Is(err, store.ErrNotFound) {
-			t.Fatalf("TokenHash of no token: %v, want ErrNotFound", err)
-		}
-		if err := s.CreateTokenHash(ctx(t), "admin", "h1", t0); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.CreateTokenHash(ctx(t), "admin", "h2", t0); !errors.Is(err, store.ErrExists) {
-			t.Fatalf("second CreateTokenHash: %v, want ErrExists", err)
-		}
-		if h, err := s.TokenHash(ctx(t), "admin"); err != nil || h != "h1" {
-			t.Fatalf("TokenHash = %q, %v; want the first hash", h, err)
 		}
 	})
 }

@@ -20,8 +20,8 @@ type FullStore interface {
 // Fill writes one or more of everything a store keeps into s: records of
 // several projects, hosts with reports and desired states, events, more
 // applies than the history keeps (so the apply counter is above the highest
-// ID kept), retained blobs, tokens, join tokens, joined and removed hosts, a
-// lease, a plan and secret values.
+// ID kept) by named actors, retained blobs, admin tokens (one revoked),
+// join tokens, joined and removed hosts, a lease, a plan and secret values.
 func Fill(t *testing.T, s FullStore) {
 	t.Helper()
 	c := ctx(t)
@@ -64,21 +64,30 @@ func Fill(t *testing.T, s FullStore) {
 		}
 	}
 	for i := range store.ApplyHistoryLimit + 2 {
-		a, err := s.StartApply(c, "default/shop", []string{digest("b"), digest(fmt.Sprint(i % 2))}, t0.Add(time.Duration(i)*time.Second))
+		a, err := s.StartApply(c, "default/shop", "alice", []string{digest("b"), digest(fmt.Sprint(i % 2))}, t0.Add(time.Duration(i)*time.Second))
 		must(err)
 		must(s.FinishApply(c, a.ID, store.ApplySucceeded, "", t0.Add(time.Duration(i)*time.Second+time.Millisecond)))
 	}
-	a, err := s.StartApply(c, "staging/blog", nil, t0)
+	a, err := s.StartApply(c, "staging/blog", "", nil, t0)
 	must(err)
 	must(s.FinishApply(c, a.ID, store.ApplyFailed, "egg/web: boom", t0.Add(time.Second)))
 	must(s.RetainBlobs(c, "upload:x", []string{digest("c")}))
 	must(s.CreateTokenHash(c, "admin", "admin-hash", t0))
+	must(s.CreateAdminToken(c, store.AdminToken{Name: "alice", Hash: "alice-hash", CreatedAt: t0.Add(time.Second)}, "admin"))
+	must(s.CreateAdminToken(c, store.AdminToken{Name: "bob", Hash: "bob-hash", CreatedAt: t0.Add(2 * time.Second)}, "admin"))
+	if _, err := s.RevokeAdminToken(c, "bob", "alice", t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.AcquireLease(c, lease("default/shop", "tok", "apply 12", "srv-a", t0, time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	must(s.PutPlan(c, store.StoredPlan{ID: "p1", Project: "default/shop", Created: t0, Expires: t0.Add(time.Hour),
 		Blobs: []string{digest("d")}, Doc: []byte(`{"steps":[]}`)}))
 	must(s.PutSecretValue(c, store.SecretValue{Project: "default/shop", Name: "key", Fingerprint: "fp", Sealed: "sealed-1", Created: t0}))
+	if _, err := s.AppendEvent(store.WithActor(c, "alice"), store.Event{Time: t0, Type: store.EventRolloutRestarted, Project: "default/shop",
+		Resource: "egg/web", Message: "web restarted"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.AppendEvent(c, store.Event{Time: t0, Type: store.EventRolloutDone, Project: "default/shop",
 		Host: "h1", Resource: "egg/web", Message: "web is at its spec on h1"}); err != nil {
 		t.Fatal(err)
@@ -133,6 +142,9 @@ func AssertSameContents(t *testing.T, want, got FullStore) {
 	wt, werr := want.TokenHash(c, "admin")
 	gt, gerr := got.TokenHash(c, "admin")
 	same("admin token", wt, gt, werr, gerr)
+	wat, werr := want.ListAdminTokens(c)
+	gat, gerr := got.ListAdminTokens(c)
+	same("admin tokens", wat, gat, werr, gerr)
 	wb, werr := want.ReferencedBlobs(c)
 	gb, gerr := got.ReferencedBlobs(c)
 	same("referenced blobs", wb, gb, werr, gerr)
@@ -157,11 +169,11 @@ func AssertSameContents(t *testing.T, want, got FullStore) {
 			lastApply = max(lastApply, a.ID)
 		}
 	}
-	wNext, err := want.StartApply(c, "default/other", nil, t0)
+	wNext, err := want.StartApply(c, "default/other", "", nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gNext, err := got.StartApply(c, "default/other", nil, t0)
+	gNext, err := got.StartApply(c, "default/other", "", nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -241,7 +241,7 @@ func RunEvents(t *testing.T, open Open) {
 		var seqs []int64
 		for i := range 5 {
 			seq, err := s.AppendEvent(ctx(t), store.Event{Time: t0.Add(time.Duration(i) * time.Millisecond),
-				Type: store.EventRolloutProgressing, Project: "default/shop", Host: "h1", Resource: "egg/web", Message: "1/3"})
+				Type: store.EventRolloutProgressing, Project: "default/shop", Host: "h1", Resource: "egg/web", Message: "1/3", Actor: "alice"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -255,8 +255,8 @@ func RunEvents(t *testing.T, open Open) {
 			t.Fatal(err)
 		}
 		want := []store.Event{
-			{Seq: seqs[2], Time: t0.Add(2 * time.Millisecond), Type: store.EventRolloutProgressing, Project: "default/shop", Host: "h1", Resource: "egg/web", Message: "1/3"},
-			{Seq: seqs[3], Time: t0.Add(3 * time.Millisecond), Type: store.EventRolloutProgressing, Project: "default/shop", Host: "h1", Resource: "egg/web", Message: "1/3"},
+			{Seq: seqs[2], Time: t0.Add(2 * time.Millisecond), Type: store.EventRolloutProgressing, Project: "default/shop", Host: "h1", Resource: "egg/web", Message: "1/3", Actor: "alice"},
+			{Seq: seqs[3], Time: t0.Add(3 * time.Millisecond), Type: store.EventRolloutProgressing, Project: "default/shop", Host: "h1", Resource: "egg/web", Message: "1/3", Actor: "alice"},
 		}
 		if len(evs) != 2 || evs[0] != want[0] || evs[1] != want[1] {
 			t.Fatalf("ListEvents(since %d, 2) = %+v\nwant %+v", seqs[1], evs, want)

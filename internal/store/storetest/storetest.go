@@ -57,6 +57,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("Tokens", func(t *testing.T) { RunTokens(t, open) })
 	t.Run("JoinTokens", func(t *testing.T) { RunJoinTokens(t, open) })
 	t.Run("HostIdentities", func(t *testing.T) { RunHostIdentities(t, open) })
+	t.Run("Actors", func(t *testing.T) { RunActors(t, open) })
 }
 
 // t0 is a fixed starting time with whole milliseconds.

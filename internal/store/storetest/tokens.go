@@ -265,3 +265,141 @@ func RunHostIdentities(t *testing.T, open Open) {
 		}
 	})
 }
+
+// RunTokens checks the admin tokens: the first one's hash by name, and the
+// named ones by hash, listed and revoked.
+func RunTokens(t *testing.T, open Open) {
+	t.Run("a hash is created once and never replaced", func(t *testing.T) {
+		s := open(t)
+		if _, err := s.TokenHash(ctx(t), "admin"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("TokenHash of no token: %v, want ErrNotFound", err)
+		}
+		if err := s.CreateTokenHash(ctx(t), "admin", "h1", t0); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateTokenHash(ctx(t), "admin", "h2", t0); !errors.Is(err, store.ErrExists) {
+			t.Fatalf("second CreateTokenHash: %v, want ErrExists", err)
+		}
+		if h, err := s.TokenHash(ctx(t), "admin"); err != nil || h != "h1" {
+			t.Fatalf("TokenHash = %q, %v; want the first hash", h, err)
+		}
+	})
+
+	t.Run("a named admin token is found by its hash and listed with the first, oldest first, with a token.created event", func(t *testing.T) {
+		s := open(t)
+		if err := s.CreateTokenHash(ctx(t), "admin", "hash-of-admin", t0); err != nil {
+			t.Fatal(err)
+		}
+		start := lastSeq(t, s)
+		alice := store.AdminToken{Name: "alice", Hash: "hash-of-alice", CreatedAt: t0.Add(time.Minute)}
+		if err := s.CreateAdminToken(ctx(t), alice, "admin"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.AdminTokenByHash(ctx(t), "hash-of-alice")
+		if err != nil || got != alice {
+			t.Fatalf("AdminTokenByHash = %+v, %v; want %+v", got, err, alice)
+		}
+		if first, err := s.AdminTokenByHash(ctx(t), "hash-of-admin"); err != nil || first.Name != "admin" || first.Revoked() {
+			t.Fatalf("AdminTokenByHash of the first token = %+v, %v", first, err)
+		}
+		if _, err := s.AdminTokenByHash(ctx(t), "hash-of-nobody"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("AdminTokenByHash of an unknown hash: %v, want ErrNotFound", err)
+		}
+		all, err := s.ListAdminTokens(ctx(t))
+		if err != nil || len(all) != 2 || all[0].Name != "admin" || all[1] != alice {
+			t.Fatalf("ListAdminTokens = %+v, %v; want admin then alice", all, err)
+		}
+		evs := eventsSince(t, s, start)
+		if !slices.Equal(types(evs), []store.EventType{store.EventTokenCreated}) || evs[0].Actor != "admin" ||
+			!evs[0].Time.Equal(alice.CreatedAt) {
+			t.Fatalf("events = %+v, want one token.created by admin", evs)
+		}
+	})
+
+	t.Run("a name or a hash taken is refused, and nothing changes", func(t *testing.T) {
+		s := open(t)
+		if err := s.CreateAdminToken(ctx(t), store.AdminToken{Name: "alice", Hash: "h1", CreatedAt: t0}, "admin"); err != nil {
+			t.Fatal(err)
+		}
+		start := lastSeq(t, s)
+		for _, tok := range []store.AdminToken{
+			{Name: "alice", Hash: "h2", CreatedAt: t0}, // the name
+			{Name: "bob", Hash: "h1", CreatedAt: t0},   // the hash
+		} {
+			if err := s.CreateAdminToken(ctx(t), tok, "admin"); !errors.Is(err, store.ErrExists) {
+				t.Fatalf("CreateAdminToken %+v: %v, want ErrExists", tok, err)
+			}
+		}
+		if err := s.CreateTokenHash(ctx(t), "carol", "h1", t0); !errors.Is(err, store.ErrExists) {
+			t.Fatalf("CreateTokenHash with a hash taken: %v, want ErrExists", err)
+		}
+		if evs := eventsSince(t, s, start); len(evs) != 0 {
+			t.Fatalf("refused creations recorded events %+v", evs)
+		}
+		all, err := s.ListAdminTokens(ctx(t))
+		if err != nil || len(all) != 1 || all[0].Hash != "h1" {
+			t.Fatalf("ListAdminTokens = %+v, %v; want alice alone, as first made", all, err)
+		}
+	})
+
+	t.Run("revoking keeps the first time and records one token.revoked event; the name is never reused", func(t *testing.T) {
+		s := open(t)
+		if err := s.CreateAdminToken(ctx(t), store.AdminToken{Name: "alice", Hash: "h1", CreatedAt: t0}, "admin"); err != nil {
+			t.Fatal(err)
+		}
+		start := lastSeq(t, s)
+		got, err := s.RevokeAdminToken(ctx(t), "alice", "bob", t0.Add(time.Second))
+		if err != nil || !got.Revoked() || !got.RevokedAt.Equal(t0.Add(time.Second)) || got.Hash != "h1" {
+			t.Fatalf("RevokeAdminToken = %+v, %v", got, err)
+		}
+		again, err := s.RevokeAdminToken(ctx(t), "alice", "bob", t0.Add(time.Minute))
+		if err != nil || !again.RevokedAt.Equal(t0.Add(time.Second)) {
+			t.Fatalf("second RevokeAdminToken = %+v, %v; want the first time kept", again, err)
+		}
+		evs := eventsSince(t, s, start)
+		if !slices.Equal(types(evs), []store.EventType{store.EventTokenRevoked}) || evs[0].Actor != "bob" {
+			t.Fatalf("events = %+v, want one token.revoked by bob", evs)
+		}
+		if byHash, err := s.AdminTokenByHash(ctx(t), "h1"); err != nil || !byHash.Revoked() {
+			t.Fatalf("AdminTokenByHash after revocation = %+v, %v; want the token, revoked", byHash, err)
+		}
+		if err := s.CreateAdminToken(ctx(t), store.AdminToken{Name: "alice", Hash: "h2", CreatedAt: t0}, "admin"); !errors.Is(err, store.ErrExists) {
+			t.Fatalf("a revoked token's name was taken again: %v, want ErrExists", err)
+		}
+		if _, err := s.RevokeAdminToken(ctx(t), "nobody", "bob", t0); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("RevokeAdminToken of an unknown name: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// RunActors checks that a write's context names who asked for it in every
+// event it records (store.WithActor), unless the event names someone itself.
+func RunActors(t *testing.T, open Open) {
+	t.Run("events written with an actor's context carry the actor, given ones win", func(t *testing.T) {
+		s := open(t)
+		createJoinToken(t, s, joinToken("j1", 5))
+		joinHost(t, s, "hash-of-j1", hostIdentity("h1", "alpha", t0))
+		start := lastSeq(t, s)
+		alice := store.WithActor(ctx(t), "alice")
+		if _, err := s.RemoveHost(alice, "h1", t0.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppendEvent(alice, store.Event{Time: t0, Type: store.EventRolloutRestarted, Project: "default/shop"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppendEvent(alice, store.Event{Time: t0, Type: store.EventRolloutRestarted, Actor: "bob"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppendEvent(ctx(t), store.Event{Time: t0, Type: store.EventRolloutDone}); err != nil {
+			t.Fatal(err)
+		}
+		evs := eventsSince(t, s, start)
+		var actors []string
+		for _, e := range evs {
+			actors = append(actors, e.Actor)
+		}
+		if want := []string{"alice", "alice", "bob", ""}; !slices.Equal(actors, want) {
+			t.Fatalf("actors of %+v = %q, want %q", evs, actors, want)
+		}
+	})
+}

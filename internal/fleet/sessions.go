@@ -1,0 +1,97 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"path"
+
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+// EventExec: an admin ran a command in a container (`hatch exec`): where,
+// the program and how many arguments it had, never the arguments or input.
+const EventExec store.EventType = "exec.started"
+
+// LogHosts returns the IDs of the hosts a `hatch logs` of the project asks:
+// every host not removed and not down (a roll may start replicas on any),
+// or the one named by only (an ID or a name), which must be such a host.
+func (s *Service) LogHosts(ctx context.Context, namespace, project, only string) ([]string, error) {
+	hosts, err := s.statusHosts(ctx, namespace, project)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, h := range hosts {
+		if only != "" && only != h.ID && only != h.Name {
+			continue
+		}
+		if h.State == store.HostDown {
+			if only != "" {
+				return nil, api.Errorf(api.CodeConflict, "host %s is down: its logs cannot be read until it reports again", only)
+			}
+			continue
+		}
+		out = append(out, h.ID)
+	}
+	if len(out) == 0 && only != "" {
+		return nil, api.NotFound("no host %q: `hatch hosts` lists them", only)
+	}
+	return out, nil
+}
+
+// ExecTarget is where `hatch exec` runs: a host and a slot whose container
+// its agent last reported running.
+type ExecTarget struct {
+	Host, HostName string
+	Slot           int
+}
+
+// ExecHost finds the host running the egg's slot (slot < 0: the lowest slot
+// running anywhere), from the hosts' last reports.
+func (s *Service) ExecHost(ctx context.Context, namespace, project, egg string, slot int) (ExecTarget, error) {
+	hosts, err := s.statusHosts(ctx, namespace, project)
+	if err != nil {
+		return ExecTarget{}, err
+	}
+	workload := contract.WorkloadID(namespace, project, egg)
+	var best *ExecTarget
+	for _, h := range hosts {
+		if h.State == store.HostDown {
+			continue
+		}
+		for _, c := range h.Containers {
+			if c.WorkloadID != workload || c.State != contract.StateRunning || (slot >= 0 && c.Slot != slot) {
+				continue
+			}
+			if best == nil || c.Slot < best.Slot {
+				best = &ExecTarget{Host: h.ID, HostName: cmp.Or(h.Name, h.ID), Slot: c.Slot}
+			}
+		}
+	}
+	if best == nil {
+		where := egg
+		if slot >= 0 {
+			where = fmt.Sprintf("%s/%d", egg, slot)
+		}
+		return ExecTarget{}, api.NotFound("no running replica %s in %s/%s on a host that is up: `hatch status -n %s %s` shows them",
+			where, namespace, project, namespace, project)
+	}
+	return *best, nil
+}
+
+// RecordExec records who ran what where: the program's base name and the
+// number of its arguments, never the arguments themselves (they may hold
+// secrets) nor the input.
+func (s *Service) RecordExec(ctx context.Context, namespace, project, egg string, t ExecTarget, argv []string) {
+	e := store.Event{Time: s.now(), Type: EventExec, Project: namespace + "/" + project, Host: t.Host,
+		Resource: "egg/" + egg, Actor: store.ActorOf(ctx),
+		Message: fmt.Sprintf("exec of %s (%d arguments) in %s/%d on %s", path.Base(argv[0]), len(argv)-1, egg, t.Slot, t.HostName)}
+	if _, err := s.deps.Events.AppendEvent(context.WithoutCancel(ctx), e); err != nil {
+		s.log.Warn("exec event not recorded", zap.Error(err))
+	}
+}

@@ -1,0 +1,129 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+const adminTokenColumns = `name, hash, created_at, revoked_at`
+
+func scanAdminToken(row pgx.Row) (store.AdminToken, error) {
+	var t store.AdminToken
+	var created, revoked int64
+	if err := row.Scan(&t.Name, &t.Hash, &created, &revoked); err != nil {
+		return store.AdminToken{}, err
+	}
+	t.CreatedAt, t.RevokedAt = fromMillis(created), fromMillis(revoked)
+	return t, nil
+}
+
+// TokenHash returns the hash stored under name.
+func (s *Store) TokenHash(ctx context.Context, name string) (string, error) {
+	var hash string
+	err := s.db.QueryRow(ctx, `SELECT hash FROM tokens WHERE name = $1`, name).Scan(&hash)
+	if err != nil {
+		return "", fmt.Errorf("token %s: %w", name, notFound(err, "no such token"))
+	}
+	return hash, nil
+}
+
+// CreateTokenHash stores a hash under a new name.
+func (s *Store) CreateTokenHash(ctx context.Context, name, hash string, at time.Time) error {
+	err := s.write(ctx, func(tx *txn) error {
+		return tx.insertAdminToken(ctx, store.AdminToken{Name: name, Hash: hash, CreatedAt: at})
+	})
+	if err != nil {
+		return fmt.Errorf("create token %s: %w", name, err)
+	}
+	return nil
+}
+
+// insertAdminToken stores a token whose name and hash are both new, else
+// gives ErrExists. ON CONFLICT without a target covers both unique indexes,
+// so a concurrent insert of either waits for the other and then does nothing.
+func (tx *txn) insertAdminToken(ctx context.Context, t store.AdminToken) error {
+	tag, err := tx.Exec(ctx, `INSERT INTO tokens (`+adminTokenColumns+`) VALUES ($1, $2, $3, 0)
+		ON CONFLICT DO NOTHING`, t.Name, t.Hash, millis(t.CreatedAt))
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrExists
+	}
+	return nil
+}
+
+// CreateAdminToken stores a named admin token with a token.created event.
+func (s *Store) CreateAdminToken(ctx context.Context, t store.AdminToken, by string) error {
+	if t.Name == "" || t.Hash == "" || t.CreatedAt.IsZero() {
+		return fmt.Errorf("create admin token %q: a name, a hash and a time are needed", t.Name)
+	}
+	err := s.write(ctx, func(tx *txn) error {
+		if err := tx.insertAdminToken(ctx, t); err != nil {
+			return err
+		}
+		_, err := tx.appendEvent(ctx, store.Event{Time: t.CreatedAt, Type: store.EventTokenCreated, Actor: by,
+			Message: fmt.Sprintf("admin token %q created", t.Name)})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create admin token %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+// AdminTokenByHash returns the admin token whose secret has the hash.
+func (s *Store) AdminTokenByHash(ctx context.Context, hash string) (store.AdminToken, error) {
+	t, err := scanAdminToken(s.db.QueryRow(ctx, `SELECT `+adminTokenColumns+` FROM tokens WHERE hash = $1`, hash))
+	if err != nil {
+		// The hash is not repeated: it is as good as a token in a log line.
+		return store.AdminToken{}, fmt.Errorf("admin token: %w", notFound(err, "no such admin token"))
+	}
+	return t, nil
+}
+
+// ListAdminTokens returns every admin token, oldest first (names compared
+// byte by byte, as SQLite does).
+func (s *Store) ListAdminTokens(ctx context.Context) ([]store.AdminToken, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+adminTokenColumns+` FROM tokens ORDER BY created_at, name COLLATE "C"`)
+	if err != nil {
+		return nil, fmt.Errorf("list admin tokens: %w", err)
+	}
+	out, err := collect(rows, scanAdminToken)
+	if err != nil {
+		return nil, fmt.Errorf("list admin tokens: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeAdminToken revokes a named token, with a token.revoked event the
+// first time. The UPDATE locks the row, so of concurrent revocations one
+// changes it and records the event; the others see it revoked.
+func (s *Store) RevokeAdminToken(ctx context.Context, name, by string, at time.Time) (store.AdminToken, error) {
+	var t store.AdminToken
+	err := s.write(ctx, func(tx *txn) error {
+		tag, err := tx.Exec(ctx, `UPDATE tokens SET revoked_at = $2 WHERE name = $1 AND revoked_at = 0`, name, millis(at))
+		if err != nil {
+			return err
+		}
+		t, err = scanAdminToken(tx.QueryRow(ctx, `SELECT `+adminTokenColumns+` FROM tokens WHERE name = $1`, name))
+		if err != nil {
+			return notFound(err, "no such admin token")
+		}
+		if tag.RowsAffected() == 0 {
+			return nil // revoked already: no second event
+		}
+		_, err = tx.appendEvent(ctx, store.Event{Time: at, Type: store.EventTokenRevoked, Actor: by,
+			Message: fmt.Sprintf("admin token %q revoked", name)})
+		return err
+	})
+	if err != nil {
+		return store.AdminToken{}, fmt.Errorf("revoke admin token %s: %w", name, err)
+	}
+	return t, nil
+}
