@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hatchery/hatchery/internal/deploy"
 	"io"
 	"net"
 	"os"
@@ -309,6 +310,7 @@ func (l *localRun) startServer(ctx context.Context, dir string, opts upOptions, 
 	sopts := serverOptions{
 		listen: opts.listen, dataDir: filepath.Join(dir, upServerDir), liveness: fleet.DefaultConfig().LivenessTimeout,
 		cliConfig: configPath, authFailureBurst: defaults.AuthFailureBurst, authFailureRefill: defaults.AuthFailureRefill,
+		maxReplicas: deploy.DefaultMaxReplicas,
 	}
 	// The server prints its admin token on stdout at its first start: here it
 	// goes nowhere, since the token is kept in dir (and must not reach a log).

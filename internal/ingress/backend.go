@@ -35,11 +35,11 @@ type backend struct {
 	// ejectedUntil is the UnixNano time until which a failed dial keeps the
 	// backend out of the pool; zero means never ejected.
 	ejectedUntil atomic.Int64
-	// dialEjected tells that the last ejection was a local failed dial: a
-	// guess (a replica slow to accept is enough) that acquire's last resort
-	// may overrule. An ejection on knowledge (a request held past its
-	// upstream timeout, a peer's dead connection or empty pool) clears it.
-	dialEjected atomic.Bool
+	// ejectedOnGuess tells that the last ejection may be overruled by
+	// acquire's last resort: a failed dial (a replica slow to accept is
+	// enough) or a peer's "no healthy replica" (its replica may be back).
+	// A request held past its upstream timeout (a frozen replica) is not.
+	ejectedOnGuess atomic.Bool
 
 	idleOnce sync.Once
 	idle     chan struct{} // closed once inflight reaches zero while draining
@@ -100,7 +100,7 @@ func (b *backend) available(now func() int64, lastResort bool) bool {
 	if b.draining.Load() {
 		return false
 	}
-	if u := b.ejectedUntil.Load(); u != 0 && !(lastResort && b.dialEjected.Load()) && now() < u {
+	if u := b.ejectedUntil.Load(); u != 0 && !(lastResort && b.overrulable()) && now() < u {
 		return false
 	}
 	if r := b.remote; r != nil && r.connected.Load() && !r.peers.Alive(r.host) {
@@ -110,6 +110,17 @@ func (b *backend) available(now func() int64, lastResort bool) bool {
 		return false
 	}
 	return true
+}
+
+// overrulable reports whether a last resort may try the backend although it
+// is ejected: the ejection was a guess, and a remote backend's mesh
+// connection is alive (a dead peer, or one that left the valid host set,
+// would only fail again).
+func (b *backend) overrulable() bool {
+	if !b.ejectedOnGuess.Load() {
+		return false
+	}
+	return b.remote == nil || b.remote.peers.Alive(b.remote.host)
 }
 
 // release gives back a slot taken by acquire and wakes Drain when the last
@@ -208,28 +219,29 @@ const maxAcquireTries = 4
 
 // acquire reserves a slot on the least loaded available local backend other
 // than exclude; when there is none and localOnly is false, on the least
-// loaded available remote one; when there is still none, on an ejected local
-// one. It returns nil when there is none. The caller must release it.
+// loaded available remote one; when there is still none, on an ejected one
+// whose ejection may be overruled, in the same order. It returns nil when
+// there is none. The caller must release it.
 //
-// The last resort is there because a local ejection after a failed dial is
-// a guess (a replica slow to accept on a loaded machine is enough): with
-// nothing else to pick, keeping the egg's only replica out would fail every
-// request for EjectFor, on this host and on every peer asking it, while
-// trying it costs at most one more failed dial. Other ejections are
-// knowledge and hold: a replica that held a request past its upstream
-// timeout is frozen, and a peer was ejected because its mesh connection is
-// dead, it left the valid host set, or its ingress said it has no replica
-// (having already tried its own last resort).
+// The last resort is there because most ejections are guesses: one failed
+// dial (a replica slow to accept on a loaded machine is enough), or a peer
+// with no healthy replica at that moment (a stateful replica restarting).
+// With nothing else to pick, keeping them out would fail every request for
+// EjectFor, also after the replica is back, while trying costs one more
+// failed dial or mesh round trip. A frozen replica (past its upstream
+// timeout) and a peer whose mesh connection is dead stay out.
 func (e *egg) acquire(exclude *backend, now func() int64, localOnly bool) *backend {
-	if b := acquireFrom(&e.pool, &e.next, exclude, now, false); b != nil {
-		return b
-	}
-	if !localOnly {
-		if b := acquireFrom(&e.remotePool, &e.nextRemote, exclude, now, false); b != nil {
+	for _, lastResort := range []bool{false, true} {
+		if b := acquireFrom(&e.pool, &e.next, exclude, now, lastResort); b != nil {
 			return b
 		}
+		if !localOnly {
+			if b := acquireFrom(&e.remotePool, &e.nextRemote, exclude, now, lastResort); b != nil {
+				return b
+			}
+		}
 	}
-	return acquireFrom(&e.pool, &e.next, exclude, now, true)
+	return nil
 }
 
 // acquireFrom reserves a slot on the least loaded available backend of pool

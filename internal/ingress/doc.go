@@ -27,9 +27,9 @@
 //   - A backend receives new requests or connections only while the last
 //     Update reported it healthy, it has not been drained since it was last
 //     reported gone, and no dial to it failed in the last Config.EjectFor,
-//     unless no other backend is left: then an ejected local one is picked
-//     rather than none (never an ejected peer, which its own ingress already
-//     answered for).
+//     unless no other backend is left: then one ejected on a guess (a failed
+//     dial, a peer without a healthy replica at that moment) is picked rather
+//     than none, local first; never a frozen replica nor a dead peer.
 //   - Among those, the one with the fewest in-flight requests and connections
 //     is chosen; ties rotate. A remote backend (another host running the
 //     egg, reached through Config.Peers) is chosen only when no local one

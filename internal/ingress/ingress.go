@@ -286,7 +286,7 @@ func (in *Ingress) forget(b *backend) {
 func (in *Ingress) eject(b *backend, err error) {
 	now := in.now()
 	prev := b.ejectedUntil.Swap(now + int64(in.cfg.EjectFor))
-	b.dialEjected.Store(b.remote == nil && !errors.Is(err, errUpstreamTimeout))
+	b.ejectedOnGuess.Store(!errors.Is(err, errUpstreamTimeout))
 	b.egg.m.dialFailures.Inc()
 	if prev <= now { // log once per ejection, not once per failed request
 		where := []zap.Field{zap.String("container", shortID(b.id)), zap.String("addr", b.addr)}
