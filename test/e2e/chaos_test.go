@@ -236,7 +236,9 @@ func TestChaosAFullDataDirRollsNothingBackAtRestart(t *testing.T) {
 	before := append(e.waitServing(web, "v2", time.Minute), e.waitServing(db, "v2", time.Minute)...)
 	dockertest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
 		r, _ := e.cp.lastReport(e.hostID)
-		if !slices.ContainsFunc(r.Errors, func(s string) bool { return strings.Contains(s, "desired-state cache") && strings.Contains(s, "retrying") }) {
+		if !slices.ContainsFunc(r.Errors, func(s string) bool {
+			return strings.Contains(s, "desired-state cache") && strings.Contains(s, "retrying")
+		}) {
 			return fmt.Errorf("report errors %q", r.Errors)
 		}
 		return nil
