@@ -60,10 +60,13 @@ fuzz-ci:
 fuzz:
 	$(call run-fuzz,$(FUZZTIME))
 
-# Tests against the real Docker Engine: one package at a time, no race detector.
+# Tests against the real Docker Engine: one package at a time, no race
+# detector. gotestsum prints each test with its duration (each issue's CI
+# share is a sum of these) and repeats the failures' output at the end.
+GOTESTSUM ?= $(GO) run gotest.tools/gotestsum@v1.13.0
 test-docker:
 	@start=$$(date +%s); rc=0; \
-	if [ -n "$(DOCKER_PKGS)" ]; then $(GO) test -tags docker -p 1 -count=1 -timeout 25m $(DOCKER_PKGS) || rc=$$?; \
+	if [ -n "$(DOCKER_PKGS)" ]; then $(GOTESTSUM) --format testname -- -tags docker -p 1 -count=1 -timeout 25m $(DOCKER_PKGS) || rc=$$?; \
 	else echo "test-docker: no docker-tagged packages yet"; fi; \
 	echo "test-docker: $$(( $$(date +%s) - start ))s"; exit $$rc
 
