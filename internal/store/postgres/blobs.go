@@ -82,8 +82,7 @@ func (b *Blobs) Put(ctx context.Context, digest string, r io.Reader, limit int64
 		}
 		if n > 0 {
 			hash.Write(buf[:n])
-			if _, err := b.s.pool.Exec(ctx, `INSERT INTO blob_chunks (upload_id, seq, data) VALUES ($1, $2, $3)`,
-				upload, seq, buf[:n]); err != nil {
+			if err := b.putChunk(ctx, upload, seq, buf[:n]); err != nil {
 				return blob.Info{}, false, fmt.Errorf("put %s: chunk %d: %w", digest, seq, classify(err))
 			}
 		}
@@ -100,6 +99,20 @@ func (b *Blobs) Put(ctx context.Context, digest string, r io.Reader, limit int64
 	}
 	kept = created
 	return info, created, nil
+}
+
+// putChunk stores one chunk of an upload, without waiting for the disk: the
+// chunk matters only once install commits, and that commit, waited for,
+// flushes the write-ahead log up to it, chunks included. An upload thus
+// waits for one flush, not one per chunk.
+func (b *Blobs) putChunk(ctx context.Context, upload int64, seq int, data []byte) error {
+	return pgx.BeginTxFunc(ctx, b.s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO blob_chunks (upload_id, seq, data) VALUES ($1, $2, $3)`, upload, seq, data)
+		return err
+	})
 }
 
 // install makes a verified upload the blob digest, unless a concurrent upload

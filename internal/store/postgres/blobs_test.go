@@ -32,3 +32,39 @@ func TestBlobConformance(t *testing.T) {
 		}
 	})
 }
+
+// The chunks of an upload cut short by a server's death (no blobs row, no
+// cleanup) are collected once the upload has been still for the grace, and
+// not before: a slow upload in progress keeps its chunks.
+func TestBlobCollectionRemovesUploadsAServerDiedIn(t *testing.T) {
+	s := openTemp(t)
+	var upload int64
+	if err := s.pool.QueryRow(t.Context(), `INSERT INTO blob_uploads DEFAULT VALUES RETURNING id`).Scan(&upload); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Blobs().putChunk(t.Context(), upload, 0, blobtest.Random(ChunkSize, 1)); err != nil {
+		t.Fatal(err)
+	}
+	chunks := func() int {
+		var n int
+		if err := s.pool.QueryRow(t.Context(), `SELECT count(*) FROM blob_chunks WHERE upload_id = $1`, upload).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := s.Blobs().Collect(t.Context(), nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if chunks() != 1 {
+		t.Fatal("collection removed the chunks of an upload within its grace")
+	}
+	if _, err := s.pool.Exec(t.Context(), `UPDATE blob_uploads SET started_at = now() - interval '2 hours' WHERE id = $1`, upload); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := s.Blobs().Collect(t.Context(), nil, time.Hour); err != nil || len(removed) != 0 {
+		t.Fatalf("Collect = %v, %v; want no blob reported (an upload is none)", removed, err)
+	}
+	if chunks() != 0 {
+		t.Fatal("the chunks of an upload still past its grace were kept")
+	}
+}
