@@ -262,3 +262,18 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A --blobs directory that is not there is refused, naming it, before the
+// database is touched.
+func TestMigrateRefusesAMissingBlobDir(t *testing.T) {
+	dir := t.TempDir()
+	from := filepath.Join(dir, "hatch.db")
+	if err := os.WriteFile(from, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "elsewhere")
+	code, _, errOut := run(t, "server", "migrate", "--from", from, "--blobs", missing, "--to", "postgres://nobody@127.0.0.1:1/none")
+	if code == 0 || !strings.Contains(errOut, "--blobs "+missing) {
+		t.Fatalf("hatch server migrate --blobs <missing> = %d\n%s", code, errOut)
+	}
+}
