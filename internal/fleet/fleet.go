@@ -218,7 +218,10 @@ func (s *Service) Close() {
 func (s *Service) CheckLiveness(ctx context.Context) error { return s.liveness.check(ctx) }
 
 // CollectBlobs removes, now, the blobs nothing references that are past
-// their grace.
+// their grace. It is what the blob collector runs every BlobGCInterval, and
+// may be called by whichever server runs the background loops: on
+// PostgreSQL, servers collecting at once remove each blob once, and a blob
+// touched meanwhile is kept.
 func (s *Service) CollectBlobs(ctx context.Context) error {
 	refs, err := s.deps.Retention.ReferencedBlobs(ctx)
 	if err != nil {
