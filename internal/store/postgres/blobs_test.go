@@ -68,3 +68,27 @@ func TestBlobCollectionRemovesUploadsAServerDiedIn(t *testing.T) {
 		t.Fatal("the chunks of an upload still past its grace were kept")
 	}
 }
+
+// An upload still for longer than the grace is collected under it; its
+// install then fails cleanly instead of naming chunks that are gone.
+func TestAnUploadCollectedUnderItFailsCleanly(t *testing.T) {
+	s := openTemp(t)
+	b := s.Blobs()
+	var upload int64
+	if err := s.pool.QueryRow(t.Context(), `INSERT INTO blob_uploads (started_at) VALUES (now() - interval '2 hours') RETURNING id`).Scan(&upload); err != nil {
+		t.Fatal(err)
+	}
+	content := []byte("slow")
+	if err := b.putChunk(t.Context(), upload, 0, content); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Collect(t.Context(), nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.install(t.Context(), blobtest.Digest(content), upload, int64(len(content))); err == nil {
+		t.Fatal("an upload whose chunks were collected was installed")
+	}
+	if has, err := b.HasSource(t.Context(), blobtest.Digest(content)); has || err != nil {
+		t.Fatalf("HasSource = %v, %v; want no blob", has, err)
+	}
+}
