@@ -76,7 +76,7 @@ test-long:
 	HATCH_CHAOS_TRIALS=$(CHAOS_TRIALS) $(GO) test -tags docker -p 1 -count=1 -timeout 60m -run 'Chaos' -v ./test/e2e/
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/converge/ ./internal/ingress/ ./internal/server/ ./internal/mesh/ ./internal/deploy/ ./internal/sessions/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/converge/ ./internal/ingress/ ./internal/server/ ./internal/mesh/ ./internal/deploy/ ./internal/sessions/ ./internal/store/postgres/
 	# The agent's figures on the real Docker Engine, and many hosts' on the
 	# namespace cluster (host loss, mesh against direct): one measurement each.
 	$(GO) test -tags docker -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/e2e/

@@ -151,7 +151,11 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	srv, err := wireServer(st, opts.dataDir, cfg, fleetCfg, deployCfg, hash, transport.fingerprint, log)
+	blobs, err := openBlobs(ctx, st, opts.dataDir, log)
+	if err != nil {
+		return err
+	}
+	srv, err := wireServer(st, blobs, opts.dataDir, cfg, fleetCfg, deployCfg, hash, transport.fingerprint, log)
 	if err != nil {
 		return err
 	}
@@ -183,12 +187,8 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 // store: the providers that turn projects into desired state, the apply
 // protocol and the fleet over them, and the API over both. `hatch server`
 // and `hatch up` both run what it returns.
-func wireServer(st controlStore, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
+func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
 	adminHash, fingerprint string, log *zap.Logger) (*server.Server, error) {
-	blobs, err := blob.Open(filepath.Join(dataDir, "blobs"))
-	if err != nil {
-		return nil, err
-	}
 	box, err := seal.LoadOrCreate(filepath.Join(dataDir, sealKeyFile))
 	if err != nil {
 		return nil, err
