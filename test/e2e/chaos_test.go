@@ -202,12 +202,6 @@ func (e *env) dbCount(db contract.WorkloadSpec) string {
 // newer than its cache until the control plane answers, which sends the new
 // state); once space is freed the cache is written with the new state.
 func TestChaosAFullDataDirRollsNothingBackAtRestart(t *testing.T) {
-	if os.Getenv("HATCH_CHAOS_TRIALS") == "" {
-		// Out of CI until understood: in one CI run the stateful replica
-		// was replaced at the restart (see issue 15's note). make test-long
-		// runs it.
-		t.Skip("known to fail intermittently: runs in make test-long (HATCH_CHAOS_TRIALS set)")
-	}
 	e := newEnv(t, envOptions{})
 	if err := os.MkdirAll(e.agent.dataDir, 0o700); err != nil {
 		t.Fatal(err)
