@@ -89,6 +89,9 @@ func fromCompose(cp *types.Project, findings []loader.UnsupportedAttribute, file
 	m := newMapper(cp, newLocator(files, contents))
 	m.unsupportedWarnings(findings)
 	p := m.project(files[0])
+	// The mapping is done with compose-go's project, as large as the files:
+	// the returned Project keeps m (its mover does) but should not keep that.
+	m.cp = nil
 	if len(m.errors) > 0 {
 		return nil, m.result()
 	}
