@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -204,22 +203,23 @@ func withDotEnv(dir string) cli.ProjectOptionsFn {
 }
 
 // resolveEnvironments computes each service's environment from its
-// env_file and environment, one service at a time so that an error names it.
+// env_file and environment. compose-go's error does not say which service's
+// env_file it is about, so after one it tries the services one at a time, in
+// order, to name the first that fails; a project without errors is resolved
+// in one pass (one at a time, each copies the project's environment).
 func resolveEnvironments(cp *types.Project) error {
-	names := make([]string, 0, len(cp.Services))
-	for name := range cp.Services {
-		names = append(names, name)
+	resolved, err := cp.WithServicesEnvironmentResolved(true)
+	if err == nil {
+		cp.Services = resolved.Services
+		return nil
 	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range sortedKeys(cp.Services) {
 		one := types.Project{Environment: cp.Environment, Services: types.Services{name: cp.Services[name]}}
-		resolved, err := one.WithServicesEnvironmentResolved(true)
-		if err != nil {
+		if _, err := one.WithServicesEnvironmentResolved(true); err != nil {
 			return fmt.Errorf("service %q env_file: %w", name, err)
 		}
-		cp.Services[name] = resolved.Services[name]
 	}
-	return nil
+	return err
 }
 
 // composeFileName matches the names Compose looks for, and their variants
