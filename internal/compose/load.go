@@ -113,7 +113,7 @@ func fromCompose(cp *types.Project, findings []loader.UnsupportedAttribute, file
 // loadCompose is compose-go's part: the files loaded, merged and
 // interpolated, and the attributes of them the mapping does not read.
 //
-// It is most of Load's time (for 10,000 services, some 6 to 8 times this
+// It is most of Load's time (for 10,000 services, 7 to 9 times this
 // package's own part; see BenchmarkLoadVersusHatchYAML), and compose-go's
 // options to skip steps do not make it cheap without changing what a file
 // means: interpolation also casts quoted values ("3", "true") to the types
