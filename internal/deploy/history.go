@@ -31,10 +31,12 @@ import (
 const maxSummaryChanges = 4
 
 // changeSummary is an apply's one-line summary: its changes as the plan
-// shows them ("~ egg/web [env, source], + volume/data"), unchanged ones
-// left out, the first few named.
+// shows them, by key ("~ egg/web [env, source], + volume/data"), unchanged
+// ones left out, the first few named.
 func changeSummary(destroy bool, changes []api.Change) string {
 	var parts []string
+	changes = slices.Clone(changes)
+	slices.SortFunc(changes, func(a, b api.Change) int { return cmp.Compare(a.Key, b.Key) })
 	for _, c := range changes {
 		if c.Action == symbols[reconciler.ActionUnchanged] {
 			continue
