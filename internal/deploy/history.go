@@ -209,7 +209,14 @@ func (s *Service) Rollback(ctx context.Context, project string, to int64) (api.P
 			d.Inputs[provider.FingerprintInput] = fp
 			notes = append(notes, key+": taken at its current value, not at apply "+fmt.Sprint(target.ID)+"'s")
 		case resource.Volume:
-			if deployed[key] == nil {
+			if deployed[key] != nil {
+				continue
+			}
+			kept, err := s.deps.Providers.VolumeKept(ctx, project, d.Name)
+			if err != nil {
+				return api.Plan{}, err
+			}
+			if !kept {
 				notes = append(notes, fmt.Sprintf("%s is gone (deleted since apply %d): it is created empty", key, target.ID))
 			}
 		}

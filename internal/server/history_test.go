@@ -175,3 +175,23 @@ func TestARollbackRefusesWhatIsGoneAndChangesNothing(t *testing.T) {
 	}
 	wantError(t, h.rollbackResp("default/shop", `{"to": `+itoa(destroyed.ID)+`}`), http.StatusBadRequest, "bad_request", "destroyed")
 }
+
+func TestARollbackSaysAVolumeDeletedSinceIsCreatedEmpty(t *testing.T) {
+	h := newApplyHarness(t, applyOptions{})
+	h.report("h1")
+	yaml := "project: data\neggs:\n  db: {image: pg:1, volumes: [\"pgdata:/d\"]}\nvolumes:\n  pgdata: {}\n"
+	wantSucceeded(t, h.applyAndWait("default/data", yaml, nil))
+	v1 := h.history("default/data").Applies[0]
+	// Kept while only left out of the file: no note.
+	wantSucceeded(t, h.applyAndWait("default/data", "project: data\neggs:\n  db: {image: pg:2}\n", nil))
+	if p := h.rollback("default/data", `{}`); len(p.Notes) != 0 {
+		t.Fatalf("notes %q for a volume still there", p.Notes)
+	}
+	d := decode[api.Plan](t, h.do("POST", "/api/v1/projects/default/data/destroy", strings.NewReader(`{"volumes": true}`)), http.StatusCreated)
+	wantSucceeded(t, lastStep(h.follow(h.apply("default/data", d.ID).Events)))
+	p := h.rollback("default/data", `{"to": `+itoa(v1.ID)+`}`)
+	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "volume/pgdata is gone") || !strings.Contains(p.Notes[0], "created empty") ||
+		changeOf(p, "volume/pgdata").Action != "+" {
+		t.Fatalf("rollback plan %+v, want volume/pgdata created, with a note that it is empty", p)
+	}
+}
