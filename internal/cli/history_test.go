@@ -2,6 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +32,19 @@ func TestHistoryAndRollbackArgumentErrorsSayWhatToDo(t *testing.T) {
 		code, _, errOut := run(t, c.args...)
 		if code != 1 || !strings.Contains(errOut, c.want) || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("hatch %s: exit %d, stderr %q; want 1 and one line saying %q", strings.Join(c.args, " "), code, errOut, c.want)
+		}
+	}
+}
+
+func TestKeepAppliesOutOfRangeStopsTheServerBeforeItMakesAnything(t *testing.T) {
+	for _, n := range []string{"0", "1001"} {
+		dir := filepath.Join(t.TempDir(), "data")
+		code, _, errOut := run(t, "server", "--keep-applies", n, "--data-dir", dir, "--cli-config", "-")
+		if code != 1 || !strings.Contains(errOut, "--keep-applies: "+n+" is not between 1 and 1000") {
+			t.Errorf("hatch server --keep-applies %s: exit %d, stderr %q", n, code, errOut)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("--keep-applies %s: the data dir was made (%v)", n, err)
 		}
 	}
 }
