@@ -57,9 +57,6 @@ func (s *Service) Plan(ctx context.Context, project string, req api.PlanRequest)
 	if err := checkPlanRequest(req, spec.Limits{MaxReplicas: s.cfg.MaxReplicas}); err != nil {
 		return api.Plan{}, err
 	}
-	if _, err := s.deps.Plans.DeleteExpiredPlans(ctx, s.now()); err != nil {
-		return api.Plan{}, err
-	}
 	for i, d := range req.Resources {
 		if d.Source == "" {
 			continue
@@ -107,6 +104,9 @@ type planInputs struct {
 // makePlan plans checked inputs against the project's deployed state and
 // stores the plan for Apply.
 func (s *Service) makePlan(ctx context.Context, project string, in planInputs) (api.Plan, error) {
+	if _, err := s.deps.Plans.DeleteExpiredPlans(ctx, s.now()); err != nil {
+		return api.Plan{}, err
+	}
 	resources := in.Resources
 	req := api.PlanRequest{Dependencies: in.Dependencies, Destroy: in.Destroy, DeleteVolumes: in.DeleteVolumes}
 	g, err := buildGraph(resources, req.Dependencies)
