@@ -24,6 +24,7 @@ import (
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/spec"
+	"github.com/hatchery/hatchery/internal/store"
 )
 
 // Files of the control plane's data dir, beside hatch.db, tls/ and blobs/.
@@ -46,6 +47,7 @@ type serverOptions struct {
 	authFailureBurst  int
 	authFailureRefill time.Duration
 	maxReplicas       int
+	keepApplies       int
 }
 
 func newServerCmd() *cobra.Command {
@@ -96,6 +98,9 @@ migrate copies a SQLite store into PostgreSQL.`,
 		"how often one failed authentication of an address is forgiven")
 	f.IntVar(&opts.maxReplicas, "max-replicas", deploy.DefaultMaxReplicas,
 		fmt.Sprintf("the most replicas a plan may ask for per egg (at most %d)", spec.MaxReplicas))
+	f.IntVar(&opts.keepApplies, "keep-applies", store.DefaultKeepApplies,
+		fmt.Sprintf("how many applies of each project the history keeps, with the build contexts they used: "+
+			"hatch rollback reaches that far back (1 to %d)", deploy.MaxKeepApplies))
 	return cmd
 }
 
@@ -110,6 +115,10 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err := deployCfg.Validate(); err != nil {
 		return fmt.Errorf("--max-replicas: %w", err)
 	}
+	if opts.keepApplies < 1 || opts.keepApplies > deploy.MaxKeepApplies {
+		return fmt.Errorf("--keep-applies: %d is not between 1 and %d", opts.keepApplies, deploy.MaxKeepApplies)
+	}
+	deployCfg.KeepApplies = opts.keepApplies
 	fleetCfg := fleet.DefaultConfig()
 	fleetCfg.LivenessTimeout = opts.liveness
 	if err := fleetCfg.Validate(); err != nil {

@@ -215,7 +215,8 @@ func parseLogsRequest(r *http.Request, project string) (contract.LogsRequest, st
 
 // getExec is GET /api/v1/projects/{namespace}/{project}/eggs/{egg}/exec: a
 // WebSocket to a command run in the egg's replica (?slot=, else the lowest
-// running), on whichever host runs it. Binary messages carry the bytes,
+// running; ?host= a host's name or ID: a replica there), on whichever host
+// runs it. Binary messages carry the bytes,
 // text messages contract.ExecControl.
 func (s *Server) getExec(w http.ResponseWriter, r *http.Request) error {
 	ns, project, egg := r.PathValue("namespace"), r.PathValue("project"), r.PathValue("egg")
@@ -223,7 +224,7 @@ func (s *Server) getExec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	target, err := s.deps.Fleet.ExecHost(r.Context(), ns, project, egg, req.Slot)
+	target, err := s.deps.Fleet.ExecHost(r.Context(), ns, project, egg, req.Slot, r.URL.Query().Get("host"))
 	if err != nil {
 		return err
 	}
