@@ -19,6 +19,7 @@ import (
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/fsutil"
+	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
@@ -46,6 +47,9 @@ type serverOptions struct {
 	authFailureBurst  int
 	authFailureRefill time.Duration
 	maxReplicas       int
+	// loopsLease and projectLease are the terms of the background loops'
+	// lease and of a project's (short ones for tests of takeovers).
+	loopsLease, projectLease time.Duration
 }
 
 func newServerCmd() *cobra.Command {
@@ -96,6 +100,10 @@ migrate copies a SQLite store into PostgreSQL.`,
 		"how often one failed authentication of an address is forgiven")
 	f.IntVar(&opts.maxReplicas, "max-replicas", deploy.DefaultMaxReplicas,
 		fmt.Sprintf("the most replicas a plan may ask for per egg (at most %d)", spec.MaxReplicas))
+	f.DurationVar(&opts.loopsLease, "loops-lease", leader.DefaultTTL,
+		"term of the lease of the background loops, which one server runs at a time: another takes them over within it and a third of it")
+	f.DurationVar(&opts.projectLease, "project-lease", deploy.DefaultConfig().LeaseTTL,
+		"term of a project's lease: how long a server that died keeps the project locked at most")
 	return cmd
 }
 
@@ -106,9 +114,12 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 		return err
 	}
 	deployCfg := deploy.DefaultConfig()
-	deployCfg.MaxReplicas = opts.maxReplicas
+	deployCfg.MaxReplicas, deployCfg.LeaseTTL = opts.maxReplicas, opts.projectLease
 	if err := deployCfg.Validate(); err != nil {
-		return fmt.Errorf("--max-replicas: %w", err)
+		return fmt.Errorf("--max-replicas, --project-lease: %w", err)
+	}
+	if opts.loopsLease <= 0 {
+		return fmt.Errorf("--loops-lease: must be positive, not %v", opts.loopsLease)
 	}
 	fleetCfg := fleet.DefaultConfig()
 	fleetCfg.LivenessTimeout = opts.liveness
@@ -151,7 +162,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	srv, err := wireServer(st, opts.dataDir, cfg, fleetCfg, deployCfg, hash, transport.fingerprint, log)
+	srv, err := wireServer(st, opts.dataDir, cfg, fleetCfg, deployCfg, opts.loopsLease, hash, transport.fingerprint, log)
 	if err != nil {
 		return err
 	}
@@ -184,7 +195,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 // protocol and the fleet over them, and the API over both. `hatch server`
 // and `hatch up` both run what it returns.
 func wireServer(st controlStore, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
-	adminHash, fingerprint string, log *zap.Logger) (*server.Server, error) {
+	loopsLease time.Duration, adminHash, fingerprint string, log *zap.Logger) (*server.Server, error) {
 	blobs, err := blob.Open(filepath.Join(dataDir, "blobs"))
 	if err != nil {
 		return nil, err
@@ -228,8 +239,12 @@ func wireServer(st controlStore, dataDir string, cfg server.Config, fleetCfg fle
 	if err != nil {
 		return nil, err
 	}
+	loops, err := leader.New(loopsLease, leader.Deps{Leases: st, ServerID: id, Logger: log})
+	if err != nil {
+		return nil, err
+	}
 	return server.New(cfg, server.Deps{
-		Deploy: applies, Fleet: hosts, Desired: st, Box: box, Blobs: blobs,
+		Deploy: applies, Fleet: hosts, Loops: loops, Desired: st, Box: box, Blobs: blobs,
 		Auth: server.NewTokenAuth(adminHash, st, time.Now), Logger: log, Now: time.Now,
 	})
 }

@@ -9,7 +9,7 @@ import (
 // its token: it expired by the store's clock (the database's now() on
 // PostgreSQL), another holder (another server, maybe) took it over, or it
 // was released. Nothing of the write is kept.
-var ErrFenced = errors.New("the lease this write is made under is no longer held with its token: it expired or another holder took over")
+var ErrFenced = errors.New("fenced: the lease this write is made under is no longer held with its token: it expired or another holder took over")
 
 // LoopsLease is the key, in the leases of Leases, of the lease of the
 // control plane's background loops (liveness, auto-revert, rescheduling,
