@@ -5,12 +5,16 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +23,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/agent"
 	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/testutil/pgtest"
 )
 
@@ -30,17 +35,41 @@ const (
 	testProjectLease = "2s"
 )
 
-// buildHatchBinary builds the real hatch binary, for tests that pause or
-// kill server processes.
+// hatchBinary is the real hatch binary, built once per test binary for the
+// tests that pause or kill server processes, and removed by TestMain.
+var hatchBinary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// buildHatchBinary returns the real hatch binary, building it at the first
+// call.
 func buildHatchBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hatch")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/hatchery/hatchery/cmd/hatch")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	hatchBinary.once.Do(func() {
+		if hatchBinary.dir, hatchBinary.err = os.MkdirTemp("", "hatch-bin-"); hatchBinary.err != nil {
+			return
+		}
+		hatchBinary.path = filepath.Join(hatchBinary.dir, "hatch")
+		cmd := exec.Command("go", "build", "-o", hatchBinary.path, "github.com/hatchery/hatchery/cmd/hatch")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			hatchBinary.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if hatchBinary.err != nil {
+		t.Fatal(hatchBinary.err)
 	}
-	return bin
+	return hatchBinary.path
+}
+
+// removeHatchBinary removes what buildHatchBinary built, if anything.
+func removeHatchBinary() {
+	if hatchBinary.dir != "" {
+		_ = os.RemoveAll(hatchBinary.dir)
+	}
 }
 
 // serverProc is a `hatch server` process of the real binary.
@@ -232,4 +261,174 @@ func TestTheLoopsMoveToAnotherServerWhenTheirHolderIsPausedOrKilled(t *testing.T
 	eventually(t, 10*time.Second, "the host reporting to A is up", func() bool { return oneHostState(t) == "up" })
 	stopHost()
 	eventually(t, 10*time.Second, "A marks the silent host down", func() bool { return oneHostState(t) == "down" })
+}
+
+// switchHost is a joined host without Docker, like fakeHost, whose
+// replicas are reported running but healthy only once told so.
+type switchHost struct {
+	id      agent.Identity
+	healthy atomic.Bool
+	mu      sync.Mutex // guards ds
+	ds      contract.DesiredState
+}
+
+func (h *switchHost) run(ctx context.Context) {
+	cp, err := agent.NewHTTPClient(h.id)
+	if err != nil {
+		panic(err)
+	}
+	defer cp.Close()
+	for ctx.Err() == nil {
+		ds := h.desired()
+		var cs []contract.ContainerStatus
+		for _, w := range ds.Workloads {
+			for slot := range w.Replicas {
+				cs = append(cs, contract.ContainerStatus{WorkloadID: w.ID(), Slot: slot, State: contract.StateRunning,
+					Healthy: h.healthy.Load(), SpecHash: contract.SpecHash(w), ContainerID: fmt.Sprintf("c-%s-%d", w.Egg, slot)})
+			}
+		}
+		_ = cp.ReportStatus(ctx, contract.StatusReport{HostID: h.id.HostID, Version: ds.Version, Time: time.Now(), Containers: cs})
+		next, err := cp.DesiredState(ctx, ds.Version, 500*time.Millisecond)
+		switch {
+		case err == nil:
+			h.mu.Lock()
+			h.ds = next
+			h.mu.Unlock()
+		case errors.Is(err, agent.ErrNotModified):
+		default:
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+func (h *switchHost) desired() contract.DesiredState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ds
+}
+
+// image is the image of the host's workload of egg, "" if it has none.
+func (h *switchHost) image(egg string) string {
+	for _, w := range h.desired().Workloads {
+		if w.Egg == egg {
+			return w.Image
+		}
+	}
+	return ""
+}
+
+// A server holding a project's apply lease is paused (SIGSTOP) in the middle
+// of the apply, which waits for db to be healthy before it creates web.
+// Once the lease expired, the other server applies the project anew. The
+// paused server resumed (SIGCONT) finds db healthy: its apply goes no further
+// (its writes under the lease taken over are refused, or it sees the lease
+// gone first) and fails, and the project stays as the second apply left it.
+func TestAServerPausedPastItsApplyLeaseCannotWriteOnceResumed(t *testing.T) {
+	pg := pgtest.Shared(t)
+	bin := buildHatchBinary(t)
+	dir := t.TempDir()
+	dataA, dataB, cfgPath := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "config.json")
+	t.Setenv(storeEnv, pg.URL(pg.NewDatabase(t)))
+	a := startServerBinary(t, bin, "A", freeAddr(t), "--data-dir", dataA, "--cli-config", cfgPath)
+	cfg, ok, err := client.Load(cfgPath)
+	if err != nil || !ok {
+		t.Fatalf("server A wrote no CLI config: %v", err)
+	}
+	for _, f := range []string{"tls/ca.pem", "tls/ca-key.pem", "tls/host-ca.pem", "tls/host-ca-key.pem", "seal.key", "admin-token"} {
+		if _, err := os.Stat(filepath.Join(dataA, f)); err == nil {
+			copyFile(t, filepath.Join(dataA, f), filepath.Join(dataB, f))
+		}
+	}
+	b := startServerBinary(t, bin, "B", freeAddr(t), "--data-dir", dataB, "--cli-config", "-")
+	t.Setenv(client.EnvToken, cfg.Token)
+	code, joinToken, errOut := run(t, "token", "create", "--join", "--server", b.url)
+	if code != 0 {
+		t.Fatalf("hatch token create --join = %d %s", code, errOut)
+	}
+	id, err := agent.JoinHost(t.Context(), t.TempDir(), b.url, strings.TrimSpace(joinToken), "node-1", zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id.Server = b.url
+	host := &switchHost{id: id}
+	hostCtx, stopHost := context.WithCancel(context.Background())
+	hostDone := make(chan struct{})
+	go func() { defer close(hostDone); host.run(hostCtx) }()
+	defer func() { stopHost(); <-hostDone }()
+
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name, "hatch.yaml")
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	first := write("v1", "project: shop\neggs:\n  db:\n    image: registry.local/db:1\n"+
+		"  web:\n    image: registry.local/web:1\n    depends_on: {db: {condition: healthy}}\n")
+	second := write("v2", "project: shop\neggs:\n  db:\n    image: registry.local/db:1\n  web:\n    image: registry.local/web:2\n")
+
+	// The apply through A creates db and waits for it to be healthy.
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	applyA := make(chan result, 1)
+	go func() {
+		code, out, errOut := run(t, "apply", "-f", first, "--yes", "--server", a.url)
+		applyA <- result{code, out, errOut}
+	}()
+	eventually(t, 15*time.Second, "A's apply gave db to the host", func() bool { return host.image("db") != "" })
+	time.Sleep(300 * time.Millisecond) // A waits for db's health
+	a.signal(syscall.SIGSTOP)
+
+	// db healthy: B's apply (whose CLI waits for the rollouts) converges;
+	// A, paused, has not seen it.
+	host.healthy.Store(true)
+	// B applies the project anew once A's lease expired.
+	var out string
+	eventually(t, 20*time.Second, "B applies the project once A's lease expired", func() bool {
+		code, o, e := run(t, "apply", "-f", second, "--yes", "--server", b.url)
+		out = o + e
+		return code == 0
+	})
+	if got := host.image("web"); got != "registry.local/web:2" {
+		t.Fatalf("after B's apply the host runs web %q, want registry.local/web:2\n%s", got, out)
+	}
+
+	// A, resumed, finds db healthy and would go on with web:1.
+	a.signal(syscall.SIGCONT)
+	var res result
+	select {
+	case res = <-applyA:
+	case <-time.After(20 * time.Second):
+		t.Fatal("A's apply did not end after A resumed")
+	}
+	if res.code == 0 {
+		t.Fatalf("A's apply succeeded after its lease was taken over:\n%s\n%s", res.out, res.errOut)
+	}
+	t.Logf("A's apply ended %d: %s", res.code, lastLine(res.out+res.errOut))
+	for line := range strings.Lines(a.logs.String()) {
+		if strings.Contains(line, "fenced") || strings.Contains(line, "lost a project's lease") || strings.Contains(line, "apply finished") {
+			t.Logf("A: %s", strings.TrimSpace(line))
+		}
+	}
+	for range 10 { // 2 s: nothing of A's apply lands
+		if got := host.image("web"); got != "registry.local/web:2" {
+			t.Fatalf("after A resumed the host runs web %q, want B's registry.local/web:2", got)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	code, status, errOut := run(t, "status", "--server", b.url, "shop")
+	if code != 0 || !strings.Contains(status, "web") {
+		t.Fatalf("hatch status = %d\n%s\n%s", code, status, errOut)
+	}
+}
+
+// lastLine is the last line of out that is not blank.
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
 }

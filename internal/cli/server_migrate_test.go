@@ -20,7 +20,11 @@ import (
 	"github.com/hatchery/hatchery/internal/testutil/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	removeHatchBinary()
+	os.Exit(code)
+}
 
 // lockedBuffer is a bytes.Buffer safe for a server writing its logs while
 // the test reads them.
