@@ -81,11 +81,10 @@ func (p *pausable) RenewLease(ctx context.Context, project, token string, expire
 // server is one elector running loops that write every 50 ms, as the
 // liveness monitor does, counting what lands and what is refused.
 type server struct {
-	e                *Elector
-	landed, refused  atomic.Int64
-	running, stopped chan struct{}
-	cancel           context.CancelFunc
-	done             chan struct{}
+	e               *Elector
+	landed, refused atomic.Int64
+	cancel          context.CancelFunc
+	done            chan struct{}
 }
 
 func startServer(t *testing.T, st leaseStore, leases store.Leases, id string, running *atomic.Int32, overlap *atomic.Bool) *server {
