@@ -27,9 +27,11 @@ type leaseStore interface {
 	PutStatus(ctx context.Context, hostID string, report []byte, at time.Time) ([]byte, error)
 }
 
-// stores runs test against SQLite and PostgreSQL alike.
+// stores runs test against SQLite and PostgreSQL alike, side by side: the
+// tests mostly wait for lease terms.
 func stores(t *testing.T, test func(t *testing.T, st leaseStore)) {
 	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
 		st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "hatch.db"), zaptest.NewLogger(t))
 		if err != nil {
 			t.Fatal(err)
@@ -38,6 +40,7 @@ func stores(t *testing.T, test func(t *testing.T, st leaseStore)) {
 		test(t, st)
 	})
 	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
 		st, err := postgres.Open(t.Context(), pgtest.Shared(t).NewSchema(t), zaptest.NewLogger(t))
 		if err != nil {
 			t.Fatal(err)
