@@ -183,8 +183,16 @@ secrets:
 	if code, out, errOut := run(t, "apply", "-f", project, "--yes"); code != 0 {
 		t.Fatalf("hatch apply = %d\n%s\n%s", code, out, errOut)
 	}
-	_, statusBefore, _ := run(t, "status")
+	// The apply returns once the eggs rolled out; the route's write that
+	// follows them reaches the host a moment later. The version to keep is
+	// the one that no longer moves (the host polls every second at most).
 	versionBefore := host.desiredVersion()
+	for still := time.Now(); time.Since(still) < 1500*time.Millisecond; time.Sleep(50 * time.Millisecond) {
+		if v := host.desiredVersion(); v != versionBefore {
+			versionBefore, still = v, time.Now()
+		}
+	}
+	_, statusBefore, _ := run(t, "status")
 	if versionBefore == "" || !strings.Contains(statusBefore, "web") {
 		t.Fatalf("before the copy: version %q, status\n%s", versionBefore, statusBefore)
 	}
