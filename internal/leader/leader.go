@@ -59,12 +59,11 @@ type Elector struct {
 	deps Deps
 	log  *zap.Logger
 
-	leading   prometheus.Gauge
-	takes     prometheus.Counter
-	losses    prometheus.Counter
-	mu        sync.Mutex // guards isLeader
-	isLeader  bool
-	leaderNow chan struct{} // closed and replaced at every change of isLeader
+	leading  prometheus.Gauge
+	takes    prometheus.Counter
+	losses   prometheus.Counter
+	mu       sync.Mutex // guards isLeader
+	isLeader bool
 
 	firstTry     chan struct{} // closed once the first try settled
 	firstTryOnce sync.Once
@@ -91,7 +90,7 @@ func New(ttl time.Duration, deps Deps) (*Elector, error) {
 			Name: "hatch_loops_lost_total",
 			Help: "Times this server lost the lease of the background loops before its stop (expired, taken over, or not renewed in time).",
 		}),
-		leaderNow: make(chan struct{}), firstTry: make(chan struct{})}, nil
+		firstTry: make(chan struct{})}, nil
 }
 
 // Collectors are the elector's Prometheus collectors.
@@ -106,20 +105,17 @@ func (e *Elector) FirstTry() <-chan struct{} { return e.firstTry }
 
 func (e *Elector) settled() { e.firstTryOnce.Do(func() { close(e.firstTry) }) }
 
-// Leading reports whether this server runs the loops now, and returns a
-// channel closed at the next change.
-func (e *Elector) Leading() (bool, <-chan struct{}) {
+// Leading reports whether this server runs the loops now.
+func (e *Elector) Leading() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.isLeader, e.leaderNow
+	return e.isLeader
 }
 
 func (e *Elector) setLeading(on bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.isLeader = on
-	close(e.leaderNow)
-	e.leaderNow = make(chan struct{})
 	if on {
 		e.leading.Set(1)
 	} else {

@@ -128,10 +128,7 @@ func (s *server) stop() {
 	<-s.done
 }
 
-func (s *server) leading() bool {
-	on, _ := s.e.Leading()
-	return on
-}
+func (s *server) leading() bool { return s.e.Leading() }
 
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
