@@ -19,6 +19,7 @@ import (
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/fsutil"
+	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
@@ -48,6 +49,9 @@ type serverOptions struct {
 	authFailureRefill time.Duration
 	maxReplicas       int
 	keepApplies       int
+	// loopsLease and projectLease are the terms of the background loops'
+	// lease and of a project's (short ones for tests of takeovers).
+	loopsLease, projectLease time.Duration
 }
 
 func newServerCmd() *cobra.Command {
@@ -101,6 +105,10 @@ migrate copies a SQLite store into PostgreSQL.`,
 	f.IntVar(&opts.keepApplies, "keep-applies", store.DefaultKeepApplies,
 		fmt.Sprintf("how many applies of each project the history keeps, with the build contexts they used: "+
 			"hatch rollback reaches that far back (1 to %d)", deploy.MaxKeepApplies))
+	f.DurationVar(&opts.loopsLease, "loops-lease", leader.DefaultTTL,
+		"term of the lease of the background loops, which one server runs at a time: another takes them over within it and a third of it")
+	f.DurationVar(&opts.projectLease, "project-lease", deploy.DefaultConfig().LeaseTTL,
+		"term of a project's lease: how long a server that died keeps the project locked at most")
 	return cmd
 }
 
@@ -111,9 +119,12 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 		return err
 	}
 	deployCfg := deploy.DefaultConfig()
-	deployCfg.MaxReplicas = opts.maxReplicas
+	deployCfg.MaxReplicas, deployCfg.LeaseTTL = opts.maxReplicas, opts.projectLease
 	if err := deployCfg.Validate(); err != nil {
-		return fmt.Errorf("--max-replicas: %w", err)
+		return fmt.Errorf("--max-replicas, --project-lease: %w", err)
+	}
+	if opts.loopsLease <= 0 {
+		return fmt.Errorf("--loops-lease: must be positive, not %v", opts.loopsLease)
 	}
 	if opts.keepApplies < 1 || opts.keepApplies > deploy.MaxKeepApplies {
 		return fmt.Errorf("--keep-applies: %d is not between 1 and %d", opts.keepApplies, deploy.MaxKeepApplies)
@@ -164,7 +175,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	srv, err := wireServer(st, blobs, opts.dataDir, cfg, fleetCfg, deployCfg, hash, transport.fingerprint, log)
+	srv, err := wireServer(st, blobs, opts.dataDir, cfg, fleetCfg, deployCfg, opts.loopsLease, hash, transport.fingerprint, log)
 	if err != nil {
 		return err
 	}
@@ -197,7 +208,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 // protocol and the fleet over them, and the API over both. `hatch server`
 // and `hatch up` both run what it returns.
 func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
-	adminHash, fingerprint string, log *zap.Logger) (*server.Server, error) {
+	loopsLease time.Duration, adminHash, fingerprint string, log *zap.Logger) (*server.Server, error) {
 	box, err := seal.LoadOrCreate(filepath.Join(dataDir, sealKeyFile))
 	if err != nil {
 		return nil, err
@@ -237,8 +248,12 @@ func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.
 	if err != nil {
 		return nil, err
 	}
+	loops, err := leader.New(loopsLease, leader.Deps{Leases: st, ServerID: id, Logger: log})
+	if err != nil {
+		return nil, err
+	}
 	return server.New(cfg, server.Deps{
-		Deploy: applies, Fleet: hosts, Desired: st, Box: box, Blobs: blobs,
+		Deploy: applies, Fleet: hosts, Loops: loops, Desired: st, Box: box, Blobs: blobs,
 		Auth: server.NewTokenAuth(adminHash, st, time.Now), Logger: log, Now: time.Now,
 	})
 }

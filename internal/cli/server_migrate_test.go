@@ -22,7 +22,11 @@ import (
 	"github.com/hatchery/hatchery/internal/testutil/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	removeHatchBinary()
+	os.Exit(code)
+}
 
 // lockedBuffer is a bytes.Buffer safe for a server writing its logs while
 // the test reads them.
@@ -195,8 +199,16 @@ secrets:
 	if err := admin.PutBlob(t.Context(), blobDigest, blobFile); err != nil {
 		t.Fatal(err)
 	}
-	_, statusBefore, _ := run(t, "status")
+	// The apply returns once the eggs rolled out; the route's write that
+	// follows them reaches the host a moment later. The version to keep is
+	// the one that no longer moves (the host polls every second at most).
 	versionBefore := host.desiredVersion()
+	for still := time.Now(); time.Since(still) < 1500*time.Millisecond; time.Sleep(50 * time.Millisecond) {
+		if v := host.desiredVersion(); v != versionBefore {
+			versionBefore, still = v, time.Now()
+		}
+	}
+	_, statusBefore, _ := run(t, "status")
 	if versionBefore == "" || !strings.Contains(statusBefore, "web") {
 		t.Fatalf("before the copy: version %q, status\n%s", versionBefore, statusBefore)
 	}

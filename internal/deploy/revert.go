@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,7 +18,11 @@ import (
 // reverter follows the event log for failed rollouts of eggs with
 // rollout.auto_revert, and puts their previous spec back, under the
 // project's lease.
-type reverter struct{ *Service }
+type reverter struct {
+	*Service
+	// work counts the auto-reverts started, which RunLoops waits for.
+	work *sync.WaitGroup
+}
 
 // revertLoop follows the event log for failed rollouts of eggs with
 // rollout.auto_revert, and puts their previous spec back.

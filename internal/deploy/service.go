@@ -141,8 +141,8 @@ func (d Deps) validate() error {
 	return nil
 }
 
-// Service runs the apply protocol. Start recovers from a previous life and
-// launches the revert and reschedule loops; Close stops them and every
+// Service runs the apply protocol. Start recovers from a previous life;
+// RunLoops runs the revert and reschedule loops; Close stops them and every
 // apply still running.
 type Service struct {
 	cfg  Config
@@ -179,9 +179,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		jobs: map[int64]*Job{}, life: life, cancel: cancel}, nil
 }
 
-// Start recovers from the previous life of this server (its leases, its
-// applies left running, expired plans), then runs the reschedule and revert
-// loops until Close.
+// Start recovers from the previous life of this server (its leases, the
+// loops' among them, its applies left running, expired plans). The loops
+// run apart (RunLoops), on one server at a time.
 func (s *Service) Start(ctx context.Context) error {
 	released, err := s.deps.Leases.ReleaseServerLeases(ctx, s.deps.ServerID)
 	if err != nil {
@@ -197,13 +197,31 @@ func (s *Service) Start(ctx context.Context) error {
 	if _, err := s.deps.Plans.DeleteExpiredPlans(ctx, s.now()); err != nil {
 		return fmt.Errorf("delete expired plans: %w", err)
 	}
+	return nil
+}
+
+// BeginLoops reads where the event log ends, and returns the function that
+// runs the reschedule and revert loops until its context (or the service's
+// life) ends and waits for the auto-reverts they started; auto-revert
+// follows the failed rollouts recorded from the BeginLoops on. The server
+// calls both while it holds the loops' lease, with a context fenced by it
+// (package leader): their writes also need that lease, besides the
+// project's, so none lands once another server took the loops over.
+func (s *Service) BeginLoops(ctx context.Context) (run func(ctx context.Context), err error) {
 	since, err := s.lastEventSeq(ctx)
 	if err != nil {
-		return fmt.Errorf("read the event log: %w", err)
+		return nil, fmt.Errorf("read the event log: %w", err)
 	}
-	s.work.Go(func() { rescheduler{s}.rescheduleLoop(s.life) })
-	s.work.Go(func() { reverter{s}.revertLoop(s.life, since) })
-	return nil
+	return func(ctx context.Context) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(s.life, cancel)
+		defer stop()
+		var loops sync.WaitGroup
+		loops.Go(func() { rescheduler{s}.rescheduleLoop(ctx) })
+		loops.Go(func() { reverter{s, &loops}.revertLoop(ctx, since) })
+		loops.Wait()
+	}, nil
 }
 
 // Close stops the loops and the applies still running (they are recorded

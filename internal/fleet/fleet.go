@@ -129,8 +129,9 @@ func (s *Service) syncPeers(ctx context.Context, why string) {
 	}
 }
 
-// Service is the fleet. Start marks every host unknown and launches the
-// liveness monitor and the blob collector; Close stops them.
+// Service is the fleet. Start brings the hosts' valid host sets up to date;
+// RunLoops runs the liveness monitor and the blob collector on the one
+// server that runs the background loops (package leader).
 type Service struct {
 	cfg  Config
 	deps Deps
@@ -140,9 +141,6 @@ type Service struct {
 	liveness *liveness
 	rollouts *rolloutTracker
 	hosts    *prometheus.GaugeVec
-
-	stop  context.CancelFunc // stops the loops; set by Start
-	loops sync.WaitGroup
 }
 
 // New returns a fleet; nothing runs until Start.
@@ -166,27 +164,39 @@ func New(cfg Config, deps Deps) (*Service, error) {
 // Collector is the fleet's Prometheus collector: hosts by liveness state.
 func (s *Service) Collector() prometheus.Collector { return s.hosts }
 
-// Start begins the fleet's life: every host becomes unknown (the server has
-// heard from none yet), then the liveness monitor and the blob collector run
-// until Close.
+// Start begins the fleet's life on this server. The loops run apart
+// (RunLoops), on one server at a time.
 func (s *Service) Start(ctx context.Context) error {
-	if err := s.liveness.begin(ctx); err != nil {
-		return fmt.Errorf("mark hosts unknown: %w", err)
-	}
 	// States written by an older server carry no valid host set, and the
 	// mesh accepts nobody until they do.
 	s.syncPeers(ctx, "start")
-	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.stop = cancel
+	return nil
+}
+
+// BeginLoops begins the fleet's background work on this server: every host
+// becomes unknown (this server has not been watching them: silence is
+// counted from now). RunLoops then runs it. The server calls both while it
+// holds the loops' lease, with ctx fenced by it (package leader), so none
+// of their writes lands once another server took the loops over.
+func (s *Service) BeginLoops(ctx context.Context) error {
+	if err := s.liveness.begin(ctx); err != nil {
+		return fmt.Errorf("mark hosts unknown: %w", err)
+	}
+	return nil
+}
+
+// RunLoops runs the liveness monitor and the blob collector until ctx ends.
+func (s *Service) RunLoops(ctx context.Context) {
+	var loops sync.WaitGroup
 	// Liveness checks four times per timeout, so a silent host is down
 	// within 1.25 timeouts of its last report.
-	s.loops.Go(func() {
-		every(loopCtx, s.liveness.timeout/4, s.liveness.check, s.log.With(zap.String("component", "liveness")))
+	loops.Go(func() {
+		every(ctx, s.liveness.timeout/4, s.liveness.check, s.log.With(zap.String("component", "liveness")))
 	})
-	s.loops.Go(func() {
-		every(loopCtx, s.cfg.BlobGCInterval, s.CollectBlobs, s.log.With(zap.String("component", "blob-gc")))
+	loops.Go(func() {
+		every(ctx, s.cfg.BlobGCInterval, s.CollectBlobs, s.log.With(zap.String("component", "blob-gc")))
 	})
-	return nil
+	loops.Wait()
 }
 
 // every runs fn each interval until ctx ends, logging its failures.
@@ -200,17 +210,19 @@ func every(ctx context.Context, interval time.Duration, fn func(context.Context)
 		case <-t.C:
 		}
 		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("periodic work failed", zap.Error(err))
+			logFailure(log, "periodic work failed", err)
 		}
 	}
 }
 
-// Close stops the loops and waits for them.
-func (s *Service) Close() {
-	if s.stop != nil {
-		s.stop()
+// logFailure logs a loop's failure; one refused by the loops' fence says
+// so: this server no longer holds the loops, and another runs them.
+func logFailure(log *zap.Logger, msg string, err error) {
+	if errors.Is(err, store.ErrFenced) {
+		log.Warn("a background loop's write was refused (fenced): this server no longer holds the loops' lease", zap.Error(err))
+		return
 	}
-	s.loops.Wait()
+	log.Warn(msg, zap.Error(err))
 }
 
 // CheckLiveness marks down, now, every host silent for longer than the

@@ -29,6 +29,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/sessions"
 	"github.com/hatchery/hatchery/internal/store"
@@ -119,6 +120,9 @@ type Deps struct {
 	// The server starts and stops both with itself.
 	Deploy *deploy.Service
 	Fleet  *fleet.Service
+	// Loops elects the one server that runs both services' background
+	// loops; the server runs it with itself.
+	Loops *leader.Elector
 	// Desired are the hosts' desired states, which their long-polls wait on,
 	// and Box opens the secret values sealed in them.
 	Desired DesiredStates
@@ -131,7 +135,7 @@ type Deps struct {
 }
 
 func (d Deps) validate() error {
-	if d.Deploy == nil || d.Fleet == nil || d.Desired == nil || d.Box == nil || d.Blobs == nil || d.Auth == nil ||
+	if d.Deploy == nil || d.Fleet == nil || d.Loops == nil || d.Desired == nil || d.Box == nil || d.Blobs == nil || d.Auth == nil ||
 		d.Logger == nil || d.Now == nil {
 		return errors.New("server: every dependency must be set")
 	}
@@ -155,6 +159,10 @@ type Server struct {
 	closing   chan struct{}
 	drainOnce sync.Once
 	started   bool // set by Start: Close stops the services only then
+	// stopLoops ends the elector's run, and loopsDone is closed once it
+	// (and the loops) returned; both set by Start.
+	stopLoops context.CancelFunc
+	loopsDone chan struct{}
 }
 
 // New returns a server; nothing runs until Start or Serve.
@@ -175,7 +183,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps:     deps,
 		log:      deps.Logger,
 		now:      deps.Now,
-		metrics:  newMetrics(deps.Blobs, deps.Fleet.Collector()),
+		metrics:  newMetrics(deps.Blobs, append(deps.Loops.Collectors(), deps.Fleet.Collector())...),
 		closing:  make(chan struct{}),
 		limiter:  newFailureLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRefill),
 	}
@@ -186,19 +194,50 @@ func New(cfg Config, deps Deps) (*Server, error) {
 // Handler returns the API's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Start begins the services' life: the fleet first (every host becomes
-// unknown: the server has heard from none yet), then the apply protocol,
-// which recovers from the server's previous life.
+// Start begins the services' life: the fleet first, then the apply
+// protocol, which recovers from the server's previous life (releasing its
+// leases, the loops' among them), then the election of the one server that
+// runs the background loops, which runs them here while this server holds
+// their lease.
 func (s *Server) Start(ctx context.Context) error {
 	if err := s.deps.Fleet.Start(ctx); err != nil {
 		return fmt.Errorf("start the fleet: %w", err)
 	}
 	if err := s.deps.Deploy.Start(ctx); err != nil {
-		s.deps.Fleet.Close()
 		return fmt.Errorf("start applies: %w", err)
 	}
+	loopsCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopLoops, s.loopsDone = stop, make(chan struct{})
+	go func() {
+		defer close(s.loopsDone)
+		s.deps.Loops.Run(loopsCtx, s.beginLoops)
+	}()
 	s.started = true
+	// The first try settles before the server answers: on SQLite (one
+	// server) the loops have begun, every host is unknown.
+	select {
+	case <-s.deps.Loops.FirstTry():
+	case <-ctx.Done():
+	}
 	return nil
+}
+
+// beginLoops begins both services' background loops and returns what runs
+// them until its context ends.
+func (s *Server) beginLoops(ctx context.Context) (func(context.Context), error) {
+	if err := s.deps.Fleet.BeginLoops(ctx); err != nil {
+		return nil, err
+	}
+	runDeploy, err := s.deps.Deploy.BeginLoops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) {
+		var wg sync.WaitGroup
+		wg.Go(func() { s.deps.Fleet.RunLoops(ctx) })
+		wg.Go(func() { runDeploy(ctx) })
+		wg.Wait()
+	}, nil
 }
 
 // Drain makes every long-poll and stream return now and any new one return
@@ -209,8 +248,9 @@ func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.closing) }) }
 func (s *Server) Close() {
 	s.Drain()
 	if s.started {
+		s.stopLoops()
+		<-s.loopsDone
 		s.deps.Deploy.Close()
-		s.deps.Fleet.Close()
 	}
 }
 

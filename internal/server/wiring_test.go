@@ -11,6 +11,7 @@ import (
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
@@ -36,6 +37,9 @@ type TestWiring struct {
 	Now         func() time.Time
 	Deploy      deploy.Config
 	Fleet       fleet.Config
+	// LoopsLease is the term of the background loops' lease (default
+	// leader.DefaultTTL).
+	LoopsLease time.Duration
 }
 
 // Built is a test server and what it was built over.
@@ -74,6 +78,9 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 	}
 	if w.Deploy.PlanTTL == 0 {
 		w.Deploy = deploy.DefaultConfig()
+	}
+	if w.LoopsLease == 0 {
+		w.LoopsLease = leader.DefaultTTL
 	}
 	if w.Fleet.LivenessTimeout == 0 {
 		w.Fleet = fleet.DefaultConfig()
@@ -118,7 +125,11 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(cfg, Deps{Deploy: dep, Fleet: fl, Desired: st, Box: w.Box, Blobs: blobs, Auth: w.Auth,
+	loops, err := leader.New(w.LoopsLease, leader.Deps{Leases: st, ServerID: w.ServerID, Logger: w.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, Deps{Deploy: dep, Fleet: fl, Loops: loops, Desired: st, Box: w.Box, Blobs: blobs, Auth: w.Auth,
 		Logger: w.Logger, Now: w.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -6,12 +6,19 @@ import (
 )
 
 // ErrFenced refuses a write made under a lease that is no longer held with
-// its token: it expired and another holder (another server, maybe) took the
-// project over, or it was released. Nothing of the write is kept.
-var ErrFenced = errors.New("the project's lease is no longer held with this token: another holder took over")
+// its token: it expired by the store's clock (the database's now() on
+// PostgreSQL), another holder (another server, maybe) took it over, or it
+// was released. Nothing of the write is kept.
+var ErrFenced = errors.New("fenced: the lease this write is made under is no longer held with its token: it expired or another holder took over")
 
-// Fence names the lease a write is made under: the project and the token of
-// one acquisition.
+// LoopsLease is the key, in the leases of Leases, of the lease of the
+// control plane's background loops (liveness, auto-revert, rescheduling,
+// blob collection): the one server holding it runs them. No project is
+// named so: a project's key is "<namespace>/<project>".
+const LoopsLease = "hatch:loops"
+
+// Fence names the lease a write is made under: the lease's key (a project,
+// or LoopsLease) and the token of one acquisition.
 type Fence struct {
 	Project string
 	Token   string
@@ -19,17 +26,23 @@ type Fence struct {
 
 type fenceKey struct{}
 
-// WithFence returns a context whose store writes are fenced by f: each
-// checks, in its own transaction, that f's lease is still held with f's
-// token, and fails with ErrFenced otherwise. A server paused past its lease
-// (GC, SIGSTOP) so cannot write over the work of the one that took over,
-// whatever the clocks say. Lease operations themselves are not fenced.
+// WithFence returns a context whose store writes are fenced by f, besides
+// the fences ctx has already: each write checks, in its own transaction,
+// that every one of its leases is still held with its token and has not
+// expired by the store's clock, and fails with ErrFenced otherwise. A server
+// paused past its lease (GC, SIGSTOP) so cannot write over the work of the
+// one that took over, whatever its own clock says. Lease operations
+// themselves are not fenced.
+//
+// Work of the background loops holds two: the loops' lease and, when it
+// changes a project, that project's.
 func WithFence(ctx context.Context, f Fence) context.Context {
-	return context.WithValue(ctx, fenceKey{}, f)
+	fences := Fences(ctx)
+	return context.WithValue(ctx, fenceKey{}, append(fences[:len(fences):len(fences)], f))
 }
 
-// FenceOf returns the fence of ctx, if it has one.
-func FenceOf(ctx context.Context) (Fence, bool) {
-	f, ok := ctx.Value(fenceKey{}).(Fence)
-	return f, ok
+// Fences returns the fences of ctx, outermost first.
+func Fences(ctx context.Context) []Fence {
+	f, _ := ctx.Value(fenceKey{}).([]Fence)
+	return f
 }

@@ -249,6 +249,19 @@ func migrationVersion(file string) (int, error) {
 	return v, nil
 }
 
+// checkFence fails with store.ErrFenced unless the fence's lease is held
+// with its token and unexpired by the database's now() (whichever clock
+// measured it when it was taken), sharing the row's lock until the commit.
+func checkFence(ctx context.Context, t pgx.Tx, fence store.Fence) error {
+	var one int
+	err := t.QueryRow(ctx, `SELECT 1 FROM leases WHERE project = $1 AND token = $2 AND expires_at > `+dbNowMillis+` FOR SHARE`,
+		fence.Project, fence.Token).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("lease %s: %w", fence.Project, store.ErrFenced)
+	}
+	return err
+}
+
 // txn is a write transaction that also collects who to wake once it commits.
 type txn struct {
 	pgx.Tx
@@ -268,23 +281,22 @@ func (s *Store) write(ctx context.Context, fn func(tx *txn) error) error {
 	return s.writeTx(ctx, true, fn)
 }
 
-// writeTx is write, with the check of ctx's fence (store.WithFence) or
-// without it (the lease operations). The check shares the lease row's lock
-// until the commit: a takeover waits for the write, or the write sees it.
+// writeTx is write, with the check of ctx's fences (store.WithFence) or
+// without it (the lease operations). Each fence's lease must be held with its
+// token and not expired by the database's clock; the check shares the lease
+// row's lock until the commit: a takeover waits for the write, or the write
+// sees it.
 func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error) error {
-	fence, hasFence := store.FenceOf(ctx)
+	var fences []store.Fence
+	if fenced {
+		fences = store.Fences(ctx)
+	}
 	for attempt := 1; ; attempt++ {
 		tx := &txn{}
 		err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(t pgx.Tx) error {
 			tx.Tx = t
-			if fenced && hasFence {
-				var one int
-				err := t.QueryRow(ctx, `SELECT 1 FROM leases WHERE project = $1 AND token = $2 FOR SHARE`,
-					fence.Project, fence.Token).Scan(&one)
-				if errors.Is(err, pgx.ErrNoRows) {
-					return fmt.Errorf("project %s: %w", fence.Project, store.ErrFenced)
-				}
-				if err != nil {
+			for _, fence := range fences {
+				if err := checkFence(ctx, t, fence); err != nil {
 					return err
 				}
 			}

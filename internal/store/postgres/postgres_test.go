@@ -320,3 +320,27 @@ func TestSchemaOneUpgradesToNamedAdminTokens(t *testing.T) {
 		t.Fatalf("AdminTokenByHash = %+v, %v; want alice, not revoked", tok, err)
 	}
 }
+
+// A fence checks its lease's expiry by the database's now(), whatever the
+// clock of the server writing: a write under a lease past its term is
+// refused though nobody took it over, and one within it lands even from a
+// server whose clock is centuries ahead.
+func TestFencesExpireByTheDatabaseClock(t *testing.T) {
+	s := openTemp(t)
+	ahead := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.AcquireLease(t.Context(), store.Lease{Project: "default/shop", Token: "a", Holder: "apply", Server: "srv-a",
+		Since: ahead, Expires: ahead.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	fenced := store.WithFence(t.Context(), store.Fence{Project: "default/shop", Token: "a"})
+	put := func(fp string) error {
+		return s.PutSecretValue(fenced, store.SecretValue{Project: "default/shop", Name: "k", Fingerprint: fp, Sealed: "x", Created: time.Now()})
+	}
+	if err := put("1"); err != nil {
+		t.Fatalf("a write within the lease's term by the database's clock: %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := put("2"); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a write past the lease's term by the database's clock: %v, want ErrFenced", err)
+	}
+}

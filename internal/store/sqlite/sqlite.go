@@ -192,9 +192,11 @@ func (s *Store) write(ctx context.Context, fn func(tx *txn) error) error {
 	return s.writeTx(ctx, true, fn)
 }
 
-// writeTx is write, with the check of ctx's fence (store.WithFence) or
-// without it (the lease operations); writes are serialised, so the check
-// and the write see the same lease.
+// writeTx is write, with the check of ctx's fences (store.WithFence) or
+// without it (the lease operations): each fence's lease must be held with its
+// token and not expired by this process's clock, the one clock of the one
+// server a SQLite file has. Writes are serialised, so the check and the
+// write see the same leases.
 func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -203,15 +205,18 @@ func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error
 		return fmt.Errorf("begin: %w", err)
 	}
 	tx := &txn{Tx: sqlTx}
-	if fence, ok := store.FenceOf(ctx); ok && fenced {
-		var one int
-		err := sqlTx.QueryRowContext(ctx, `SELECT 1 FROM leases WHERE project = $1 AND token = $2`, fence.Project, fence.Token).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			err = fmt.Errorf("project %s: %w", fence.Project, store.ErrFenced)
-		}
-		if err != nil {
-			_ = sqlTx.Rollback()
-			return err
+	if fenced {
+		for _, fence := range store.Fences(ctx) {
+			var one int
+			err := sqlTx.QueryRowContext(ctx, `SELECT 1 FROM leases WHERE project = $1 AND token = $2 AND expires_at > $3`,
+				fence.Project, fence.Token, millis(time.Now())).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				err = fmt.Errorf("lease %s: %w", fence.Project, store.ErrFenced)
+			}
+			if err != nil {
+				_ = sqlTx.Rollback()
+				return err
+			}
 		}
 	}
 	if err := fn(tx); err != nil {

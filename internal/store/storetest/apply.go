@@ -27,18 +27,24 @@ func RunApply(t *testing.T, open OpenApply) {
 	t.Run("Plans", func(t *testing.T) { RunPlans(t, open) })
 	t.Run("SecretValues", func(t *testing.T) { RunSecretValues(t, open) })
 	t.Run("Fencing", func(t *testing.T) { RunFencing(t, open) })
+	t.Run("LoopsLease", func(t *testing.T) { RunLoopsLease(t, open) })
 }
 
-// RunFencing checks writes made under a lease (store.WithFence): they land
-// while the lease is held with their token, and are refused, changing
-// nothing, once another holder took it over or it was released.
+// RunFencing checks writes made under leases (store.WithFence): they land
+// while every lease is held with its token and unexpired by the store's
+// clock, and are refused, changing nothing, once another holder took one
+// over, it was released, or it expired (even if nobody took it over).
+//
+// Expiry is measured by the store's clock (the database's now() on
+// PostgreSQL), so these leases are taken at the wall clock's now.
 func RunFencing(t *testing.T, open OpenApply) {
 	value := func(fp string) store.SecretValue {
 		return store.SecretValue{Project: "default/shop", Name: "key", Fingerprint: fp, Sealed: "sealed-" + fp, Created: t0}
 	}
 	t.Run("a write under a lease held lands; once taken over it is refused and changes nothing", func(t *testing.T) {
 		s := open(t)
-		if _, err := s.AcquireLease(ctx(t), lease("default/shop", "tok-a", "apply 1", "srv-a", t0, time.Minute)); err != nil {
+		now := time.Now()
+		if _, err := s.AcquireLease(ctx(t), lease("default/shop", "tok-a", "apply 1", "srv-a", now, time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		fenced := store.WithFence(ctx(t), store.Fence{Project: "default/shop", Token: "tok-a"})
@@ -46,7 +52,7 @@ func RunFencing(t *testing.T, open OpenApply) {
 			t.Fatalf("a write under the lease held: %v", err)
 		}
 		// srv-a is paused past its lease; srv-b takes the project over.
-		if _, err := s.AcquireLease(ctx(t), lease("default/shop", "tok-b", "apply 2", "srv-b", t0.Add(2*time.Minute), time.Minute)); err != nil {
+		if _, err := s.AcquireLease(ctx(t), lease("default/shop", "tok-b", "apply 2", "srv-b", now.Add(2*time.Minute), time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		err := s.PutSecretValue(fenced, value("fp-2"))
@@ -57,7 +63,7 @@ func RunFencing(t *testing.T, open OpenApply) {
 			t.Fatalf("the refused write was kept: %v", err)
 		}
 		// Renewing or releasing with the old token changes nothing either.
-		if err := s.RenewLease(fenced, "default/shop", "tok-a", t0.Add(time.Hour)); !errors.Is(err, store.ErrNotFound) {
+		if err := s.RenewLease(fenced, "default/shop", "tok-a", now.Add(time.Hour)); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("renewing a lease taken over: %v", err)
 		}
 		if err := s.ReleaseLease(fenced, "default/shop", "tok-a"); err != nil {
@@ -74,7 +80,7 @@ func RunFencing(t *testing.T, open OpenApply) {
 
 	t.Run("a write under a released lease is refused", func(t *testing.T) {
 		s := open(t)
-		if _, err := s.AcquireLease(ctx(t), lease("default/shop", "tok-a", "apply 1", "srv-a", t0, time.Minute)); err != nil {
+		if _, err := s.AcquireLease(ctx(t), lease("default/shop", "tok-a", "apply 1", "srv-a", time.Now(), time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		fenced := store.WithFence(ctx(t), store.Fence{Project: "default/shop", Token: "tok-a"})
@@ -86,6 +92,96 @@ func RunFencing(t *testing.T, open OpenApply) {
 		}
 		if got, _ := s.ReferencedBlobs(ctx(t)); len(got) != 0 {
 			t.Fatalf("the refused write was kept: %v", got)
+		}
+	})
+
+	t.Run("a write under a lease expired by the store's clock is refused though nobody took it over", func(t *testing.T) {
+		s := open(t)
+		// Taken two seconds ago for one: its holder was paused past it.
+		if _, err := s.AcquireLease(ctx(t), lease("default/shop", "tok-a", "apply 1", "srv-a", time.Now().Add(-2*time.Second), time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		fenced := store.WithFence(ctx(t), store.Fence{Project: "default/shop", Token: "tok-a"})
+		if err := s.PutSecretValue(fenced, value("fp-1")); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("a write under an expired lease: %v, want ErrFenced", err)
+		}
+		if _, err := s.SecretValue(ctx(t), "default/shop", "key", "fp-1"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the refused write was kept: %v", err)
+		}
+		// Renewed by its holder (nobody took it), it fences no more.
+		if err := s.RenewLease(ctx(t), "default/shop", "tok-a", time.Now().Add(time.Minute)); err != nil {
+			t.Fatalf("renewing an expired lease nobody took: %v", err)
+		}
+		if err := s.PutSecretValue(fenced, value("fp-2")); err != nil {
+			t.Fatalf("a write under the renewed lease: %v", err)
+		}
+	})
+
+	t.Run("a write under two leases lands only while both are held", func(t *testing.T) {
+		s := open(t)
+		now := time.Now()
+		if _, err := s.AcquireLease(ctx(t), lease(store.LoopsLease, "loops-a", "background loops", "srv-a", now, time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AcquireLease(ctx(t), lease("default/shop", "tok-a", "reschedule", "srv-a", now, time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		loops := store.WithFence(ctx(t), store.Fence{Project: store.LoopsLease, Token: "loops-a"})
+		both := store.WithFence(loops, store.Fence{Project: "default/shop", Token: "tok-a"})
+		if got := store.Fences(both); len(got) != 2 || got[0].Project != store.LoopsLease || got[1].Project != "default/shop" {
+			t.Fatalf("Fences = %+v, want the loops' then the project's", got)
+		}
+		if err := s.PutSecretValue(both, value("fp-1")); err != nil {
+			t.Fatalf("a write under both leases held: %v", err)
+		}
+		// srv-a lost the loops (paused past them); srv-b took them over.
+		if _, err := s.AcquireLease(ctx(t), lease(store.LoopsLease, "loops-b", "background loops", "srv-b", now.Add(2*time.Minute), time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutSecretValue(both, value("fp-2")); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("a write under a project's lease held but the loops' taken over: %v, want ErrFenced", err)
+		}
+		if _, err := s.SecretValue(ctx(t), "default/shop", "key", "fp-2"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the refused write was kept: %v", err)
+		}
+		// The project's own fence alone still holds.
+		if err := s.PutSecretValue(store.WithFence(ctx(t), store.Fence{Project: "default/shop", Token: "tok-a"}), value("fp-3")); err != nil {
+			t.Fatalf("a write under the project's lease alone: %v", err)
+		}
+	})
+}
+
+// RunLoopsLease checks the lease of the background loops (store.LoopsLease),
+// kept beside the projects' leases: one server holds it at a time, another
+// takes it over once it expired, and its release on a restart frees it.
+func RunLoopsLease(t *testing.T, open OpenApply) {
+	t.Run("one server holds the loops; another takes them over once expired", func(t *testing.T) {
+		s := open(t)
+		if _, err := s.AcquireLease(ctx(t), lease(store.LoopsLease, "a", "background loops", "srv-a", t0, 5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.AcquireLease(ctx(t), lease(store.LoopsLease, "b", "background loops", "srv-b", t0.Add(time.Second), 5*time.Second))
+		var locked *store.LockedError
+		if !errors.As(err, &locked) || locked.Held.Server != "srv-a" {
+			t.Fatalf("a second server took the loops held: %v", err)
+		}
+		// A project's lease is apart from the loops'.
+		if _, err := s.AcquireLease(ctx(t), lease("default/shop", "b", "apply 1", "srv-b", t0.Add(time.Second), 5*time.Second)); err != nil {
+			t.Fatalf("a project's lease beside the loops': %v", err)
+		}
+		if _, err := s.AcquireLease(ctx(t), lease(store.LoopsLease, "b", "background loops", "srv-b", t0.Add(5*time.Second), 5*time.Second)); err != nil {
+			t.Fatalf("the loops expired were not taken over: %v", err)
+		}
+		if err := s.RenewLease(ctx(t), store.LoopsLease, "a", t0.Add(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the old holder renewed the loops taken over: %v", err)
+		}
+		// srv-b restarts: its previous life's loops are freed at once.
+		released, err := s.ReleaseServerLeases(ctx(t), "srv-b")
+		if err != nil || len(released) != 2 {
+			t.Fatalf("ReleaseServerLeases = %v, %v; want the loops' and the project's", released, err)
+		}
+		if _, err := s.AcquireLease(ctx(t), lease(store.LoopsLease, "c", "background loops", "srv-c", t0.Add(6*time.Second), 5*time.Second)); err != nil {
+			t.Fatalf("the loops released were not free: %v", err)
 		}
 	})
 }
