@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hatchery/hatchery/internal/api"
@@ -61,6 +62,10 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 		if wait, err = time.ParseDuration(v); err != nil || wait < 0 || wait > s.cfg.MaxWait {
 			return api.BadRequest("wait: %q is not a duration between 0s and %v (for example 30s)", v, s.cfg.MaxWait)
 		}
+	}
+	if list := s.deps.Servers.Servers(); len(list) > 0 {
+		// Every answer, "not modified" too, names the live servers.
+		w.Header().Set(api.HeaderServers, strings.Join(list, ","))
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()

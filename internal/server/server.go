@@ -114,6 +114,12 @@ type DesiredStates interface {
 	WatchDesiredState(hostID string) <-chan struct{}
 }
 
+// ServerList is the control plane's live servers, as every desired-state
+// answer names them (package roster).
+type ServerList interface {
+	Servers() []string
+}
+
 // Deps are what the server works with; every one is required.
 type Deps struct {
 	// Deploy is the apply protocol, Fleet the hosts and what runs on them.
@@ -126,6 +132,9 @@ type Deps struct {
 	Box     *seal.Box
 	Blobs   *blob.Store
 	Auth    Authenticator
+	// Servers are the live servers' URLs, sent with every desired state
+	// (api.HeaderServers) so that hosts fail over to any of them.
+	Servers ServerList
 	Logger  *zap.Logger
 	// Now is the clock.
 	Now func() time.Time
@@ -133,7 +142,7 @@ type Deps struct {
 
 func (d Deps) validate() error {
 	if d.Deploy == nil || d.Fleet == nil || d.Desired == nil || d.Box == nil || d.Blobs == nil || d.Auth == nil ||
-		d.Logger == nil || d.Now == nil {
+		d.Servers == nil || d.Logger == nil || d.Now == nil {
 		return errors.New("server: every dependency must be set")
 	}
 	return nil

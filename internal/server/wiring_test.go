@@ -36,7 +36,15 @@ type TestWiring struct {
 	Now         func() time.Time
 	Deploy      deploy.Config
 	Fleet       fleet.Config
+	// ServerURLs are the live servers every desired-state answer names
+	// (none by default).
+	ServerURLs []string
 }
+
+// staticServers is a server list that never changes.
+type staticServers []string
+
+func (s staticServers) Servers() []string { return s }
 
 // Built is a test server and what it was built over.
 type Built struct {
@@ -119,7 +127,7 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 		t.Fatal(err)
 	}
 	srv, err := New(cfg, Deps{Deploy: dep, Fleet: fl, Desired: st, Box: w.Box, Blobs: blobs, Auth: w.Auth,
-		Logger: w.Logger, Now: w.Now})
+		Servers: staticServers(w.ServerURLs), Logger: w.Logger, Now: w.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
