@@ -69,8 +69,10 @@ type Roster struct {
 	reg store.ServerRegistry
 	log *zap.Logger
 
-	mu   sync.Mutex // guards list
+	mu   sync.Mutex // guards list and changed
 	list []string
+	// changed is closed (and replaced) when the list changes.
+	changed chan struct{}
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -84,7 +86,7 @@ func New(cfg Config, reg store.ServerRegistry) (*Roster, error) {
 	if reg == nil {
 		return nil, errors.New("roster: no server registry")
 	}
-	return &Roster{cfg: cfg, reg: reg, log: cfg.Logger.With(zap.String("component", "roster"))}, nil
+	return &Roster{cfg: cfg, reg: reg, log: cfg.Logger.With(zap.String("component", "roster")), changed: make(chan struct{})}, nil
 }
 
 // Start registers this server and reads the list once (a failure is logged:
@@ -124,18 +126,24 @@ func (r *Roster) refresh(ctx context.Context) {
 	}
 	r.mu.Lock()
 	changed := !slices.Equal(list, r.list)
-	r.list = list
+	if changed {
+		r.list = list
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
 	r.mu.Unlock()
 	if changed {
 		r.log.Info("live servers", zap.Strings("servers", list))
 	}
 }
 
-// Servers returns the URLs of the live servers, sorted (nil until known).
-func (r *Roster) Servers() []string {
+// Servers returns the URLs of the live servers, sorted (nil until known),
+// and a channel closed when they change: a long-poll held by this server
+// answers then, so that hosts hear of a server added or gone at once.
+func (r *Roster) Servers() ([]string, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.list)
+	return slices.Clone(r.list), r.changed
 }
 
 // Close stops the renewals and removes this server's registration, so that

@@ -45,21 +45,29 @@ func TestServersListEachOtherAndDropOut(t *testing.T) {
 	defer a.Close(t.Context())
 	b := start("b", "https://b:7700")
 	c := start("c", "https://c:7700")
-	if got := c.Servers(); !slices.Equal(got, []string{"https://a:7700", "https://b:7700", "https://c:7700"}) {
+	aList, aChanged := a.Servers()
+	if got, _ := c.Servers(); !slices.Equal(got, []string{"https://a:7700", "https://b:7700", "https://c:7700"}) {
 		t.Fatalf("c's first list = %v: a server lists those registered before it at once", got)
 	}
-	eventually(t, "a lists all three", func() bool { return len(a.Servers()) == 3 })
+	eventually(t, "a lists all three", func() bool { got, _ := a.Servers(); return len(got) == 3 })
+	select {
+	case <-aChanged:
+	default:
+		t.Fatalf("a's list changed from %v without a signal", aList)
+	}
 	if err := b.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "a drops b, which stopped", func() bool {
-		return slices.Equal(a.Servers(), []string{"https://a:7700", "https://c:7700"})
+		got, _ := a.Servers()
+		return slices.Equal(got, []string{"https://a:7700", "https://c:7700"})
 	})
 	// c dies: it stops renewing without unregistering.
 	c.cancel()
 	<-c.done
 	eventually(t, "a drops c once its registration expired", func() bool {
-		return slices.Equal(a.Servers(), []string{"https://a:7700"})
+		got, _ := a.Servers()
+		return slices.Equal(got, []string{"https://a:7700"})
 	})
 }
 

@@ -63,9 +63,10 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 			return api.BadRequest("wait: %q is not a duration between 0s and %v (for example 30s)", v, s.cfg.MaxWait)
 		}
 	}
-	if list := s.deps.Servers.Servers(); len(list) > 0 {
+	servers, serversChanged := s.deps.Servers.Servers()
+	if len(servers) > 0 {
 		// Every answer, "not modified" too, names the live servers.
-		w.Header().Set(api.HeaderServers, strings.Join(list, ","))
+		w.Header().Set(api.HeaderServers, strings.Join(servers, ","))
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -97,6 +98,11 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 		select {
 		case <-changed:
 		case <-timer.C:
+			w.WriteHeader(http.StatusNotModified)
+			return nil
+		case <-serversChanged:
+			servers, _ := s.deps.Servers.Servers()
+			w.Header().Set(api.HeaderServers, strings.Join(servers, ","))
 			w.WriteHeader(http.StatusNotModified)
 			return nil
 		case <-s.closing:

@@ -115,9 +115,10 @@ type DesiredStates interface {
 }
 
 // ServerList is the control plane's live servers, as every desired-state
-// answer names them (package roster).
+// answer names them (package roster): the list, and a channel closed at its
+// next change, which ends the long-polls held (so hosts hear of it at once).
 type ServerList interface {
-	Servers() []string
+	Servers() ([]string, <-chan struct{})
 }
 
 // Deps are what the server works with; every one is required.
