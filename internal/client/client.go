@@ -399,10 +399,10 @@ func (c *Client) Dial(ctx context.Context, path string) (*websocket.Conn, error)
 		} else {
 			lastErr = fmt.Errorf("GET %s: %w", p, err)
 		}
-		c.failed(a)
 		if ctx.Err() != nil {
 			break
 		}
+		c.failed(a)
 	}
 	return nil, lastErr
 }
