@@ -307,6 +307,13 @@ func (c *Client) Send(ctx context.Context, method, path string, body io.Reader, 
 		}()
 		resp, err := a.end.http.Do(req)
 		close(watching)
+		if err == nil && actx.Err() != nil {
+			// Ended (by the caller, or as its server was found dead) while
+			// the answer came: the answer may be the server's reaction to
+			// the end, never one to trust.
+			drainClose(resp.Body)
+			resp, err = nil, actx.Err()
+		}
 		if err != nil {
 			cancel()
 			lastErr = fmt.Errorf("%s %s: %w", method, p, err)
@@ -316,7 +323,11 @@ func (c *Client) Send(ctx context.Context, method, path string, body io.Reader, 
 				}
 				return nil, lastErr
 			}
-			c.failed(a)
+			select {
+			case <-a.gone: // ended because the server was found dead: passed over already
+			default:
+				c.failed(a)
+			}
 			if last || !(isDialError(err) || idempotent(method)) {
 				return nil, lastErr
 			}

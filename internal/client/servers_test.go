@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -252,10 +253,64 @@ func TestALongPollLeavesAServerFoundDead(t *testing.T) {
 	select {
 	case resp := <-polled:
 		if resp == nil || resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("the poll's answer: %v, want B's 204", resp)
+			t.Fatalf("the poll's answer: %v from %v, want B's 204", resp, resp.Request.URL)
 		}
 		resp.Body.Close()
 	case <-time.After(10 * time.Second):
 		t.Fatal("the poll held by the dead server did not move on")
+	}
+}
+
+// A server that takes connections but answers nothing (stopped, say) is
+// found dead by the first request whose deadline passes: the long-poll it
+// holds moves to the next server at once.
+func TestAServerThatTimesOutIsLeftForTheNext(t *testing.T) {
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	a, b, fp := twoServers(t,
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select { // a frozen server: it answers nothing
+			case <-hold:
+			case <-r.Context().Done():
+			}
+		}),
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	c, err := New(Config{Server: a.URL + "," + b.URL, Token: pki.NewToken(pki.KindHost, fp).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	polled := make(chan *http.Response, 1)
+	go func() {
+		resp, err := c.Send(t.Context(), http.MethodGet, "/poll", nil, "")
+		if err != nil {
+			t.Error(err)
+		}
+		polled <- resp
+	}()
+	time.Sleep(200 * time.Millisecond) // the poll is held by A
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.Send(ctx, http.MethodPost, "/status", bytes.NewReader(nil), ""); err == nil {
+		t.Fatal("a report to the frozen server went through")
+	}
+	select {
+	case resp := <-polled:
+		if resp == nil || resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("the poll's answer: %v from %v, want B's 204", resp, resp.Request.URL)
+		}
+		resp.Body.Close()
+	case <-time.After(10 * time.Second):
+		t.Fatal("the poll held by the frozen server did not move on")
+	}
+	if c.Server() != b.URL {
+		t.Fatalf("the client talks to %s, want B", c.Server())
+	}
+	// A was passed over once, not twice: it is back after 1 s.
+	c.mu.Lock()
+	failures := c.rot.down[a.URL].failures
+	c.mu.Unlock()
+	if failures != 1 {
+		t.Fatalf("A counted %d failures, want 1", failures)
 	}
 }
