@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,23 +21,43 @@ import (
 )
 
 // startPostgres starts a throwaway PostgreSQL cluster of this test's own
-// (pgtest), stopped when the test ends; skipped without PostgreSQL's
-// binaries unless CI=true.
-func startPostgres(t *testing.T) *pgtest.Cluster {
+// (pgtest) while the caller goes on, and returns the function that waits
+// for it; the cluster is stopped when the test ends. Skipped without
+// PostgreSQL's binaries unless CI=true.
+func startPostgres(t *testing.T) func() *pgtest.Cluster {
 	t.Helper()
-	pg, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNoBinaries) && os.Getenv("CI") != "true" {
-		t.Skipf("pgtest: %v (CI=true makes this a failure)", err)
+	type started struct {
+		pg  *pgtest.Cluster
+		err error
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := make(chan started, 1)
+	go func() {
+		pg, err := pgtest.Start()
+		ch <- started{pg, err}
+	}()
+	var once sync.Once
+	var pg *pgtest.Cluster
+	// The cluster is stopped even if the test ends before waiting for it.
 	t.Cleanup(func() {
-		if err := pg.Stop(); err != nil {
-			t.Errorf("stop PostgreSQL: %v", err)
+		once.Do(func() { s := <-ch; pg = s.pg })
+		if pg != nil {
+			if err := pg.Stop(); err != nil {
+				t.Errorf("stop PostgreSQL: %v", err)
+			}
 		}
 	})
-	return pg
+	return func() *pgtest.Cluster {
+		t.Helper()
+		var err error
+		once.Do(func() { s := <-ch; pg, err = s.pg, s.err })
+		if errors.Is(err, pgtest.ErrNoBinaries) && os.Getenv("CI") != "true" {
+			t.Skipf("pgtest: %v (CI=true makes this a failure)", err)
+		}
+		if err != nil || pg == nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+		return pg
+	}
 }
 
 // copyTree copies the regular files under from to to, keeping their modes.
@@ -72,12 +93,16 @@ func copyTree(t *testing.T, from, to string) {
 // long-poll go on at the second within 5 s, and an apply made by a CLI whose
 // first URL is the dead server reaches the agent through the second.
 func TestAnAgentFailsOverToAnotherServerWhenItsServerIsKilled(t *testing.T) {
-	pg := startPostgres(t)
-	db := pg.NewDatabase(t)
+	began := time.Now()
+	waitPostgres := startPostgres(t) // while the binary and the test image build
 	bin, err := dockertest.Binary("./cmd/hatch")
 	if err != nil {
 		t.Fatal(err)
 	}
+	file := filepath.Join(spreadProject(t, "failover", 1, ""), "hatch.yaml")
+	pg := waitPostgres()
+	db := pg.NewDatabase(t)
+	t.Logf("PostgreSQL, the binary and the test image ready in %v", time.Since(began).Round(time.Millisecond))
 	c := &cluster{t: t, scope: dockertest.NewScope(t), bin: bin, dir: t.TempDir(), agents: map[string]*clAgent{},
 		convergeInterval: 2 * time.Second}
 	servers := map[string]*clProc{}
@@ -124,7 +149,9 @@ func TestAnAgentFailsOverToAnotherServerWhenItsServerIsKilled(t *testing.T) {
 	}
 	t.Cleanup(c.api.Close)
 
+	t.Logf("PostgreSQL and two servers up in %v", time.Since(began).Round(time.Millisecond))
 	a := c.startAgent("a", "127.0.0.2", nil)
+	t.Logf("the agent joined at %v", time.Since(began).Round(time.Millisecond))
 	// The answers of A list both servers, and the agent keeps the list.
 	dockertest.Eventually(t, 20*time.Second, 200*time.Millisecond, func() error {
 		data, err := os.ReadFile(filepath.Join(a.dataDir, "identity.json"))
@@ -143,6 +170,7 @@ func TestAnAgentFailsOverToAnotherServerWhenItsServerIsKilled(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("the agent kept both servers at %v", time.Since(began).Round(time.Millisecond))
 	time.Sleep(time.Second) // the agent's long-poll is held by A
 
 	if err := servers["a"].cmd.Process.Kill(); err != nil {
@@ -176,11 +204,11 @@ func TestAnAgentFailsOverToAnotherServerWhenItsServerIsKilled(t *testing.T) {
 	if out := c.mustHatch(cli, "hosts"); !strings.Contains(out, " up ") {
 		t.Fatalf("hatch hosts through B: the host is not up:\n%s", out)
 	}
-	file := filepath.Join(spreadProject(t, "failover", 1, ""), "hatch.yaml")
 	start := time.Now()
 	c.mustHatch(cli, "apply", "-f", file, "--yes")
 	t.Logf("hatch apply through B converged in %v", time.Since(start).Round(time.Millisecond))
 	if got := c.projectContainers("default", "failover", "app", a.hostID); len(got) != 1 {
 		t.Fatalf("%d containers of the applied egg on host a, want 1", len(got))
 	}
+	t.Logf("done at %v; then the clean-up", time.Since(began).Round(time.Millisecond))
 }
