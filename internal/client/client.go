@@ -50,9 +50,6 @@ func (e *APIError) Error() string {
 type Client struct {
 	token string
 	tok   pki.Token
-	// dialTimeout bounds a connection's dial and TLS handshake: short with
-	// several servers, so that a dead one is left within seconds.
-	dialTimeout time.Duration
 
 	mu   sync.Mutex // guards rot and ends
 	rot  *rotation
@@ -84,10 +81,7 @@ func New(cfg Config) (*Client, error) {
 	if len(urls) == 0 {
 		return nil, fmt.Errorf("server %q: want https://host:port", cfg.Server)
 	}
-	c := &Client{token: tok.String(), tok: tok, dialTimeout: 30 * time.Second, ends: map[string]*endpoint{}}
-	if len(urls) > 1 {
-		c.dialTimeout = severalDialTimeout
-	}
+	c := &Client{token: tok.String(), tok: tok, ends: map[string]*endpoint{}}
 	for _, u := range urls {
 		e, err := c.newEndpoint(u)
 		if err != nil {
@@ -99,9 +93,10 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// severalDialTimeout bounds a dial and a TLS handshake when there is another
-// server to go to.
-const severalDialTimeout = 3 * time.Second
+// dialTimeout bounds a dial and a TLS handshake: a server that takes longer
+// is left for the next within seconds (and a lone server is tried again by
+// the caller's own retry).
+const dialTimeout = 5 * time.Second
 
 func (c *Client) newEndpoint(server string) (*endpoint, error) {
 	base, err := url.Parse(strings.TrimRight(server, "/"))
@@ -109,8 +104,8 @@ func (c *Client) newEndpoint(server string) (*endpoint, error) {
 		return nil, fmt.Errorf("server %q: want https://host:port", server)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = (&net.Dialer{Timeout: c.dialTimeout, KeepAlive: 15 * time.Second}).DialContext
-	tr.TLSHandshakeTimeout = min(tr.TLSHandshakeTimeout, c.dialTimeout)
+	tr.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 15 * time.Second}).DialContext
+	tr.TLSHandshakeTimeout = dialTimeout
 	switch base.Scheme {
 	case "https":
 		tlsCfg, err := pki.ClientConfig(c.tok.Fingerprint, base.Hostname())
@@ -192,9 +187,6 @@ func (c *Client) SetServers(urls []string) (bool, error) {
 		if _, ok := ends[u]; !ok {
 			e.http.CloseIdleConnections()
 		}
-	}
-	if len(urls) > 1 {
-		c.dialTimeout = severalDialTimeout
 	}
 	c.ends = ends
 	c.rot.set(urls)
