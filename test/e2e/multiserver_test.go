@@ -165,7 +165,8 @@ func TestAnAgentFailsOverToAnotherServerWhenItsServerIsKilled(t *testing.T) {
 		if err := json.Unmarshal(data, &id); err != nil {
 			return err
 		}
-		if id.Server != urlA || !slices.Equal(id.Servers, []string{urlA, urlB}) {
+		// The live list is sorted by URL, whichever server is first.
+		if id.Server != urlA || !slices.Equal(id.Servers, slices.Sorted(slices.Values([]string{urlA, urlB}))) {
 			return fmt.Errorf("identity.json names %q and %v", id.Server, id.Servers)
 		}
 		return nil
@@ -197,6 +198,8 @@ func TestAnAgentFailsOverToAnotherServerWhenItsServerIsKilled(t *testing.T) {
 	if failover > 5*time.Second {
 		t.Errorf("the agent reached B %v after A was killed, want within 5 s", failover)
 	}
+
+	a.proc.waitLine(t, `"now talking to another server of the control plane"`, 10*time.Second)
 
 	// The CLI given the dead A first still works, through B; and the apply
 	// it makes reaches the agent, whose long-poll is now held by B.
