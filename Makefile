@@ -60,10 +60,13 @@ fuzz-ci:
 fuzz:
 	$(call run-fuzz,$(FUZZTIME))
 
-# Tests against the real Docker Engine: one package at a time, no race detector.
+# Tests against the real Docker Engine: one package at a time, no race
+# detector. gotestsum prints each test with its duration (each issue's CI
+# share is a sum of these) and repeats the failures' output at the end.
+GOTESTSUM ?= $(GO) run gotest.tools/gotestsum@v1.13.0
 test-docker:
 	@start=$$(date +%s); rc=0; \
-	if [ -n "$(DOCKER_PKGS)" ]; then $(GO) test -tags docker -p 1 -count=1 -timeout 25m $(DOCKER_PKGS) || rc=$$?; \
+	if [ -n "$(DOCKER_PKGS)" ]; then $(GOTESTSUM) --format testname -- -tags docker -p 1 -count=1 -timeout 25m $(DOCKER_PKGS) || rc=$$?; \
 	else echo "test-docker: no docker-tagged packages yet"; fi; \
 	echo "test-docker: $$(( $$(date +%s) - start ))s"; exit $$rc
 
@@ -73,12 +76,13 @@ test-long:
 	HATCH_CHAOS_TRIALS=$(CHAOS_TRIALS) $(GO) test -tags docker -p 1 -count=1 -timeout 60m -run 'Chaos' -v ./test/e2e/
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/converge/ ./internal/ingress/ ./internal/server/ ./internal/mesh/ ./internal/deploy/ ./internal/sessions/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/converge/ ./internal/ingress/ ./internal/server/ ./internal/mesh/ ./internal/deploy/ ./internal/sessions/ ./internal/store/postgres/
 	# The agent's figures on the real Docker Engine, and many hosts' on the
 	# namespace cluster (host loss, mesh against direct): one measurement each.
 	$(GO) test -tags docker -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/e2e/
-	# Loading 10,000 Compose services against a hatch.yaml of as many eggs
-	# (last: it fails above its bound).
+	# Loading 10,000 Compose services against a hatch.yaml of as many eggs:
+	# in all, compose-go's part, its floor and this package's own part (last:
+	# it fails if its own part is above 3; compose-go's alone is above 2).
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/compose/
 
 lint:

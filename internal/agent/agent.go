@@ -426,7 +426,8 @@ func (a *Agent) convergeSafely(ctx context.Context) (wakeAt time.Time) {
 // feed the ingress, remember, and build the status report. It returns the
 // plan's WakeAt.
 func (a *Agent) converge(ctx context.Context) time.Time {
-	desired, known := a.Desired()
+	now := a.now()
+	desired, known, hold := a.desiredAndHold(now)
 	if !known {
 		// Never heard of a desired state: change nothing, report what is.
 		desired = contract.DesiredState{HostID: a.cfg.HostID}
@@ -439,12 +440,10 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 	if ws, ok := a.cfg.Docker.(workloadSetter); ok {
 		ws.SetWorkloads(withRelays.Workloads)
 	}
-	now := a.now()
 	var plan converge.Plan
 	if known {
 		cacheErr := a.keepCache(desired, now)
 		errs = append(errs, cacheErr)
-		hold := a.holdSince(now)
 		var err error
 		plan, err = converge.Converge(ctx, a.docker, withRelays, a.mem.History, now,
 			converge.Options{Logger: a.log, HoldCreatedAfter: hold})
@@ -546,17 +545,24 @@ func (a *Agent) keepCache(d contract.DesiredState, now time.Time) error {
 	return nil
 }
 
-// holdSince returns when the cache was written if the agent converges from
-// it before the control plane has answered (and StaleCacheWait has not
-// passed since Start): containers created after that are left alone (see
-// converge.Hold). Zero otherwise.
-func (a *Agent) holdSince(now time.Time) time.Time {
+// desiredAndHold returns the desired state to converge towards, if any,
+// and, when that state is the cache's (the control plane has not answered
+// and StaleCacheWait has not passed since Start), when the cache was
+// written: containers created after that are left alone (see
+// converge.Hold). Zero otherwise. Both are read under one lock: read apart,
+// a poll answered between the two reads lifted the hold of a converge
+// towards the cache's state (seen: a stateful replica newer than the cache
+// replaced at a restart, then replaced again by the next converge).
+func (a *Agent) desiredAndHold(now time.Time) (d contract.DesiredState, known bool, holdSince time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.heard || !now.Before(a.holdUntil) {
-		return time.Time{}
+	if a.desired == nil {
+		return contract.DesiredState{}, false, time.Time{}
 	}
-	return a.cacheWritten
+	if !a.heard && now.Before(a.holdUntil) {
+		holdSince = a.cacheWritten
+	}
+	return *a.desired, true, holdSince
 }
 
 func (a *Agent) holdEnd() time.Time {

@@ -1,11 +1,14 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,4 +179,64 @@ func TestACacheWriteThatFailsIsRetriedAndReported(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// pausingDocker calls pause the first time the agent tells it the desired
+// workloads: in the middle of a converge, after the desired state was read.
+type pausingDocker struct {
+	containers.Client
+	once  sync.Once
+	pause func()
+}
+
+func (d *pausingDocker) SetWorkloads([]contract.WorkloadSpec) { d.once.Do(d.pause) }
+
+// The control plane's first answer can land while the first converge, from
+// the stale cache, is under way: that converge must keep its hold. Seen in
+// the full-data-dir chaos test, once: the hold was read after the answer had
+// lifted it, and the cache's state was converged towards without it, which
+// replaced the stateful replica newer than the cache.
+func TestAStaleCacheRollsNothingBackWhenTheControlPlaneAnswersMidConverge(t *testing.T) {
+	f, cp, dir := newFake(t), newFakeControlPlane(), t.TempDir()
+	_, v2 := staleCacheHost(t, f, dir)
+	cp.set(v2)
+	cp.setDown(true) // until the first converge has read the cache's state
+	before := len(f.Events())
+	var agent atomic.Pointer[Agent]
+	docker := &pausingDocker{Client: f, pause: func() {
+		cp.setDown(false)
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if d, ok := agent.Load().Desired(); ok && d.Version == v2.Version {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Error("the control plane's state never reached the agent")
+	}}
+	a, err := New(testConfig(t, docker, cp, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent.Store(a)
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := a.Close(ctx); err != nil {
+			t.Errorf("close agent: %v", err)
+		}
+	})
+
+	eventually(t, "a report from a converge towards v2", func() error {
+		if r, _ := cp.lastReport(); r.Version != v2.Version {
+			return fmt.Errorf("last report of version %q", r.Version)
+		}
+		return nil
+	})
+	if ev := changes(f, before); len(ev) != 0 {
+		t.Fatalf("a converge from the cache, answered mid-way, changed containers newer than the cache: %+v", ev)
+	}
 }

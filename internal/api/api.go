@@ -52,6 +52,10 @@ const (
 	CodeMethodNotAllowed Code = "method_not_allowed"
 	CodeInternal         Code = "internal"
 	CodeUnavailable      Code = "unavailable"
+	// CodeGone: what a rollback needs is no longer kept (the apply left the
+	// history, its build context was collected, a secret it uses was
+	// removed). Nothing was changed.
+	CodeGone Code = "gone"
 )
 
 // Errorf returns an *Error with the code and a formatted message.

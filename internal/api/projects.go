@@ -58,6 +58,27 @@ type Plan struct {
 	Summary       map[string]int `json:"summary"`
 	Changes       []Change       `json:"changes"`
 	Hosts         []HostSteps    `json:"hosts"`
+	// RollbackOf is, for a plan of POST .../rollback, the apply whose
+	// inputs it applies again; Notes say what differs from that apply
+	// (secrets at their current values, volumes gone since).
+	RollbackOf int64    `json:"rollback_of,omitempty"`
+	Notes      []string `json:"notes,omitempty"`
+}
+
+// RollbackRequest is POST .../rollback's (optional) body: the apply whose
+// spec and build sources to apply again; 0 means the last successful apply
+// before the newest one.
+type RollbackRequest struct {
+	To int64 `json:"to,omitempty"`
+}
+
+// ApplyHistory is GET .../applies: the project's kept applies, newest
+// first, and how many the server keeps per project (--keep-applies).
+type ApplyHistory struct {
+	Namespace string  `json:"namespace"`
+	Project   string  `json:"project"`
+	Keep      int     `json:"keep"`
+	Applies   []Apply `json:"applies"`
 }
 
 // Sensitive is what a plan shows of a secret's value, and Redacted what a
@@ -138,6 +159,18 @@ type Apply struct {
 	Finished time.Time `json:"finished,omitzero"`
 	Outcome  string    `json:"outcome"`
 	Message  string    `json:"message,omitempty"`
+	// Actor is the name of the admin token that applied.
+	Actor string `json:"actor,omitempty"`
+	// Summary is one line saying what the apply changes, as its plan said.
+	Summary string `json:"summary,omitempty"`
+	// Digest identifies its spec and build sources: two applies of the same
+	// files (secret values aside) have the same digest.
+	Digest string `json:"digest,omitempty"`
+	// RollbackOf is the apply whose inputs this one applied again.
+	RollbackOf int64 `json:"rollback_of,omitempty"`
+	// Rollbackable says whether the server keeps what a rollback to this
+	// apply needs (records made before it kept them do not).
+	Rollbackable bool `json:"rollbackable"`
 }
 
 // ApplyStatus is GET .../applies/{id}: the record and the progress the

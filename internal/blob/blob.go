@@ -1,7 +1,10 @@
 // Package blob is the control plane's content-addressed store of source blobs
-// (build contexts), kept as files on disk under their SHA-256 digest.
+// (build contexts). Storage is the contract every store keeps (blobtest checks
+// it); Store keeps blobs as files on disk under their SHA-256 digest, for a
+// server on SQLite, and the PostgreSQL store keeps them as chunk rows, so
+// every server on one database serves every blob.
 //
-// Invariants:
+// Invariants of Store:
 //   - A blob's file holds exactly the bytes whose digest names it: an upload is
 //     streamed to a temporary file, hashed on the way, and renamed into place
 //     only when its digest matches and it is within the size limit. A failed
@@ -52,6 +55,44 @@ func ParseDigest(digest string) (string, error) {
 	return h, nil
 }
 
+// Reader reads a stored blob; it seeks, so ranges can be served.
+type Reader = io.ReadSeekCloser
+
+// Storage is what a blob store promises, whatever keeps the bytes:
+//   - a blob becomes visible only once all of its content is stored and its
+//     digest checked: a failed, aborted or mismatched upload is never served
+//     and leaves nothing a reader sees;
+//   - concurrent uploads of one digest store it once; each of them succeeds;
+//   - reads stream: neither Put nor a Reader holds the whole blob in memory;
+//   - Collect removes only what is unreferenced and past its grace, and a
+//     Touch that returned before it started keeps a blob.
+type Storage interface {
+	// Put stores the content read from r under digest, reading at most
+	// limit bytes. A blob already stored is touched and r is not read;
+	// created reports whether the blob is new. ErrBadDigest,
+	// ErrDigestMismatch, ErrTooLarge or a read error store nothing.
+	Put(ctx context.Context, digest string, r io.Reader, limit int64) (info Info, created bool, err error)
+	// Stat describes a stored blob, or returns ErrNotFound.
+	Stat(ctx context.Context, digest string) (Info, error)
+	// Touch restarts a stored blob's grace period and describes it, or
+	// returns ErrNotFound.
+	Touch(ctx context.Context, digest string) (Info, error)
+	// Open opens a stored blob for reading, or returns ErrNotFound. The
+	// Reader may use ctx until it is closed.
+	Open(ctx context.Context, digest string) (Reader, Info, error)
+	// HasSource reports whether a blob is stored (reconciler.SourceStorage).
+	HasSource(ctx context.Context, digest string) (bool, error)
+	// List describes every stored blob, sorted by digest.
+	List(ctx context.Context) ([]Info, error)
+	// Collect removes every blob that is not referenced and was last
+	// uploaded or touched more than grace ago, and returns what it removed.
+	Collect(ctx context.Context, referenced []string, grace time.Duration) ([]Info, error)
+	// Bytes returns the size of every stored blob, added up.
+	Bytes(ctx context.Context) (int64, error)
+}
+
+var _ Storage = (*Store)(nil)
+
 // Info describes a stored blob.
 type Info struct {
 	Digest string
@@ -84,7 +125,7 @@ func Open(dir string) (*Store, error) {
 			return nil, fmt.Errorf("blob store %s: %w", dir, err)
 		}
 	}
-	blobs, err := s.List()
+	blobs, err := s.list()
 	if err != nil {
 		return nil, err
 	}
@@ -101,18 +142,15 @@ func (s *Store) path(hexDigest string) string {
 }
 
 // Bytes returns the size of every stored blob, added up.
-func (s *Store) Bytes() int64 { return s.bytes.Load() }
+func (s *Store) Bytes(context.Context) (int64, error) { return s.bytes.Load(), nil }
 
-// Put stores the content read from r under digest, reading at most limit
-// bytes. A blob already stored is touched and r is not read; created reports
-// whether the blob is new. A digest mismatch (ErrDigestMismatch), an overlong
-// content (ErrTooLarge) or a read error stores nothing.
+// Put stores the content read from r under digest (see Storage.Put).
 func (s *Store) Put(ctx context.Context, digest string, r io.Reader, limit int64) (info Info, created bool, err error) {
 	h, err := ParseDigest(digest)
 	if err != nil {
 		return Info{}, false, err
 	}
-	if info, err := s.Touch(digest); err == nil {
+	if info, err := s.Touch(ctx, digest); err == nil {
 		return info, false, nil
 	}
 	tmp, err := os.CreateTemp(s.tmpDir(), "upload-*")
@@ -171,7 +209,11 @@ func (s *Store) install(digest, h, tmp string, size int64) (Info, bool, error) {
 }
 
 // Stat describes a stored blob, or returns ErrNotFound.
-func (s *Store) Stat(digest string) (Info, error) {
+func (s *Store) Stat(_ context.Context, digest string) (Info, error) {
+	return s.stat(digest)
+}
+
+func (s *Store) stat(digest string) (Info, error) {
 	h, err := ParseDigest(digest)
 	if err != nil {
 		return Info{}, err
@@ -189,7 +231,7 @@ func (s *Store) Stat(digest string) (Info, error) {
 // Touch restarts a stored blob's grace period and describes it, or returns
 // ErrNotFound. Telling a client that the server has a blob goes through
 // Touch, so the blob stays for the apply that follows.
-func (s *Store) Touch(digest string) (Info, error) {
+func (s *Store) Touch(_ context.Context, digest string) (Info, error) {
 	h, err := ParseDigest(digest)
 	if err != nil {
 		return Info{}, err
@@ -202,11 +244,11 @@ func (s *Store) Touch(digest string) (Info, error) {
 	} else if err != nil {
 		return Info{}, fmt.Errorf("touch %s: %w", digest, err)
 	}
-	return s.Stat(digest)
+	return s.stat(digest)
 }
 
 // Open opens a stored blob for reading, or returns ErrNotFound.
-func (s *Store) Open(digest string) (*os.File, Info, error) {
+func (s *Store) Open(_ context.Context, digest string) (Reader, Info, error) {
 	h, err := ParseDigest(digest)
 	if err != nil {
 		return nil, Info{}, err
@@ -228,7 +270,7 @@ func (s *Store) Open(digest string) (*os.File, Info, error) {
 
 // HasSource reports whether a blob is stored: the reconciler's SourceStorage.
 func (s *Store) HasSource(_ context.Context, digest string) (bool, error) {
-	_, err := s.Stat(digest)
+	_, err := s.stat(digest)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -236,7 +278,11 @@ func (s *Store) HasSource(_ context.Context, digest string) (bool, error) {
 }
 
 // List describes every stored blob, sorted by digest.
-func (s *Store) List() ([]Info, error) {
+func (s *Store) List(context.Context) ([]Info, error) {
+	return s.list()
+}
+
+func (s *Store) list() ([]Info, error) {
 	var out []Info
 	root := filepath.Join(s.dir, "sha256")
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -267,7 +313,7 @@ func (s *Store) Collect(ctx context.Context, referenced []string, grace time.Dur
 	for _, d := range referenced {
 		keep[d] = true
 	}
-	blobs, err := s.List()
+	blobs, err := s.list()
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +342,7 @@ func (s *Store) Collect(ctx context.Context, referenced []string, grace time.Dur
 func (s *Store) removeIfStale(digest string, grace time.Duration) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	info, err := s.Stat(digest)
+	info, err := s.stat(digest)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}

@@ -24,12 +24,14 @@ func newExecCmd() *cobra.Command {
 	var (
 		flags            projectFlags
 		interactive, tty bool
+		host             string
 	)
 	cmd := &cobra.Command{
-		Use:   "exec PROJECT EGG[/SLOT] [-i] [-t] -- CMD ARGS...",
+		Use:   "exec PROJECT EGG[/SLOT] [--host H] [-i] [-t] -- CMD ARGS...",
 		Short: "Run a command in a running replica, on whichever host runs it",
 		Long: "Run a command in a replica of the egg (slot SLOT, else the lowest running), wherever it\n" +
-			"runs: the host's agent runs it and streams it back through the control plane. -i\n" +
+			"runs: the host's agent runs it and streams it back through the control plane. Slots\n" +
+			"are numbered per host, as `hatch logs` shows them (web/0 a): --host picks the host. -i\n" +
 			"passes your input, -t gives it a terminal (raw mode, window resizes, Ctrl-C and Ctrl-D\n" +
 			"go to the command, as with docker exec -it). The command's exit code is this one's.\n" +
 			"Admin tokens only; the event log records who ran which program where (not its\n" +
@@ -50,6 +52,12 @@ func newExecCmd() *cobra.Command {
 			q := url.Values{"cmd": args[2:]}
 			if slot >= 0 {
 				q.Set("slot", strconv.Itoa(slot))
+			}
+			if cmd.Flags().Changed("host") {
+				if host == "" {
+					return errors.New("--host: name a host (its name or ID, as `hatch hosts` lists them)")
+				}
+				q.Set("host", host)
 			}
 			io := execIO{in: cmd.InOrStdin(), out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
 			if tty {
@@ -80,6 +88,7 @@ func newExecCmd() *cobra.Command {
 	flags.register(cmd)
 	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "pass stdin to the command")
 	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "give the command a terminal (needs one here)")
+	cmd.Flags().StringVar(&host, "host", "", "run it in a replica on this host (name or ID)")
 	return cmd
 }
 

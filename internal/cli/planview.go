@@ -2,6 +2,7 @@ package cli
 
 import (
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/termsafe"
 
 	"fmt"
 	"io"
@@ -36,6 +37,12 @@ func printPlan(w io.Writer, project string, p api.Plan) {
 	}
 	if len(p.Changes) == counts["="] {
 		fmt.Fprintln(w, "  (nothing to change)")
+	}
+	if len(p.Notes) > 0 {
+		fmt.Fprintln(w, "Note:")
+		for _, n := range p.Notes {
+			fmt.Fprintf(w, "  %s\n", termsafe.Line(n))
+		}
 	}
 	var steps []api.HostSteps
 	for _, h := range p.Hosts {

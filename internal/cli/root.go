@@ -71,6 +71,8 @@ func newRootCmd() *cobra.Command {
 		newRelayCmd(),
 		newLogsCmd(),
 		newExecCmd(),
+		newHistoryCmd(),
+		newRollbackCmd(),
 	)
 	return root
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/spec"
+	"github.com/hatchery/hatchery/internal/store"
 )
 
 // Files of the control plane's data dir, beside hatch.db, tls/ and blobs/.
@@ -46,6 +47,7 @@ type serverOptions struct {
 	authFailureBurst  int
 	authFailureRefill time.Duration
 	maxReplicas       int
+	keepApplies       int
 	// advertiseURL is where hosts and clients reach this server, as the
 	// live server list names it ("": the listen address if it is a specific one).
 	advertiseURL string
@@ -107,6 +109,9 @@ to the next server when theirs stops answering.`,
 		"with the other live servers (default: the --listen address if it names one)")
 	f.IntVar(&opts.maxReplicas, "max-replicas", deploy.DefaultMaxReplicas,
 		fmt.Sprintf("the most replicas a plan may ask for per egg (at most %d)", spec.MaxReplicas))
+	f.IntVar(&opts.keepApplies, "keep-applies", store.DefaultKeepApplies,
+		fmt.Sprintf("how many applies of each project the history keeps, with the build contexts they used: "+
+			"hatch rollback reaches that far back (1 to %d)", deploy.MaxKeepApplies))
 	return cmd
 }
 
@@ -121,6 +126,10 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err := deployCfg.Validate(); err != nil {
 		return fmt.Errorf("--max-replicas: %w", err)
 	}
+	if opts.keepApplies < 1 || opts.keepApplies > deploy.MaxKeepApplies {
+		return fmt.Errorf("--keep-applies: %d is not between 1 and %d", opts.keepApplies, deploy.MaxKeepApplies)
+	}
+	deployCfg.KeepApplies = opts.keepApplies
 	fleetCfg := fleet.DefaultConfig()
 	fleetCfg.LivenessTimeout = opts.liveness
 	if err := fleetCfg.Validate(); err != nil {
@@ -162,6 +171,10 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
+	blobs, err := openBlobs(ctx, st, opts.dataDir, log)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", opts.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -172,7 +185,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 		ln.Close()
 		return err
 	}
-	srv, err := wireServer(st, opts.dataDir, cfg, fleetCfg, deployCfg, hash, transport.fingerprint, servers, log)
+	srv, err := wireServer(st, blobs, opts.dataDir, cfg, fleetCfg, deployCfg, hash, transport.fingerprint, servers, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -202,12 +215,8 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 // store: the providers that turn projects into desired state, the apply
 // protocol and the fleet over them, and the API over both. `hatch server`
 // and `hatch up` both run what it returns.
-func wireServer(st controlStore, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
+func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
 	adminHash, fingerprint string, servers server.ServerList, log *zap.Logger) (*server.Server, error) {
-	blobs, err := blob.Open(filepath.Join(dataDir, "blobs"))
-	if err != nil {
-		return nil, err
-	}
 	box, err := seal.LoadOrCreate(filepath.Join(dataDir, sealKeyFile))
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hatchery/hatchery/internal/agent"
+	"github.com/hatchery/hatchery/internal/blob/blobtest"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/testutil/pgtest"
@@ -179,6 +181,20 @@ secrets:
 	if code, out, errOut := run(t, "apply", "-f", project, "--yes"); code != 0 {
 		t.Fatalf("hatch apply = %d\n%s\n%s", code, out, errOut)
 	}
+	// A build context uploaded to the SQLite server, kept in its data dir.
+	blobContent := blobtest.Random(1<<20+77, 21)
+	blobDigest, blobFile := blobtest.Digest(blobContent), filepath.Join(dir, "context.tar")
+	if err := os.WriteFile(blobFile, blobContent, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.PutBlob(t.Context(), blobDigest, blobFile); err != nil {
+		t.Fatal(err)
+	}
 	_, statusBefore, _ := run(t, "status")
 	versionBefore := host.desiredVersion()
 	if versionBefore == "" || !strings.Contains(statusBefore, "web") {
@@ -196,6 +212,14 @@ secrets:
 	if code != 0 {
 		t.Fatalf("hatch server migrate = %d\n%s\n%s", code, out, errOut)
 	}
+	if !strings.Contains(out, fmt.Sprintf("blobs            1 (%d bytes)", len(blobContent))) {
+		t.Fatalf("hatch server migrate does not say it copied the blob:\n%s", out)
+	}
+	// The copy keeps no blob on disk: remove the data dir's, so that only
+	// the database can serve it.
+	if err := os.RemoveAll(filepath.Join(data, "blobs")); err != nil {
+		t.Fatal(err)
+	}
 
 	// The copy's server, its URL (with the password) in HATCH_STORE.
 	t.Setenv("PGPASSFILE", filepath.Join(dir, "none"))
@@ -209,6 +233,9 @@ secrets:
 	})
 	if v := host.desiredVersion(); v != versionBefore {
 		t.Fatalf("the host's desired state went from %s to %s", versionBefore, v)
+	}
+	if code, got := fetchBlob(t, admin, blobDigest); code != http.StatusOK || !bytes.Equal(got, blobContent) {
+		t.Fatalf("GET of the copied blob = %d with %d bytes, want 200 with the %d uploaded", code, len(got), len(blobContent))
 	}
 	_, hosts, _ := run(t, "hosts")
 	if strings.Count(hosts, "node-1") != 1 || !strings.Contains(hosts, " up ") {
@@ -233,5 +260,20 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 			t.Fatalf("timed out waiting until %s", what)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A --blobs directory that is not there is refused, naming it, before the
+// database is touched.
+func TestMigrateRefusesAMissingBlobDir(t *testing.T) {
+	dir := t.TempDir()
+	from := filepath.Join(dir, "hatch.db")
+	if err := os.WriteFile(from, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "elsewhere")
+	code, _, errOut := run(t, "server", "migrate", "--from", from, "--blobs", missing, "--to", "postgres://nobody@127.0.0.1:1/none")
+	if code == 0 || !strings.Contains(errOut, "--blobs "+missing) {
+		t.Fatalf("hatch server migrate --blobs <missing> = %d\n%s", code, errOut)
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"go.uber.org/zap"
 
+	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/store/postgres"
@@ -92,6 +94,29 @@ func resolveStore(flag, env, dataDir string) (storeLocation, error) {
 		return storeLocation{}, errors.New(storeEnv + ": want sqlite:<path> or postgres://user@host:port/database")
 	}
 	return storeLocation{}, fmt.Errorf("--store %q: want sqlite:<path> or postgres://user@host:port/database", value)
+}
+
+// openBlobs opens the blob store that goes with st: on PostgreSQL its chunk
+// rows, which every server on the database serves; on SQLite the files of
+// <data-dir>/blobs. Blob files left in a data dir now served from PostgreSQL
+// are named in a warning: `hatch server migrate` copies them.
+func openBlobs(ctx context.Context, st controlStore, dataDir string, log *zap.Logger) (blob.Storage, error) {
+	dir := filepath.Join(dataDir, "blobs")
+	pg, ok := st.(*postgres.Store)
+	if !ok {
+		return blob.Open(dir)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		files, err := blob.Open(dir)
+		if err != nil {
+			return nil, err
+		}
+		if n, _ := files.Bytes(ctx); n > 0 {
+			log.Warn("the data dir holds blob files that a server on PostgreSQL does not serve: "+
+				"hatch server migrate --from <sqlite file> copies them (its --blobs)", zap.String("dir", dir), zap.Int64("bytes", n))
+		}
+	}
+	return pg.Blobs(), nil
 }
 
 // openStore opens (and migrates) the store at loc.

@@ -311,6 +311,7 @@ func (l *localRun) startServer(ctx context.Context, dir string, opts upOptions, 
 		listen: opts.listen, dataDir: filepath.Join(dir, upServerDir), liveness: fleet.DefaultConfig().LivenessTimeout,
 		cliConfig: configPath, authFailureBurst: defaults.AuthFailureBurst, authFailureRefill: defaults.AuthFailureRefill,
 		maxReplicas: deploy.DefaultMaxReplicas,
+		keepApplies: deploy.DefaultConfig().KeepApplies,
 	}
 	// The server prints its admin token on stdout at its first start: here it
 	// goes nowhere, since the token is kept in dir (and must not reach a log).

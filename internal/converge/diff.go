@@ -365,6 +365,28 @@ func (s *slotPlanner) incarnationOverdue(m member) bool {
 	return s.deadlinePassed(from)
 }
 
+// firstCheckWait is how soon a plan looks again at a container past its
+// progress deadline that no check has judged yet (see judged).
+const firstCheckWait = time.Second
+
+// judged reports whether a running container that has never been healthy
+// has failed a check that counts, which the progress deadline needs before
+// it fails a rollout. One no check has judged yet is waited for: an agent
+// just started whose memory of the container's health was lost (a data dir
+// it could not write when the container turned healthy) sees it unhealthy
+// until its first probe answers, and must not restart, or stop, a replica
+// that serves (seen possible: every replica rolled while the disk was full,
+// restarted at once at the agent's start, their rollouts reported failed).
+// The plan wakes soon to look again. A check in the start period never
+// counts, so the deadline waits for the start period's end too.
+func (s *slotPlanner) judged(m member) bool {
+	if m.c.FailingStreak > 0 {
+		return true
+	}
+	s.d.wakeAt(s.d.now.Add(firstCheckWait))
+	return false
+}
+
 // deadlinePassed reports whether the progress deadline counted from from has
 // passed; if it has not, the plan wakes when it does.
 func (s *slotPlanner) deadlinePassed(from time.Time) bool {
@@ -524,12 +546,12 @@ func (s *slotPlanner) stateless(slot int, members []member) (midRoll, wantsRoll 
 			break // (re)starting: give it its chance
 		}
 		switch {
-		case keep != nil && (s.failed || s.overdue(u)):
+		case keep != nil && (s.failed || s.overdue(u) && s.judged(u)):
 			// The old container keeps serving; this spec is not tried again.
 			d.step(ActionStop, u, "rollout failed")
 			d.fail(s.id, s.hash, s.deadlineReason())
 			midRoll = false
-		case keep == nil && s.incarnationOverdue(u):
+		case keep == nil && s.incarnationOverdue(u) && s.judged(u):
 			d.fail(s.id, s.hash, s.deadlineReason())
 			d.restart(u, "not healthy by the progress deadline")
 		}
@@ -631,7 +653,7 @@ func (s *slotPlanner) stateful(slot int, members []member) (midRoll, wantsRoll b
 		switch c.st {
 		case stBooting:
 			s.booting++
-			if c.c.State == contract.StateRunning && s.incarnationOverdue(c) {
+			if c.c.State == contract.StateRunning && s.incarnationOverdue(c) && s.judged(c) {
 				d.fail(s.id, s.hash, s.deadlineReason())
 				d.restart(c, "not healthy by the progress deadline")
 			}

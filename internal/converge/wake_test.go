@@ -46,11 +46,11 @@ func TestDiffWakesWhenAWaitEnds(t *testing.T) {
 			want:    t0.Add(15 * time.Second),
 		},
 		{
-			name: "progress deadline: a booting replacement fails when its deadline passes",
+			name: "progress deadline: a booting replacement failing its checks fails when its deadline passes",
 			w:    web,
 			actual: []containers.Container{
 				ctr("old", web, 0, old, contract.StateRunning),
-				ctr("new", web, 0, up(web), contract.StateRunning, created(time.Minute), unhealthy(0)),
+				ctr("new", web, 0, up(web), contract.StateRunning, created(time.Minute), unhealthy(1)),
 			},
 			want: t0.Add(-time.Minute).Add(contract.DefaultProgressDeadline),
 		},

@@ -102,7 +102,12 @@ func (s *Service) begin(ctx context.Context, project, planID string, doc storedP
 		return nil, api.Errorf(api.CodeStalePlan,
 			"%s changed since %s was made (an apply, a rollout restart, an auto-revert or a reschedule): plan again", project, planID)
 	}
-	rec, err := s.deps.Applies.StartApply(ctx, project, store.ActorOf(ctx), doc.blobs(), s.now())
+	inputs, digest, err := recordOf(doc)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.deps.Applies.StartApply(ctx, store.NewApply{Project: project, Actor: store.ActorOf(ctx), Blobs: doc.blobs(),
+		At: s.now(), Inputs: inputs, Summary: doc.Summary, Digest: digest, RollbackOf: doc.RollbackOf, Keep: s.cfg.KeepApplies})
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +118,11 @@ func (s *Service) begin(ctx context.Context, project, planID string, doc storedP
 	s.mu.Lock()
 	s.jobs[j.id] = j
 	s.mu.Unlock()
-	j.add(api.Progress{Time: s.now(), Status: api.StatusStarted, Message: fmt.Sprintf("apply %d of %s (%s) started", j.id, project, planID)})
+	what := planID
+	if rec.RollbackOf > 0 {
+		what = fmt.Sprintf("%s, a rollback to apply %d", planID, rec.RollbackOf)
+	}
+	j.add(api.Progress{Time: s.now(), Status: api.StatusStarted, Message: fmt.Sprintf("apply %d of %s (%s) started", j.id, project, what)})
 	return j, nil
 }
 
@@ -287,7 +296,7 @@ func (s *Service) applyRecord(ctx context.Context, project string, id int64) (st
 			return ap, nil
 		}
 	}
-	return store.Apply{}, api.NotFound("no apply %d of %s (the history keeps the last %d)", id, project, store.ApplyHistoryLimit)
+	return store.Apply{}, api.NotFound("no apply %d of %s (the history keeps the last %d)", id, project, s.cfg.KeepApplies)
 }
 
 // Follow returns the job of an apply to follow its progress. An apply this
@@ -310,9 +319,4 @@ func (s *Service) Follow(ctx context.Context, project string, id int64) (*Job, e
 	j.add(api.Progress{Time: rec.Finished, Status: status, Outcome: string(rec.Outcome), Message: rec.Message})
 	j.over = true
 	return j, nil
-}
-
-// ToApply shows an apply's record.
-func ToApply(a store.Apply) api.Apply {
-	return api.Apply{ID: a.ID, Started: a.Started, Finished: a.Finished, Outcome: string(a.Outcome), Message: a.Message}
 }

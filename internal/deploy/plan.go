@@ -27,6 +27,10 @@ type storedPlan struct {
 	Destroy       bool                  `json:"destroy,omitempty"`
 	DeleteVolumes bool                  `json:"delete_volumes,omitempty"`
 	StateHash     string                `json:"state_hash"`
+	// Summary is one line of what the plan changes, for the history.
+	Summary string `json:"summary,omitempty"`
+	// RollbackOf is the apply whose inputs a rollback plan applies again.
+	RollbackOf int64 `json:"rollback_of,omitempty"`
 }
 
 // blobs are the digests the plan's resources are built from.
@@ -51,9 +55,6 @@ var symbols = map[reconciler.Action]string{
 // with another project (a route held) gives one with api.CodeConflict.
 func (s *Service) Plan(ctx context.Context, project string, req api.PlanRequest) (api.Plan, error) {
 	if err := checkPlanRequest(req, spec.Limits{MaxReplicas: s.cfg.MaxReplicas}); err != nil {
-		return api.Plan{}, err
-	}
-	if _, err := s.deps.Plans.DeleteExpiredPlans(ctx, s.now()); err != nil {
 		return api.Plan{}, err
 	}
 	for i, d := range req.Resources {
@@ -84,6 +85,30 @@ func (s *Service) Plan(ctx context.Context, project string, req api.PlanRequest)
 		}
 		d.Inputs[provider.FingerprintInput] = fp
 	}
+	return s.makePlan(ctx, project, planInputs{Resources: resources, Dependencies: req.Dependencies,
+		Destroy: req.Destroy, DeleteVolumes: req.DeleteVolumes})
+}
+
+// planInputs are what a plan is made of: the resources with their secrets
+// staged (fingerprints in their inputs), and for a rollback the apply it
+// takes them from and what the plan should say about it.
+type planInputs struct {
+	Resources     []api.DesiredResource `json:"resources"`
+	Dependencies  []api.Dependency      `json:"dependencies"`
+	Destroy       bool                  `json:"destroy,omitempty"`
+	DeleteVolumes bool                  `json:"delete_volumes,omitempty"`
+	rollbackOf    int64
+	notes         []string
+}
+
+// makePlan plans checked inputs against the project's deployed state and
+// stores the plan for Apply.
+func (s *Service) makePlan(ctx context.Context, project string, in planInputs) (api.Plan, error) {
+	if _, err := s.deps.Plans.DeleteExpiredPlans(ctx, s.now()); err != nil {
+		return api.Plan{}, err
+	}
+	resources := in.Resources
+	req := api.PlanRequest{Dependencies: in.Dependencies, Destroy: in.Destroy, DeleteVolumes: in.DeleteVolumes}
 	g, err := buildGraph(resources, req.Dependencies)
 	if err != nil {
 		return api.Plan{}, err
@@ -119,7 +144,8 @@ func (s *Service) Plan(ctx context.Context, project string, req api.PlanRequest)
 	now := s.now()
 	out := api.Plan{ID: "plan-" + randomID(), Project: project, Created: now, Expires: now.Add(s.cfg.PlanTTL),
 		Destroy: req.Destroy, DeleteVolumes: req.DeleteVolumes, HasChanges: plan.HasChanges() || req.DeleteVolumes,
-		Summary: map[string]int{}, Changes: make([]api.Change, 0, len(plan.Changes)), Hosts: make([]api.HostSteps, len(hosts))}
+		Summary: map[string]int{}, Changes: make([]api.Change, 0, len(plan.Changes)), Hosts: make([]api.HostSteps, len(hosts)),
+		RollbackOf: in.rollbackOf, Notes: in.notes}
 	for i, h := range hosts {
 		out.Hosts[i] = api.HostSteps{Host: h.Host, Name: h.Name, Steps: h.Steps}
 	}
@@ -128,7 +154,8 @@ func (s *Service) Plan(ctx context.Context, project string, req api.PlanRequest)
 		out.Changes = append(out.Changes, toChange(c))
 	}
 	stored := storedPlan{Resources: resources, Dependencies: req.Dependencies, Destroy: req.Destroy,
-		DeleteVolumes: req.DeleteVolumes, StateHash: stateHash(records)}
+		DeleteVolumes: req.DeleteVolumes, StateHash: stateHash(records), Summary: changeSummary(req.Destroy, out.Changes),
+		RollbackOf: in.rollbackOf}
 	doc, err := json.Marshal(stored)
 	if err != nil {
 		return api.Plan{}, err

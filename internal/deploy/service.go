@@ -63,12 +63,16 @@ type Config struct {
 	// spec.MaxReplicas): placement works per replica, so a request for a
 	// billion would hold the server for as long as it takes.
 	MaxReplicas int
+	// KeepApplies is how many applies of each project the history keeps
+	// (`hatch server --keep-applies`): a rollback can go back that far, and
+	// the build contexts they used are kept from blob collection with them.
+	KeepApplies int
 }
 
 // DefaultConfig returns the defaults documented in docs/API.md.
 func DefaultConfig() Config {
 	return Config{PlanTTL: time.Hour, LeaseTTL: 30 * time.Second, RescheduleInterval: 500 * time.Millisecond,
-		RevertRetry: time.Second, MaxReplicas: DefaultMaxReplicas}
+		RevertRetry: time.Second, MaxReplicas: DefaultMaxReplicas, KeepApplies: store.DefaultKeepApplies}
 }
 
 // DefaultMaxReplicas is Config.MaxReplicas's default.
@@ -88,8 +92,15 @@ func (c Config) Validate() error {
 	if c.MaxReplicas < 1 || c.MaxReplicas > spec.MaxReplicas {
 		errs = append(errs, fmt.Errorf("deploy config: max replicas must be between 1 and %d, not %d", spec.MaxReplicas, c.MaxReplicas))
 	}
+	if c.KeepApplies < 1 || c.KeepApplies > MaxKeepApplies {
+		errs = append(errs, fmt.Errorf("deploy config: keep applies must be between 1 and %d, not %d", MaxKeepApplies, c.KeepApplies))
+	}
 	return errors.Join(errs...)
 }
+
+// MaxKeepApplies bounds Config.KeepApplies: each kept apply holds its
+// inputs and its build contexts' blobs.
+const MaxKeepApplies = 1000
 
 // Reports is what auto-revert reads of a host: its desired state and its
 // last report, to tell whether a failure is of the current spec.

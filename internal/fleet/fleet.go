@@ -71,7 +71,8 @@ type Deps struct {
 	Members    store.Members
 	// AdminTokens keeps the named admin tokens.
 	AdminTokens store.AdminTokens
-	Blobs       *blob.Store
+	// Blobs are collected by CollectBlobs.
+	Blobs BlobCollector
 	// Fingerprint is the served CA's fingerprint, which every token the
 	// fleet issues carries.
 	Fingerprint string
@@ -97,6 +98,12 @@ func (d Deps) validate() error {
 		return fmt.Errorf("fleet: the tokens it issues need the CA's fingerprint: %w", err)
 	}
 	return nil
+}
+
+// BlobCollector removes the blobs nothing references once past their
+// grace: blob.Store and postgres.Blobs are ones.
+type BlobCollector interface {
+	Collect(ctx context.Context, referenced []string, grace time.Duration) ([]blob.Info, error)
 }
 
 // HostSigner issues host certificates; pki.HostCA is the one.
@@ -211,7 +218,10 @@ func (s *Service) Close() {
 func (s *Service) CheckLiveness(ctx context.Context) error { return s.liveness.check(ctx) }
 
 // CollectBlobs removes, now, the blobs nothing references that are past
-// their grace.
+// their grace. It is what the blob collector runs every BlobGCInterval, and
+// may be called by whichever server runs the background loops: on
+// PostgreSQL, servers collecting at once remove each blob once, and a blob
+// touched meanwhile is kept.
 func (s *Service) CollectBlobs(ctx context.Context) error {
 	refs, err := s.deps.Retention.ReferencedBlobs(ctx)
 	if err != nil {

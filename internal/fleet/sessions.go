@@ -52,8 +52,9 @@ type ExecTarget struct {
 }
 
 // ExecHost finds the host running the egg's slot (slot < 0: the lowest slot
-// running anywhere), from the hosts' last reports.
-func (s *Service) ExecHost(ctx context.Context, namespace, project, egg string, slot int) (ExecTarget, error) {
+// running anywhere), from the hosts' last reports; only, a host's name or
+// ID, restricts it to that host (slots are numbered per host).
+func (s *Service) ExecHost(ctx context.Context, namespace, project, egg string, slot int, only string) (ExecTarget, error) {
 	hosts, err := s.statusHosts(ctx, namespace, project)
 	if err != nil {
 		return ExecTarget{}, err
@@ -62,6 +63,9 @@ func (s *Service) ExecHost(ctx context.Context, namespace, project, egg string, 
 	var best *ExecTarget
 	for _, h := range hosts {
 		if h.State == store.HostDown {
+			continue
+		}
+		if only != "" && only != h.ID && only != h.Name {
 			continue
 		}
 		for _, c := range h.Containers {
@@ -77,6 +81,9 @@ func (s *Service) ExecHost(ctx context.Context, namespace, project, egg string, 
 		where := egg
 		if slot >= 0 {
 			where = fmt.Sprintf("%s/%d", egg, slot)
+		}
+		if only != "" {
+			where += " on host " + only
 		}
 		return ExecTarget{}, api.NotFound("no running replica %s in %s/%s on a host that is up: `hatch status -n %s %s` shows them",
 			where, namespace, project, namespace, project)

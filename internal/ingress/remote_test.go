@@ -519,3 +519,42 @@ func TestSocketAtAPathLongerThanASocketAddressIsServed(t *testing.T) {
 		t.Errorf("the socket is still there after the table dropped it: %v", err)
 	}
 }
+
+// A peer that answered "no replica" is ejected on a guess: while nothing
+// else can take a request and its mesh connection lives, the last resort
+// tries it again rather than answering 503 for all of EjectFor (5 s), so a
+// replica back on its host (a stateful one restarted, say) serves at once.
+func TestAPeerThatHadNoReplicaIsTheLastResort(t *testing.T) {
+	m := newFakeMesh()
+	a, b := m.host(t, "A"), m.host(t, "B")
+	b0, b1 := newTestBackend(t, "b0"), newTestBackend(t, "b1")
+	mustUpdate(t, b, Table{Eggs: []Egg{webEgg(nil, b0)}})
+	mustUpdate(t, a, Table{Eggs: []Egg{webEgg([]string{"B"})}})
+	cl, _ := newClient(t)
+	if code, who, _ := get(t, cl, a, "shop.localhost", "/"); code != 200 || who != "b0" {
+		t.Fatalf("%d from %q, want 200 from b0", code, who)
+	}
+	// b0 goes; B answers "no replica" on the stream kept alive.
+	mustUpdate(t, b, Table{Eggs: []Egg{webEgg(nil)}})
+	if code, _, body := get(t, cl, a, "shop.localhost", "/"); code != http.StatusServiceUnavailable {
+		t.Fatalf("B without a replica: %d %q, want 503", code, body)
+	}
+	if st := a.Status(); len(st) != 1 || st[0].RemoteEjected != 1 {
+		t.Fatalf("status %+v, want B ejected", st)
+	}
+	mustUpdate(t, b, Table{Eggs: []Egg{webEgg(nil, b1)}})
+	for i := range 5 {
+		if code, who, body := get(t, cl, a, "shop.localhost", "/"); code != 200 || who != "b1" {
+			t.Fatalf("request %d with b1 back on B: %d from %q (%s), want 200 from b1", i, code, who, body)
+		}
+	}
+	// A dead peer is no last resort: it would only fail again.
+	m.kill("B")
+	dials := m.dialsTo("B")
+	if code, _, _ := get(t, cl, a, "shop.localhost", "/"); code != http.StatusServiceUnavailable {
+		t.Fatalf("dead B: %d, want 503", code)
+	}
+	if n := m.dialsTo("B") - dials; n != 0 {
+		t.Errorf("%d dials to dead B, want none", n)
+	}
+}

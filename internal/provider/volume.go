@@ -131,6 +131,18 @@ func (s *Set) volumeHost(v *view, project, name string, in inputs.Volume) (strin
 }
 
 // volumeEntry returns the host listing the project's volume as kept.
+// VolumeKept says whether a volume of the project is kept on a host (in use,
+// or retained after it left the project file), not deleted: a rollback
+// to a spec with a volume no longer kept creates it empty.
+func (s *Set) VolumeKept(ctx context.Context, project, name string) (bool, error) {
+	v, err := s.states.read(ctx)
+	if err != nil {
+		return false, err
+	}
+	_, ok := v.volumeEntry(project, name)
+	return ok, nil
+}
+
 func (v *view) volumeEntry(project, name string) (string, bool) {
 	for host, d := range v.states {
 		for _, vol := range d.Volumes {

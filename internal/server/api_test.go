@@ -142,7 +142,7 @@ func TestProjects(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, err := h.store.StartApply(ctx, "default/shop", "", nil, h.srv.now())
+	a, err := h.store.StartApply(ctx, store.NewApply{Project: "default/shop", At: h.srv.now()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/deploy"
+	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/spec"
@@ -45,6 +46,10 @@ type applyOptions struct {
 	clock    *clock      // nil: the real clock
 	// maxReplicas is the deploy service's MaxReplicas (0: its default).
 	maxReplicas int
+	// keepApplies is the deploy service's KeepApplies (0: its default).
+	keepApplies int
+	// blobGrace is the fleet's BlobGrace (0: its default).
+	blobGrace time.Duration
 }
 
 func newApplyHarness(t *testing.T, o applyOptions) *applyHarness {
@@ -75,12 +80,19 @@ func newApplyHarness(t *testing.T, o applyOptions) *applyHarness {
 	if o.maxReplicas != 0 {
 		dc.MaxReplicas = o.maxReplicas
 	}
+	if o.keepApplies != 0 {
+		dc.KeepApplies = o.keepApplies
+	}
+	fc := fleet.DefaultConfig()
+	if o.blobGrace != 0 {
+		fc.BlobGrace = o.blobGrace
+	}
 	dc.Backoff = func() backoff.BackOff {
 		return backoff.NewExponentialBackOff(backoff.WithInitialInterval(10*time.Millisecond),
 			backoff.WithMaxInterval(50*time.Millisecond), backoff.WithMaxElapsedTime(20*time.Second))
 	}
 	b := BuildTestServer(t, DefaultConfig(), TestWiring{Dir: o.dir, Store: st, AdminHash: tok.Hash(), ServerID: o.serverID,
-		Logger: log, Now: now, Deploy: dc})
+		Logger: log, Now: now, Deploy: dc, Fleet: fc})
 	srv := b.Server
 	if err := srv.Start(t.Context()); err != nil {
 		t.Fatal(err)

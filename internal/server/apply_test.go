@@ -146,7 +146,7 @@ func TestAServerKilledMidApplyLeavesNothingLockedAndAReapplyCompletes(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.store.StartApply(ctx, "default/shop", "", nil, time.Now()); err != nil {
+	if _, err := h.store.StartApply(ctx, store.NewApply{Project: "default/shop", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	killed := killDuring(t, h, "egg/web", waitingYAML)

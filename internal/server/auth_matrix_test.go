@@ -61,6 +61,8 @@ var audiences = map[string]audience{
 	"POST /api/v1/projects/{namespace}/{project}/plan":               adminAudience,
 	"POST /api/v1/projects/{namespace}/{project}/destroy":            adminAudience,
 	"POST /api/v1/projects/{namespace}/{project}/apply":              adminAudience,
+	"POST /api/v1/projects/{namespace}/{project}/rollback":           adminAudience,
+	"GET /api/v1/projects/{namespace}/{project}/applies":             adminAudience,
 	"GET /api/v1/projects/{namespace}/{project}/applies/{id}":        adminAudience,
 	"GET /api/v1/projects/{namespace}/{project}/applies/{id}/events": adminAudience,
 	"POST /api/v1/projects/{namespace}/{project}/eggs/{egg}/restart": adminAudience,

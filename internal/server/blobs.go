@@ -1,13 +1,25 @@
 package server
 
 import (
+	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/blob"
 )
+
+// BlobStore keeps the blobs the API uploads and serves: the files of the
+// data dir (blob.Store) on SQLite, chunk rows (postgres.Blobs) on PostgreSQL,
+// so that every server on one database serves every blob.
+type BlobStore interface {
+	Put(ctx context.Context, digest string, r io.Reader, limit int64) (blob.Info, bool, error)
+	Touch(ctx context.Context, digest string) (blob.Info, error)
+	Open(ctx context.Context, digest string) (blob.Reader, blob.Info, error)
+	Bytes(ctx context.Context) (int64, error)
+}
 
 func blobError(err error) error {
 	switch {
@@ -23,7 +35,7 @@ func blobError(err error) error {
 	return err
 }
 
-// putBlob streams an upload to disk and keeps it only if its content matches
+// putBlob streams an upload into the blob store and keeps it only if its content matches
 // its digest: 201 when stored, 200 when the server had it already.
 func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) error {
 	digest := r.PathValue("digest")
@@ -51,7 +63,7 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) error {
 
 // headBlob says whether the server has a blob, and restarts its grace period.
 func (s *Server) headBlob(w http.ResponseWriter, r *http.Request) error {
-	info, err := s.deps.Blobs.Touch(r.PathValue("digest"))
+	info, err := s.deps.Blobs.Touch(r.Context(), r.PathValue("digest"))
 	if err != nil {
 		return blobError(err)
 	}
@@ -63,7 +75,7 @@ func (s *Server) headBlob(w http.ResponseWriter, r *http.Request) error {
 
 // getBlob downloads a blob (ranges allowed).
 func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
-	f, info, err := s.deps.Blobs.Open(r.PathValue("digest"))
+	f, info, err := s.deps.Blobs.Open(r.Context(), r.PathValue("digest"))
 	if err != nil {
 		return blobError(err)
 	}

@@ -100,13 +100,13 @@ func check(t *testing.T, rec *httptest.ResponseRecorder, method, path string, bo
 // pick chooses one of n routes from a fuzzed byte.
 func pick(b byte, n int) int { return int(b) % n }
 
-// FuzzProjectsAPI: plan, destroy, apply and restart, with any body and any
-// project or egg name in the path.
+// FuzzProjectsAPI: plan, destroy, apply, restart and rollback, with any body
+// and any project or egg name in the path.
 func FuzzProjectsAPI(f *testing.F) {
 	fs := newFuzzServer(f)
 	f.Fuzz(func(t *testing.T, route byte, name string, body []byte) {
 		p := api.ProjectPath("default", name, "")
-		paths := []string{p + "/plan", p + "/destroy", p + "/apply", p + "/eggs/" + url.PathEscape(name) + "/restart"}
+		paths := []string{p + "/plan", p + "/destroy", p + "/apply", p + "/eggs/" + url.PathEscape(name) + "/restart", p + "/rollback"}
 		path := paths[pick(route, len(paths))]
 		check(t, fs.serve(fs.admin, "POST", path, body), "POST", path, body)
 	})
@@ -173,7 +173,7 @@ func FuzzReadsAPI(f *testing.F) {
 		}
 		p := api.ProjectPath("default", name, "")
 		paths := []string{"/api/v1/events", "/api/v1/projects", p, p + "/status", p + "/applies/" + url.PathEscape(name),
-			"/api/v1/hosts", "/api/v1/" + name}
+			"/api/v1/hosts", "/api/v1/" + name, p + "/applies"}
 		path := paths[pick(route, len(paths))] + "?" + query
 		check(t, fs.serve(fs.admin, "GET", path, nil), "GET", path, nil)
 	})

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
+	"math"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-
-	"github.com/hatchery/hatchery/internal/blob"
 )
 
 // metrics are the server's own Prometheus collectors, on a registry of its
@@ -21,7 +23,7 @@ type metrics struct {
 }
 
 // newMetrics makes the server's collectors, with the services' own.
-func newMetrics(blobs *blob.Store, services ...prometheus.Collector) *metrics {
+func newMetrics(blobs BlobStore, services ...prometheus.Collector) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -51,9 +53,21 @@ func newMetrics(blobs *blob.Store, services ...prometheus.Collector) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hatch_blob_bytes",
 			Help: "Bytes of stored blobs.",
-		}, func() float64 { return float64(blobs.Bytes()) }),
+		}, func() float64 { return blobBytes(blobs) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
+}
+
+// blobBytes sizes the stored blobs for a scrape, which waits for it: a store
+// in a database that does not answer within a second reports NaN (unknown).
+func blobBytes(blobs BlobStore) float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	n, err := blobs.Bytes(ctx)
+	if err != nil {
+		return math.NaN()
+	}
+	return float64(n)
 }

@@ -132,6 +132,43 @@ func (h deployAPI) postApply(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// postRollback plans applying again an earlier apply's spec and sources;
+// the plan is applied with POST .../apply like any other.
+func (h deployAPI) postRollback(w http.ResponseWriter, r *http.Request) error {
+	project, err := projectOf(r)
+	if err != nil {
+		return err
+	}
+	var req api.RollbackRequest
+	if r.ContentLength != 0 {
+		if err := decodeJSON(r, &req); err != nil {
+			return err
+		}
+	}
+	if req.To < 0 {
+		return api.BadRequest("to: %d is not an apply ID (a positive number; 0 or none: the last successful apply before the newest)", req.To)
+	}
+	plan, err := h.svc.Rollback(r.Context(), project, req.To)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, plan)
+	return nil
+}
+
+// getHistory answers the project's kept applies, newest first.
+func (h deployAPI) getHistory(w http.ResponseWriter, r *http.Request) error {
+	if _, err := projectOf(r); err != nil {
+		return err
+	}
+	hist, err := h.svc.History(r.Context(), r.PathValue("namespace"), r.PathValue("project"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, hist)
+	return nil
+}
+
 // getApply answers an apply's record and the progress this server kept.
 func (h deployAPI) getApply(w http.ResponseWriter, r *http.Request) error {
 	project, id, err := applyOf(r)

@@ -28,6 +28,7 @@ var statusOf = map[api.Code]int{
 	api.CodeRateLimited:      http.StatusTooManyRequests,
 	api.CodeInternal:         http.StatusInternalServerError,
 	api.CodeUnavailable:      http.StatusServiceUnavailable,
+	api.CodeGone:             http.StatusGone,
 }
 
 // writeError answers with an error body, at its code's status.

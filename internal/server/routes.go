@@ -73,6 +73,8 @@ func (s *Server) routeTable() []route {
 		{"POST " + p + "/plan", adminOnly, plain, body, d.postPlan},
 		{"POST " + p + "/destroy", adminOnly, plain, body, d.postDestroy},
 		{"POST " + p + "/apply", adminOnly, s.streamOrPlain, body, d.postApply},
+		{"POST " + p + "/rollback", adminOnly, plain, body, d.postRollback},
+		{"GET " + p + "/applies", adminOnly, plain, 0, d.getHistory},
 		{"GET " + p + "/applies/{id}", adminOnly, plain, 0, d.getApply},
 		{"GET " + p + "/applies/{id}/events", adminOnly, noDeadline, 0, d.getApplyEvents},
 		{"POST " + p + "/eggs/{egg}/restart", adminOnly, plain, body, d.postRestart},

@@ -27,7 +27,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/seal"
@@ -131,7 +130,7 @@ type Deps struct {
 	// and Box opens the secret values sealed in them.
 	Desired DesiredStates
 	Box     *seal.Box
-	Blobs   *blob.Store
+	Blobs   BlobStore
 	Auth    Authenticator
 	// Servers are the live servers' URLs, sent with every desired state
 	// (api.HeaderServers) so that hosts fail over to any of them.

@@ -85,6 +85,10 @@ func (s *Server) getSessionStream(w http.ResponseWriter, r *http.Request) error 
 	done := sess.Attach(conn)
 	select {
 	case <-done:
+		// The relay closed the stream with the operator's reason; if the
+		// session ended before it began (the operator gone while waiting
+		// for it), this is the agent's only word (a no-op otherwise).
+		_ = conn.Close(websocket.StatusGoingAway, "the session ended before it began")
 	case <-s.closing:
 		conn.CloseNow()
 	}
@@ -95,10 +99,14 @@ func (s *Server) getSessionStream(w http.ResponseWriter, r *http.Request) error 
 // apart, not enough to attach one.
 func short(id string) string { return id[:min(len(id), 6)] + "…" }
 
-// sessionContext is a stream's context: it ends with the request or when
-// the server drains, and says who asked.
+// sessionContext is a stream's context: it says who asked and ends when
+// the server drains. It does not end with the request: net/http may cancel
+// a hijacked request's context as the operator's connection closes, and a
+// relay reading under it would then cut the agent's stream with no close
+// frame. The operator leaving is seen by reading its stream instead, and
+// told to the agent as a close with a reason.
 func (s *Server) sessionContext(r *http.Request) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	go func() {
 		select {
 		case <-s.closing:
@@ -207,7 +215,8 @@ func parseLogsRequest(r *http.Request, project string) (contract.LogsRequest, st
 
 // getExec is GET /api/v1/projects/{namespace}/{project}/eggs/{egg}/exec: a
 // WebSocket to a command run in the egg's replica (?slot=, else the lowest
-// running), on whichever host runs it. Binary messages carry the bytes,
+// running; ?host= a host's name or ID: a replica there), on whichever host
+// runs it. Binary messages carry the bytes,
 // text messages contract.ExecControl.
 func (s *Server) getExec(w http.ResponseWriter, r *http.Request) error {
 	ns, project, egg := r.PathValue("namespace"), r.PathValue("project"), r.PathValue("egg")
@@ -215,7 +224,7 @@ func (s *Server) getExec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	target, err := s.deps.Fleet.ExecHost(r.Context(), ns, project, egg, req.Slot)
+	target, err := s.deps.Fleet.ExecHost(r.Context(), ns, project, egg, req.Slot, r.URL.Query().Get("host"))
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -193,6 +194,7 @@ func TestLogsAndExecRequestsAreChecked(t *testing.T) {
 		{"/api/v1/projects/default/shop/eggs/web/exec?cmd=sh&slot=x", "slot", 400},
 		{"/api/v1/projects/default/shop/eggs/web/exec?cmd=sh&slot=3", "no running replica web/3", 404},
 		{"/api/v1/projects/default/shop/eggs/db/exec?cmd=sh", "no running replica db", 404},
+		{"/api/v1/projects/default/shop/eggs/web/exec?cmd=sh&host=beta", "no running replica web on host beta", 404},
 		{"/api/v1/projects/default/shop/logs?since=yesterday", "since", 400},
 		{"/api/v1/projects/default/shop/logs?slot=1", "slot", 400},
 		{"/api/v1/projects/default/shop/logs?tail=-2", "tail", 400},
@@ -203,5 +205,29 @@ func TestLogsAndExecRequestsAreChecked(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != tc.status || !strings.Contains(apiErr.Message, tc.mentions) {
 			t.Errorf("%s: %v, want %d mentioning %q", tc.path, err, tc.status, tc.mentions)
 		}
+	}
+}
+
+func TestExecHostPicksTheReplicaOnThatHost(t *testing.T) {
+	w := newSessionWorld(t, DefaultConfig())
+	// beta runs a slot 0 of web too: slots are numbered per host.
+	report := `{"host_id": "` + w.betaID + `", "containers": [{"workload": "default/shop/web", "slot": 0, "container_id": "c2", "state": "running"}]}`
+	if err := w.beta.Do(t.Context(), "POST", "/api/v1/hosts/"+w.betaID+"/status", json.RawMessage(report), nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for _, host := range []string{"beta", w.betaID} {
+		op, err := w.admin.Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"sh"}, "slot": {"0"}, "host": {host}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := w.offers(t, w.alpha, w.alphaID); len(got) != 0 {
+			t.Fatalf("--host %s: alpha was offered %+v", host, got)
+		}
+		if got := w.offers(t, w.beta, w.betaID); len(got) != 1 || got[0].Exec.Slot != 0 {
+			t.Fatalf("--host %s: beta's offers %+v, want the exec of its slot 0", host, got)
+		}
+		op.CloseNow()
 	}
 }

@@ -81,18 +81,23 @@ type BlobRetention interface {
 	RetainBlobs(ctx context.Context, owner string, digests []string) error
 }
 
-// ApplyHistory records applies: the last ApplyHistoryLimit of each project are
-// kept, and with them the blobs they used.
+// ApplyHistory records applies: the last few of each project (NewApply.Keep)
+// are kept, and with them the blobs they used and their inputs.
 type ApplyHistory interface {
-	// StartApply records a running apply by actor (the admin token's name),
-	// with an apply.started event naming the same actor, and drops the
-	// project's records beyond the limit.
-	StartApply(ctx context.Context, project, actor string, blobs []string, at time.Time) (Apply, error)
+	// StartApply records a running apply by a.Actor (the admin token's
+	// name), with an apply.started event naming the same actor, and drops
+	// the project's records beyond a.Keep.
+	StartApply(ctx context.Context, a NewApply) (Apply, error)
 	// FinishApply records an apply's outcome, with an apply.finished event. A
 	// record already finished or dropped gives ErrNotFound.
 	FinishApply(ctx context.Context, id int64, outcome ApplyOutcome, message string, at time.Time) error
-	// Applies returns the project's kept records, newest first.
+	// Applies returns the project's kept records, newest first (without
+	// their inputs).
 	Applies(ctx context.Context, project string) ([]Apply, error)
+	// ApplyInputs returns the inputs of a kept record of the project (empty
+	// for a record made before inputs were kept); a record not kept, or of
+	// another project, gives ErrNotFound.
+	ApplyInputs(ctx context.Context, project string, id int64) ([]byte, error)
 }
 
 // Projects is what the project views need besides the deployed resources.

@@ -16,6 +16,7 @@ package store
 
 import (
 	"errors"
+	"strconv"
 	"time"
 )
 
@@ -127,10 +128,55 @@ type Apply struct {
 	// Blobs are the source digests the apply used; they are retained for as
 	// long as the record is kept.
 	Blobs []string
+	// Summary is one line saying what the apply changes; Digest identifies
+	// its spec and sources (the same files give the same digest).
+	Summary, Digest string
+	// RollbackOf is the apply whose inputs this one applied again (0: none).
+	RollbackOf int64
+	// HasInputs says whether the record keeps its inputs (ApplyInputs):
+	// records made before they were kept cannot be rolled back to.
+	HasInputs bool
 }
 
-// ApplyHistoryLimit is how many applies of a project the history keeps.
-const ApplyHistoryLimit = 10
+// NewApply is what an apply's record is started with.
+type NewApply struct {
+	Project string
+	// Actor is the name of the admin token that applies.
+	Actor string
+	// Blobs are the source digests it uses, kept from collection with it.
+	Blobs []string
+	At    time.Time
+	// Inputs are what it applies, in the deploy service's own encoding (no
+	// secret value in it): what a rollback to it applies again.
+	Inputs          []byte
+	Summary, Digest string
+	RollbackOf      int64
+	// Keep is how many of the project's records the history keeps, this one
+	// included (the server's --keep-applies); 0 means DefaultKeepApplies.
+	Keep int
+}
+
+// DefaultKeepApplies is how many applies of a project the history keeps
+// unless told otherwise (`hatch server --keep-applies`).
+const DefaultKeepApplies = 20
+
+// KeepOf is how many records a.Keep asks the history to keep.
+func KeepOf(a NewApply) int {
+	if a.Keep <= 0 {
+		return DefaultKeepApplies
+	}
+	return a.Keep
+}
+
+// ApplyStartedMessage is the message of an apply.started event, the same
+// from every store.
+func ApplyStartedMessage(a Apply) string {
+	msg := "apply " + strconv.FormatInt(a.ID, 10) + " of " + a.Project
+	if a.RollbackOf > 0 {
+		msg += " (a rollback to apply " + strconv.FormatInt(a.RollbackOf, 10) + ")"
+	}
+	return msg + " started"
+}
 
 // ErrUnavailable is wrapped by the errors of a store that cannot reach its
 // database (a PostgreSQL server down or unreachable): the caller may answer

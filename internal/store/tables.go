@@ -18,7 +18,7 @@ var Tables = []Table{
 	{"hosts", []string{"id", "state", "state_since", "last_seen", "status", "created_at"}},
 	{"desired_states", []string{"host_id", "version", "doc", "updated_at"}},
 	{"events", []string{"seq", "at", "type", "project", "host", "resource", "message", "actor"}},
-	{"applies", []string{"id", "project", "started_at", "finished_at", "outcome", "message", "actor"}},
+	{"applies", []string{"id", "project", "started_at", "finished_at", "outcome", "message", "actor", "inputs", "summary", "digest", "rollback_of"}},
 	{"apply_blobs", []string{"apply_id", "digest"}},
 	{"blob_retention", []string{"owner", "digest"}},
 	{"tokens", []string{"name", "hash", "created_at", "revoked_at"}},

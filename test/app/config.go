@@ -42,6 +42,10 @@ type Config struct {
 	// (APP_TICK, a Go duration), n counting from 1: a log a test can check
 	// line by line.
 	Tick time.Duration
+	// TickStamp adds the wall-clock time of each tick line's write, in Unix
+	// nanoseconds, at its end (APP_TICK_STAMP=1): what a log latency figure
+	// measures from.
+	TickStamp bool
 	// Escape makes the app write a line with terminal escape sequences at
 	// its start (APP_ESCAPE=1).
 	Escape bool
@@ -90,6 +94,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	durVar("APP_BOOT_DELAY", &c.BootDelay)
 	durVar("APP_TICK", &c.Tick)
 	boolVar("APP_ESCAPE", &c.Escape)
+	boolVar("APP_TICK_STAMP", &c.TickStamp)
 	durVar("APP_CRASH_AFTER", &c.CrashAfter)
 	durVar("APP_UNHEALTHY_AFTER", &c.UnhealthyAfter)
 	boolVar("APP_JOB", &c.Job)

@@ -13,7 +13,8 @@ import (
 	"unsafe"
 )
 
-// tick writes "tick <version> <n>" every cfg.Tick until ctx ends.
+// tick writes "tick <version> <n>" every cfg.Tick until ctx ends, with
+// " <unix nanoseconds>" at its end if cfg.TickStamp.
 func tick(ctx context.Context, cfg Config, stdout io.Writer) {
 	t := time.NewTicker(cfg.Tick)
 	defer t.Stop()
@@ -22,6 +23,10 @@ func tick(ctx context.Context, cfg Config, stdout io.Writer) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if cfg.TickStamp {
+				fmt.Fprintf(stdout, "tick %s %d %d\n", cfg.Version, n, time.Now().UnixNano())
+				continue
+			}
 			fmt.Fprintf(stdout, "tick %s %d\n", cfg.Version, n)
 		}
 	}

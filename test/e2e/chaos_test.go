@@ -202,12 +202,6 @@ func (e *env) dbCount(db contract.WorkloadSpec) string {
 // newer than its cache until the control plane answers, which sends the new
 // state); once space is freed the cache is written with the new state.
 func TestChaosAFullDataDirRollsNothingBackAtRestart(t *testing.T) {
-	if os.Getenv("HATCH_CHAOS_TRIALS") == "" {
-		// Out of CI until understood: in one CI run the stateful replica
-		// was replaced at the restart (see issue 15's note). make test-long
-		// runs it.
-		t.Skip("known to fail intermittently: runs in make test-long (HATCH_CHAOS_TRIALS set)")
-	}
 	e := newEnv(t, envOptions{})
 	if err := os.MkdirAll(e.agent.dataDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -221,6 +215,8 @@ func TestChaosAFullDataDirRollsNothingBackAtRestart(t *testing.T) {
 			t.Errorf("unmount the agent's data dir: %v", err)
 		}
 	})
+	began := time.Now()
+	step := func(what string) { t.Logf("%s: %s", what, time.Since(began).Round(time.Millisecond)) }
 	e.startJoined()
 	web := e.workload("web", 2, "v1")
 	db := withEnv(e.workload("db", 1, "v1"), "APP_COUNT_FILE", "/data/count")
@@ -229,6 +225,7 @@ func TestChaosAFullDataDirRollsNothingBackAtRestart(t *testing.T) {
 	e.waitServing(web, "v1", time.Minute)
 	e.hitDB(db, "v1", 1)
 
+	step("v1 serving")
 	filler := filepath.Join(e.agent.dataDir, "filler")
 	fill(t, filler)
 	web, db = withEnv(web, "APP_VERSION", "v2"), withEnv(db, "APP_VERSION", "v2")
@@ -247,6 +244,7 @@ func TestChaosAFullDataDirRollsNothingBackAtRestart(t *testing.T) {
 		t.Fatal("the cache holds v2 on a full disk: the test shows nothing")
 	}
 
+	step("v2 rolled on a full disk, the failed write reported")
 	e.agent.signal(syscall.SIGKILL)
 	e.agent.start()
 	time.Sleep(3 * time.Second) // converges from the stale cache, then from the control plane
@@ -261,6 +259,7 @@ func TestChaosAFullDataDirRollsNothingBackAtRestart(t *testing.T) {
 		t.Errorf("the volume's count is %q, want 1", n)
 	}
 
+	step("restarted, nothing touched")
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
@@ -273,6 +272,7 @@ func TestChaosAFullDataDirRollsNothingBackAtRestart(t *testing.T) {
 		}
 		return nil
 	})
+	step("cached once space was freed")
 }
 
 // fill writes path until the file system is full.

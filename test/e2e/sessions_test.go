@@ -205,6 +205,14 @@ func TestLogsFollowsEveryReplicaThroughARollAndExecRunsInOne(t *testing.T) {
 		if out := c.mustHatch(nil, "logs", "ticks", "app/1", "--tail", "1", "--host", "a"); !strings.Contains(out, "app/1 a | tick") {
 			t.Fatalf("logs of a --no-exec host: %s", out)
 		}
+		// Slots are numbered per host: --host picks which app/0 runs it.
+		if out, err := c.hatch(nil, "exec", "ticks", "app/0", "--host", "b", "--", "/app", "-check"); err != nil {
+			t.Fatalf("exec in b's app/0: %v\n%s", err, out)
+		}
+		out, err = c.hatch(nil, "exec", "ticks", "app/0", "--host", "a", "--", "/app", "-check")
+		if err == nil || !strings.Contains(out, "exec is turned off on this host") {
+			t.Fatalf("exec in a's app/0 (a runs --no-exec): %v\n%s", err, out)
+		}
 	})
 
 	events := c.mustHatch(nil, "events")

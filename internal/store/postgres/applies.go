@@ -10,11 +10,15 @@ import (
 )
 
 // StartApply records a running apply and trims the project's history.
-func (s *Store) StartApply(ctx context.Context, project, actor string, blobs []string, at time.Time) (store.Apply, error) {
-	a := store.Apply{Project: project, Started: at.UTC(), Outcome: store.ApplyRunning, Actor: actor, Blobs: sortedUnique(blobs)}
+func (s *Store) StartApply(ctx context.Context, n store.NewApply) (store.Apply, error) {
+	project := n.Project
+	a := store.Apply{Project: project, Started: n.At.UTC(), Outcome: store.ApplyRunning, Actor: n.Actor,
+		Blobs: sortedUnique(n.Blobs), Summary: n.Summary, Digest: n.Digest, RollbackOf: n.RollbackOf, HasInputs: len(n.Inputs) > 0}
 	err := s.write(ctx, func(tx *txn) error {
-		err := tx.QueryRow(ctx, `INSERT INTO applies (project, started_at, finished_at, outcome, message, actor)
-			VALUES ($1, $2, 0, $3, '', $4) RETURNING id`, project, millis(at), string(a.Outcome), actor).Scan(&a.ID)
+		err := tx.QueryRow(ctx, `INSERT INTO applies (project, started_at, finished_at, outcome, message, actor,
+			inputs, summary, digest, rollback_of)
+			VALUES ($1, $2, 0, $3, '', $4, $5, $6, $7, $8) RETURNING id`, project, millis(n.At), string(a.Outcome), n.Actor,
+			text(string(n.Inputs)), text(n.Summary), text(n.Digest), n.RollbackOf).Scan(&a.ID)
 		if err != nil {
 			return err
 		}
@@ -23,20 +27,19 @@ func (s *Store) StartApply(ctx context.Context, project, actor string, blobs []s
 				return err
 			}
 		}
-		// The oldest record to drop is the one ApplyHistoryLimit places below
-		// the newest; it and all before it go, with their blobs.
+		// The oldest record to drop is the one Keep places below the
+		// newest; it and all before it go, with their blobs.
 		const older = `SELECT id FROM applies WHERE project = $1 AND id <=
 			(SELECT id FROM applies WHERE project = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`
-		if _, err := tx.Exec(ctx, `DELETE FROM apply_blobs WHERE apply_id IN (`+older+`)`,
-			project, store.ApplyHistoryLimit); err != nil {
+		keep := store.KeepOf(n)
+		if _, err := tx.Exec(ctx, `DELETE FROM apply_blobs WHERE apply_id IN (`+older+`)`, project, keep); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM applies WHERE id IN (`+older+`)`,
-			project, store.ApplyHistoryLimit); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM applies WHERE id IN (`+older+`)`, project, keep); err != nil {
 			return err
 		}
-		_, err = tx.appendEvent(ctx, store.Event{Time: at, Type: store.EventApplyStarted, Project: project, Actor: actor,
-			Message: "apply " + strconv.FormatInt(a.ID, 10) + " of " + project + " started"})
+		_, err = tx.appendEvent(ctx, store.Event{Time: n.At, Type: store.EventApplyStarted, Project: project, Actor: n.Actor,
+			Message: store.ApplyStartedMessage(a)})
 		return err
 	})
 	if err != nil {
@@ -75,6 +78,7 @@ func (s *Store) FinishApply(ctx context.Context, id int64, outcome store.ApplyOu
 // statement so a record and its blobs are seen together.
 func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, error) {
 	rows, err := s.db.Query(ctx, `SELECT a.id, a.started_at, a.finished_at, a.outcome, a.message, a.actor,
+			a.summary, a.digest, a.rollback_of, a.inputs <> '',
 			COALESCE(ARRAY(SELECT digest FROM apply_blobs b WHERE b.apply_id = a.id ORDER BY digest COLLATE "C"), '{}')
 		FROM applies a WHERE a.project = $1 ORDER BY a.id DESC`, project)
 	if err != nil {
@@ -86,7 +90,8 @@ func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, err
 		a := store.Apply{Project: project}
 		var started, finished int64
 		var outcome string
-		if err := rows.Scan(&a.ID, &started, &finished, &outcome, &a.Message, &a.Actor, &a.Blobs); err != nil {
+		if err := rows.Scan(&a.ID, &started, &finished, &outcome, &a.Message, &a.Actor,
+			&a.Summary, &a.Digest, &a.RollbackOf, &a.HasInputs, &a.Blobs); err != nil {
 			return nil, fmt.Errorf("applies of %s: %w", project, err)
 		}
 		if len(a.Blobs) == 0 {
@@ -99,6 +104,16 @@ func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, err
 		return nil, fmt.Errorf("applies of %s: %w", project, err)
 	}
 	return out, nil
+}
+
+// ApplyInputs returns the inputs a kept apply record of the project holds.
+func (s *Store) ApplyInputs(ctx context.Context, project string, id int64) ([]byte, error) {
+	var inputs string
+	err := s.db.QueryRow(ctx, `SELECT inputs FROM applies WHERE project = $1 AND id = $2`, project, id).Scan(&inputs)
+	if err != nil {
+		return nil, fmt.Errorf("inputs of apply %d of %s: %w", id, project, notFound(err, "no such apply kept"))
+	}
+	return []byte(inputs), nil
 }
 
 // ReferencedBlobs returns every digest a resource, an apply record or a

@@ -86,6 +86,14 @@ func (s *Store) Import(ctx context.Context, from Export) (map[string]int64, erro
 }
 
 // checkEmpty refuses a database with any row in a store table.
+// CheckEmpty returns ErrNotEmpty if the database holds a store's rows
+// already (blobs do not count: they are content-addressed, and copying them
+// twice keeps one), so a migration can refuse before it copies anything.
+func (s *Store) CheckEmpty(ctx context.Context) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error { return checkEmpty(ctx, tx) })
+}
+
 func checkEmpty(ctx context.Context, tx pgx.Tx) error {
 	var full []string
 	for _, t := range store.Tables {

@@ -11,11 +11,15 @@ import (
 )
 
 // StartApply records a running apply and trims the project's history.
-func (s *Store) StartApply(ctx context.Context, project, actor string, blobs []string, at time.Time) (store.Apply, error) {
-	a := store.Apply{Project: project, Started: at.UTC(), Outcome: store.ApplyRunning, Actor: actor, Blobs: sortedUnique(blobs)}
+func (s *Store) StartApply(ctx context.Context, n store.NewApply) (store.Apply, error) {
+	project := n.Project
+	a := store.Apply{Project: project, Started: n.At.UTC(), Outcome: store.ApplyRunning, Actor: n.Actor,
+		Blobs: sortedUnique(n.Blobs), Summary: n.Summary, Digest: n.Digest, RollbackOf: n.RollbackOf, HasInputs: len(n.Inputs) > 0}
 	err := s.write(ctx, func(tx *txn) error {
-		err := tx.QueryRowContext(ctx, `INSERT INTO applies (project, started_at, finished_at, outcome, message, actor)
-			VALUES ($1, $2, 0, $3, '', $4) RETURNING id`, project, millis(at), string(a.Outcome), actor).Scan(&a.ID)
+		err := tx.QueryRowContext(ctx, `INSERT INTO applies (project, started_at, finished_at, outcome, message, actor,
+			inputs, summary, digest, rollback_of)
+			VALUES ($1, $2, 0, $3, '', $4, $5, $6, $7, $8) RETURNING id`, project, millis(n.At), string(a.Outcome), n.Actor,
+			string(n.Inputs), n.Summary, n.Digest, n.RollbackOf).Scan(&a.ID)
 		if err != nil {
 			return err
 		}
@@ -24,20 +28,19 @@ func (s *Store) StartApply(ctx context.Context, project, actor string, blobs []s
 				return err
 			}
 		}
-		// The oldest record to drop is the one ApplyHistoryLimit places below
-		// the newest; it and all before it go, with their blobs.
+		// The oldest record to drop is the one Keep places below the
+		// newest; it and all before it go, with their blobs.
 		const older = `SELECT id FROM applies WHERE project = $1 AND id <=
 			(SELECT id FROM applies WHERE project = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`
-		if _, err := tx.ExecContext(ctx, `DELETE FROM apply_blobs WHERE apply_id IN (`+older+`)`,
-			project, store.ApplyHistoryLimit); err != nil {
+		keep := store.KeepOf(n)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM apply_blobs WHERE apply_id IN (`+older+`)`, project, keep); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM applies WHERE id IN (`+older+`)`,
-			project, store.ApplyHistoryLimit); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM applies WHERE id IN (`+older+`)`, project, keep); err != nil {
 			return err
 		}
-		_, err = tx.appendEvent(ctx, store.Event{Time: at, Type: store.EventApplyStarted, Project: project, Actor: actor,
-			Message: "apply " + strconv.FormatInt(a.ID, 10) + " of " + project + " started"})
+		_, err = tx.appendEvent(ctx, store.Event{Time: n.At, Type: store.EventApplyStarted, Project: project, Actor: n.Actor,
+			Message: store.ApplyStartedMessage(a)})
 		return err
 	})
 	if err != nil {
@@ -74,7 +77,8 @@ func (s *Store) FinishApply(ctx context.Context, id int64, outcome store.ApplyOu
 
 // Applies returns the project's kept apply records, newest first.
 func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, started_at, finished_at, outcome, message, actor
+	rows, err := s.db.QueryContext(ctx, `SELECT id, started_at, finished_at, outcome, message, actor,
+			summary, digest, rollback_of, inputs <> ''
 		FROM applies WHERE project = $1 ORDER BY id DESC`, project)
 	if err != nil {
 		return nil, fmt.Errorf("applies of %s: %w", project, err)
@@ -87,7 +91,8 @@ func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, err
 			a := store.Apply{Project: project}
 			var started, finished int64
 			var outcome string
-			if err := rows.Scan(&a.ID, &started, &finished, &outcome, &a.Message, &a.Actor); err != nil {
+			if err := rows.Scan(&a.ID, &started, &finished, &outcome, &a.Message, &a.Actor,
+				&a.Summary, &a.Digest, &a.RollbackOf, &a.HasInputs); err != nil {
 				return err
 			}
 			a.Started, a.Finished, a.Outcome = fromMillis(started), fromMillis(finished), store.ApplyOutcome(outcome)
@@ -119,6 +124,16 @@ func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, err
 		return nil, fmt.Errorf("applies of %s: blobs: %w", project, err)
 	}
 	return out, nil
+}
+
+// ApplyInputs returns the inputs a kept apply record of the project holds.
+func (s *Store) ApplyInputs(ctx context.Context, project string, id int64) ([]byte, error) {
+	var inputs string
+	err := s.db.QueryRowContext(ctx, `SELECT inputs FROM applies WHERE project = $1 AND id = $2`, project, id).Scan(&inputs)
+	if err != nil {
+		return nil, fmt.Errorf("inputs of apply %d of %s: %w", id, project, notFound(err, "no such apply kept"))
+	}
+	return []byte(inputs), nil
 }
 
 // ReferencedBlobs returns every digest a resource, an apply record or a

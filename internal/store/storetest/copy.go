@@ -63,12 +63,14 @@ func Fill(t *testing.T, s FullStore) {
 			t.Fatal(err)
 		}
 	}
-	for i := range store.ApplyHistoryLimit + 2 {
-		a, err := s.StartApply(c, "default/shop", "alice", []string{digest("b"), digest(fmt.Sprint(i % 2))}, t0.Add(time.Duration(i)*time.Second))
+	for i := range store.DefaultKeepApplies + 2 {
+		a, err := s.StartApply(c, store.NewApply{Project: "default/shop", Actor: "alice", Blobs: []string{digest("b"), digest(fmt.Sprint(i % 2))},
+			At: t0.Add(time.Duration(i) * time.Second), Inputs: []byte(fmt.Sprintf(`{"n":%d}`, i)), Summary: "~ egg/web [env]",
+			Digest: digest(fmt.Sprint(i)), RollbackOf: int64(i / 2)})
 		must(err)
 		must(s.FinishApply(c, a.ID, store.ApplySucceeded, "", t0.Add(time.Duration(i)*time.Second+time.Millisecond)))
 	}
-	a, err := s.StartApply(c, "staging/blog", "", nil, t0)
+	a, err := s.StartApply(c, store.NewApply{Project: "staging/blog", At: t0})
 	must(err)
 	must(s.FinishApply(c, a.ID, store.ApplyFailed, "egg/web: boom", t0.Add(time.Second)))
 	must(s.RetainBlobs(c, "upload:x", []string{digest("c")}))
@@ -119,6 +121,11 @@ func AssertSameContents(t *testing.T, want, got FullStore) {
 		wa, werr := want.Applies(c, p)
 		ga, gerr := got.Applies(c, p)
 		same("applies of "+p, wa, ga, werr, gerr)
+		for _, a := range wa {
+			wi, werr := want.ApplyInputs(c, p, a.ID)
+			gi, gerr := got.ApplyInputs(c, p, a.ID)
+			same(fmt.Sprintf("inputs of apply %d", a.ID), string(wi), string(gi), werr, gerr)
+		}
 	}
 	wh, werr := want.ListHosts(c)
 	gh, gerr := got.ListHosts(c)
@@ -169,11 +176,11 @@ func AssertSameContents(t *testing.T, want, got FullStore) {
 			lastApply = max(lastApply, a.ID)
 		}
 	}
-	wNext, err := want.StartApply(c, "default/other", "", nil, t0)
+	wNext, err := want.StartApply(c, store.NewApply{Project: "default/other", At: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gNext, err := got.StartApply(c, "default/other", "", nil, t0)
+	gNext, err := got.StartApply(c, store.NewApply{Project: "default/other", At: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
