@@ -862,6 +862,7 @@ func (a *Agent) heartbeat(ctx context.Context) {
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
 	failing := false
+	server := ""
 	for {
 		select {
 		case <-ctx.Done():
@@ -893,5 +894,29 @@ func (a *Agent) heartbeat(ctx context.Context) {
 			failing = false
 			a.reachable.Fire()
 		}
+		if err == nil {
+			server = a.noteServer(server)
+		}
 	}
+}
+
+// serverNamer is a control plane client that knows several servers and
+// says which one it talks to now (HTTPClient).
+type serverNamer interface {
+	Server() string
+}
+
+// noteServer logs a move to another of the control plane's servers (the
+// one it talked to stopped answering); last is the server of the last
+// report, and it returns the current one.
+func (a *Agent) noteServer(last string) string {
+	n, ok := a.cfg.ControlPlane.(serverNamer)
+	if !ok {
+		return last
+	}
+	now := n.Server()
+	if last != "" && now != last {
+		a.log.Info("now talking to another server of the control plane", zap.String("server", now), zap.String("was", last))
+	}
+	return now
 }

@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -41,6 +43,17 @@ type APIError = client.APIError
 type HTTPClient struct {
 	api    *client.Client
 	hostID string
+	// operator are the URLs the operator gave (Identity.Server): always
+	// kept beside the control plane's list.
+	operator string
+
+	mu sync.Mutex // guards live, refused and onServers
+	// live is the last list of live servers the control plane gave, and
+	// refused the last one the client could not use.
+	live, refused []string
+	// onServers is told of each new server list a desired-state answer
+	// gives, with the error that kept the client from using it, if any.
+	onServers func(live []string, err error)
 }
 
 var _ ControlPlane = (*HTTPClient)(nil)
@@ -50,11 +63,45 @@ func NewHTTPClient(id Identity) (*HTTPClient, error) {
 	if err := id.Validate(); err != nil {
 		return nil, err
 	}
-	api, err := client.New(client.Config{Server: id.Server, Token: id.Token})
+	api, err := client.New(client.Config{Server: client.JoinServers(id.URLs()), Token: id.Token})
 	if err != nil {
 		return nil, err
 	}
-	return &HTTPClient{api: api, hostID: id.HostID}, nil
+	return &HTTPClient{api: api, hostID: id.HostID, operator: id.Server, live: id.Servers}, nil
+}
+
+// OnServers sets what is told of each new list of live servers a
+// desired-state answer gives (the agent keeps it with its identity).
+func (c *HTTPClient) OnServers(fn func(live []string, err error)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onServers = fn
+}
+
+// Server is the URL of the server the client talks to now.
+func (c *HTTPClient) Server() string { return c.api.Server() }
+
+// takeServers follows the control plane's list of live servers: the client
+// goes on to any of them (and to the operator's URLs) from now on.
+func (c *HTTPClient) takeServers(header string) {
+	live := client.ParseServers(header)
+	if len(live) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if slices.Equal(live, c.live) || slices.Equal(live, c.refused) {
+		return
+	}
+	_, err := c.api.SetServers(client.ParseServers(append([]string{c.operator}, live...)...))
+	if err == nil {
+		c.live = live
+	} else {
+		c.refused = live // told once
+	}
+	if c.onServers != nil {
+		c.onServers(live, err)
+	}
 }
 
 // Close closes the client's idle connections; calls after it open new ones.
@@ -81,6 +128,9 @@ func (c *HTTPClient) DesiredState(ctx context.Context, version string, wait time
 		return contract.DesiredState{}, fmt.Errorf("get desired state: %w", err)
 	}
 	defer drainClose(resp.Body)
+	if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotModified {
+		c.takeServers(resp.Header.Get(api.HeaderServers))
+	}
 	switch resp.StatusCode {
 	case http.StatusNotModified, http.StatusNoContent:
 		return contract.DesiredState{}, ErrNotModified
@@ -168,7 +218,7 @@ func Join(ctx context.Context, server, joinToken, name string, csrPEM []byte) (J
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&jr); err != nil {
 		return JoinResult{}, fmt.Errorf("join: decode answer: %w", err)
 	}
-	id := Identity{Server: cl.Server(), HostID: jr.HostID, Name: name, Token: jr.Token, CAFingerprint: tok.Fingerprint}
+	id := Identity{Server: client.JoinServers(cl.Servers()), HostID: jr.HostID, Name: name, Token: jr.Token, CAFingerprint: tok.Fingerprint}
 	if err := id.Validate(); err != nil {
 		return JoinResult{}, fmt.Errorf("join: the server's answer is incomplete: %w", err)
 	}

@@ -86,7 +86,7 @@ func TestJoinTradesTheJoinTokenForAHostIdentity(t *testing.T) {
 		t.Errorf("server got Authorization %q and name %q", gotAuth, gotName)
 	}
 	want := Identity{Server: srv.URL, HostID: "h-123", Name: "edge-1", Token: hostTok, CAFingerprint: fp}
-	if joined.Identity != want {
+	if !reflect.DeepEqual(joined.Identity, want) {
 		t.Errorf("identity %+v, want %+v", joined.Identity, want)
 	}
 	block, _ := pem.Decode(joined.CAPEM)

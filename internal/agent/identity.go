@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/pki"
 )
@@ -33,9 +34,14 @@ func PrepareDataDir(dataDir string) error {
 // It is kept in the data directory (mode 0600: it holds the host token), so
 // that every later start needs only --data-dir.
 type Identity struct {
-	// Server is the control plane's base URL, "https://host:port".
+	// Server is the control plane's base URL, "https://host:port", as the
+	// operator gave it at the join: several are comma-separated.
 	Server string `json:"server"`
-	HostID string `json:"host_id"`
+	// Servers are the control plane's live servers, as its last
+	// desired-state answer listed them (api.HeaderServers): kept so that a
+	// restarted agent can still fail over to a server added since the join.
+	Servers []string `json:"servers,omitempty"`
+	HostID  string   `json:"host_id"`
 	// Name is the host name given at join (`--name`), used in placement.
 	Name string `json:"name,omitempty"`
 	// Token is the host token, "hatch-host.<secret>.<fingerprint>".
@@ -43,6 +49,12 @@ type Identity struct {
 	// CAFingerprint is the hex SHA-256 of the control plane's CA: the
 	// agent's only trust anchor.
 	CAFingerprint string `json:"ca_fingerprint"`
+}
+
+// URLs are every server this identity may talk to: the operator's, then
+// the live ones the control plane listed, each once.
+func (id Identity) URLs() []string {
+	return client.ParseServers(append([]string{id.Server}, id.Servers...)...)
 }
 
 // Validate reports an identity that cannot be used to talk to the server.

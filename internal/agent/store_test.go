@@ -104,7 +104,7 @@ func TestIdentityIsKeptInTheDataDir(t *testing.T) {
 		}
 	}
 	got, ok, err := LoadIdentity(dir)
-	if err != nil || !ok || got != id {
+	if err != nil || !ok || !reflect.DeepEqual(got, id) {
 		t.Errorf("loaded %+v (ok %v, err %v), want %+v", got, ok, err, id)
 	}
 	if err := SaveIdentity(dir, Identity{Server: "https://cp"}, nil); err == nil {

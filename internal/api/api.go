@@ -18,6 +18,11 @@ func ProjectPath(namespace, project, more string) string {
 	return "/api/v1/projects/" + url.PathEscape(namespace) + "/" + url.PathEscape(project) + more
 }
 
+// HeaderServers is the header of every desired-state answer that lists the
+// control plane's live servers, comma-separated: the URLs a host may go to
+// when the one it talks to stops answering.
+const HeaderServers = "Hatch-Servers"
+
 // Error is every error answer's body, {"error": CODE, "message": TEXT}, and
 // the error a service returns for something its caller got wrong. Any other
 // error a service returns is the server's own failure.

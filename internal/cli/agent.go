@@ -10,14 +10,16 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hatchery/hatchery/internal/agent"
+	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/mesh"
 )
 
 func newAgentCmd() *cobra.Command {
 	var (
-		opts   agentOptions
-		labels []string
-		debug  bool
+		opts    agentOptions
+		labels  []string
+		servers []string
+		debug   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --server URL --join TOKEN [--name NAME] [--data-dir DIR]",
@@ -37,6 +39,7 @@ func newAgentCmd() *cobra.Command {
 				return err
 			}
 			opts.Labels = l
+			opts.Server = client.JoinServers(client.ParseServers(servers...))
 			log, err := newDaemonLogger(debug)
 			if err != nil {
 				return err
@@ -46,7 +49,8 @@ func newAgentCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Server, "server", "", "the control plane's URL, https://host:7700 (first start only)")
+	f.StringSliceVar(&servers, "server", nil, "the control plane's URL, https://host:7700; several servers of one control plane "+
+		"comma-separated or repeated (first start only: the agent then keeps the live servers' list the control plane gives)")
 	f.StringVar(&opts.JoinToken, "join", "", "a join token (first start only)")
 	hostname, _ := os.Hostname() // without one, the server names the host after its ID
 	f.StringVar(&opts.Name, "name", hostname, "this host's name, as placement names it (first start only)")

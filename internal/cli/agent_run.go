@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	dockerclient "github.com/docker/docker/client"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/agent"
+	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/containers/docker"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/hostsession"
@@ -83,6 +85,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 		return err
 	}
 	defer cp.Close()
+	cp.OnServers(func(live []string, err error) { keepServers(opts.DataDir, id, live, err, hostLog) })
 	// The mesh certificate: renewed at half-life, and asked for at once by
 	// an agent that has none (one that joined before host certificates).
 	certs, err := agent.OpenHostCerts(opts.DataDir, id.HostID, cp, hostLog)
@@ -167,7 +170,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 		return err
 	}
 	sess.Start()
-	hostLog.Info("agent running", zap.String("server", id.Server),
+	hostLog.Info("agent running", zap.String("server", cp.Server()), zap.Strings("servers", id.URLs()),
 		zap.String("ingress", addrString(in.HTTPAddr())), zap.String("admin", addrString(in.AdminAddr())),
 		zap.Stringer("mesh", meshLn.Addr()), zap.Strings("advertise", advertise))
 	<-ctx.Done()
@@ -189,8 +192,11 @@ func ensureIdentity(ctx context.Context, opts agentOptions, log *zap.Logger) (ag
 			log.Info("already joined: the identity in the data directory is used, the join token is not",
 				zap.String("host", id.HostID), zap.String("server", id.Server))
 		}
-		if opts.Server != "" && opts.Server != id.Server {
-			return agent.Identity{}, fmt.Errorf("the data directory belongs to server %s, not %s: use another --data-dir to join another server", id.Server, opts.Server)
+		if given := client.ParseServers(opts.Server); len(given) > 0 && !slices.ContainsFunc(given, func(u string) bool {
+			return slices.Contains(id.URLs(), u)
+		}) {
+			return agent.Identity{}, fmt.Errorf("the data directory belongs to server %s, not %s: use another --data-dir to join another server",
+				client.JoinServers(id.URLs()), opts.Server)
 		}
 		return id, nil
 	}
@@ -198,6 +204,24 @@ func ensureIdentity(ctx context.Context, opts agentOptions, log *zap.Logger) (ag
 		return agent.Identity{}, fmt.Errorf("no identity in %s yet: the first start needs --server and --join (a token from `hatch token create --join`)", opts.DataDir)
 	}
 	return agent.JoinHost(ctx, opts.DataDir, opts.Server, opts.JoinToken, opts.Name, log)
+}
+
+// keepServers keeps the control plane's list of live servers with the
+// identity, so that a restarted agent can go to any of them. The identity
+// is written atomically; a failure is logged (the list is sent again with
+// the next change).
+func keepServers(dataDir string, id agent.Identity, live []string, err error, log *zap.Logger) {
+	if err != nil {
+		log.Warn("the control plane listed servers this agent cannot use; it keeps the ones it has",
+			zap.Strings("servers", live), zap.Error(err))
+		return
+	}
+	id.Servers = live
+	if err := agent.SaveIdentity(dataDir, id, nil); err != nil {
+		log.Warn("the list of live servers was not kept", zap.Error(err))
+		return
+	}
+	log.Info("live servers", zap.Strings("servers", live))
 }
 
 // startIngress starts the host's proxy on the addresses given, with a

@@ -18,17 +18,21 @@ import (
 // to the control plane; what they leave unsaid is looked up as client.Lookup
 // says (HATCH_SERVER/HATCH_TOKEN, ./.hatch, the user's config dir).
 type apiFlags struct {
-	server, token string
+	// servers are the --server URLs (several servers of one control plane:
+	// repeated, or comma-separated).
+	servers []string
+	token   string
 }
 
 func (f *apiFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.server, "server", "", "the control plane's URL (default: $"+client.EnvServer+", ./.hatch, ~/.config/hatch)")
+	cmd.Flags().StringSliceVar(&f.servers, "server", nil, "the control plane's URL; several servers of one control plane repeated or "+
+		"comma-separated, tried in order (default: $"+client.EnvServer+", ./.hatch, ~/.config/hatch)")
 	cmd.Flags().StringVar(&f.token, "token", "", "the admin token (default: $"+client.EnvToken+", ./.hatch, ~/.config/hatch)")
 }
 
 // client returns an API client for the server found.
 func (f *apiFlags) client() (*client.Client, error) {
-	cfg, err := client.DefaultLookup(f.server, f.token).Resolve()
+	cfg, err := client.DefaultLookup(client.JoinServers(client.ParseServers(f.servers...)), f.token).Resolve()
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,9 @@ type serverOptions struct {
 	// loopsLease and projectLease are the terms of the background loops'
 	// lease and of a project's (short ones for tests of takeovers).
 	loopsLease, projectLease time.Duration
+	// advertiseURL is where hosts and clients reach this server, as the
+	// live server list names it ("": the listen address if it is a specific one).
+	advertiseURL string
 }
 
 func newServerCmd() *cobra.Command {
@@ -76,14 +79,20 @@ It keeps its state in <data-dir>/hatch.db (SQLite) unless --store, or the
 HATCH_STORE variable, names a PostgreSQL database (postgres://user@host:port/db).
 The database's password never goes on the command line: put it in a password
 file (PGPASSFILE, ~/.pgpass), or the whole URL in HATCH_STORE. hatch server
-migrate copies a SQLite store into PostgreSQL.`,
+migrate copies a SQLite store into PostgreSQL.
+
+Several servers on one PostgreSQL database are given the same CA, seal key and
+admin token: hatch server init writes them once, and each server's --data-dir
+starts as a copy. Each server registers --advertise-url in the database, and
+every desired-state answer lists the live servers: hosts keep that list and go
+to the next server when theirs stops answering.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.storeEnv = os.Getenv(storeEnv)
 			return runServer(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	cmd.AddCommand(newServerMigrateCmd())
+	cmd.AddCommand(newServerMigrateCmd(), newServerInitCmd())
 	f := cmd.Flags()
 	f.StringVar(&opts.listen, "listen", ":7700", "address to serve the API on")
 	f.StringVar(&opts.dataDir, "data-dir", "./hatch-data", "directory for the database, blobs, keys and the admin token")
@@ -100,6 +109,8 @@ migrate copies a SQLite store into PostgreSQL.`,
 		"failed authentications a client address may make in a row before it is answered 429")
 	f.DurationVar(&opts.authFailureRefill, "auth-failure-refill", server.DefaultConfig().AuthFailureRefill,
 		"how often one failed authentication of an address is forgiven")
+	f.StringVar(&opts.advertiseURL, "advertise-url", "", "the URL hosts and clients reach this server at, listed to them "+
+		"with the other live servers (default: the --listen address if it names one)")
 	f.IntVar(&opts.maxReplicas, "max-replicas", deploy.DefaultMaxReplicas,
 		fmt.Sprintf("the most replicas a plan may ask for per egg (at most %d)", spec.MaxReplicas))
 	f.IntVar(&opts.keepApplies, "keep-applies", store.DefaultKeepApplies,
@@ -175,15 +186,21 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	srv, err := wireServer(st, blobs, opts.dataDir, cfg, fleetCfg, deployCfg, opts.loopsLease, hash, transport.fingerprint, log)
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", opts.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	url := localURL(ln.Addr(), transport)
+	servers, err := newRoster(st, opts, url, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv, err := wireServer(st, blobs, opts.dataDir, cfg, fleetCfg, deployCfg, opts.loopsLease, hash, transport.fingerprint, servers, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	if transport.tls != nil {
 		ln = tls.NewListener(ln, transport.tls)
 	} else if !onLoopback(ln.Addr()) { // a name that resolved otherwise since
@@ -196,6 +213,8 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	fmt.Fprintf(stdout, "CA fingerprint %s\n", transport.fingerprint)
 	fmt.Fprintf(stdout, "server URL on this machine: %s\n", url)
 	fmt.Fprintf(stdout, "hatch server listening on %s\n", ln.Addr())
+	servers.Start(ctx)
+	defer closeRoster(servers, log)
 	if err := srv.Serve(ctx, ln); err != nil {
 		return err
 	}
@@ -208,7 +227,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 // protocol and the fleet over them, and the API over both. `hatch server`
 // and `hatch up` both run what it returns.
 func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
-	loopsLease time.Duration, adminHash, fingerprint string, log *zap.Logger) (*server.Server, error) {
+	loopsLease time.Duration, adminHash, fingerprint string, servers server.ServerList, log *zap.Logger) (*server.Server, error) {
 	box, err := seal.LoadOrCreate(filepath.Join(dataDir, sealKeyFile))
 	if err != nil {
 		return nil, err
@@ -254,7 +273,7 @@ func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.
 	}
 	return server.New(cfg, server.Deps{
 		Deploy: applies, Fleet: hosts, Loops: loops, Desired: st, Box: box, Blobs: blobs,
-		Auth: server.NewTokenAuth(adminHash, st, time.Now), Logger: log, Now: time.Now,
+		Auth: server.NewTokenAuth(adminHash, st, time.Now), Servers: servers, Logger: log, Now: time.Now,
 	})
 }
 

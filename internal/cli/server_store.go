@@ -41,6 +41,7 @@ type controlStore interface {
 	store.Leases
 	store.Plans
 	store.SecretValues
+	store.ServerRegistry
 	io.Closer
 }
 

@@ -61,7 +61,7 @@ func newTokenCreateCmd() *cobra.Command {
 					fmt.Fprintln(cmd.OutOrStdout(), tok.Token)
 					fmt.Fprintf(cmd.ErrOrStderr(), "admin token %q made: give it to its holder, who sets %s=<token>\n"+
 						"(or passes --server %s --token <token>); `hatch token revoke --admin %s` revokes it.\n",
-						tok.Name, client.EnvToken, c.Server(), tok.Name)
+						tok.Name, client.EnvToken, client.JoinServers(c.Servers()), tok.Name)
 					return nil
 				})
 			}
@@ -75,7 +75,7 @@ func newTokenCreateCmd() *cobra.Command {
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), tok.Token)
 				fmt.Fprintf(cmd.ErrOrStderr(), "join token %s: %s, valid until %s; on the new host run:\n  hatch agent --server %s --join <token>\n",
-					tok.ID, plural(tok.MaxUses, "use"), tok.ExpiresAt.Local().Format(time.DateTime), c.Server())
+					tok.ID, plural(tok.MaxUses, "use"), tok.ExpiresAt.Local().Format(time.DateTime), client.JoinServers(c.Servers()))
 				return nil
 			})
 		},

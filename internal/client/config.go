@@ -24,7 +24,8 @@ import (
 
 // Config is a server and the token to present to it.
 type Config struct {
-	// Server is the base URL, "https://host:port".
+	// Server is the base URL, "https://host:port"; several servers of one
+	// control plane are comma-separated, and tried in order.
 	Server string `json:"server"`
 	// Token is "hatch-<kind>.<secret>.<ca-fingerprint>".
 	Token string `json:"token"`

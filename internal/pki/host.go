@@ -53,6 +53,9 @@ var ErrBadCSR = errors.New("bad certificate request")
 // hostIDPattern is what a host ID may be, so that it sits in a URI as it is.
 var hostIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
+// HostCAFiles are the files of the host CA in the server's TLS directory.
+var HostCAFiles = []string{hostCAFile, hostCAKeyFile}
+
 // HostURI is the one name a host certificate carries: hatch://host/<id>.
 func HostURI(hostID string) *url.URL {
 	return &url.URL{Scheme: hostURIScheme, Host: hostURIHost, Path: "/" + hostID}

@@ -108,6 +108,34 @@ func LoadOrCreate(dir string, names []string, now time.Time) (*Server, error) {
 	}, nil
 }
 
+// CAFiles are the files of dir that CreateCA writes and LoadOrCreate reads:
+// the CA's certificate and its key.
+var CAFiles = []string{caFile, caKeyFile}
+
+// CreateCA makes a new control-plane CA in dir (made 0700 if missing) and
+// returns its fingerprint, the one tokens carry. It refuses to replace a CA
+// already there: every token and every host pinned to it would be orphaned.
+// Each server that LoadOrCreate's this dir later signs its own serving
+// certificate with it, so every server is trusted by the same pin.
+func CreateCA(dir string, now time.Time) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create tls dir: %w", err)
+	}
+	for _, f := range CAFiles {
+		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil || !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("certificate authority: %s exists: it is left as it is", filepath.Join(dir, f))
+		}
+	}
+	ca, caKey, err := newCA(now, "Hatchery control plane CA", nil)
+	if err == nil {
+		err = writePair(dir, caFile, caKeyFile, [][]byte{ca.Raw}, caKey)
+	}
+	if err != nil {
+		return "", fmt.Errorf("certificate authority: %w", err)
+	}
+	return Fingerprint(ca.Raw), nil
+}
+
 // DefaultNames are the names a serving certificate covers unless told more:
 // localhost, the loopback addresses and the machine's host name.
 func DefaultNames() []string {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hatchery/hatchery/internal/api"
@@ -62,6 +63,11 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 			return api.BadRequest("wait: %q is not a duration between 0s and %v (for example 30s)", v, s.cfg.MaxWait)
 		}
 	}
+	servers, serversChanged := s.deps.Servers.Servers()
+	if len(servers) > 0 {
+		// Every answer, "not modified" too, names the live servers.
+		w.Header().Set(api.HeaderServers, strings.Join(servers, ","))
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	waiting := false
@@ -92,6 +98,11 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 		select {
 		case <-changed:
 		case <-timer.C:
+			w.WriteHeader(http.StatusNotModified)
+			return nil
+		case <-serversChanged:
+			servers, _ := s.deps.Servers.Servers()
+			w.Header().Set(api.HeaderServers, strings.Join(servers, ","))
 			w.WriteHeader(http.StatusNotModified)
 			return nil
 		case <-s.closing:

@@ -114,6 +114,13 @@ type DesiredStates interface {
 	WatchDesiredState(hostID string) <-chan struct{}
 }
 
+// ServerList is the control plane's live servers, as every desired-state
+// answer names them (package roster): the list, and a channel closed at its
+// next change, which ends the long-polls held (so hosts hear of it at once).
+type ServerList interface {
+	Servers() ([]string, <-chan struct{})
+}
+
 // Deps are what the server works with; every one is required.
 type Deps struct {
 	// Deploy is the apply protocol, Fleet the hosts and what runs on them.
@@ -129,6 +136,9 @@ type Deps struct {
 	Box     *seal.Box
 	Blobs   BlobStore
 	Auth    Authenticator
+	// Servers are the live servers' URLs, sent with every desired state
+	// (api.HeaderServers) so that hosts fail over to any of them.
+	Servers ServerList
 	Logger  *zap.Logger
 	// Now is the clock.
 	Now func() time.Time
@@ -136,7 +146,7 @@ type Deps struct {
 
 func (d Deps) validate() error {
 	if d.Deploy == nil || d.Fleet == nil || d.Loops == nil || d.Desired == nil || d.Box == nil || d.Blobs == nil || d.Auth == nil ||
-		d.Logger == nil || d.Now == nil {
+		d.Servers == nil || d.Logger == nil || d.Now == nil {
 		return errors.New("server: every dependency must be set")
 	}
 	return nil

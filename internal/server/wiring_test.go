@@ -40,7 +40,16 @@ type TestWiring struct {
 	// LoopsLease is the term of the background loops' lease (default
 	// leader.DefaultTTL).
 	LoopsLease time.Duration
+	// ServerURLs are the live servers every desired-state answer names
+	// (none by default), unless Servers is set.
+	ServerURLs []string
+	Servers    ServerList
 }
+
+// staticServers is a server list that never changes.
+type staticServers []string
+
+func (s staticServers) Servers() ([]string, <-chan struct{}) { return s, nil }
 
 // Built is a test server and what it was built over.
 type Built struct {
@@ -129,8 +138,12 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var servers ServerList = staticServers(w.ServerURLs)
+	if w.Servers != nil {
+		servers = w.Servers
+	}
 	srv, err := New(cfg, Deps{Deploy: dep, Fleet: fl, Loops: loops, Desired: st, Box: w.Box, Blobs: blobs, Auth: w.Auth,
-		Logger: w.Logger, Now: w.Now})
+		Servers: servers, Logger: w.Logger, Now: w.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

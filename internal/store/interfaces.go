@@ -185,3 +185,20 @@ type HostIdentities interface {
 	// included, sorted by name, then by when they joined.
 	ListHostIdentities(ctx context.Context) ([]HostIdentity, error)
 }
+
+// ServerRegistry is where the control plane's servers say where they are
+// reached, so that every desired-state answer can list the live ones and the
+// hosts follow the control plane as servers come and go. A registration
+// lasts for its term unless renewed: a server that died drops out by itself.
+type ServerRegistry interface {
+	// RegisterServer records (or renews) that server id is reached at url,
+	// for ttl from now: the database's now on PostgreSQL, at on SQLite (one
+	// server, one clock).
+	RegisterServer(ctx context.Context, id, url string, ttl time.Duration, at time.Time) error
+	// LiveServers returns the URLs of the registrations not expired at now
+	// (measured as RegisterServer measures), sorted, each once.
+	LiveServers(ctx context.Context, at time.Time) ([]string, error)
+	// UnregisterServer removes server id's registration, as a server that
+	// stops does; removing none is not an error.
+	UnregisterServer(ctx context.Context, id string) error
+}

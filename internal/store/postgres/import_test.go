@@ -66,6 +66,9 @@ func TestTablesAreTheSchema(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
+	for _, name := range store.Uncopied {
+		delete(got, name)
+	}
 	for _, table := range store.Tables {
 		if !slices.Equal(got[table.Name], table.Columns) {
 			t.Errorf("table %s has columns %v, store.Tables says %v", table.Name, got[table.Name], table.Columns)
