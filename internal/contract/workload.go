@@ -106,7 +106,23 @@ type Route struct {
 	// UpstreamTimeout bounds the ingress's wait for a replica's response
 	// headers; zero is the ingress's default.
 	UpstreamTimeout time.Duration `json:"upstream_timeout,omitempty"`
+	// TLS is how the route's host is served over HTTPS: TLSOff (plain
+	// HTTP only), TLSAuto (a certificate the control plane obtains from its
+	// ACME CA) or TLSSecret (the user's certificate from secrets). Every
+	// route of a hostname has the same TLS settings, across projects. The
+	// certificate itself travels in DesiredState.Certificates.
+	TLS string `json:"tls,omitempty"`
+	// HSTS adds Strict-Transport-Security to the route's HTTPS answers
+	// (opt-in: a browser remembers it for a year).
+	HSTS bool `json:"hsts,omitempty"`
 }
+
+// The TLS modes of a Route.
+const (
+	TLSOff    = ""
+	TLSAuto   = "auto"
+	TLSSecret = "secret"
+)
 
 // Same reports whether r and o are the same claim (host and prefix),
 // whatever their settings.
