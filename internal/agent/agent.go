@@ -481,9 +481,13 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 	if tr, ok := a.cfg.Docker.(taskReporter); ok {
 		lines = append(lines, taskErrors(tr.Failures())...)
 	}
+	if p := a.cfg.Router.HTTPSProblem(); p != "" {
+		lines = append(lines, p)
+	}
 	report := buildReport(desired, withoutRelays(actual), a.mem, lines, now)
 	report.Capacity = a.cfg.Capacity
 	report.MeshAddresses = a.cfg.MeshAddresses
+	report.Challenges = slices.Sorted(slices.Values(a.cfg.Router.Challenges()))
 	a.attachCrashLogs(ctx, &report)
 	a.mu.Lock()
 	a.status = &report

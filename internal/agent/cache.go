@@ -133,5 +133,17 @@ func withSecrets(d contract.DesiredState, fn func(contract.SecretValue) (contrac
 			w.Secrets[j].Value = v
 		}
 	}
+	out.Certificates = slices.Clone(d.Certificates)
+	for i := range out.Certificates {
+		c := &out.Certificates[i]
+		if c.Key == "" {
+			continue
+		}
+		v, err := fn(c.Key)
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("key of the certificate of %s: %w", c.Host, err)
+		}
+		c.Key = v
+	}
 	return transformed{state: out, err: firstErr}
 }

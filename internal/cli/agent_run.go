@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"time"
 
@@ -38,6 +39,11 @@ type agentOptions struct {
 	// IngressAddr, AdminAddr and PublishAddr configure the host's proxy:
 	// routed HTTP, /healthz and /metrics, and the IP published ports bind.
 	IngressAddr, AdminAddr, PublishAddr string
+	// HTTPSAddr is where the ingress serves HTTPS ("" for none), and
+	// TrustedProxies (IPs or CIDRs) the TLS-terminating proxies whose
+	// X-Forwarded-Proto it believes.
+	HTTPSAddr      string
+	TrustedProxies []string
 	// MeshAddr is where the mesh port listens (host:port), and Advertise
 	// where peers reach it, tried in order (default: the listening IP if it
 	// is a specific one, else every non-loopback address of the host).
@@ -168,7 +174,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	}
 	sess.Start()
 	hostLog.Info("agent running", zap.String("server", id.Server),
-		zap.String("ingress", addrString(in.HTTPAddr())), zap.String("admin", addrString(in.AdminAddr())),
+		zap.String("ingress", addrString(in.HTTPAddr())), zap.String("https", addrString(in.HTTPSAddr())), zap.String("admin", addrString(in.AdminAddr())),
 		zap.Stringer("mesh", meshLn.Addr()), zap.Strings("advertise", advertise))
 	<-ctx.Done()
 	hostLog.Info("agent stopping; containers keep running")
@@ -206,6 +212,12 @@ func ensureIdentity(ctx context.Context, opts agentOptions, log *zap.Logger) (ag
 func startIngress(opts agentOptions, peers ingress.Peers, log *zap.Logger) (*ingress.Ingress, error) {
 	cfg := ingress.DefaultConfig()
 	cfg.HTTPAddr, cfg.AdminAddr, cfg.PublishAddr = opts.IngressAddr, opts.AdminAddr, opts.PublishAddr
+	cfg.HTTPSAddr = opts.HTTPSAddr
+	trusted, err := parsePrefixes(opts.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("--trusted-proxy: %w", err)
+	}
+	cfg.TrustedProxies = trusted
 	cfg.Logger, cfg.Registry, cfg.Peers = log, prometheus.NewRegistry(), peers
 	in, err := ingress.New(cfg)
 	if err != nil {
@@ -271,4 +283,21 @@ func addrString(a net.Addr) string {
 		return ""
 	}
 	return a.String()
+}
+
+// parsePrefixes reads IP addresses (one address each) and CIDRs.
+func parsePrefixes(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range values {
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an IP address nor a CIDR (10.0.0.0/8)", v)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }
