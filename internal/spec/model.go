@@ -1,7 +1,10 @@
 package spec
 
 import (
+	"fmt"
+	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hatchery/hatchery/internal/resource"
@@ -76,6 +79,8 @@ type Egg struct {
 	// so that the project's checks can point at them; an egg whose address is
 	// referenced is also where this one is placed.
 	refs []lineRef
+	// tlsRefs are the secrets its routes' certificates and keys come from.
+	tlsRefs []lineRef
 }
 
 // lineRef is a reference to another resource's output and where it was written.
@@ -143,7 +148,42 @@ type Route struct {
 	// headers (zero: the ingress's default, 30s); a replica past it leaves
 	// the pool at once. Set in the object form of a route.
 	UpstreamTimeout time.Duration
-	Line            int
+	// TLS is how the route's host is served over HTTPS: "" (the control
+	// plane's default: auto for a public DNS name when it has an ACME CA,
+	// else plain HTTP), TLSAuto, TLSOff, or TLSSecret with CertSecret and
+	// KeySecret naming the secrets holding the PEM certificate chain and
+	// key. Every route of a hostname has the same TLS settings.
+	TLS                   string
+	CertSecret, KeySecret string
+	// HSTS adds Strict-Transport-Security to the route's HTTPS answers.
+	HSTS bool
+	Line int
+}
+
+// The values of Route.TLS.
+const (
+	TLSDefault = ""
+	TLSAuto    = "auto"
+	TLSOff     = "off"
+	TLSSecret  = "secret"
+)
+
+// tlsSettings is what must agree between the routes of one hostname.
+func (r Route) tlsSettings() string {
+	return r.TLS + "|" + r.CertSecret + "|" + r.KeySecret + "|" + fmt.Sprint(r.HSTS)
+}
+
+// PublicName reports whether host is a name an ACME CA can validate: not
+// localhost or under it, not an IP address, not a single label.
+func PublicName(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	switch {
+	case host == "localhost", strings.HasSuffix(host, ".localhost"), !strings.Contains(host, "."):
+		return false
+	case net.ParseIP(host) != nil:
+		return false
+	}
+	return true
 }
 
 // Name is the route's resource name: the host, followed by the path unless it
