@@ -1,6 +1,10 @@
 package contract
 
-import "time"
+import (
+	"net"
+	"strings"
+	"time"
+)
 
 // WorkloadSpec is the part of an egg that one host runs: everything the agent
 // needs to create, check, roll and stop its containers. Durations travel as
@@ -123,6 +127,21 @@ const (
 	TLSAuto   = "auto"
 	TLSSecret = "secret"
 )
+
+// PublicName reports whether host is a name an ACME CA can validate: not
+// localhost or under it, not an IP address, not a single label. Such a
+// route is served over HTTPS by default when the control plane has an ACME
+// CA.
+func PublicName(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	switch {
+	case host == "localhost", strings.HasSuffix(host, ".localhost"), !strings.Contains(host, "."):
+		return false
+	case net.ParseIP(host) != nil:
+		return false
+	}
+	return true
+}
 
 // Same reports whether r and o are the same claim (host and prefix),
 // whatever their settings.

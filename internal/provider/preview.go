@@ -221,7 +221,7 @@ func (p *preview) route(name string, c PlanChange) error {
 	if err != nil {
 		return err
 	}
-	r, err := routeOf(in)
+	r, err := routeOf(in, p.s.acme)
 	if err != nil {
 		return err
 	}
@@ -247,12 +247,16 @@ func (p *preview) route(name string, c PlanChange) error {
 	if err := p.v.checkRoute(p.project, r); err != nil {
 		return err
 	}
+	if err := p.v.checkTLS(p.project, r); err != nil {
+		return err
+	}
+	note := tlsNote(in, r)
 	if !known {
-		p.add("", "route %s%s to %s", r.Host, r.PathPrefix, in.Egg)
+		p.add("", "route %s%s to %s%s", r.Host, r.PathPrefix, in.Egg, note)
 		return nil
 	}
 	for _, host := range hosts {
-		p.add(host, "route %s%s to %s", r.Host, r.PathPrefix, in.Egg)
+		p.add(host, "route %s%s to %s%s", r.Host, r.PathPrefix, in.Egg, note)
 	}
 	return nil
 }

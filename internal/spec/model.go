@@ -2,11 +2,10 @@ package spec
 
 import (
 	"fmt"
-	"net"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
@@ -173,18 +172,9 @@ func (r Route) tlsSettings() string {
 	return r.TLS + "|" + r.CertSecret + "|" + r.KeySecret + "|" + fmt.Sprint(r.HSTS)
 }
 
-// PublicName reports whether host is a name an ACME CA can validate: not
-// localhost or under it, not an IP address, not a single label.
-func PublicName(host string) bool {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	switch {
-	case host == "localhost", strings.HasSuffix(host, ".localhost"), !strings.Contains(host, "."):
-		return false
-	case net.ParseIP(host) != nil:
-		return false
-	}
-	return true
-}
+// PublicName reports whether host is a name an ACME CA can validate
+// (contract.PublicName).
+func PublicName(host string) bool { return contract.PublicName(host) }
 
 // Name is the route's resource name: the host, followed by the path unless it
 // is "/" (route/shop.localhost, route/api.localhost/v1).
