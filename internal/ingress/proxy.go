@@ -36,7 +36,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	secure := in.secure(r)
-	if route.tls && !secure {
+	if route.tls && !secure && in.hasCertificate(r.Host) {
 		in.redirect(w, r)
 		return
 	}

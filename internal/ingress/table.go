@@ -69,8 +69,9 @@ type Route struct {
 	// another; streaming bodies (SSE, downloads) and upgraded connections
 	// are not bounded once the headers came.
 	UpstreamTimeout time.Duration
-	// TLS sends plain HTTP requests for the route to HTTPS (308), except
-	// ACME challenges and those a trusted proxy says came over HTTPS.
+	// TLS sends plain HTTP requests for the route to HTTPS (308) once the
+	// host's certificate is loaded, except ACME challenges and those a
+	// trusted proxy says came over HTTPS.
 	TLS bool
 	// HSTS adds Strict-Transport-Security to the route's HTTPS answers.
 	HSTS bool

@@ -37,11 +37,20 @@ type certTable struct {
 }
 
 // loadCertificates parses the table's certificates, reusing the previous
-// table's parse of an unchanged pair. A pair that does not parse is left
-// out and reported, naming its host, never its key.
+// table's parse of an unchanged pair. A pair that does not parse is
+// reported, naming its host, never its key, and the host keeps the
+// certificate it had, if any.
 func loadCertificates(certs []Certificate, prev *certTable) (*certTable, error) {
 	out := &certTable{byHost: make(map[string]*tls.Certificate, len(certs)), byChain: make(map[string]*tls.Certificate, len(certs))}
 	var errs []error
+	defer func() {
+		for _, c := range certs {
+			host := strings.TrimSuffix(strings.ToLower(c.Host), ".")
+			if _, ok := out.byHost[host]; !ok && prev.byHost[host] != nil {
+				out.byHost[host] = prev.byHost[host]
+			}
+		}
+	}()
 	for _, c := range certs {
 		host := strings.TrimSuffix(strings.ToLower(c.Host), ".")
 		id := string(c.Chain) + "\x00" + string(c.Key)
@@ -84,6 +93,15 @@ func (in *Ingress) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate,
 	}
 	in.m.tlsUnknown.Inc()
 	return nil, fmt.Errorf("no certificate for %q", name)
+}
+
+// hasCertificate reports whether a certificate for host (as a Host header
+// gives it) is loaded. A TLS route is redirected to HTTPS only then: until
+// its first certificate arrives it is served over plain HTTP, never sent
+// to a handshake that must fail.
+func (in *Ingress) hasCertificate(host string) bool {
+	_, ok := in.certs.Load().byHost[canonicalHost(host)]
+	return ok
 }
 
 // CertificateExpiry returns, for each hostname with a certificate loaded,

@@ -190,6 +190,34 @@ func TestTrustedProxyForwardedHTTPSIsNotRedirected(t *testing.T) {
 	}
 }
 
+func TestATLSRouteServesPlainHTTPUntilItsCertificateArrives(t *testing.T) {
+	ca := newTestCA(t)
+	in := startIngress(t, func(c *Config) { c.HTTPSAddr = "127.0.0.1:0" })
+	b := newTestBackend(t, "a")
+	eggs := []Egg{{Name: "p/shop/web", Routes: []Route{{Host: "shop.test", TLS: true}},
+		Backends: []Backend{{ContainerID: "c1", Addr: b.addr(), Healthy: true}}}}
+	mustUpdate(t, in, Table{Eggs: eggs})
+	plain := plainClient(in.HTTPAddr().String())
+	resp, err := plain.Get("http://shop.test/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("before its certificate: %s, want 200 over plain HTTP", resp.Status)
+	}
+	chain, key := ca.leaf(t, "shop.test", 3)
+	mustUpdate(t, in, Table{Eggs: eggs, Certificates: []Certificate{{Host: "shop.test", Chain: chain, Key: key}}})
+	resp, err = plain.Get("http://shop.test/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusPermanentRedirect {
+		t.Fatalf("with its certificate: %s, want 308", resp.Status)
+	}
+}
+
 func TestTrustedOnlyFromListedAddresses(t *testing.T) {
 	prefixes := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	for remote, want := range map[string]bool{
@@ -256,6 +284,9 @@ func TestCertificateRotatesAndABadOneIsReportedWithoutItsKey(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), string(key2[30:60])) {
 		t.Fatal("the error carries the key")
+	}
+	if got := serial(); got != 11 {
+		t.Fatalf("after a bad certificate serial %d, want the valid one, 11", got)
 	}
 	resp, err := plainClient(in.HTTPAddr().String()).Get("http://shop.test/")
 	if err != nil {
