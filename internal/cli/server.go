@@ -3,9 +3,11 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/hatchery/hatchery/internal/acme"
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/deploy"
@@ -30,6 +33,8 @@ import (
 const (
 	adminTokenFile = "admin-token"
 	sealKeyFile    = "seal.key"
+	// acmeAccountFile keeps the ACME account's key, sealed.
+	acmeAccountFile = "acme-account.key"
 )
 
 type serverOptions struct {
@@ -46,6 +51,12 @@ type serverOptions struct {
 	authFailureBurst  int
 	authFailureRefill time.Duration
 	maxReplicas       int
+	acme              acmeOptions
+}
+
+// acmeOptions configure the control plane's ACME client (none without a CA).
+type acmeOptions struct {
+	ca, email, caRoot string
 }
 
 func newServerCmd() *cobra.Command {
@@ -94,6 +105,9 @@ migrate copies a SQLite store into PostgreSQL.`,
 		"failed authentications a client address may make in a row before it is answered 429")
 	f.DurationVar(&opts.authFailureRefill, "auth-failure-refill", server.DefaultConfig().AuthFailureRefill,
 		"how often one failed authentication of an address is forgiven")
+	f.StringVar(&opts.acme.ca, "acme-ca", "", "the ACME directory URL of the CA certificates for routes come from (tls: auto); without one, routes are served over plain HTTP unless they bring their own certificate")
+	f.StringVar(&opts.acme.email, "acme-email", "", "the contact address of the ACME account (required with --acme-ca)")
+	f.StringVar(&opts.acme.caRoot, "acme-ca-root", "", "a PEM file of root certificates to trust for the ACME CA's own HTTPS (a private or test CA)")
 	f.IntVar(&opts.maxReplicas, "max-replicas", deploy.DefaultMaxReplicas,
 		fmt.Sprintf("the most replicas a plan may ask for per egg (at most %d)", spec.MaxReplicas))
 	return cmd
@@ -123,6 +137,9 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 		return err
 	}
 	// The database, keys and tokens: for the owner's eyes only.
+	if (opts.acme.ca == "") != (opts.acme.email == "") {
+		return fmt.Errorf("--acme-ca and --acme-email go together: the CA needs a contact for the account")
+	}
 	if err := fsutil.PrivateDir(opts.dataDir, "hatch.db", adminTokenFile, sealKeyFile); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
@@ -151,7 +168,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	srv, err := wireServer(st, opts.dataDir, cfg, fleetCfg, deployCfg, hash, transport.fingerprint, log)
+	srv, err := wireServer(st, opts.dataDir, cfg, fleetCfg, deployCfg, opts.acme, hash, transport.fingerprint, log)
 	if err != nil {
 		return err
 	}
@@ -183,7 +200,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 // store: the providers that turn projects into desired state, the apply
 // protocol and the fleet over them, and the API over both. `hatch server`
 // and `hatch up` both run what it returns.
-func wireServer(st controlStore, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
+func wireServer(st controlStore, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config, acmeOpts acmeOptions,
 	adminHash, fingerprint string, log *zap.Logger) (*server.Server, error) {
 	blobs, err := blob.Open(filepath.Join(dataDir, "blobs"))
 	if err != nil {
@@ -203,15 +220,27 @@ func wireServer(st controlStore, dataDir string, cfg server.Config, fleetCfg fle
 	if err != nil {
 		return nil, err
 	}
+	// The ACME client obtains a certificate when an apply lands a route
+	// that needs one: the providers kick it.
+	var certs *acme.Manager
 	providers, err := provider.New(provider.Deps{
 		Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet:  provider.StoreFleet{List: st, Identities: st, Reports: st},
-		Box:    box,
-		Logger: log.With(zap.String("component", "providers")),
-		Now:    time.Now,
+		Fleet:     provider.StoreFleet{List: st, Identities: st, Reports: st},
+		Box:       box,
+		ACME:      acmeOpts.ca != "",
+		OnTLSAuto: func() { certs.Kick() },
+		Logger:    log.With(zap.String("component", "providers")),
+		Now:       time.Now,
 	})
 	if err != nil {
 		return nil, err
+	}
+	var background server.Background
+	if acmeOpts.ca != "" {
+		if certs, err = newACME(acmeOpts, dataDir, box, providers, st, log); err != nil {
+			return nil, err
+		}
+		background = certs
 	}
 	applies, err := deploy.New(deployCfg, deploy.Deps{
 		Resources: st, Plans: st, Leases: st, Applies: st, Projects: st, Events: st, Reports: st,
@@ -230,8 +259,36 @@ func wireServer(st controlStore, dataDir string, cfg server.Config, fleetCfg fle
 	}
 	return server.New(cfg, server.Deps{
 		Deploy: applies, Fleet: hosts, Desired: st, Box: box, Blobs: blobs,
-		Auth: server.NewTokenAuth(adminHash, st, time.Now), Logger: log, Now: time.Now,
+		Auth: server.NewTokenAuth(adminHash, st, time.Now), Logger: log, Now: time.Now, Certificates: background,
 	})
+}
+
+// newACME sets up the control plane's ACME client over the providers (the
+// desired states carry certificates and challenges to the hosts), its
+// account key sealed in the data dir.
+func newACME(opts acmeOptions, dataDir string, box *seal.Box, providers *provider.Set, events acme.EventRecorder, log *zap.Logger) (*acme.Manager, error) {
+	httpClient := http.DefaultClient
+	if opts.caRoot != "" {
+		pem, err := os.ReadFile(opts.caRoot)
+		if err != nil {
+			return nil, fmt.Errorf("--acme-ca-root: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--acme-ca-root %s: no PEM certificate in it", opts.caRoot)
+		}
+		httpClient = &http.Client{Timeout: 30 * time.Second,
+			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, Proxy: http.ProxyFromEnvironment}}
+	}
+	m, err := acme.New(acme.Config{
+		DirectoryURL: opts.ca, Email: opts.email, HTTPClient: httpClient,
+		AccountKeyFile: filepath.Join(dataDir, acmeAccountFile), Box: box,
+		Certificates: providers, Events: events, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--acme-ca: %w", err)
+	}
+	return m, nil
 }
 
 // serverID names this server in the leases it holds: the same after a

@@ -47,9 +47,12 @@ type Deps struct {
 	SecretGrace time.Duration
 	// ACME says the server has an ACME CA: routes of public DNS names are
 	// then served over HTTPS by default (contract.TLSAuto).
-	ACME   bool
-	Logger *zap.Logger      // nil: no logs
-	Now    func() time.Time // nil: time.Now
+	ACME bool
+	// OnTLSAuto is called when a route served with TLSAuto lands, so the
+	// ACME client obtains its certificate at apply time (nil: nothing).
+	OnTLSAuto func()
+	Logger    *zap.Logger      // nil: no logs
+	Now       func() time.Time // nil: time.Now
 }
 
 // DefaultSecretGrace keeps staged secret values as long as a plan lives by
@@ -71,6 +74,7 @@ type Set struct {
 	fleet    Fleet
 	grace    time.Duration
 	acme     bool
+	onAuto   func()
 	log      *zap.Logger
 	now      func() time.Time
 }
@@ -91,7 +95,7 @@ func New(d Deps) (*Set, error) {
 		return nil, err
 	}
 	s := &Set{statuses: d.Statuses, records: d.Records, events: d.Events, secrets: d.Secrets, box: d.Box,
-		sched: sched, delay: cfg.RescheduleDelay, fleet: d.Fleet, grace: d.SecretGrace, acme: d.ACME, log: d.Logger, now: d.Now}
+		sched: sched, delay: cfg.RescheduleDelay, fleet: d.Fleet, grace: d.SecretGrace, acme: d.ACME, onAuto: d.OnTLSAuto, log: d.Logger, now: d.Now}
 	if s.grace <= 0 {
 		s.grace = DefaultSecretGrace
 	}

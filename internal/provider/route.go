@@ -69,6 +69,9 @@ func (p routeProvider) attach(ctx context.Context, project string, r *resource.D
 		})
 		return nil
 	})
+	if err == nil && route.TLS == contract.TLSAuto && p.s.onAuto != nil {
+		p.s.onAuto()
+	}
 	return map[string]any{}, err
 }
 

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,7 +13,9 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/resource/inputs"
+	"github.com/hatchery/hatchery/internal/store"
 )
 
 // Certificate sources, in contract.Certificate.Source.
@@ -188,4 +191,33 @@ func (s *Set) SetChallenge(ctx context.Context, token, keyAuth string) error {
 		}
 		return nil
 	})
+}
+
+// ChallengeWaiting returns the live hosts whose latest status report does
+// not list the challenge's token yet: the ACME order proceeds once there are
+// none. Hosts down or removed are not waited for; the CA is not sent to them.
+func (s *Set) ChallengeWaiting(ctx context.Context, token string) ([]string, error) {
+	hosts, err := s.fleet.Hosts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list hosts: %w", err)
+	}
+	var waiting []string
+	for _, h := range hosts {
+		if h.Removed || h.State != placement.HostLive {
+			continue
+		}
+		st, err := s.statuses.Status(ctx, h.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			waiting = append(waiting, h.Name)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("status of %s: %w", h.ID, err)
+		}
+		var rep contract.StatusReport
+		if err := json.Unmarshal(st.Report, &rep); err != nil || !slices.Contains(rep.Challenges, token) {
+			waiting = append(waiting, h.Name)
+		}
+	}
+	return waiting, nil
 }

@@ -114,7 +114,14 @@ type DesiredStates interface {
 	WatchDesiredState(hostID string) <-chan struct{}
 }
 
-// Deps are what the server works with; every one is required.
+// Background is work the server starts with itself and stops at Close.
+type Background interface {
+	Start(ctx context.Context) error
+	Close()
+}
+
+// Deps are what the server works with; every one is required but those
+// marked optional.
 type Deps struct {
 	// Deploy is the apply protocol, Fleet the hosts and what runs on them.
 	// The server starts and stops both with itself.
@@ -127,6 +134,9 @@ type Deps struct {
 	Blobs   *blob.Store
 	Auth    Authenticator
 	Logger  *zap.Logger
+	// Certificates is the ACME client's loop, started and stopped with the
+	// server; nil when the server has no ACME CA (optional).
+	Certificates Background
 	// Now is the clock.
 	Now func() time.Time
 }
@@ -198,6 +208,13 @@ func (s *Server) Start(ctx context.Context) error {
 		s.deps.Fleet.Close()
 		return fmt.Errorf("start applies: %w", err)
 	}
+	if s.deps.Certificates != nil {
+		if err := s.deps.Certificates.Start(ctx); err != nil {
+			s.deps.Deploy.Close()
+			s.deps.Fleet.Close()
+			return fmt.Errorf("start the ACME client: %w", err)
+		}
+	}
 	s.started = true
 	return nil
 }
@@ -210,6 +227,9 @@ func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.closing) }) }
 func (s *Server) Close() {
 	s.Drain()
 	if s.started {
+		if s.deps.Certificates != nil {
+			s.deps.Certificates.Close()
+		}
 		s.deps.Deploy.Close()
 		s.deps.Fleet.Close()
 	}
