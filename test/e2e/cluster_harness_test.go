@@ -58,8 +58,12 @@ type cluster struct {
 	// net is the cluster's hosts when each agent has its own (nil when
 	// they share the test's engine).
 	net *netcluster.Cluster
-	// convergeInterval is clusterOptions.convergeInterval.
+	// convergeInterval, serverArgs, ingressPorts and https are
+	// clusterOptions'.
 	convergeInterval time.Duration
+	serverArgs       []string
+	ingressPorts     map[string]string
+	https            bool
 
 	mu       sync.Mutex // guards recorded and secrets
 	recorded []string   // CLI outputs and API answers
@@ -70,6 +74,8 @@ type cluster struct {
 type clAgent struct {
 	name, ip             string
 	ingressPort, dataDir string
+	// httpsPort is where its ingress serves HTTPS ("" for none).
+	httpsPort            string
 	adminPort, secretDir string
 	proc                 *clProc
 	past                 []*clProc // the processes before a restart, for the secret check
@@ -93,6 +99,13 @@ type clusterOptions struct {
 	// convergeInterval is the agents' timer between converges (default
 	// 2 s, for tests that wait on converges).
 	convergeInterval time.Duration
+	// serverArgs are added to the server's command line.
+	serverArgs []string
+	// ingressPorts fixes agents' ingress ports by name (a CA validating
+	// HTTP-01 must know the port before the agent starts); https gives
+	// every agent an HTTPS port.
+	ingressPorts map[string]string
+	https        bool
 }
 
 // Each agent has its host's network namespace to itself: fixed ports.
@@ -113,7 +126,8 @@ func newCluster(t testing.TB, opts clusterOptions) *cluster {
 	if opts.convergeInterval == 0 {
 		opts.convergeInterval = 2 * time.Second
 	}
-	c := &cluster{t: t, scope: dockertest.NewScope(t), bin: bin, dir: t.TempDir(), agents: map[string]*clAgent{}, convergeInterval: opts.convergeInterval}
+	c := &cluster{t: t, scope: dockertest.NewScope(t), bin: bin, dir: t.TempDir(), agents: map[string]*clAgent{}, convergeInterval: opts.convergeInterval,
+		serverArgs: opts.serverArgs, ingressPorts: opts.ingressPorts, https: opts.https}
 	if opts.hosts > 0 {
 		start := time.Now()
 		c.net = netcluster.Start(t, opts.hosts)
@@ -159,6 +173,7 @@ func (c *cluster) startServer(liveness time.Duration, ip string) {
 	if liveness > 0 {
 		args = append(args, "--liveness-timeout", liveness.String())
 	}
+	args = append(args, c.serverArgs...)
 	c.server = c.start("server", args, nil)
 	line := c.server.waitLine(c.t, "server URL on this machine: ", 30*time.Second)
 	c.url = strings.TrimSpace(strings.TrimPrefix(line, "server URL on this machine: "))
@@ -187,6 +202,12 @@ func (c *cluster) startAgent(name, ip string, host *netcluster.Host) *clAgent {
 		a.ingressPort, a.adminPort = netIngressPort, netAdminPort
 	} else {
 		a.ingressPort, a.adminPort = clFreePort(c.t, ip), clFreePort(c.t, ip)
+		if p, ok := c.ingressPorts[name]; ok {
+			a.ingressPort = p
+		}
+	}
+	if c.https {
+		a.httpsPort = clFreePort(c.t, ip)
 	}
 	c.agents[name] = a
 	c.runAgent(a, "--server", c.url, "--join", join, "--name", name)
@@ -214,7 +235,10 @@ func (c *cluster) runAgent(a *clAgent, extra ...string) {
 	args := []string{"agent", "--data-dir", a.dataDir,
 		"--ingress-addr", net.JoinHostPort(a.ip, a.ingressPort), "--admin-addr", net.JoinHostPort(a.ip, a.adminPort),
 		"--publish-addr", a.ip, "--mesh-addr", net.JoinHostPort(a.ip, "0"),
-		"--secret-dir", a.secretDir, "--converge-interval", c.convergeInterval.String()}
+		"--secret-dir", a.secretDir, "--converge-interval", c.convergeInterval.String(), "--https-addr", ""}
+	if a.httpsPort != "" {
+		args[len(args)-1] = net.JoinHostPort(a.ip, a.httpsPort)
+	}
 	for k, v := range c.scope.Labels(nil) {
 		args = append(args, "--label", k+"="+v)
 	}

@@ -1,0 +1,229 @@
+//go:build docker
+
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/testutil/dockertest"
+	"github.com/hatchery/hatchery/internal/testutil/pebbletest"
+)
+
+// TestHTTPSWithACMECertificatesAndTheUsersOwn runs the server with a real
+// ACME CA (pebble, validating HTTP-01 against the agent's ingress) and
+// applies a project with a route on a public name (tls: auto by default)
+// and a route with the user's certificate from secrets. The first is served
+// over HTTPS and HTTP/2 with a certificate chaining to pebble's root, after
+// pebble's validation request reached the ingress; plain HTTP redirects; a
+// new user certificate is served without a container restart; no private
+// key is in any log, event or answer.
+func TestHTTPSWithACMECertificatesAndTheUsersOwn(t *testing.T) {
+	const ip = "127.0.0.2"
+	ingressPort := clFreePort(t, ip)
+	ca := pebbletest.Start(t, pebbletest.Options{HTTPPort: mustPort(t, ingressPort), ResolveTo: ip})
+	c := newCluster(t, clusterOptions{agents: []string{"a"}, ingressPorts: map[string]string{"a": ingressPort}, https: true,
+		serverArgs: []string{"--acme-ca", ca.DirectoryURL, "--acme-email", "ops@hatch.test", "--acme-ca-root", ca.ListenerRootFile}})
+	a := c.agents["a"]
+	own := newTLSTestCA(t)
+	crt, key := own.leaf(t, "own.hatch.test", 1)
+	dir := writeProject(t, map[string]string{
+		"hatch.yaml": fmt.Sprintf(`project: tls
+secrets:
+  crt: {file: ./own.crt}
+  key: {file: ./own.key}
+eggs:
+  app:
+    image: %s
+    port: 8080
+    health: {http: /healthz, interval: 1s, timeout: 1s}
+    routes:
+      - {host: shop.hatch.test, hsts: true}
+      - {host: own.hatch.test, tls: {cert: "${secret.crt}", key: "${secret.key}"}}
+`, dockertest.Image(t, dockertest.ImageSpec{})),
+		"own.crt": string(crt), "own.key": string(key),
+	})
+	file := filepath.Join(dir, "hatch.yaml")
+	c.keepFileSecrets(filepath.Join(dir, "own.key"))
+	plan := c.mustHatch(nil, "plan", "-f", file)
+	if !strings.Contains(plan, "shop.hatch.test to app (HTTPS, certificate from the ACME CA)") ||
+		!strings.Contains(plan, "own.hatch.test to app (HTTPS, certificate from secrets)") {
+		t.Fatalf("the plan does not say how the routes are served:\n%s", plan)
+	}
+	start := time.Now()
+	c.mustHatch(nil, "apply", "-f", file, "--yes")
+
+	httpsAddr := net.JoinHostPort(ip, a.httpsPort)
+	pebbleRoots := ca.IssuingRoots(t)
+	var resp *http.Response
+	dockertest.Eventually(t, 60*time.Second, 250*time.Millisecond, func() error {
+		r, err := httpsGet(t.Context(), httpsAddr, "shop.hatch.test", "/healthz", pebbleRoots)
+		if err != nil {
+			return err
+		}
+		resp = r
+		return nil
+	})
+	t.Logf("HTTPS with pebble's certificate %v after the apply", time.Since(start).Round(time.Millisecond))
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+		t.Fatalf("HTTPS GET: %s over %s, want 200 over HTTP/2", resp.Status, resp.Proto)
+	}
+	if resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Error("no HSTS on a route that asks for it")
+	}
+	if !strings.Contains(a.proc.stderr()+a.proc.stdout(), "ACME challenge answered") {
+		t.Error("the agent's log does not show pebble's validation request answered by the ingress")
+	}
+
+	// Plain HTTP redirects to HTTPS, on the agent's HTTPS port.
+	plain := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 5 * time.Second}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, a.IngressURL()+"/version?x=1", nil)
+	req.Host = "shop.hatch.test"
+	pr, err := plain.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.Body.Close()
+	if want := "https://shop.hatch.test:" + a.httpsPort + "/version?x=1"; pr.StatusCode != http.StatusPermanentRedirect || pr.Header.Get("Location") != want {
+		t.Fatalf("plain HTTP: %s to %q, want 308 to %q", pr.Status, pr.Header.Get("Location"), want)
+	}
+
+	// The user's certificate is served, and a new one replaces it without
+	// a container restart.
+	serialOf := func() (int64, error) {
+		conn, err := tls.Dial("tcp", httpsAddr, &tls.Config{ServerName: "own.hatch.test", RootCAs: own.pool})
+		if err != nil {
+			return 0, err
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64(), nil
+	}
+	dockertest.Eventually(t, 30*time.Second, 250*time.Millisecond, func() error {
+		s, err := serialOf()
+		if err == nil && s != 1 {
+			err = fmt.Errorf("serial %d, want 1", s)
+		}
+		return err
+	})
+	before := containerIDs(c.projectContainers("default", "tls", "app", ""))
+	crt2, key2 := own.leaf(t, "own.hatch.test", 2)
+	for name, data := range map[string][]byte{"own.crt": crt2, "own.key": key2} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.keepFileSecrets(filepath.Join(dir, "own.key"))
+	c.mustHatch(nil, "apply", "-f", file, "--yes")
+	dockertest.Eventually(t, 30*time.Second, 250*time.Millisecond, func() error {
+		s, err := serialOf()
+		if err == nil && s != 2 {
+			err = fmt.Errorf("serial %d, want 2", s)
+		}
+		return err
+	})
+	if after := containerIDs(c.projectContainers("default", "tls", "app", "")); !slices.Equal(before, after) {
+		t.Fatalf("a new certificate restarted containers: %v, were %v", after, before)
+	}
+
+	events := c.mustHatch(nil, "events")
+	if !strings.Contains(events, "certificate.issued") {
+		t.Errorf("no certificate.issued event:\n%s", events)
+	}
+	c.mustHatch(nil, "status")
+	c.getJSON("/api/v1/events?limit=1000", nil)
+	c.mustHatch(nil, "destroy", "tls", "--yes")
+	// The secret check runs when the test ends (newCluster's cleanup):
+	// the private keys are nowhere in the logs, outputs and answers.
+}
+
+// httpsGet GETs path from name over HTTPS at addr, trusting roots.
+func httpsGet(ctx context.Context, addr, name, path string, roots *x509.CertPool) (*http.Response, error) {
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dial,
+		TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+name+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	client.CloseIdleConnections()
+	return resp, nil
+}
+
+func mustPort(t testing.TB, port string) int {
+	t.Helper()
+	var p int
+	if _, err := fmt.Sscan(port, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tlsTestCA signs the user's own certificates in the TLS tests.
+type tlsTestCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTLSTestCA(t testing.TB) *tlsTestCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "user CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &tlsTestCA{cert: cert, key: key, pool: pool}
+}
+
+func (ca *tlsTestCA) leaf(t testing.TB, host string, serial int64) (chain, key []byte) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &k.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
