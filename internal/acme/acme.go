@@ -31,8 +31,8 @@ import (
 	"sync"
 	"time"
 
-	xacme "golang.org/x/crypto/acme"
 	"go.uber.org/zap"
+	xacme "golang.org/x/crypto/acme"
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/fsutil"
