@@ -57,6 +57,8 @@ type serverOptions struct {
 // acmeOptions configure the control plane's ACME client (none without a CA).
 type acmeOptions struct {
 	ca, email, caRoot string
+	// checkEvery is how often the names are checked for renewal (tests).
+	checkEvery time.Duration
 }
 
 func newServerCmd() *cobra.Command {
@@ -108,6 +110,8 @@ migrate copies a SQLite store into PostgreSQL.`,
 	f.StringVar(&opts.acme.ca, "acme-ca", "", "the ACME directory URL of the CA certificates for routes come from (tls: auto); without one, routes are served over plain HTTP unless they bring their own certificate")
 	f.StringVar(&opts.acme.email, "acme-email", "", "the contact address of the ACME account (required with --acme-ca)")
 	f.StringVar(&opts.acme.caRoot, "acme-ca-root", "", "a PEM file of root certificates to trust for the ACME CA's own HTTPS (a private or test CA)")
+	f.DurationVar(&opts.acme.checkEvery, "acme-check-interval", time.Minute, "how often certificates are checked for renewal")
+	_ = f.MarkHidden("acme-check-interval") // for tests; the name exists, so this cannot fail
 	f.IntVar(&opts.maxReplicas, "max-replicas", deploy.DefaultMaxReplicas,
 		fmt.Sprintf("the most replicas a plan may ask for per egg (at most %d)", spec.MaxReplicas))
 	return cmd
@@ -283,7 +287,7 @@ func newACME(opts acmeOptions, dataDir string, box *seal.Box, providers *provide
 	m, err := acme.New(acme.Config{
 		DirectoryURL: opts.ca, Email: opts.email, HTTPClient: httpClient,
 		AccountKeyFile: filepath.Join(dataDir, acmeAccountFile), Box: box,
-		Certificates: providers, Events: events, Logger: log,
+		Certificates: providers, Events: events, Logger: log, CheckEvery: opts.checkEvery,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--acme-ca: %w", err)

@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -20,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,10 +40,13 @@ import (
 func TestHTTPSWithACMECertificatesAndTheUsersOwn(t *testing.T) {
 	const ip = "127.0.0.2"
 	ingressPort := clFreePort(t, ip)
-	ca := pebbletest.Start(t, pebbletest.Options{HTTPPort: mustPort(t, ingressPort), ResolveTo: ip})
-	c := newCluster(t, clusterOptions{agents: []string{"a"}, ingressPorts: map[string]string{"a": ingressPort}, https: true,
-		serverArgs: []string{"--acme-ca", ca.DirectoryURL, "--acme-email", "ops@hatch.test", "--acme-ca-root", ca.ListenerRootFile}})
-	a := c.agents["a"]
+	// Certificates live 20 s: renewed with a third of their life left,
+	// every 13 s or so, while the test runs.
+	ca := pebbletest.Start(t, pebbletest.Options{HTTPPort: mustPort(t, ingressPort), ResolveTo: ip, Validity: 20 * time.Second})
+	c := newCluster(t, clusterOptions{agents: []string{"a", "b"}, ingressPorts: map[string]string{"a": ingressPort}, https: true,
+		serverArgs: []string{"--acme-ca", ca.DirectoryURL, "--acme-email", "ops@hatch.test", "--acme-ca-root", ca.ListenerRootFile,
+			"--acme-check-interval", "1s"}})
+	a, b := c.agents["a"], c.agents["b"]
 	own := newTLSTestCA(t)
 	crt, key := own.leaf(t, "own.hatch.test", 1)
 	dir := writeProject(t, map[string]string{
@@ -52,6 +57,7 @@ secrets:
 eggs:
   app:
     image: %s
+    replicas: 2
     port: 8080
     health: {http: /healthz, interval: 1s, timeout: 1s}
     routes:
@@ -90,6 +96,41 @@ eggs:
 	}
 	if !strings.Contains(a.proc.stderr()+a.proc.stdout(), "ACME challenge answered") {
 		t.Error("the agent's log does not show pebble's validation request answered by the ingress")
+	}
+
+	// Every host serves the same certificate, from one order (pebble sends
+	// its validation to a alone: the name resolves there).
+	dockertest.Eventually(t, 10*time.Second, 250*time.Millisecond, func() error {
+		ca, errA := peerCertificate(net.JoinHostPort(ip, a.httpsPort), "shop.hatch.test", pebbleRoots)
+		cb, errB := peerCertificate(net.JoinHostPort(b.ip, b.httpsPort), "shop.hatch.test", pebbleRoots)
+		if err := errors.Join(errA, errB); err != nil {
+			return err
+		}
+		if !ca.Equal(cb) {
+			return fmt.Errorf("a serves serial %s, b serial %s", ca.SerialNumber, cb.SerialNumber)
+		}
+		return nil
+	})
+
+	// 8 keep-alive HTTPS clients through a roll of the egg and a renewal
+	// of the certificate: no failed request.
+	first, err := peerCertificate(httpsAddr, "shop.hatch.test", pebbleRoots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := startHTTPSLoad(t, httpsAddr, "shop.hatch.test", pebbleRoots, 8)
+	c.mustHatch(nil, "rollout", "restart", "tls/app")
+	dockertest.Eventually(t, 40*time.Second, 250*time.Millisecond, func() error {
+		now, err := peerCertificate(httpsAddr, "shop.hatch.test", pebbleRoots)
+		if err == nil && now.Equal(first) {
+			err = fmt.Errorf("still serial %s", first.SerialNumber)
+		}
+		return err
+	})
+	ok, failed := load.stop()
+	t.Logf("under load through a roll and a renewal: %d requests, %d failed", ok+len(failed), len(failed))
+	if len(failed) > 0 || ok == 0 {
+		t.Fatalf("%d requests succeeded, %d failed: %v", ok, len(failed), failed[:min(len(failed), 5)])
 	}
 
 	// Plain HTTP redirects to HTTPS, on the agent's HTTPS port.
@@ -143,14 +184,82 @@ eggs:
 	}
 
 	events := c.mustHatch(nil, "events")
-	if !strings.Contains(events, "certificate.issued") {
-		t.Errorf("no certificate.issued event:\n%s", events)
+	if n := strings.Count(events, "certificate.issued"); n != 1 || !strings.Contains(events, "certificate.renewed") {
+		t.Errorf("%d certificate.issued events, want one order for the cluster, then renewals:\n%s", n, events)
 	}
 	c.mustHatch(nil, "status")
 	c.getJSON("/api/v1/events?limit=1000", nil)
 	c.mustHatch(nil, "destroy", "tls", "--yes")
 	// The secret check runs when the test ends (newCluster's cleanup):
 	// the private keys are nowhere in the logs, outputs and answers.
+}
+
+// peerCertificate is the leaf certificate addr serves for name.
+func peerCertificate(addr, name string, roots *x509.CertPool) (*x509.Certificate, error) {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{ServerName: name, RootCAs: roots})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0], nil
+}
+
+// httpsLoad is clients each GETting in a loop on one kept-alive HTTP/2
+// connection, every failure kept.
+type httpsLoad struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	ok     int
+	failed []string
+}
+
+func startHTTPSLoad(t testing.TB, addr, name string, roots *x509.CertPool, clients int) *httpsLoad {
+	ctx, cancel := context.WithCancel(t.Context())
+	l := &httpsLoad{cancel: cancel}
+	for range clients {
+		dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dial,
+			TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true}}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer client.CloseIdleConnections()
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+name+"/version", nil)
+				resp, err := client.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != 200 {
+						err = fmt.Errorf("status %s", resp.Status)
+					}
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				l.mu.Lock()
+				if err != nil {
+					l.failed = append(l.failed, err.Error())
+				} else {
+					l.ok++
+				}
+				l.mu.Unlock()
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
+	return l
+}
+
+func (l *httpsLoad) stop() (int, []string) {
+	l.cancel()
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ok, l.failed
 }
 
 // httpsGet GETs path from name over HTTPS at addr, trusting roots.
