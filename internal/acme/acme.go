@@ -300,6 +300,23 @@ func (m *Manager) Statuses(ctx context.Context) ([]Status, error) {
 	return out, nil
 }
 
+// LastErrors returns, by hostname, why its last attempt failed (only the
+// names whose last attempt failed). A nil Manager has none.
+func (m *Manager) LastErrors() map[string]string {
+	out := map[string]string{}
+	if m == nil {
+		return out
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, st := range m.state {
+		if st.lastError != "" {
+			out[name] = st.lastError
+		}
+	}
+	return out
+}
+
 // obtain runs one order for name: HTTP-01 through every host's ingress.
 func (m *Manager) obtain(ctx context.Context, name string) error {
 	client, err := m.account(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -17,8 +18,10 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hatchery/hatchery/internal/acme"
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/fsutil"
@@ -264,7 +267,39 @@ func wireServer(st controlStore, dataDir string, cfg server.Config, fleetCfg fle
 	return server.New(cfg, server.Deps{
 		Deploy: applies, Fleet: hosts, Desired: st, Box: box, Blobs: blobs,
 		Auth: server.NewTokenAuth(adminHash, st, time.Now), Logger: log, Now: time.Now, Certificates: background,
+		TLS: certificateStatus{providers: providers, acme: certs},
 	})
+}
+
+// certificateStatus is what hatch status shows of the certificates: the
+// desired states' (issuer, expiry) and the ACME client's last errors.
+type certificateStatus struct {
+	providers *provider.Set
+	acme      *acme.Manager // nil without an ACME CA
+}
+
+func (c certificateStatus) Certificates(ctx context.Context) ([]api.Certificate, error) {
+	names, err := c.providers.TLSHosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	errs := c.acme.LastErrors()
+	out := make([]api.Certificate, 0, len(names))
+	for _, n := range names {
+		ac := api.Certificate{Host: n.Host, Source: provider.SourceACME, LastError: errs[n.Host]}
+		if n.Mode == contract.TLSSecret {
+			ac.Source = provider.SourceSecret
+		}
+		if n.Cert != nil {
+			if block, _ := pem.Decode([]byte(n.Cert.Chain)); block != nil {
+				if leaf, err := x509.ParseCertificate(block.Bytes); err == nil {
+					ac.Issuer, ac.NotAfter = leaf.Issuer.CommonName, leaf.NotAfter
+				}
+			}
+		}
+		out = append(out, ac)
+	}
+	return out, nil
 }
 
 // newACME sets up the control plane's ACME client over the providers (the

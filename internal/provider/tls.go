@@ -221,3 +221,42 @@ func (s *Set) ChallengeWaiting(ctx context.Context, token string) ([]string, err
 	}
 	return waiting, nil
 }
+
+// TLSName is a hostname served over HTTPS and the certificate it has.
+type TLSName struct {
+	Host string
+	Mode string // contract.TLSAuto or contract.TLSSecret
+	Cert *contract.Certificate
+}
+
+// TLSHosts lists the hostnames served over HTTPS, sorted, with their
+// certificates.
+func (s *Set) TLSHosts(ctx context.Context) ([]TLSName, error) {
+	v, err := s.states.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byHost := map[string]*TLSName{}
+	for _, d := range v.states {
+		for _, w := range d.Workloads {
+			for _, r := range w.Routes {
+				if r.TLS != contract.TLSOff {
+					byHost[r.Host] = &TLSName{Host: r.Host, Mode: r.TLS}
+				}
+			}
+		}
+	}
+	for _, d := range v.states {
+		for _, c := range d.Certificates {
+			if n := byHost[c.Host]; n != nil && n.Cert == nil {
+				cc := c
+				n.Cert = &cc
+			}
+		}
+	}
+	out := make([]TLSName, 0, len(byHost))
+	for _, h := range slices.Sorted(maps.Keys(byHost)) {
+		out = append(out, *byHost[h])
+	}
+	return out, nil
+}

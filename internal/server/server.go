@@ -27,6 +27,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
@@ -114,6 +115,12 @@ type DesiredStates interface {
 	WatchDesiredState(hostID string) <-chan struct{}
 }
 
+// CertificateLister lists the certificates of the hostnames served over
+// HTTPS.
+type CertificateLister interface {
+	Certificates(ctx context.Context) ([]api.Certificate, error)
+}
+
 // Background is work the server starts with itself and stops at Close.
 type Background interface {
 	Start(ctx context.Context) error
@@ -137,6 +144,9 @@ type Deps struct {
 	// Certificates is the ACME client's loop, started and stopped with the
 	// server; nil when the server has no ACME CA (optional).
 	Certificates Background
+	// TLS lists the certificates of the hostnames served over HTTPS, for
+	// status (optional: none).
+	TLS CertificateLister
 	// Now is the clock.
 	Now func() time.Time
 }

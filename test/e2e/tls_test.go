@@ -187,8 +187,14 @@ eggs:
 	if n := strings.Count(events, "certificate.issued"); n != 1 || !strings.Contains(events, "certificate.renewed") {
 		t.Errorf("%d certificate.issued events, want one order for the cluster, then renewals:\n%s", n, events)
 	}
-	c.mustHatch(nil, "status")
+	status := c.mustHatch(nil, "status")
+	for _, want := range []string{"certificates", "shop.hatch.test  acme", "Pebble", "own.hatch.test   secret", "user CA"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("hatch status lacks %q:\n%s", want, status)
+		}
+	}
 	c.getJSON("/api/v1/events?limit=1000", nil)
+	c.getJSON("/api/v1/certificates", nil)
 	c.mustHatch(nil, "destroy", "tls", "--yes")
 	// The secret check runs when the test ends (newCluster's cleanup):
 	// the private keys are nowhere in the logs, outputs and answers.
