@@ -20,6 +20,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -70,11 +71,15 @@ type Config struct {
 	HTTPClient *http.Client
 	// AccountKeyFile keeps the account's key, sealed with Box.
 	AccountKeyFile string
-	Box            *seal.Box
-	Certificates   Certificates
-	Events         EventRecorder
-	Logger         *zap.Logger
-	Now            func() time.Time
+	// StateFile keeps each name's failures and next try across restarts,
+	// so a restarted server does not hit a failing CA at once ("": kept in
+	// memory only).
+	StateFile    string
+	Box          *seal.Box
+	Certificates Certificates
+	Events       EventRecorder
+	Logger       *zap.Logger
+	Now          func() time.Time
 	// CheckEvery is how often names are checked without a kick (renewals;
 	// default 1 minute).
 	CheckEvery time.Duration
@@ -102,9 +107,9 @@ type Manager struct {
 
 // nameState is a name's last attempt, for back-off and status.
 type nameState struct {
-	failures  int
-	nextTry   time.Time
-	lastError string
+	Failures  int       `json:"failures"`
+	NextTry   time.Time `json:"next_try"`
+	LastError string    `json:"last_error,omitempty"`
 }
 
 // Status is a name's certificate as the manager sees it.
@@ -143,7 +148,33 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxBackoff < cfg.MinBackoff {
 		cfg.MaxBackoff = max(time.Hour, cfg.MinBackoff)
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger.Named("acme"), kick: make(chan struct{}, 1), state: map[string]*nameState{}}, nil
+	m := &Manager{cfg: cfg, log: cfg.Logger.Named("acme"), kick: make(chan struct{}, 1), state: map[string]*nameState{}}
+	if cfg.StateFile != "" {
+		data, err := os.ReadFile(cfg.StateFile)
+		switch {
+		case err == nil:
+			if err := json.Unmarshal(data, &m.state); err != nil {
+				return nil, fmt.Errorf("acme: state %s: %w", cfg.StateFile, err)
+			}
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, fmt.Errorf("acme: state: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// saveState keeps the names' back-off. The caller holds mu.
+func (m *Manager) saveState() {
+	if m.cfg.StateFile == "" {
+		return
+	}
+	data, err := json.Marshal(m.state)
+	if err == nil {
+		err = fsutil.WriteFileAtomic(m.cfg.StateFile, data, 0o600)
+	}
+	if err != nil {
+		m.log.Warn("ACME back-off not kept", zap.Error(err))
+	}
 }
 
 // Kick makes the manager check the names now (an apply landed). A nil
@@ -223,7 +254,7 @@ func (m *Manager) due(name string, cur *contract.Certificate) bool {
 	m.mu.Lock()
 	st := m.state[name]
 	m.mu.Unlock()
-	if st != nil && now.Before(st.nextTry) {
+	if st != nil && now.Before(st.NextTry) {
 		return false
 	}
 	if cur == nil {
@@ -248,13 +279,13 @@ func (m *Manager) record(ctx context.Context, name string, prev *contract.Certif
 	}
 	ev := store.Event{Time: m.cfg.Now(), Resource: "route/" + name}
 	if err != nil {
-		st.failures++
-		wait := m.cfg.MinBackoff << min(st.failures-1, 16)
+		st.Failures++
+		wait := m.cfg.MinBackoff << min(st.Failures-1, 16)
 		if wait > m.cfg.MaxBackoff || wait <= 0 {
 			wait = m.cfg.MaxBackoff
 		}
-		st.nextTry = m.cfg.Now().Add(wait)
-		st.lastError = err.Error()
+		st.NextTry = m.cfg.Now().Add(wait)
+		st.LastError = err.Error()
 		ev.Type = store.EventCertificateFailed
 		ev.Message = fmt.Sprintf("certificate for %s: %v (next try in %s)", name, err, wait.Round(time.Second))
 		if prev != nil {
@@ -262,7 +293,7 @@ func (m *Manager) record(ctx context.Context, name string, prev *contract.Certif
 		}
 		m.log.Warn("certificate not obtained", zap.String("name", name), zap.Error(err), zap.Duration("retry_in", wait))
 	} else {
-		st.failures, st.nextTry, st.lastError = 0, time.Time{}, ""
+		st.Failures, st.NextTry, st.LastError = 0, time.Time{}, ""
 		ev.Type = store.EventCertificateIssued
 		ev.Message = "certificate issued for " + name
 		if prev != nil {
@@ -270,6 +301,7 @@ func (m *Manager) record(ctx context.Context, name string, prev *contract.Certif
 		}
 		m.log.Info(ev.Message, zap.String("name", name))
 	}
+	m.saveState()
 	m.mu.Unlock()
 	if _, err := m.cfg.Events.AppendEvent(context.WithoutCancel(ctx), ev); err != nil {
 		m.log.Warn("event not recorded", zap.Error(err))
@@ -293,7 +325,7 @@ func (m *Manager) Statuses(ctx context.Context) ([]Status, error) {
 			}
 		}
 		if st := m.state[name]; st != nil {
-			s.LastError = st.lastError
+			s.LastError = st.LastError
 		}
 		out = append(out, s)
 	}
@@ -310,8 +342,8 @@ func (m *Manager) LastErrors() map[string]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for name, st := range m.state {
-		if st.lastError != "" {
-			out[name] = st.lastError
+		if st.LastError != "" {
+			out[name] = st.LastError
 		}
 	}
 	return out

@@ -173,9 +173,12 @@ func TestAFailingCABacksOff(t *testing.T) {
 	box, _ := seal.New(bytes.Repeat([]byte{9}, 32))
 	ev := &events{}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	m, err := New(Config{DirectoryURL: url, Email: "ops@hatch.test", AccountKeyFile: filepath.Join(t.TempDir(), "account.key"),
-		Box: box, Certificates: h, Events: ev, Logger: zaptest.NewLogger(t), Now: func() time.Time { return now },
-		MinBackoff: time.Minute, MaxBackoff: 10 * time.Minute})
+	dir := t.TempDir()
+	cfg := Config{DirectoryURL: url, Email: "ops@hatch.test", AccountKeyFile: filepath.Join(dir, "account.key"),
+		StateFile: filepath.Join(dir, "state.json"),
+		Box:       box, Certificates: h, Events: ev, Logger: zaptest.NewLogger(t), Now: func() time.Time { return now },
+		MinBackoff: time.Minute, MaxBackoff: 10 * time.Minute}
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,5 +203,21 @@ func TestAFailingCABacksOff(t *testing.T) {
 	st, _ := m.Statuses(t.Context())
 	if len(st) != 1 || st[0].LastError == "" {
 		t.Fatalf("statuses %+v, want the last error", st)
+	}
+	// A restarted server keeps the back-off: no attempt before it ends.
+	restarted, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := attempts()
+	now = now.Add(9 * time.Minute)
+	restarted.CheckOnce(t.Context())
+	if attempts() != n {
+		t.Fatal("a restarted server tried within the back-off")
+	}
+	now = now.Add(time.Minute)
+	restarted.CheckOnce(t.Context())
+	if attempts() != n+1 {
+		t.Fatal("a restarted server did not try after the back-off")
 	}
 }

@@ -38,6 +38,8 @@ const (
 	sealKeyFile    = "seal.key"
 	// acmeAccountFile keeps the ACME account's key, sealed.
 	acmeAccountFile = "acme-account.key"
+	// acmeStateFile keeps the ACME client's back-off per name.
+	acmeStateFile = "acme-state.json"
 )
 
 type serverOptions struct {
@@ -321,7 +323,7 @@ func newACME(opts acmeOptions, dataDir string, box *seal.Box, providers *provide
 	}
 	m, err := acme.New(acme.Config{
 		DirectoryURL: opts.ca, Email: opts.email, HTTPClient: httpClient,
-		AccountKeyFile: filepath.Join(dataDir, acmeAccountFile), Box: box,
+		AccountKeyFile: filepath.Join(dataDir, acmeAccountFile), StateFile: filepath.Join(dataDir, acmeStateFile), Box: box,
 		Certificates: providers, Events: events, Logger: log, CheckEvery: opts.checkEvery,
 	})
 	if err != nil {
