@@ -150,6 +150,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	cfg.HostID, cfg.DataDir, cfg.Logger = id.HostID, opts.DataDir, log
 	cfg.Docker, cfg.ControlPlane, cfg.Events, cfg.Changes, cfg.Router = eng, cp, dc, changes, in
 	cfg.Mesh, cfg.MeshAddresses, cfg.RelayImage = m, advertise, relayImage
+	cfg.HTTPPort, cfg.HTTPSPort = portOf(in.HTTPAddr()), portOf(in.HTTPSAddr())
 	cfg.Capacity = hostCapacity(ctx, dc, hostLog)
 	if opts.ConvergeInterval > 0 {
 		cfg.ConvergeInterval = opts.ConvergeInterval
@@ -300,4 +301,12 @@ func parsePrefixes(values []string) ([]netip.Prefix, error) {
 		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
 	return out, nil
+}
+
+// portOf is a listener's TCP port, 0 for none.
+func portOf(a net.Addr) int {
+	if tcp, ok := a.(*net.TCPAddr); ok {
+		return tcp.Port
+	}
+	return 0
 }

@@ -292,6 +292,11 @@ type StatusReport struct {
 	// Challenges are the tokens of the desired state's ACME challenges
 	// that the host's ingress answers now.
 	Challenges []string `json:"challenges,omitempty"`
+	// HTTPPort and HTTPSPort are where the host's ingress listens (0:
+	// not at all, or an agent that does not say): the plan warns when a
+	// route with an ACME certificate lands on hosts not on 80 and 443.
+	HTTPPort  int `json:"http_port,omitempty"`
+	HTTPSPort int `json:"https_port,omitempty"`
 }
 
 // HostCapacity is a host's total memory and CPU, as its Docker Engine reports.

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"math/big"
@@ -124,5 +125,32 @@ func TestTLSDefaultsToAutoForPublicNamesOnlyWithAnACMECA(t *testing.T) {
 				t.Errorf("acme %v: route %s TLS %q, want %q", acme, h, got[h], m)
 			}
 		}
+	}
+}
+
+func TestThePlanWarnsWhenAnACMERouteLandsOnHostsOffTheStandardPorts(t *testing.T) {
+	e := newEnv(t, "h1", "h2")
+	e.set.acme = true
+	for host, ports := range map[string][2]int{"h1": {80, 443}, "h2": {8080, 0}} {
+		rep, _ := json.Marshal(contract.StatusReport{HostID: host, Time: e.clock.Now(), HTTPPort: ports[0], HTTPSPort: ports[1]})
+		if _, err := e.st.PutStatus(t.Context(), host, rep, e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps, err := e.preview("default/a", "project: a\neggs:\n  web: {image: w:1, port: 80, routes: [shop.example.com, shop.localhost]}\n", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warnings []string
+	for _, hs := range steps {
+		for _, s := range hs.Steps {
+			if strings.HasPrefix(s, "warning:") {
+				warnings = append(warnings, hs.Name+": "+s)
+			}
+		}
+	}
+	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "h2: ") || !strings.Contains(warnings[0], "listens on :8080 and none") ||
+		!strings.Contains(warnings[0], "shop.example.com") {
+		t.Fatalf("warnings %q, want one for h2 on shop.example.com", warnings)
 	}
 }

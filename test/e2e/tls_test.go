@@ -73,6 +73,9 @@ eggs:
 		!strings.Contains(plan, "own.hatch.test to app (HTTPS, certificate from secrets)") {
 		t.Fatalf("the plan does not say how the routes are served:\n%s", plan)
 	}
+	if !strings.Contains(plan, "warning: route shop.hatch.test gets its certificate over HTTP-01 on port 80") {
+		t.Errorf("the plan does not warn that the hosts' ingresses are off ports 80 and 443:\n%s", plan)
+	}
 	start := time.Now()
 	c.mustHatch(nil, "apply", "-f", file, "--yes")
 
