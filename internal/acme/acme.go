@@ -49,8 +49,8 @@ type Certificates interface {
 	// each has now (nil if none).
 	TLSNames(ctx context.Context) (map[string]*contract.Certificate, error)
 	PutCertificate(ctx context.Context, c contract.Certificate) error
-	// SetChallenge adds a challenge, or removes it when keyAuth is "".
-	SetChallenge(ctx context.Context, token, keyAuth string) error
+	// SetChallenge adds a challenge (add), or removes it by its token.
+	SetChallenge(ctx context.Context, c contract.Challenge, add bool) error
 	// ChallengeWaiting names the live hosts that do not answer the token yet.
 	ChallengeWaiting(ctx context.Context, token string) ([]string, error)
 }
@@ -66,6 +66,9 @@ type Config struct {
 	DirectoryURL string
 	// Email is the account's contact.
 	Email string
+	// Challenge is the challenge type answered: ChallengeHTTP01 (the
+	// default; the CA connects to port 80) or ChallengeTLSALPN01 (to 443).
+	Challenge string
 	// HTTPClient talks to the CA (nil: http.DefaultClient); a test CA's
 	// root goes in its transport.
 	HTTPClient *http.Client
@@ -90,6 +93,12 @@ type Config struct {
 	// a name, doubled at each failure (defaults 1 minute and 1 hour).
 	MinBackoff, MaxBackoff time.Duration
 }
+
+// The challenge types the manager answers.
+const (
+	ChallengeHTTP01    = "http-01"
+	ChallengeTLSALPN01 = "tls-alpn-01"
+)
 
 // Manager keeps the TLSAuto names' certificates. Start it once; Kick it
 // when routes may have changed.
@@ -129,6 +138,13 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("acme: %q is not a contact address (--acme-email ops@example.com)", cfg.Email)
 	case cfg.AccountKeyFile == "" || cfg.Box == nil || cfg.Certificates == nil || cfg.Events == nil || cfg.Logger == nil:
 		return nil, errors.New("acme: AccountKeyFile, Box, Certificates, Events and Logger must be set")
+	}
+	switch cfg.Challenge {
+	case "":
+		cfg.Challenge = ChallengeHTTP01
+	case ChallengeHTTP01, ChallengeTLSALPN01:
+	default:
+		return nil, fmt.Errorf("acme: unknown challenge type %q: %s or %s", cfg.Challenge, ChallengeHTTP01, ChallengeTLSALPN01)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -406,22 +422,22 @@ func (m *Manager) authorize(ctx context.Context, client *xacme.Client, url strin
 	}
 	var chal *xacme.Challenge
 	for _, c := range z.Challenges {
-		if c.Type == "http-01" {
+		if c.Type == m.cfg.Challenge {
 			chal = c
 		}
 	}
 	if chal == nil {
-		return fmt.Errorf("the CA offers no http-01 challenge for %s", z.Identifier.Value)
+		return fmt.Errorf("the CA offers no %s challenge for %s", m.cfg.Challenge, z.Identifier.Value)
 	}
-	keyAuth, err := client.HTTP01ChallengeResponse(chal.Token)
+	answer, err := m.answer(client, chal, z.Identifier.Value)
 	if err != nil {
 		return err
 	}
-	if err := m.cfg.Certificates.SetChallenge(ctx, chal.Token, keyAuth); err != nil {
+	if err := m.cfg.Certificates.SetChallenge(ctx, answer, true); err != nil {
 		return fmt.Errorf("hand the challenge to the hosts: %w", err)
 	}
 	defer func() {
-		if err := m.cfg.Certificates.SetChallenge(context.WithoutCancel(ctx), chal.Token, ""); err != nil {
+		if err := m.cfg.Certificates.SetChallenge(context.WithoutCancel(ctx), contract.Challenge{Token: chal.Token}, false); err != nil {
 			m.log.Warn("challenge not withdrawn", zap.Error(err))
 		}
 	}()
@@ -435,6 +451,26 @@ func (m *Manager) authorize(ctx context.Context, client *xacme.Client, url strin
 		return fmt.Errorf("validation of %s: %w", z.Identifier.Value, err)
 	}
 	return nil
+}
+
+// answer is what the hosts present for a challenge: the key authorization
+// for HTTP-01, the self-signed certificate for TLS-ALPN-01.
+func (m *Manager) answer(client *xacme.Client, chal *xacme.Challenge, name string) (contract.Challenge, error) {
+	if chal.Type == ChallengeHTTP01 {
+		keyAuth, err := client.HTTP01ChallengeResponse(chal.Token)
+		return contract.Challenge{Token: chal.Token, KeyAuth: keyAuth}, err
+	}
+	cert, err := client.TLSALPN01ChallengeCert(chal.Token, name)
+	if err != nil {
+		return contract.Challenge{}, err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return contract.Challenge{}, err
+	}
+	return contract.Challenge{Token: chal.Token, Host: name,
+		ALPNCert: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})),
+		ALPNKey:  contract.SecretValue(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))}, nil
 }
 
 // waitLoaded waits until every live host reports the token loaded.

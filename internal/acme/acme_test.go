@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +30,8 @@ type hosts struct {
 	mu         sync.Mutex
 	names      map[string]*contract.Certificate
 	challenges map[string]string
+	alpn       map[string]*tls.Certificate
+	alpnHost   map[string]string // token -> host
 	answered   int
 	puts       int
 }
@@ -50,15 +54,39 @@ func (h *hosts) PutCertificate(_ context.Context, c contract.Certificate) error 
 	return nil
 }
 
-func (h *hosts) SetChallenge(_ context.Context, token, keyAuth string) error {
+func (h *hosts) SetChallenge(_ context.Context, c contract.Challenge, add bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if keyAuth == "" {
-		delete(h.challenges, token)
-	} else {
-		h.challenges[token] = keyAuth
+	if !add {
+		delete(h.challenges, c.Token)
+		delete(h.alpn, h.alpnHost[c.Token])
+		return nil
 	}
+	if c.ALPNCert != "" {
+		cert, err := tls.X509KeyPair([]byte(c.ALPNCert), []byte(c.ALPNKey))
+		if err != nil {
+			return err
+		}
+		h.alpn[c.Host] = &cert
+		if h.alpnHost == nil {
+			h.alpnHost = map[string]string{}
+		}
+		h.alpnHost[c.Token] = c.Host
+		return nil
+	}
+	h.challenges[c.Token] = c.KeyAuth
 	return nil
+}
+
+// getCertificate answers TLS-ALPN-01 validations.
+func (h *hosts) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.alpn[hello.ServerName]; ok && slices.Contains(hello.SupportedProtos, "acme-tls/1") {
+		h.answered++
+		return c, nil
+	}
+	return nil, fmt.Errorf("no challenge for %q", hello.ServerName)
 }
 
 func (h *hosts) ChallengeWaiting(context.Context, string) ([]string, error) { return nil, nil }
@@ -92,7 +120,7 @@ func TestObtainsAndRenewsFromPebbleOverHTTP01(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &hosts{names: map[string]*contract.Certificate{"shop.hatch.test": nil}, challenges: map[string]string{}}
+	h := &hosts{names: map[string]*contract.Certificate{"shop.hatch.test": nil}, challenges: map[string]string{}, alpn: map[string]*tls.Certificate{}}
 	srv := &http.Server{Handler: h}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
@@ -169,7 +197,7 @@ func TestAFailingCABacksOff(t *testing.T) {
 	}
 	url := "https://" + ln.Addr().String() + "/dir"
 	ln.Close()
-	h := &hosts{names: map[string]*contract.Certificate{"shop.hatch.test": nil}, challenges: map[string]string{}}
+	h := &hosts{names: map[string]*contract.Certificate{"shop.hatch.test": nil}, challenges: map[string]string{}, alpn: map[string]*tls.Certificate{}}
 	box, _ := seal.New(bytes.Repeat([]byte{9}, 32))
 	ev := &events{}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -219,5 +247,41 @@ func TestAFailingCABacksOff(t *testing.T) {
 	restarted.CheckOnce(t.Context())
 	if attempts() != n+1 {
 		t.Fatal("a restarted server did not try after the back-off")
+	}
+}
+
+func TestObtainsFromPebbleOverTLSALPN01(t *testing.T) {
+	h := &hosts{names: map[string]*contract.Certificate{"alpn.hatch.test": nil}, challenges: map[string]string{}, alpn: map[string]*tls.Certificate{}}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{GetCertificate: h.getCertificate, NextProtos: []string{"acme-tls/1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _ = c.(*tls.Conn).Handshake(); c.Close() }()
+		}
+	}()
+	ca := pebbletest.Start(t, pebbletest.Options{TLSPort: ln.Addr().(*net.TCPAddr).Port, ResolveTo: "127.0.0.1"})
+	box, _ := seal.New(bytes.Repeat([]byte{9}, 32))
+	m, err := New(Config{DirectoryURL: ca.DirectoryURL, Email: "ops@hatch.test", Challenge: ChallengeTLSALPN01,
+		HTTPClient:     &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.ListenerRoots}}},
+		AccountKeyFile: filepath.Join(t.TempDir(), "account.key"), Box: box, Certificates: h, Events: &events{},
+		Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.CheckOnce(t.Context())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.names["alpn.hatch.test"] == nil || h.answered == 0 {
+		t.Fatalf("certificate %v, %d validations answered; want one obtained over TLS-ALPN-01\n%s", h.names["alpn.hatch.test"] != nil, h.answered, ca.Log())
+	}
+	if len(h.alpn) != 0 {
+		t.Error("the challenge certificate was not withdrawn")
 	}
 }

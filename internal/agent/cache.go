@@ -145,5 +145,17 @@ func withSecrets(d contract.DesiredState, fn func(contract.SecretValue) (contrac
 		}
 		c.Key = v
 	}
+	out.Challenges = slices.Clone(d.Challenges)
+	for i := range out.Challenges {
+		c := &out.Challenges[i]
+		if c.ALPNKey == "" {
+			continue
+		}
+		v, err := fn(c.ALPNKey)
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("key of the ACME challenge of %s: %w", c.Host, err)
+		}
+		c.ALPNKey = v
+	}
 	return transformed{state: out, err: firstErr}
 }

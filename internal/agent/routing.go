@@ -53,11 +53,15 @@ func routingTable(desired contract.DesiredState, actual []containers.Container, 
 	for _, c := range desired.Certificates {
 		t.Certificates = append(t.Certificates, ingress.Certificate{Host: c.Host, Chain: []byte(c.Chain), Key: []byte(c.Key)})
 	}
-	if len(desired.Challenges) > 0 {
-		t.Challenges = make(map[string]string, len(desired.Challenges))
-		for _, c := range desired.Challenges {
-			t.Challenges[c.Token] = c.KeyAuth
+	for _, c := range desired.Challenges {
+		if c.ALPNCert != "" {
+			t.ALPNChallenges = append(t.ALPNChallenges, ingress.Certificate{Host: c.Host, Chain: []byte(c.ALPNCert), Key: []byte(c.ALPNKey), Token: c.Token})
+			continue
 		}
+		if t.Challenges == nil {
+			t.Challenges = make(map[string]string, len(desired.Challenges))
+		}
+		t.Challenges[c.Token] = c.KeyAuth
 	}
 	seen := make(map[string]bool)
 	for _, s := range desired.Services {

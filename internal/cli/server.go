@@ -62,6 +62,8 @@ type serverOptions struct {
 // acmeOptions configure the control plane's ACME client (none without a CA).
 type acmeOptions struct {
 	ca, email, caRoot string
+	// challenge is the ACME challenge type answered.
+	challenge string
 	// checkEvery is how often the names are checked for renewal (tests).
 	checkEvery time.Duration
 }
@@ -115,6 +117,7 @@ migrate copies a SQLite store into PostgreSQL.`,
 	f.StringVar(&opts.acme.ca, "acme-ca", "", "the ACME directory URL of the CA certificates for routes come from (tls: auto); without one, routes are served over plain HTTP unless they bring their own certificate")
 	f.StringVar(&opts.acme.email, "acme-email", "", "the contact address of the ACME account (required with --acme-ca)")
 	f.StringVar(&opts.acme.caRoot, "acme-ca-root", "", "a PEM file of root certificates to trust for the ACME CA's own HTTPS (a private or test CA)")
+	f.StringVar(&opts.acme.challenge, "acme-challenge", acme.ChallengeHTTP01, "the ACME challenge the hosts answer: http-01 (the CA connects to their port 80) or tls-alpn-01 (to their HTTPS port, 443)")
 	f.DurationVar(&opts.acme.checkEvery, "acme-check-interval", time.Minute, "how often certificates are checked for renewal")
 	_ = f.MarkHidden("acme-check-interval") // for tests; the name exists, so this cannot fail
 	f.IntVar(&opts.maxReplicas, "max-replicas", deploy.DefaultMaxReplicas,
@@ -322,7 +325,7 @@ func newACME(opts acmeOptions, dataDir string, box *seal.Box, providers *provide
 			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, Proxy: http.ProxyFromEnvironment}}
 	}
 	m, err := acme.New(acme.Config{
-		DirectoryURL: opts.ca, Email: opts.email, HTTPClient: httpClient,
+		DirectoryURL: opts.ca, Email: opts.email, Challenge: opts.challenge, HTTPClient: httpClient,
 		AccountKeyFile: filepath.Join(dataDir, acmeAccountFile), StateFile: filepath.Join(dataDir, acmeStateFile), Box: box,
 		Certificates: providers, Events: events, Logger: log, CheckEvery: opts.checkEvery,
 	})

@@ -81,10 +81,17 @@ type Certificate struct {
 	Source string `json:"source,omitempty"`
 }
 
-// Challenge is one pending ACME HTTP-01 challenge.
+// Challenge is one pending ACME challenge: HTTP-01 (KeyAuth, served at
+// /.well-known/acme-challenge/<Token>) or TLS-ALPN-01 (Host, and the
+// self-signed ALPNCert and ALPNKey the HTTPS listener presents to a
+// client asking for acme-tls/1 with that name; the key is a throwaway one,
+// made for this challenge only, yet never logged).
 type Challenge struct {
-	Token   string `json:"token"`
-	KeyAuth string `json:"key_auth"`
+	Token    string      `json:"token"`
+	KeyAuth  string      `json:"key_auth,omitempty"`
+	Host     string      `json:"host,omitempty"`
+	ALPNCert string      `json:"alpn_cert,omitempty"`
+	ALPNKey  SecretValue `json:"alpn_key,omitempty"`
 }
 
 // Service is an egg as a host that serves it sees it, wherever its replicas

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,10 @@ type Ingress struct {
 	// request without a lock.
 	certs      atomic.Pointer[certTable]
 	challenges atomic.Pointer[map[string]string]
+	// alpn are the TLS-ALPN-01 challenge certificates by host, and
+	// alpnTokens their tokens, for Challenges.
+	alpn       atomic.Pointer[certTable]
+	alpnTokens atomic.Pointer[[]string]
 	// httpsPort is the HTTPS listener's port, for redirects; httpsProblem
 	// why there is no listener although one was asked for.
 	httpsPort    atomic.Int32
@@ -103,6 +108,8 @@ func New(cfg Config) (*Ingress, error) {
 	in.routes.Store(newRouteTable(nil))
 	in.certs.Store(&certTable{})
 	in.challenges.Store(&map[string]string{})
+	in.alpn.Store(&certTable{})
+	in.alpnTokens.Store(&[]string{})
 	return in, nil
 }
 
@@ -244,8 +251,18 @@ func (in *Ingress) Update(t Table) error {
 		}
 	}
 	in.eggs = eggs
-	certs, certErr := loadCertificates(t.Certificates, in.certs.Load())
+	certs, certErr := loadCertificates(t.Certificates, in.certs.Load(), false)
 	in.certs.Store(certs)
+	alpn, alpnErr := loadCertificates(t.ALPNChallenges, in.alpn.Load(), true)
+	in.alpn.Store(alpn)
+	var tokens []string
+	for _, c := range t.ALPNChallenges {
+		if _, ok := alpn.byHost[strings.TrimSuffix(strings.ToLower(c.Host), ".")]; ok {
+			tokens = append(tokens, c.Token)
+		}
+	}
+	in.alpnTokens.Store(&tokens)
+	certErr = errors.Join(certErr, alpnErr)
 	challenges := make(map[string]string, len(t.Challenges))
 	for token, keyAuth := range t.Challenges {
 		challenges[token] = keyAuth

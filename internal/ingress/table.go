@@ -21,6 +21,9 @@ type Table struct {
 	// Challenges are ACME HTTP-01 key authorizations by token, answered at
 	// /.well-known/acme-challenge/<token> on every host and path.
 	Challenges map[string]string
+	// ALPNChallenges are ACME TLS-ALPN-01 certificates, presented on the
+	// HTTPS listener to a client asking for acme-tls/1 with their Host.
+	ALPNChallenges []Certificate
 }
 
 // Certificate is a hostname's certificate chain and private key, PEM. The
@@ -29,6 +32,8 @@ type Certificate struct {
 	Host  string
 	Chain []byte
 	Key   []byte
+	// Token is a TLS-ALPN-01 challenge's (ALPNChallenges only).
+	Token string
 }
 
 // Egg is one egg's share of the table.
@@ -163,7 +168,7 @@ func validate(t Table) (Table, error) {
 	ports := make(map[int]string)
 	sockets := make(map[string]string)
 	containers := make(map[string]string)
-	out := Table{Eggs: make([]Egg, len(t.Eggs)), Certificates: t.Certificates, Challenges: t.Challenges}
+	out := Table{Eggs: make([]Egg, len(t.Eggs)), Certificates: t.Certificates, Challenges: t.Challenges, ALPNChallenges: t.ALPNChallenges}
 	for i, e := range t.Eggs {
 		bad := func(format string, args ...any) {
 			errs = append(errs, fmt.Errorf("egg %q: "+format, append([]any{e.Name}, args...)...))

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ const acmeChallengePath = "/.well-known/acme-challenge/"
 // hstsValue is the Strict-Transport-Security of a route with HSTS: a year,
 // the host only (subdomains may be other projects' routes).
 const hstsValue = "max-age=31536000"
+
+// acmeTLSALPN is the ALPN protocol of ACME's TLS-ALPN-01 validation.
+const acmeTLSALPN = "acme-tls/1"
 
 // forwardedHTTPSKey marks a request a trusted proxy says came over HTTPS.
 type forwardedHTTPSKey struct{}
@@ -40,7 +44,7 @@ type certTable struct {
 // table's parse of an unchanged pair. A pair that does not parse is
 // reported, naming its host, never its key, and the host keeps the
 // certificate it had, if any.
-func loadCertificates(certs []Certificate, prev *certTable) (*certTable, error) {
+func loadCertificates(certs []Certificate, prev *certTable, alpn bool) (*certTable, error) {
 	out := &certTable{byHost: make(map[string]*tls.Certificate, len(certs)), byChain: make(map[string]*tls.Certificate, len(certs))}
 	var errs []error
 	defer func() {
@@ -69,7 +73,7 @@ func loadCertificates(certs []Certificate, prev *certTable) (*certTable, error) 
 				continue
 			}
 		}
-		if err := cert.Leaf.VerifyHostname(host); err != nil {
+		if err := cert.Leaf.VerifyHostname(host); err != nil && !alpn {
 			errs = append(errs, fmt.Errorf("certificate of %s: %w", host, err))
 			continue
 		}
@@ -88,6 +92,15 @@ func redactKeyError(err error) error { return errors.New(err.Error()) }
 // certificate to leak names from.
 func (in *Ingress) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	name := strings.TrimSuffix(strings.ToLower(hello.ServerName), ".")
+	if slices.Contains(hello.SupportedProtos, acmeTLSALPN) {
+		// A CA validating TLS-ALPN-01: only the challenge's certificate.
+		if cert, ok := in.alpn.Load().byHost[name]; ok {
+			in.m.challenges.Inc()
+			in.log.Info("ACME TLS-ALPN-01 challenge answered", zap.String("host", name))
+			return cert, nil
+		}
+		return nil, fmt.Errorf("no ACME TLS-ALPN-01 challenge for %q", name)
+	}
 	if cert, ok := in.certs.Load().byHost[name]; ok {
 		return cert, nil
 	}
@@ -203,7 +216,7 @@ func (in *Ingress) startHTTPS() {
 		TLSConfig: &tls.Config{
 			MinVersion:     tls.VersionTLS12,
 			GetCertificate: in.getCertificate,
-			NextProtos:     []string{"h2", "http/1.1"},
+			NextProtos:     []string{"h2", "http/1.1", acmeTLSALPN},
 		},
 	}
 	srv := in.httpsSrv
@@ -237,6 +250,9 @@ func (in *Ingress) Challenges() []string {
 	m := *in.challenges.Load()
 	out := make([]string, 0, len(m))
 	for t := range m {
+		out = append(out, t)
+	}
+	for _, t := range *in.alpnTokens.Load() {
 		out = append(out, t)
 	}
 	return out

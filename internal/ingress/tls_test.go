@@ -312,3 +312,30 @@ func TestHTTPSCannotBindKeepsHTTP(t *testing.T) {
 		t.Fatal("HTTP not served")
 	}
 }
+
+func TestTLSALPNChallengeIsPresentedOnlyForAcmeTLS1(t *testing.T) {
+	ca, challengeCA := newTestCA(t), newTestCA(t)
+	in := startIngress(t, func(c *Config) { c.HTTPSAddr = "127.0.0.1:0" })
+	chain, key := ca.leaf(t, "shop.test", 5)
+	alpnChain, alpnKey := challengeCA.leaf(t, "shop.test", 6)
+	mustUpdate(t, in, Table{Certificates: []Certificate{{Host: "shop.test", Chain: chain, Key: key}},
+		ALPNChallenges: []Certificate{{Host: "shop.test", Chain: alpnChain, Key: alpnKey, Token: "tok-alpn"}}})
+	serial := func(protos []string) int64 {
+		t.Helper()
+		conn, err := tls.Dial("tcp", in.HTTPSAddr().String(), &tls.Config{ServerName: "shop.test", NextProtos: protos, InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatalf("handshake with %v: %v", protos, err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+	}
+	if got := serial([]string{"acme-tls/1"}); got != 6 {
+		t.Errorf("acme-tls/1 got serial %d, want the challenge's 6", got)
+	}
+	if got := serial([]string{"h2", "http/1.1"}); got != 5 {
+		t.Errorf("a browser got serial %d, want the site's 5", got)
+	}
+	if got := in.Challenges(); len(got) != 1 || got[0] != "tok-alpn" {
+		t.Errorf("Challenges %v, want the ALPN token", got)
+	}
+}

@@ -179,14 +179,14 @@ func (s *Set) PutCertificate(ctx context.Context, c contract.Certificate) error 
 	})
 }
 
-// SetChallenge adds (keyAuth non-empty) or removes an HTTP-01 challenge on
-// every host.
-func (s *Set) SetChallenge(ctx context.Context, token, keyAuth string) error {
+// SetChallenge adds (add) or removes (by token) an ACME challenge on every
+// host.
+func (s *Set) SetChallenge(ctx context.Context, c contract.Challenge, add bool) error {
 	return s.states.update(ctx, func(v *view) error {
 		for _, d := range v.states {
-			d.Challenges = slices.DeleteFunc(slices.Clone(d.Challenges), func(c contract.Challenge) bool { return c.Token == token })
-			if keyAuth != "" {
-				d.Challenges = append(d.Challenges, contract.Challenge{Token: token, KeyAuth: keyAuth})
+			d.Challenges = slices.DeleteFunc(slices.Clone(d.Challenges), func(o contract.Challenge) bool { return o.Token == c.Token })
+			if add {
+				d.Challenges = append(d.Challenges, c)
 			}
 		}
 		return nil

@@ -30,6 +30,12 @@ func EncodeDesiredState(box *seal.Box, d contract.DesiredState) (DesiredState, e
 			c.Key = contract.SecretValue(box.Seal([]byte(c.Key)))
 		}
 	}
+	d.Challenges = append([]contract.Challenge(nil), d.Challenges...)
+	for i := range d.Challenges {
+		if c := &d.Challenges[i]; c.ALPNKey != "" {
+			c.ALPNKey = contract.SecretValue(box.Seal([]byte(c.ALPNKey)))
+		}
+	}
 	doc, err := json.Marshal(d)
 	if err != nil {
 		return DesiredState{}, fmt.Errorf("encode desired state of %s: %w", d.HostID, err)
@@ -72,6 +78,17 @@ func DecodeDesiredState(box *seal.Box, s DesiredState) (contract.DesiredState, e
 			return contract.DesiredState{}, fmt.Errorf("key of the certificate of %s on %s: %w", c.Host, s.HostID, err)
 		}
 		c.Key = contract.SecretValue(plain)
+	}
+	for i := range d.Challenges {
+		c := &d.Challenges[i]
+		if c.ALPNKey == "" {
+			continue
+		}
+		plain, err := box.Open(string(c.ALPNKey))
+		if err != nil {
+			return contract.DesiredState{}, fmt.Errorf("key of the ACME challenge of %s on %s: %w", c.Host, s.HostID, err)
+		}
+		c.ALPNKey = contract.SecretValue(plain)
 	}
 	return d, nil
 }

@@ -38,6 +38,9 @@ type Options struct {
 	// HTTPPort is where pebble sends HTTP-01 validation requests: the
 	// ingress's HTTP port.
 	HTTPPort int
+	// TLSPort is where it sends TLS-ALPN-01 validations: the ingress's
+	// HTTPS port (0: a free port, nothing listening).
+	TLSPort int
 	// ResolveTo is the IPv4 address every name resolves to (the host the
 	// ingress listens on).
 	ResolveTo string
@@ -85,7 +88,7 @@ func Start(t testing.TB, opts Options) *CA {
 		"certificate":                    filepath.Join(dir, "cert.pem"),
 		"privateKey":                     filepath.Join(dir, "key.pem"),
 		"httpPort":                       opts.HTTPPort,
-		"tlsPort":                        mustAtoi(tlsPort),
+		"tlsPort":                        tlsPortOf(opts.TLSPort, tlsPort),
 		"ocspResponderURL":               "",
 		"externalAccountBindingRequired": false,
 	}}
@@ -215,6 +218,13 @@ func freePort(t testing.TB) string {
 	defer ln.Close()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	return port
+}
+
+func tlsPortOf(given int, free string) int {
+	if given != 0 {
+		return given
+	}
+	return mustAtoi(free)
 }
 
 func mustAtoi(s string) int {
