@@ -252,8 +252,5 @@ func (in *Ingress) Challenges() []string {
 	for t := range m {
 		out = append(out, t)
 	}
-	for _, t := range *in.alpnTokens.Load() {
-		out = append(out, t)
-	}
-	return out
+	return append(out, *in.alpnTokens.Load()...)
 }
