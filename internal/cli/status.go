@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -46,6 +48,10 @@ func newStatusCmd() *cobra.Command {
 					return err
 				}
 				certs, err := c.Certificates(ctx)
+				var apiErr *client.APIError
+				if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound {
+					certs, err = nil, nil // a server from before HTTPS: no certificates
+				}
 				if err != nil {
 					return err
 				}
