@@ -64,6 +64,10 @@ type cluster struct {
 	serverArgs       []string
 	ingressPorts     map[string]string
 	https            bool
+	// serverCmd is the server's command line, for restartServer, and
+	// pastServers its processes before a restart, for the secret check.
+	serverCmd   []string
+	pastServers []*clProc
 
 	mu       sync.Mutex // guards recorded and secrets
 	recorded []string   // CLI outputs and API answers
@@ -174,6 +178,7 @@ func (c *cluster) startServer(liveness time.Duration, ip string) {
 		args = append(args, "--liveness-timeout", liveness.String())
 	}
 	args = append(args, c.serverArgs...)
+	c.serverCmd = args
 	c.server = c.start("server", args, nil)
 	line := c.server.waitLine(c.t, "server URL on this machine: ", 30*time.Second)
 	c.url = strings.TrimSpace(strings.TrimPrefix(line, "server URL on this machine: "))
@@ -189,6 +194,16 @@ func (c *cluster) startServer(liveness time.Duration, ip string) {
 	c.t.Cleanup(c.api.Close)
 	c.keepSecret(tokenSecret(c.token))
 	c.keepFileSecrets(filepath.Join(dataDir, "seal.key"), filepath.Join(dataDir, "tls", "ca-key.pem"), filepath.Join(dataDir, "tls", "server-key.pem"))
+}
+
+// restartServer stops the server and starts it again on the same address
+// and data dir; the agents carry on with it.
+func (c *cluster) restartServer() {
+	c.t.Helper()
+	c.server.stop(c.t)
+	c.pastServers = append(c.pastServers, c.server)
+	c.server = c.start("server", c.serverCmd, nil)
+	c.server.waitLine(c.t, "server URL on this machine: ", 30*time.Second)
 }
 
 // startAgent joins a new host: its ingress, admin and published ports on ip,
@@ -411,6 +426,9 @@ func (c *cluster) secretsFound() []string {
 	secrets := append([]string(nil), c.secrets...)
 	c.mu.Unlock()
 	texts = append(texts, c.server.stderr())
+	for _, p := range c.pastServers {
+		texts = append(texts, p.stderr()) // stdout shows the admin token once, by design
+	}
 	for _, a := range c.agents {
 		for _, p := range append(a.past, a.proc) {
 			if p != nil {

@@ -345,3 +345,79 @@ func (ca *tlsTestCA) leaf(t testing.TB, host string, serial int64) (chain, key [
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
+
+// TestAnUnreachableCAKeepsTheCertificateServingAcrossARestart stops the CA
+// once a certificate is served: the renewal fails, the certificate keeps
+// serving, the event and hatch status say why, and a restarted server keeps
+// the back-off instead of asking the CA again at once.
+func TestAnUnreachableCAKeepsTheCertificateServingAcrossARestart(t *testing.T) {
+	const ip = "127.0.0.2"
+	ingressPort := clFreePort(t, ip)
+	ca := pebbletest.Start(t, pebbletest.Options{HTTPPort: mustPort(t, ingressPort), ResolveTo: ip, Validity: 24 * time.Second})
+	c := newCluster(t, clusterOptions{agents: []string{"a"}, ingressPorts: map[string]string{"a": ingressPort}, https: true,
+		serverArgs: []string{"--acme-ca", ca.DirectoryURL, "--acme-email", "ops@hatch.test", "--acme-ca-root", ca.ListenerRootFile,
+			"--acme-check-interval", "1s"}})
+	a := c.agents["a"]
+	dir := writeProject(t, map[string]string{"hatch.yaml": fmt.Sprintf(`project: fail
+eggs:
+  app:
+    image: %s
+    port: 8080
+    health: {http: /healthz, interval: 1s, timeout: 1s}
+    routes: [fail.hatch.test]
+`, dockertest.Image(t, dockertest.ImageSpec{}))})
+	c.mustHatch(nil, "apply", "-f", filepath.Join(dir, "hatch.yaml"), "--yes")
+	httpsAddr := net.JoinHostPort(ip, a.httpsPort)
+	roots := ca.IssuingRoots(t)
+	var first *x509.Certificate
+	dockertest.Eventually(t, 60*time.Second, 250*time.Millisecond, func() error {
+		var err error
+		first, err = peerCertificate(httpsAddr, "fail.hatch.test", roots)
+		return err
+	})
+	ca.Stop()
+	failures := func() []string {
+		var out struct {
+			Events []struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			} `json:"events"`
+		}
+		c.getJSON("/api/v1/events?limit=1000", &out)
+		var msgs []string
+		for _, e := range out.Events {
+			if e.Type == "certificate.failed" {
+				msgs = append(msgs, e.Message)
+			}
+		}
+		return msgs
+	}
+	dockertest.Eventually(t, 40*time.Second, 500*time.Millisecond, func() error {
+		if len(failures()) == 0 {
+			return fmt.Errorf("no certificate.failed event yet")
+		}
+		return nil
+	})
+	failed := failures()
+	if !strings.Contains(failed[0], "keeps serving") || !strings.Contains(failed[0], "next try in") {
+		t.Errorf("the failure event does not say the certificate keeps serving and when it tries again: %s", failed[0])
+	}
+	c.restartServer()
+	time.Sleep(5 * time.Second) // five checks' worth: a server forgetting its back-off would try again
+	if now := failures(); len(now) != len(failed) {
+		t.Fatalf("%d failures after the restart, %d before: the back-off was not kept", len(now), len(failed))
+	}
+	conn, err := tls.Dial("tcp", httpsAddr, &tls.Config{ServerName: "fail.hatch.test", InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := conn.ConnectionState().PeerCertificates[0]
+	conn.Close()
+	if !served.Equal(first) {
+		t.Fatal("the certificate served changed while the CA was down")
+	}
+	status := c.mustHatch(nil, "status")
+	if !strings.Contains(status, "fail.hatch.test") || !strings.Contains(status, "connect") {
+		t.Errorf("hatch status does not show the last error:\n%s", status)
+	}
+}

@@ -59,7 +59,12 @@ type CA struct {
 	ListenerRoots *x509.CertPool
 	mgmt          string
 	log           *lockedBuffer
+	stopPebble    func()
 }
+
+// Stop stops pebble (not its DNS server): the CA is unreachable from then
+// on.
+func (ca *CA) Stop() { ca.stopPebble() }
 
 // Start runs pebble and its DNS server until the test ends.
 func Start(t testing.TB, opts Options) *CA {
@@ -100,11 +105,11 @@ func Start(t testing.TB, opts Options) *CA {
 	if err := os.WriteFile(cfgFile, cfgJSON, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	run(t, ca.log, "challtestsrv", exec.Command(challtest, "-dns01", "127.0.0.1:"+dnsPort, "-http01", "", "-https01", "", "-tlsalpn01", "",
+	_ = run(t, ca.log, "challtestsrv", exec.Command(challtest, "-dns01", "127.0.0.1:"+dnsPort, "-http01", "", "-https01", "", "-tlsalpn01", "",
 		"-defaultIPv4", opts.ResolveTo, "-defaultIPv6", "", "-management", "127.0.0.1:"+challMgmt))
 	cmd := exec.Command(pebble, "-config", cfgFile, "-dnsserver", "127.0.0.1:"+dnsPort)
 	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1")
-	run(t, ca.log, "pebble", cmd)
+	ca.stopPebble = run(t, ca.log, "pebble", cmd)
 	ca.DirectoryURL = "https://127.0.0.1:" + acmePort + "/dir"
 	ca.mgmt = "https://127.0.0.1:" + mgmtPort
 	client := ca.client()
@@ -153,8 +158,9 @@ func (ca *CA) IssuingRoots(t testing.TB) *x509.CertPool {
 	return pool
 }
 
-// run starts cmd, stopped and waited for at the test's end, its output in log.
-func run(t testing.TB, log *lockedBuffer, name string, cmd *exec.Cmd) {
+// run starts cmd, stopped and waited for at the test's end (or when the
+// function it returns is called), its output in log.
+func run(t testing.TB, log *lockedBuffer, name string, cmd *exec.Cmd) func() {
 	t.Helper()
 	cmd.Stdout = prefixed{log, name}
 	cmd.Stderr = prefixed{log, name}
@@ -163,14 +169,16 @@ func run(t testing.TB, log *lockedBuffer, name string, cmd *exec.Cmd) {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
+	stop := func() {
 		_ = cmd.Process.Kill()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
 			t.Errorf("%s did not stop", name)
 		}
-	})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // listenerCertificate makes a root and, signed by it, pebble's own HTTPS
