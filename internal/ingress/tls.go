@@ -117,16 +117,6 @@ func (in *Ingress) hasCertificate(host string) bool {
 	return ok
 }
 
-// CertificateExpiry returns, for each hostname with a certificate loaded,
-// when the certificate expires: for status reports.
-func (in *Ingress) CertificateExpiry() map[string]time.Time {
-	out := map[string]time.Time{}
-	for host, c := range in.certs.Load().byHost {
-		out[host] = c.Leaf.NotAfter
-	}
-	return out
-}
-
 // serveChallenge answers an ACME HTTP-01 request whose token is in the
 // table, and reports whether it did. Unknown tokens fall through to the
 // routes (an application may answer its own challenges).
