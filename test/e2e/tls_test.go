@@ -353,7 +353,7 @@ func (ca *tlsTestCA) leaf(t testing.TB, host string, serial int64) (chain, key [
 func TestAnUnreachableCAKeepsTheCertificateServingAcrossARestart(t *testing.T) {
 	const ip = "127.0.0.2"
 	ingressPort := clFreePort(t, ip)
-	ca := pebbletest.Start(t, pebbletest.Options{HTTPPort: mustPort(t, ingressPort), ResolveTo: ip, Validity: 24 * time.Second})
+	ca := pebbletest.Start(t, pebbletest.Options{HTTPPort: mustPort(t, ingressPort), ResolveTo: ip, Validity: 24 * time.Second, Proxy: true})
 	c := newCluster(t, clusterOptions{agents: []string{"a"}, ingressPorts: map[string]string{"a": ingressPort}, https: true,
 		serverArgs: []string{"--acme-ca", ca.DirectoryURL, "--acme-email", "ops@hatch.test", "--acme-ca-root", ca.ListenerRootFile,
 			"--acme-check-interval", "1s"}})
@@ -399,6 +399,7 @@ eggs:
 		return nil
 	})
 	failed := failures()
+	tries := ca.Connections()
 	if !strings.Contains(failed[0], "keeps serving") || !strings.Contains(failed[0], "next try in") {
 		t.Errorf("the failure event does not say the certificate keeps serving and when it tries again: %s", failed[0])
 	}
@@ -407,6 +408,10 @@ eggs:
 	if now := failures(); len(now) != len(failed) {
 		t.Fatalf("%d failures after the restart, %d before: the back-off was not kept", len(now), len(failed))
 	}
+	if now := ca.Connections(); now != tries {
+		t.Fatalf("%d connections to the CA after the restart, %d before: the back-off was not kept", now, tries)
+	}
+	t.Logf("connections to the CA through the proxy: %d in all, none after the failure and the restart", tries)
 	conn, err := tls.Dial("tcp", httpsAddr, &tls.Config{ServerName: "fail.hatch.test", InsecureSkipVerify: true})
 	if err != nil {
 		t.Fatal(err)
@@ -416,8 +421,11 @@ eggs:
 	if !served.Equal(first) {
 		t.Fatal("the certificate served changed while the CA was down")
 	}
+	// The status shows the failure's reason, as the event gives it.
+	reason := strings.TrimPrefix(failed[len(failed)-1], "certificate for fail.hatch.test: ")
+	reason = reason[:min(len(reason), 30)]
 	status := c.mustHatch(nil, "status")
-	if !strings.Contains(status, "fail.hatch.test") || !strings.Contains(status, "connect") {
-		t.Errorf("hatch status does not show the last error:\n%s", status)
+	if !strings.Contains(status, "fail.hatch.test") || !strings.Contains(status, reason) {
+		t.Errorf("hatch status does not show the last error (%q):\n%s", reason, status)
 	}
 }

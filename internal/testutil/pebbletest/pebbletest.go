@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -46,6 +47,11 @@ type Options struct {
 	ResolveTo string
 	// Validity is the certificates' life (0: pebble's default, 5 years).
 	Validity time.Duration
+	// Proxy puts a TCP proxy in front of the ACME port, which counts the
+	// connections made to the CA (Connections) and keeps accepting them
+	// once pebble is stopped. Pebble writes its URLs with the Host a
+	// request came to, so every request of an ACME client goes through it.
+	Proxy bool
 }
 
 // CA is a running pebble.
@@ -60,6 +66,44 @@ type CA struct {
 	mgmt          string
 	log           *lockedBuffer
 	stopPebble    func()
+	conns         atomic.Int64
+}
+
+// Connections is how many connections the ACME client made through the
+// proxy (Options.Proxy).
+func (ca *CA) Connections() int64 { return ca.conns.Load() }
+
+// proxy accepts on a new loopback port, counts each connection, and pipes
+// it to upstream (closing it when upstream is gone), until the test ends.
+func (ca *CA) proxy(t testing.TB, upstream string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			ca.conns.Add(1)
+			go func() {
+				defer c.Close()
+				u, err := net.DialTimeout("tcp", upstream, 2*time.Second)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				done := make(chan struct{}, 2)
+				go func() { _, _ = io.Copy(u, c); done <- struct{}{} }()
+				go func() { _, _ = io.Copy(c, u); done <- struct{}{} }()
+				<-done
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
 
 // Stop stops pebble (not its DNS server): the CA is unreachable from then
@@ -111,6 +155,9 @@ func Start(t testing.TB, opts Options) *CA {
 	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1")
 	ca.stopPebble = run(t, ca.log, "pebble", cmd)
 	ca.DirectoryURL = "https://127.0.0.1:" + acmePort + "/dir"
+	if opts.Proxy {
+		ca.DirectoryURL = "https://" + ca.proxy(t, "127.0.0.1:"+acmePort) + "/dir"
+	}
 	ca.mgmt = "https://127.0.0.1:" + mgmtPort
 	client := ca.client()
 	deadline := time.Now().Add(20 * time.Second)
