@@ -84,6 +84,9 @@ type Config struct {
 	// order: reported with every status, so the control plane passes them
 	// on in every host's Peers.
 	MeshAddresses []string
+	// HTTPPort and HTTPSPort are where the ingress listens (0: not), for
+	// the status report.
+	HTTPPort, HTTPSPort int
 	// Changes is the signal the Docker adapter fires when a task ends or a
 	// container's health changes (docker.Config.OnChange = Changes.Fire):
 	// each firing asks for a converge.
@@ -480,9 +483,14 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 	if tr, ok := a.cfg.Docker.(taskReporter); ok {
 		lines = append(lines, taskErrors(tr.Failures())...)
 	}
+	if p := a.cfg.Router.HTTPSProblem(); p != "" {
+		lines = append(lines, p)
+	}
 	report := buildReport(desired, withoutRelays(actual), a.mem, lines, now)
 	report.Capacity = a.cfg.Capacity
 	report.MeshAddresses = a.cfg.MeshAddresses
+	report.HTTPPort, report.HTTPSPort = a.cfg.HTTPPort, a.cfg.HTTPSPort
+	report.Challenges = slices.Sorted(slices.Values(a.cfg.Router.Challenges()))
 	a.attachCrashLogs(ctx, &report)
 	a.mu.Lock()
 	a.status = &report

@@ -133,5 +133,29 @@ func withSecrets(d contract.DesiredState, fn func(contract.SecretValue) (contrac
 			w.Secrets[j].Value = v
 		}
 	}
+	out.Certificates = slices.Clone(d.Certificates)
+	for i := range out.Certificates {
+		c := &out.Certificates[i]
+		if c.Key == "" {
+			continue
+		}
+		v, err := fn(c.Key)
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("key of the certificate of %s: %w", c.Host, err)
+		}
+		c.Key = v
+	}
+	out.Challenges = slices.Clone(d.Challenges)
+	for i := range out.Challenges {
+		c := &out.Challenges[i]
+		if c.ALPNKey == "" {
+			continue
+		}
+		v, err := fn(c.ALPNKey)
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("key of the ACME challenge of %s: %w", c.Host, err)
+		}
+		c.ALPNKey = v
+	}
 	return transformed{state: out, err: firstErr}
 }

@@ -64,6 +64,18 @@ func (r *fakeRouter) Update(t ingress.Table) error {
 	return nil
 }
 
+func (r *fakeRouter) Challenges() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for t := range r.table.Challenges {
+		out = append(out, t)
+	}
+	return out
+}
+
+func (r *fakeRouter) HTTPSProblem() string { return "" }
+
 func (r *fakeRouter) updated() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

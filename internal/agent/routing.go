@@ -19,6 +19,12 @@ type Router interface {
 	// SetProblem makes the host's /healthz answer 503 with reason (""
 	// clears it): what an operator must fix on this host.
 	SetProblem(reason string)
+	// Challenges are the tokens of the ACME challenges it answers now,
+	// which the status report carries so the control plane's order
+	// proceeds once every host can answer the CA.
+	Challenges() []string
+	// HTTPSProblem says why it serves no HTTPS although asked to, or "".
+	HTTPSProblem() string
 }
 
 var _ Router = (*ingress.Ingress)(nil)
@@ -44,6 +50,19 @@ func routingTable(desired contract.DesiredState, actual []containers.Container, 
 		byWorkload[c.WorkloadID] = append(byWorkload[c.WorkloadID], c)
 	}
 	var t ingress.Table
+	for _, c := range desired.Certificates {
+		t.Certificates = append(t.Certificates, ingress.Certificate{Host: c.Host, Chain: []byte(c.Chain), Key: []byte(c.Key)})
+	}
+	for _, c := range desired.Challenges {
+		if c.ALPNCert != "" {
+			t.ALPNChallenges = append(t.ALPNChallenges, ingress.Certificate{Host: c.Host, Chain: []byte(c.ALPNCert), Key: []byte(c.ALPNKey), Token: c.Token})
+			continue
+		}
+		if t.Challenges == nil {
+			t.Challenges = make(map[string]string, len(desired.Challenges))
+		}
+		t.Challenges[c.Token] = c.KeyAuth
+	}
 	seen := make(map[string]bool)
 	for _, s := range desired.Services {
 		if seen[s.ID()] {
@@ -105,7 +124,8 @@ func backends(cs []containers.Container, port int, history *converge.History, re
 func ingressRoutes(rs []contract.Route) []ingress.Route {
 	var out []ingress.Route
 	for _, r := range rs {
-		out = append(out, ingress.Route{Host: r.Host, PathPrefix: r.PathPrefix, UpstreamTimeout: r.UpstreamTimeout})
+		out = append(out, ingress.Route{Host: r.Host, PathPrefix: r.PathPrefix, UpstreamTimeout: r.UpstreamTimeout,
+			TLS: r.TLS != contract.TLSOff, HSTS: r.HSTS})
 	}
 	return out
 }

@@ -25,6 +25,7 @@ func TestCacheRoundTripsWithSecretsSealed(t *testing.T) {
 	w.Secrets = []contract.SecretFile{{Name: "db", Handle: "h-db", Value: "correct horse"}, {Name: "api", Handle: "h-api", Value: "battery staple"}}
 	d := desiredState(w, web(2))
 	d.Workloads[1].Egg = "api"
+	d.Certificates = []contract.Certificate{{Host: "shop.example.com", Chain: "CHAIN", Key: "tls private key", Source: "acme"}}
 	d.Seal()
 	written := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	if err := c.Save(d, written); err != nil {
@@ -37,7 +38,7 @@ func TestCacheRoundTripsWithSecretsSealed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, secret := range []string{"correct horse", "battery staple"} {
+	for _, secret := range []string{"correct horse", "battery staple", "tls private key"} {
 		if strings.Contains(string(raw), secret) {
 			t.Errorf("cache file holds %q in clear", secret)
 		}

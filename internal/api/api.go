@@ -221,3 +221,23 @@ type Event struct {
 type EventList struct {
 	Events []Event `json:"events"`
 }
+
+// CertificateList is GET /api/v1/certificates: the certificate of every
+// hostname served over HTTPS, never a key.
+type CertificateList struct {
+	Certificates []Certificate `json:"certificates"`
+}
+
+// Certificate is one hostname's TLS certificate as status shows it.
+type Certificate struct {
+	Host string `json:"host"`
+	// Source is "acme" (the server's ACME CA) or "secret" (the user's).
+	Source string `json:"source"`
+	// Issuer and NotAfter describe the certificate served; empty before
+	// the first one.
+	Issuer   string    `json:"issuer,omitempty"`
+	NotAfter time.Time `json:"not_after,omitzero"`
+	// LastError is why the last ACME attempt failed, if it did: the
+	// current certificate keeps serving meanwhile.
+	LastError string `json:"last_error,omitempty"`
+}

@@ -56,6 +56,8 @@ func newAgentCmd() *cobra.Command {
 	f.StringVar(&opts.Name, "name", hostname, "this host's name, as placement names it (first start only)")
 	f.StringVar(&opts.DataDir, "data-dir", "/var/lib/hatch", "where the identity, the desired-state cache and the crash history are kept")
 	f.StringVar(&opts.IngressAddr, "ingress-addr", ":8080", "where the ingress serves routed HTTP")
+	f.StringVar(&opts.HTTPSAddr, "https-addr", ":443", `where the ingress serves HTTPS for routes with TLS ("" for none); one it cannot listen on is reported as a host problem, HTTP keeps serving`)
+	f.StringArrayVar(&opts.TrustedProxies, "trusted-proxy", nil, "an address or CIDR of a TLS-terminating proxy in front whose X-Forwarded-Proto: https is believed, so its requests are not redirected to HTTPS (repeatable)")
 	f.StringVar(&opts.AdminAddr, "admin-addr", "127.0.0.1:7701", "where /healthz and /metrics are served")
 	f.StringVar(&opts.PublishAddr, "publish-addr", "0.0.0.0", "the IP address published ports listen on")
 	f.StringVar(&opts.MeshAddr, "mesh-addr", mesh.DefaultConfig().Addr, "where the mesh port listens for the other hosts' agents")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"time"
@@ -40,6 +41,11 @@ type agentOptions struct {
 	// IngressAddr, AdminAddr and PublishAddr configure the host's proxy:
 	// routed HTTP, /healthz and /metrics, and the IP published ports bind.
 	IngressAddr, AdminAddr, PublishAddr string
+	// HTTPSAddr is where the ingress serves HTTPS ("" for none), and
+	// TrustedProxies (IPs or CIDRs) the TLS-terminating proxies whose
+	// X-Forwarded-Proto it believes.
+	HTTPSAddr      string
+	TrustedProxies []string
 	// MeshAddr is where the mesh port listens (host:port), and Advertise
 	// where peers reach it, tried in order (default: the listening IP if it
 	// is a specific one, else every non-loopback address of the host).
@@ -147,6 +153,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	cfg.HostID, cfg.DataDir, cfg.Logger = id.HostID, opts.DataDir, log
 	cfg.Docker, cfg.ControlPlane, cfg.Events, cfg.Changes, cfg.Router = eng, cp, dc, changes, in
 	cfg.Mesh, cfg.MeshAddresses, cfg.RelayImage = m, advertise, relayImage
+	cfg.HTTPPort, cfg.HTTPSPort = portOf(in.HTTPAddr()), portOf(in.HTTPSAddr())
 	cfg.Capacity = hostCapacity(ctx, dc, hostLog)
 	if opts.ConvergeInterval > 0 {
 		cfg.ConvergeInterval = opts.ConvergeInterval
@@ -171,7 +178,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	}
 	sess.Start()
 	hostLog.Info("agent running", zap.String("server", cp.Server()), zap.Strings("servers", id.URLs()),
-		zap.String("ingress", addrString(in.HTTPAddr())), zap.String("admin", addrString(in.AdminAddr())),
+		zap.String("ingress", addrString(in.HTTPAddr())), zap.String("https", addrString(in.HTTPSAddr())), zap.String("admin", addrString(in.AdminAddr())),
 		zap.Stringer("mesh", meshLn.Addr()), zap.Strings("advertise", advertise))
 	<-ctx.Done()
 	hostLog.Info("agent stopping; containers keep running")
@@ -230,6 +237,12 @@ func keepServers(dataDir string, id agent.Identity, live []string, err error, lo
 func startIngress(opts agentOptions, peers ingress.Peers, log *zap.Logger) (*ingress.Ingress, error) {
 	cfg := ingress.DefaultConfig()
 	cfg.HTTPAddr, cfg.AdminAddr, cfg.PublishAddr = opts.IngressAddr, opts.AdminAddr, opts.PublishAddr
+	cfg.HTTPSAddr = opts.HTTPSAddr
+	trusted, err := parsePrefixes(opts.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("--trusted-proxy: %w", err)
+	}
+	cfg.TrustedProxies = trusted
 	cfg.Logger, cfg.Registry, cfg.Peers = log, prometheus.NewRegistry(), peers
 	in, err := ingress.New(cfg)
 	if err != nil {
@@ -295,4 +308,29 @@ func addrString(a net.Addr) string {
 		return ""
 	}
 	return a.String()
+}
+
+// parsePrefixes reads IP addresses (one address each) and CIDRs.
+func parsePrefixes(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range values {
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an IP address nor a CIDR (10.0.0.0/8)", v)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+// portOf is a listener's TCP port, 0 for none.
+func portOf(a net.Addr) int {
+	if tcp, ok := a.(*net.TCPAddr); ok {
+		return tcp.Port
+	}
+	return 0
 }

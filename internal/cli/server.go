@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,8 +17,11 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/hatchery/hatchery/internal/acme"
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/fsutil"
@@ -32,6 +38,10 @@ import (
 const (
 	adminTokenFile = "admin-token"
 	sealKeyFile    = "seal.key"
+	// acmeAccountFile keeps the ACME account's key, sealed.
+	acmeAccountFile = "acme-account.key"
+	// acmeStateFile keeps the ACME client's back-off per name.
+	acmeStateFile = "acme-state.json"
 )
 
 type serverOptions struct {
@@ -55,6 +65,16 @@ type serverOptions struct {
 	// advertiseURL is where hosts and clients reach this server, as the
 	// live server list names it ("": the listen address if it is a specific one).
 	advertiseURL string
+	acme         acmeOptions
+}
+
+// acmeOptions configure the control plane's ACME client (none without a CA).
+type acmeOptions struct {
+	ca, email, caRoot string
+	// challenge is the ACME challenge type answered.
+	challenge string
+	// checkEvery is how often the names are checked for renewal (tests).
+	checkEvery time.Duration
 }
 
 func newServerCmd() *cobra.Command {
@@ -111,6 +131,12 @@ to the next server when theirs stops answering.`,
 		"how often one failed authentication of an address is forgiven")
 	f.StringVar(&opts.advertiseURL, "advertise-url", "", "the URL hosts and clients reach this server at, listed to them "+
 		"with the other live servers (default: the --listen address if it names one)")
+	f.StringVar(&opts.acme.ca, "acme-ca", "", "the ACME directory URL of the CA certificates for routes come from (tls: auto); without one, routes are served over plain HTTP unless they bring their own certificate")
+	f.StringVar(&opts.acme.email, "acme-email", "", "the contact address of the ACME account (required with --acme-ca)")
+	f.StringVar(&opts.acme.caRoot, "acme-ca-root", "", "a PEM file of root certificates to trust for the ACME CA's own HTTPS (a private or test CA)")
+	f.StringVar(&opts.acme.challenge, "acme-challenge", acme.ChallengeHTTP01, "the ACME challenge the hosts answer: http-01 (the CA connects to their port 80) or tls-alpn-01 (to their HTTPS port, 443)")
+	f.DurationVar(&opts.acme.checkEvery, "acme-check-interval", time.Minute, "how often certificates are checked for renewal")
+	_ = f.MarkHidden("acme-check-interval") // for tests; the name exists, so this cannot fail
 	f.IntVar(&opts.maxReplicas, "max-replicas", deploy.DefaultMaxReplicas,
 		fmt.Sprintf("the most replicas a plan may ask for per egg (at most %d)", spec.MaxReplicas))
 	f.IntVar(&opts.keepApplies, "keep-applies", store.DefaultKeepApplies,
@@ -154,6 +180,9 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 		return err
 	}
 	// The database, keys and tokens: for the owner's eyes only.
+	if (opts.acme.ca == "") != (opts.acme.email == "") {
+		return fmt.Errorf("--acme-ca and --acme-email go together: the CA needs a contact for the account")
+	}
 	if err := fsutil.PrivateDir(opts.dataDir, "hatch.db", adminTokenFile, sealKeyFile); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
@@ -196,7 +225,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 		ln.Close()
 		return err
 	}
-	srv, err := wireServer(st, blobs, opts.dataDir, cfg, fleetCfg, deployCfg, opts.loopsLease, hash, transport.fingerprint, servers, log)
+	srv, err := wireServer(st, blobs, opts.dataDir, cfg, fleetCfg, deployCfg, opts.acme, opts.loopsLease, hash, transport.fingerprint, servers, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -227,7 +256,7 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 // protocol and the fleet over them, and the API over both. `hatch server`
 // and `hatch up` both run what it returns.
 func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
-	loopsLease time.Duration, adminHash, fingerprint string, servers server.ServerList, log *zap.Logger) (*server.Server, error) {
+	acmeOpts acmeOptions, loopsLease time.Duration, adminHash, fingerprint string, servers server.ServerList, log *zap.Logger) (*server.Server, error) {
 	box, err := seal.LoadOrCreate(filepath.Join(dataDir, sealKeyFile))
 	if err != nil {
 		return nil, err
@@ -242,15 +271,27 @@ func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.
 	if err != nil {
 		return nil, err
 	}
+	// The ACME client obtains a certificate when an apply lands a route
+	// that needs one: the providers kick it.
+	var certs *acme.Manager
 	providers, err := provider.New(provider.Deps{
 		Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet:  provider.StoreFleet{List: st, Identities: st, Reports: st},
-		Box:    box,
-		Logger: log.With(zap.String("component", "providers")),
-		Now:    time.Now,
+		Fleet:     provider.StoreFleet{List: st, Identities: st, Reports: st},
+		Box:       box,
+		ACME:      acmeOpts.ca != "",
+		OnTLSAuto: func() { certs.Kick() },
+		Logger:    log.With(zap.String("component", "providers")),
+		Now:       time.Now,
 	})
 	if err != nil {
 		return nil, err
+	}
+	var background server.CertificateLoop
+	if acmeOpts.ca != "" {
+		if certs, err = newACME(acmeOpts, dataDir, box, providers, st, log); err != nil {
+			return nil, err
+		}
+		background = certs
 	}
 	applies, err := deploy.New(deployCfg, deploy.Deps{
 		Resources: st, Plans: st, Leases: st, Applies: st, Projects: st, Events: st, Reports: st,
@@ -274,7 +315,67 @@ func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.
 	return server.New(cfg, server.Deps{
 		Deploy: applies, Fleet: hosts, Loops: loops, Desired: st, Box: box, Blobs: blobs,
 		Auth: server.NewTokenAuth(adminHash, st, time.Now), Servers: servers, Logger: log, Now: time.Now,
+		Certificates: background, TLS: certificateStatus{providers: providers, acme: certs},
 	})
+}
+
+// certificateStatus is what hatch status shows of the certificates: the
+// desired states' (issuer, expiry) and the ACME client's last errors.
+type certificateStatus struct {
+	providers *provider.Set
+	acme      *acme.Manager // nil without an ACME CA
+}
+
+func (c certificateStatus) Certificates(ctx context.Context) ([]api.Certificate, error) {
+	names, err := c.providers.TLSHosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	errs := c.acme.LastErrors()
+	out := make([]api.Certificate, 0, len(names))
+	for _, n := range names {
+		ac := api.Certificate{Host: n.Host, Source: provider.SourceACME, LastError: errs[n.Host]}
+		if n.Mode == contract.TLSSecret {
+			ac.Source = provider.SourceSecret
+		}
+		if n.Cert != nil {
+			if block, _ := pem.Decode([]byte(n.Cert.Chain)); block != nil {
+				if leaf, err := x509.ParseCertificate(block.Bytes); err == nil {
+					ac.Issuer, ac.NotAfter = leaf.Issuer.CommonName, leaf.NotAfter
+				}
+			}
+		}
+		out = append(out, ac)
+	}
+	return out, nil
+}
+
+// newACME sets up the control plane's ACME client over the providers (the
+// desired states carry certificates and challenges to the hosts), its
+// account key sealed in the data dir.
+func newACME(opts acmeOptions, dataDir string, box *seal.Box, providers *provider.Set, events acme.EventRecorder, log *zap.Logger) (*acme.Manager, error) {
+	httpClient := http.DefaultClient
+	if opts.caRoot != "" {
+		pem, err := os.ReadFile(opts.caRoot)
+		if err != nil {
+			return nil, fmt.Errorf("--acme-ca-root: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--acme-ca-root %s: no PEM certificate in it", opts.caRoot)
+		}
+		httpClient = &http.Client{Timeout: 30 * time.Second,
+			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, Proxy: http.ProxyFromEnvironment}}
+	}
+	m, err := acme.New(acme.Config{
+		DirectoryURL: opts.ca, Email: opts.email, Challenge: opts.challenge, HTTPClient: httpClient,
+		AccountKeyFile: filepath.Join(dataDir, acmeAccountFile), StateFile: filepath.Join(dataDir, acmeStateFile), Box: box,
+		Certificates: providers, Events: events, Logger: log, CheckEvery: opts.checkEvery,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--acme-ca: %w", err)
+	}
+	return m, nil
 }
 
 // serverID names this server in the leases it holds: the same after a

@@ -1,18 +1,22 @@
 package cli
 
 import (
-	"github.com/hatchery/hatchery/internal/client"
-	"github.com/hatchery/hatchery/internal/resource"
-	"github.com/hatchery/hatchery/internal/termsafe"
-
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/termsafe"
 )
 
 func newStatusCmd() *cobra.Command {
@@ -40,7 +44,18 @@ func newStatusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printStatus(cmd.OutOrStdout(), eggs)
+				if err := printStatus(cmd.OutOrStdout(), eggs); err != nil {
+					return err
+				}
+				certs, err := c.Certificates(ctx)
+				var apiErr *client.APIError
+				if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound {
+					certs, err = nil, nil // a server from before HTTPS: no certificates
+				}
+				if err != nil {
+					return err
+				}
+				return printCertificates(cmd.OutOrStdout(), certs, time.Now())
 			})
 		},
 	}
@@ -121,6 +136,31 @@ func printStatus(w io.Writer, eggs []eggStatus) error {
 		fmt.Fprintf(tw, "  %s\t%d/%d\t%s\t%s\t%d\t%s\n", e.Egg, e.Ready, e.Desired, e.State, hosts, e.Restarts, statusNotes(e))
 	}
 	printProblems(tw, problems)
+	return tw.Flush()
+}
+
+// printCertificates prints each hostname served over HTTPS: where its
+// certificate comes from, its issuer and expiry, and the ACME client's last
+// error (the current certificate keeps serving meanwhile).
+func printCertificates(w io.Writer, certs []api.Certificate, now time.Time) error {
+	if len(certs) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\ncertificates")
+	fmt.Fprintln(tw, "  HOST\tSOURCE\tISSUER\tEXPIRES\tLAST ERROR")
+	for _, c := range certs {
+		issuer, expires := "-", "none yet"
+		if !c.NotAfter.IsZero() {
+			issuer = termsafe.Line(c.Issuer)
+			expires = c.NotAfter.UTC().Format(time.RFC3339) + " (in " + c.NotAfter.Sub(now).Round(time.Second).String() + ")"
+		}
+		lastErr := "-"
+		if c.LastError != "" {
+			lastErr = termsafe.Line(c.LastError)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Host, c.Source, issuer, expires, lastErr)
+	}
 	return tw.Flush()
 }
 

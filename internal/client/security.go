@@ -63,6 +63,13 @@ func (c *Client) Hosts(ctx context.Context) ([]api.Host, error) {
 	return out.Hosts, err
 }
 
+// Certificates lists the hostnames served over HTTPS and their certificates.
+func (c *Client) Certificates(ctx context.Context) ([]api.Certificate, error) {
+	var out api.CertificateList
+	err := c.Do(ctx, "GET", "/api/v1/certificates", nil, &out)
+	return out.Certificates, err
+}
+
 // RemoveHost revokes the token of the host with the name (or ID): its agent
 // is refused from its next request on, and its replicas are placed elsewhere.
 func (c *Client) RemoveHost(ctx context.Context, nameOrID string) (api.RemovedHost, error) {

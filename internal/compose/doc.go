@@ -44,6 +44,10 @@
 //	  routes: [shop.localhost, api.localhost/v1]  # sent to the egg by the ingress
 //	  port: 8080                                  # the port it listens on
 //
+// A route may be an object, {host: shop.example.com, tls: auto | off, hsts:
+// true}, as in hatch.yaml; a certificate of the user's own (tls: {cert, key}
+// from secrets) is given in hatch.yaml.
+//
 // # References
 //
 // The strings handed to the container (environment, command, entrypoint,

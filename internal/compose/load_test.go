@@ -132,6 +132,11 @@ func TestLoadProblemsAtTheirLines(t *testing.T) {
 			want: []string{`5: service "web" x-hatch.routes: the service has routes but no port`},
 		},
 		{
+			name: "a bad x-hatch route object",
+			src:  "services:\n  web:\n    image: nginx\n    ports: [\"80\"]\n    x-hatch:\n      routes: [{host: a.example.com, tls: sometimes}]\n",
+			want: []string{`6: service "web" x-hatch.routes: tls of a.example.com must be auto or off`},
+		},
+		{
 			name: "an unknown x-hatch key",
 			src:  "services:\n  web:\n    image: nginx\n    x-hatch:\n      rutes: [web.localhost]\n",
 			want: []string{`4: service "web" x-hatch: unknown key "rutes"`},

@@ -408,17 +408,10 @@ func (sm *serviceMapper) extension() {
 				continue
 			}
 			for _, item := range list {
-				route, ok := item.(string)
-				if !ok {
-					sm.errorAt("x-hatch.routes", "%v is not a hostname", item)
-					continue
+				r, ok := sm.route(item)
+				if ok {
+					sm.egg.Routes = append(sm.egg.Routes, r)
 				}
-				host, path, hasPath := strings.Cut(route, "/")
-				r := spec.Route{Host: host, Path: "/"}
-				if hasPath {
-					r.Path = literal("/" + path)
-				}
-				sm.egg.Routes = append(sm.egg.Routes, r)
 			}
 		case "port":
 			port, ok := v.(int)
@@ -434,6 +427,49 @@ func (sm *serviceMapper) extension() {
 	if len(sm.egg.Routes) > 0 && sm.egg.Port == 0 {
 		sm.errorAt("x-hatch.routes", "the service has routes but no port to send their requests to: publish one under ports:, list it under expose:, or set x-hatch.port")
 	}
+}
+
+// route reads one x-hatch route: a hostname, optionally with a path, or
+// {host: ..., tls: auto | off, hsts: true}. (A certificate from secrets is
+// written in hatch.yaml: Compose has no secret references to give it.)
+func (sm *serviceMapper) route(item any) (spec.Route, bool) {
+	var r spec.Route
+	route, ok := item.(string)
+	if obj, isMap := item.(map[string]any); isMap {
+		route, ok = obj["host"].(string)
+		for _, k := range sortedKeys(obj) {
+			switch v := obj[k]; k {
+			case "host":
+			case "tls":
+				mode, _ := v.(string)
+				if mode != spec.TLSAuto && mode != spec.TLSOff {
+					sm.errorAt("x-hatch.routes", "tls of %v must be auto or off (give a certificate of your own in hatch.yaml, which hatch convert writes from this file)", route)
+					return r, false
+				}
+				r.TLS = mode
+			case "hsts":
+				b, isBool := v.(bool)
+				if !isBool {
+					sm.errorAt("x-hatch.routes", "hsts of %v must be true or false", route)
+					return r, false
+				}
+				r.HSTS = b
+			default:
+				sm.errorAt("x-hatch.routes", "unknown key %q in a route: a route has host, tls and hsts", k)
+				return r, false
+			}
+		}
+	}
+	if !ok {
+		sm.errorAt("x-hatch.routes", "%v is not a hostname, nor {host: shop.example.com, tls: auto}", item)
+		return r, false
+	}
+	host, path, hasPath := strings.Cut(route, "/")
+	r.Host, r.Path = host, "/"
+	if hasPath {
+		r.Path = literal("/" + path)
+	}
+	return r, true
 }
 
 // volumes maps named volumes and bind mounts; a tmpfs mount joins tmpfs.

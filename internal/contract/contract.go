@@ -48,6 +48,50 @@ type DesiredState struct {
 	// workload on this host references (a relay on this host stands for
 	// them, carrying their names). See Service.
 	Services []Service `json:"services,omitempty"`
+	// Certificates are the TLS certificates of the hostnames whose routes
+	// this host serves over HTTPS (every host serves every route): obtained
+	// by the control plane's ACME client, or the user's own from secrets.
+	// Their keys are secrets: sealed at rest, never logged.
+	Certificates []Certificate `json:"certificates,omitempty"`
+	// Challenges are the ACME HTTP-01 challenges the control plane is
+	// answering: the ingress serves each key authorization at
+	// /.well-known/acme-challenge/<token>, and the agent reports the tokens
+	// it loaded (StatusReport.Challenges) so the order proceeds only once
+	// every host can answer the CA.
+	Challenges []Challenge `json:"challenges,omitempty"`
+}
+
+// Certificate returns the certificate of host, if the state holds one.
+func (d DesiredState) Certificate(host string) (Certificate, bool) {
+	for _, c := range d.Certificates {
+		if c.Host == host {
+			return c, true
+		}
+	}
+	return Certificate{}, false
+}
+
+// Certificate is a hostname's certificate chain and private key, PEM.
+type Certificate struct {
+	Host  string      `json:"host"`
+	Chain string      `json:"chain"`
+	Key   SecretValue `json:"key,omitempty"`
+	// Source is "acme" or "secret", for status and for the ACME client,
+	// which replaces only its own certificates.
+	Source string `json:"source,omitempty"`
+}
+
+// Challenge is one pending ACME challenge: HTTP-01 (KeyAuth, served at
+// /.well-known/acme-challenge/<Token>) or TLS-ALPN-01 (Host, and the
+// self-signed ALPNCert and ALPNKey the HTTPS listener presents to a
+// client asking for acme-tls/1 with that name; the key is a throwaway one,
+// made for this challenge only, yet never logged).
+type Challenge struct {
+	Token    string      `json:"token"`
+	KeyAuth  string      `json:"key_auth,omitempty"`
+	Host     string      `json:"host,omitempty"`
+	ALPNCert string      `json:"alpn_cert,omitempty"`
+	ALPNKey  SecretValue `json:"alpn_key,omitempty"`
 }
 
 // Service is an egg as a host that serves it sees it, wherever its replicas
@@ -139,6 +183,14 @@ func (d DesiredState) ComputeVersion() string {
 	}
 	c.Services = slices.Clone(d.Services)
 	slices.SortStableFunc(c.Services, func(a, b Service) int { return strings.Compare(a.ID(), b.ID()) })
+	// A certificate's key changes only with its chain, which is hashed.
+	c.Certificates = slices.Clone(d.Certificates)
+	for i := range c.Certificates {
+		c.Certificates[i].Key = ""
+	}
+	slices.SortStableFunc(c.Certificates, func(a, b Certificate) int { return strings.Compare(a.Host, b.Host) })
+	c.Challenges = slices.Clone(d.Challenges)
+	slices.SortStableFunc(c.Challenges, func(a, b Challenge) int { return strings.Compare(a.Token, b.Token) })
 	return hashJSON(c)
 }
 
@@ -244,6 +296,14 @@ type StatusReport struct {
 	// in the order peers should try them (--advertise); the control plane
 	// passes them on in every host's Peers.
 	MeshAddresses []string `json:"mesh_addresses,omitempty"`
+	// Challenges are the tokens of the desired state's ACME challenges
+	// that the host's ingress answers now.
+	Challenges []string `json:"challenges,omitempty"`
+	// HTTPPort and HTTPSPort are where the host's ingress listens (0:
+	// not at all, or an agent that does not say): the plan warns when a
+	// route with an ACME certificate lands on hosts not on 80 and 443.
+	HTTPPort  int `json:"http_port,omitempty"`
+	HTTPSPort int `json:"https_port,omitempty"`
 }
 
 // HostCapacity is a host's total memory and CPU, as its Docker Engine reports.

@@ -36,6 +36,8 @@ var specHashFields = map[string]string{
 	"Routes.Host":              "out",
 	"Routes.PathPrefix":        "out",
 	"Routes.UpstreamTimeout":   "out",
+	"Routes.TLS":               "out",
+	"Routes.HSTS":              "out",
 	"Aliases":                  "out",
 	"NetworkAliases":           "in",
 	"Uses":                     "out",

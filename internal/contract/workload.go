@@ -1,6 +1,10 @@
 package contract
 
-import "time"
+import (
+	"net"
+	"strings"
+	"time"
+)
 
 // WorkloadSpec is the part of an egg that one host runs: everything the agent
 // needs to create, check, roll and stop its containers. Durations travel as
@@ -106,6 +110,37 @@ type Route struct {
 	// UpstreamTimeout bounds the ingress's wait for a replica's response
 	// headers; zero is the ingress's default.
 	UpstreamTimeout time.Duration `json:"upstream_timeout,omitempty"`
+	// TLS is how the route's host is served over HTTPS: TLSOff (plain
+	// HTTP only), TLSAuto (a certificate the control plane obtains from its
+	// ACME CA) or TLSSecret (the user's certificate from secrets). Every
+	// route of a hostname has the same TLS settings, across projects. The
+	// certificate itself travels in DesiredState.Certificates.
+	TLS string `json:"tls,omitempty"`
+	// HSTS adds Strict-Transport-Security to the route's HTTPS answers
+	// (opt-in: a browser remembers it for a year).
+	HSTS bool `json:"hsts,omitempty"`
+}
+
+// The TLS modes of a Route.
+const (
+	TLSOff    = ""
+	TLSAuto   = "auto"
+	TLSSecret = "secret"
+)
+
+// PublicName reports whether host is a name an ACME CA can validate: not
+// localhost or under it, not an IP address, not a single label. Such a
+// route is served over HTTPS by default when the control plane has an ACME
+// CA.
+func PublicName(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	switch {
+	case host == "localhost", strings.HasSuffix(host, ".localhost"), !strings.Contains(host, "."):
+		return false
+	case net.ParseIP(host) != nil:
+		return false
+	}
+	return true
 }
 
 // Same reports whether r and o are the same claim (host and prefix),

@@ -16,6 +16,14 @@ type Config struct {
 	// HTTPAddr is where Start listens for proxied HTTP requests; empty means
 	// Start opens no HTTP listener (the caller serves the Ingress itself).
 	HTTPAddr string
+	// HTTPSAddr is where Start listens for HTTPS (SNI, HTTP/2), serving
+	// Table.Certificates; empty means none. One that cannot be listened on
+	// does not fail Start: HTTP keeps serving and HTTPSProblem says why.
+	HTTPSAddr string
+	// TrustedProxies are the addresses whose X-Forwarded-Proto: https is
+	// believed: a TLS-terminating load balancer in front, whose plain HTTP
+	// requests for TLS routes must not be redirected (they would loop).
+	TrustedProxies []netip.Prefix
 	// AdminAddr is where Start serves /healthz and /metrics; empty means none.
 	AdminAddr string
 	// PublishAddr is the IP published ports listen on; empty means all
@@ -76,7 +84,7 @@ func (c Config) Validate() error {
 	if c.Registry == nil {
 		errs = append(errs, errors.New("no metrics registry (Registry)"))
 	}
-	for _, a := range []struct{ name, addr string }{{"HTTPAddr", c.HTTPAddr}, {"AdminAddr", c.AdminAddr}} {
+	for _, a := range []struct{ name, addr string }{{"HTTPAddr", c.HTTPAddr}, {"HTTPSAddr", c.HTTPSAddr}, {"AdminAddr", c.AdminAddr}} {
 		if a.addr == "" {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,18 @@ type Ingress struct {
 	cancel context.CancelFunc
 
 	routes atomic.Pointer[routeTable] // read per request without a lock
+	// certs and challenges are the table's, read per handshake and
+	// request without a lock.
+	certs      atomic.Pointer[certTable]
+	challenges atomic.Pointer[map[string]string]
+	// alpn are the TLS-ALPN-01 challenge certificates by host, and
+	// alpnTokens their tokens, for Challenges.
+	alpn       atomic.Pointer[certTable]
+	alpnTokens atomic.Pointer[[]string]
+	// httpsPort is the HTTPS listener's port, for redirects; httpsProblem
+	// why there is no listener although one was asked for.
+	httpsPort    atomic.Int32
+	httpsProblem atomic.Pointer[string]
 	// tabled is set by the first Update. Until then the ingress does not know
 	// what it serves: a request gets 503 with Retry-After, never a false 404
 	// (an agent starts listening before its first converge).
@@ -59,6 +72,8 @@ type Ingress struct {
 	closed   bool
 	httpSrv  *http.Server
 	httpLn   net.Listener
+	httpsSrv *http.Server
+	httpsLn  net.Listener
 	adminSrv *http.Server
 	adminLn  net.Listener
 	// streamSrv serves the HTTP streams from peers that DialLocal hands to
@@ -91,6 +106,10 @@ func New(cfg Config) (*Ingress, error) {
 	}
 	in.m = newMetrics(cfg.Registry, in)
 	in.routes.Store(newRouteTable(nil))
+	in.certs.Store(&certTable{})
+	in.challenges.Store(&map[string]string{})
+	in.alpn.Store(&certTable{})
+	in.alpnTokens.Store(&[]string{})
 	return in, nil
 }
 
@@ -136,12 +155,16 @@ func (in *Ingress) Start() error {
 		}
 		in.serve(in.httpSrv, httpLn)
 	}
+	if in.cfg.HTTPSAddr != "" {
+		in.startHTTPS()
+	}
 	if adminLn != nil {
 		in.adminLn = adminLn
 		in.adminSrv = &http.Server{Handler: in.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
 		in.serve(in.adminSrv, adminLn)
 	}
-	in.log.Info("ingress started", zap.Stringer("http", addrOf(httpLn)), zap.Stringer("admin", addrOf(adminLn)))
+	in.log.Info("ingress started", zap.Stringer("http", addrOf(httpLn)), zap.Stringer("https", addrOf(in.httpsLn)),
+		zap.Stringer("admin", addrOf(adminLn)))
 	return nil
 }
 
@@ -228,9 +251,26 @@ func (in *Ingress) Update(t Table) error {
 		}
 	}
 	in.eggs = eggs
+	certs, certErr := loadCertificates(t.Certificates, in.certs.Load(), false)
+	in.certs.Store(certs)
+	alpn, alpnErr := loadCertificates(t.ALPNChallenges, in.alpn.Load(), true)
+	in.alpn.Store(alpn)
+	var tokens []string
+	for _, c := range t.ALPNChallenges {
+		if _, ok := alpn.byHost[strings.TrimSuffix(strings.ToLower(c.Host), ".")]; ok {
+			tokens = append(tokens, c.Token)
+		}
+	}
+	in.alpnTokens.Store(&tokens)
+	certErr = errors.Join(certErr, alpnErr)
+	challenges := make(map[string]string, len(t.Challenges))
+	for token, keyAuth := range t.Challenges {
+		challenges[token] = keyAuth
+	}
+	in.challenges.Store(&challenges)
 	in.routes.Store(newRouteTable(routes))
 	in.tabled.Store(true)
-	return in.syncPorts(t)
+	return errors.Join(certErr, in.syncPorts(t))
 }
 
 // updateEgg applies one egg's entry: its drain timeout, its backends (adding
@@ -454,7 +494,7 @@ func (in *Ingress) Close(ctx context.Context) error {
 		listeners = append(listeners, pl)
 	}
 	in.ports, in.sockets = nil, nil
-	httpSrv, adminSrv, streamSrv, streamFresh := in.httpSrv, in.adminSrv, in.streamSrv, in.streamFresh
+	httpSrv, httpsSrv, adminSrv, streamSrv, streamFresh := in.httpSrv, in.httpsSrv, in.adminSrv, in.streamSrv, in.streamFresh
 	in.mu.Unlock()
 
 	in.cancel()
@@ -466,6 +506,12 @@ func (in *Ingress) Close(ctx context.Context) error {
 		if err := httpSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("ingress shutdown: %w", err))
 			_ = httpSrv.Close() // cut what Shutdown could not wait for
+		}
+	}
+	if httpsSrv != nil {
+		if err := httpsSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("ingress HTTPS shutdown: %w", err))
+			_ = httpsSrv.Close() // cut what Shutdown could not wait for
 		}
 	}
 	if streamSrv != nil {

@@ -15,6 +15,9 @@ type metrics struct {
 	tcpConns     *prometheus.CounterVec
 	tcpRejected  *prometheus.CounterVec
 	unrouted     prometheus.Counter
+	redirects    prometheus.Counter
+	challenges   prometheus.Counter
+	tlsUnknown   prometheus.Counter
 }
 
 // Status classes counted per egg: the response's class, or aborted when the
@@ -72,8 +75,21 @@ func newMetrics(reg prometheus.Registerer, in *Ingress) *metrics {
 			Name: "hatch_ingress_unrouted_requests_total",
 			Help: "HTTP requests for a host and path no egg serves (answered 404).",
 		}),
+		redirects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hatch_ingress_https_redirects_total",
+			Help: "Plain HTTP requests for TLS routes redirected to HTTPS.",
+		}),
+		challenges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hatch_ingress_acme_challenges_total",
+			Help: "ACME HTTP-01 challenge requests answered.",
+		}),
+		tlsUnknown: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hatch_ingress_tls_unknown_name_total",
+			Help: "TLS handshakes for a name without a certificate (refused).",
+		}),
 	}
 	reg.MustRegister(m.requests, m.duration, m.retries, m.dialFailures, m.tcpConns, m.tcpRejected, m.unrouted,
+		m.redirects, m.challenges, m.tlsUnknown,
 		&stateCollector{in: in})
 	return m
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httputil"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,12 +26,28 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "hatch ingress: starting, no routing table yet", http.StatusServiceUnavailable)
 		return
 	}
-	e, timeout := in.routes.Load().match(r.Host, r.URL.Path)
-	if e == nil {
+	if strings.HasPrefix(r.URL.Path, acmeChallengePath) && in.serveChallenge(w, r) {
+		return
+	}
+	route := in.routes.Load().match(r.Host, r.URL.Path)
+	if route == nil {
 		in.m.unrouted.Inc()
 		http.Error(w, fmt.Sprintf("hatch ingress: no egg serves %q", r.Host+r.URL.Path), http.StatusNotFound)
 		return
 	}
+	secure := in.secure(r)
+	if route.tls && !secure && in.hasCertificate(r.Host) {
+		in.redirect(w, r)
+		return
+	}
+	if route.hsts && secure {
+		w.Header().Set("Strict-Transport-Security", hstsValue)
+	}
+	if secure && r.TLS == nil {
+		// A trusted proxy's: the backend hears the scheme the client used.
+		r = r.WithContext(context.WithValue(r.Context(), forwardedHTTPSKey{}, true))
+	}
+	e, timeout := route.egg, route.timeout
 	if timeout == 0 {
 		timeout = in.cfg.UpstreamTimeout
 	}
@@ -75,6 +92,9 @@ func (in *Ingress) newProxy(e *egg) http.Handler {
 			// were stripped by ReverseProxy: the ingress is the edge, so the
 			// backend sees the real client, not what it claims.
 			pr.SetXForwarded()
+			if pr.In.Context().Value(forwardedHTTPSKey{}) != nil {
+				pr.Out.Header.Set("X-Forwarded-Proto", "https")
+			}
 		},
 		Transport: &eggTransport{in: in, e: e},
 		ModifyResponse: func(resp *http.Response) error {

@@ -18,13 +18,15 @@ type routeEntry struct {
 	prefix  string
 	egg     *egg
 	timeout time.Duration // the route's upstream timeout; zero: the default
+	tls     bool          // plain HTTP is redirected to HTTPS
+	hsts    bool          // HTTPS answers carry Strict-Transport-Security
 }
 
 // newRouteTable builds the table for normalized, validated routes.
 func newRouteTable(routes map[Route]*egg) *routeTable {
 	t := &routeTable{hosts: make(map[string][]routeEntry)}
 	for r, e := range routes {
-		t.hosts[r.Host] = append(t.hosts[r.Host], routeEntry{prefix: r.PathPrefix, egg: e, timeout: r.UpstreamTimeout})
+		t.hosts[r.Host] = append(t.hosts[r.Host], routeEntry{prefix: r.PathPrefix, egg: e, timeout: r.UpstreamTimeout, tls: r.TLS, hsts: r.HSTS})
 	}
 	for _, entries := range t.hosts {
 		sort.Slice(entries, func(i, j int) bool { return len(entries[i].prefix) > len(entries[j].prefix) })
@@ -32,17 +34,16 @@ func newRouteTable(routes map[Route]*egg) *routeTable {
 	return t
 }
 
-// match returns the egg serving host (as a Host header gives it, port and
-// all) and path, or nil, with the route's upstream timeout (zero: the
-// default).
-func (t *routeTable) match(host, path string) (*egg, time.Duration) {
+// match returns the route serving host (as a Host header gives it, port and
+// all) and path, or nil.
+func (t *routeTable) match(host, path string) *routeEntry {
 	entries := t.hosts[canonicalHost(host)]
-	for _, r := range entries {
-		if pathHasPrefix(path, r.prefix) {
-			return r.egg, r.timeout
+	for i := range entries {
+		if pathHasPrefix(path, entries[i].prefix) {
+			return &entries[i]
 		}
 	}
-	return nil, 0
+	return nil
 }
 
 // canonicalHost strips the port and a trailing dot and lowercases, so that

@@ -77,7 +77,11 @@ func TestMatchIsTheLongestCoveringPrefix(t *testing.T) {
 				want, best = e, len(p)
 			}
 		}
-		if got, _ := table.match(strings.ToUpper(host)+":8080", path); got != want {
+		var got *egg
+		if r := table.match(strings.ToUpper(host)+":8080", path); r != nil {
+			got = r.egg
+		}
+		if got != want {
 			t.Fatalf("match(%s, %s) = %v, want %v", host, path, got, want)
 		}
 	})

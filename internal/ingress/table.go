@@ -14,6 +14,26 @@ import (
 // changes nothing.
 type Table struct {
 	Eggs []Egg
+	// Certificates are served on the HTTPS listener, picked by the
+	// client's SNI. One that does not parse is reported by Update and left
+	// out; the rest of the table applies.
+	Certificates []Certificate
+	// Challenges are ACME HTTP-01 key authorizations by token, answered at
+	// /.well-known/acme-challenge/<token> on every host and path.
+	Challenges map[string]string
+	// ALPNChallenges are ACME TLS-ALPN-01 certificates, presented on the
+	// HTTPS listener to a client asking for acme-tls/1 with their Host.
+	ALPNChallenges []Certificate
+}
+
+// Certificate is a hostname's certificate chain and private key, PEM. The
+// key is never logged.
+type Certificate struct {
+	Host  string
+	Chain []byte
+	Key   []byte
+	// Token is a TLS-ALPN-01 challenge's (ALPNChallenges only).
+	Token string
 }
 
 // Egg is one egg's share of the table.
@@ -54,6 +74,12 @@ type Route struct {
 	// another; streaming bodies (SSE, downloads) and upgraded connections
 	// are not bounded once the headers came.
 	UpstreamTimeout time.Duration
+	// TLS sends plain HTTP requests for the route to HTTPS (308) once the
+	// host's certificate is loaded, except ACME challenges and those a
+	// trusted proxy says came over HTTPS.
+	TLS bool
+	// HSTS adds Strict-Transport-Security to the route's HTTPS answers.
+	HSTS bool
 }
 
 // ParseRoute reads a route as hatch.yaml writes it: a hostname, optionally
@@ -75,7 +101,7 @@ func ParseRoute(s string) (Route, error) {
 func (r Route) String() string { return r.Host + r.PathPrefix }
 
 // key is what makes two routes the same claim: host and prefix, whatever
-// their timeouts.
+// their settings.
 func (r Route) key() Route { return Route{Host: r.Host, PathPrefix: r.PathPrefix} }
 
 // normalized lowercases the host and drops what does not change the meaning:
@@ -142,7 +168,7 @@ func validate(t Table) (Table, error) {
 	ports := make(map[int]string)
 	sockets := make(map[string]string)
 	containers := make(map[string]string)
-	out := Table{Eggs: make([]Egg, len(t.Eggs))}
+	out := Table{Eggs: make([]Egg, len(t.Eggs)), Certificates: t.Certificates, Challenges: t.Challenges, ALPNChallenges: t.ALPNChallenges}
 	for i, e := range t.Eggs {
 		bad := func(format string, args ...any) {
 			errs = append(errs, fmt.Errorf("egg %q: "+format, append([]any{e.Name}, args...)...))

@@ -31,12 +31,15 @@ func (e *ConflictError) Error() string {
 func projectOf(w contract.WorkloadSpec) string { return resource.Project(w.Namespace, w.Project) }
 
 // routeOf returns the contract's form of a route: "/" is the whole host.
-func routeOf(r inputs.Route) (contract.Route, error) {
+func routeOf(r inputs.Route, acme bool) (contract.Route, error) {
 	path := r.Path
 	if path == "/" {
 		path = ""
 	}
-	out := contract.Route{Host: r.Host, PathPrefix: path}
+	out := contract.Route{Host: r.Host, PathPrefix: path, TLS: tlsMode(r, acme), HSTS: r.HSTS}
+	if out.TLS == contract.TLSOff {
+		out.HSTS = false // HSTS over plain HTTP means nothing
+	}
 	if r.UpstreamTimeout != "" {
 		d, err := time.ParseDuration(r.UpstreamTimeout)
 		if err != nil || d <= 0 {

@@ -287,7 +287,7 @@ func (s *Set) routesOf(ctx context.Context, project, egg string) ([]contract.Rou
 		if err != nil {
 			return nil, err
 		}
-		route, err := routeOf(in)
+		route, err := routeOf(in, s.acme)
 		if err != nil {
 			return nil, err
 		}

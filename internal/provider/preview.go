@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -40,7 +41,7 @@ func (s *Set) Preview(ctx context.Context, project string, changes []PlanChange,
 	if err != nil {
 		return nil, err
 	}
-	p := &preview{s: s, v: v, project: project, opts: opts, steps: map[string][]string{}, eggHosts: map[string][]string{},
+	p := &preview{ctx: ctx, s: s, v: v, project: project, opts: opts, steps: map[string][]string{}, eggHosts: map[string][]string{},
 		records: map[string]*resource.Deployed{}}
 	for _, r := range records {
 		p.records[r.Key()] = r
@@ -78,6 +79,7 @@ func (s *Set) Preview(ctx context.Context, project string, changes []PlanChange,
 
 // preview is one Preview's working state.
 type preview struct {
+	ctx      context.Context
 	s        *Set
 	v        *view
 	project  string
@@ -221,7 +223,7 @@ func (p *preview) route(name string, c PlanChange) error {
 	if err != nil {
 		return err
 	}
-	r, err := routeOf(in)
+	r, err := routeOf(in, p.s.acme)
 	if err != nil {
 		return err
 	}
@@ -247,14 +249,45 @@ func (p *preview) route(name string, c PlanChange) error {
 	if err := p.v.checkRoute(p.project, r); err != nil {
 		return err
 	}
+	if err := p.v.checkTLS(p.project, r); err != nil {
+		return err
+	}
+	note := tlsNote(in, r)
+	if r.TLS == contract.TLSAuto {
+		p.warnPorts(r)
+	}
 	if !known {
-		p.add("", "route %s%s to %s", r.Host, r.PathPrefix, in.Egg)
+		p.add("", "route %s%s to %s%s", r.Host, r.PathPrefix, in.Egg, note)
 		return nil
 	}
 	for _, host := range hosts {
-		p.add(host, "route %s%s to %s", r.Host, r.PathPrefix, in.Egg)
+		p.add(host, "route %s%s to %s%s", r.Host, r.PathPrefix, in.Egg, note)
 	}
 	return nil
+}
+
+// warnPorts warns about each host whose ingress does not listen on 80 and
+// 443, as its last report says: the CA validates a certificate on port 80,
+// and clients look for HTTPS on 443. Every host serves every route, so
+// every host is looked at.
+func (p *preview) warnPorts(r contract.Route) {
+	for _, host := range slices.Sorted(maps.Keys(p.v.states)) {
+		st, err := p.s.statuses.Status(p.ctx, host)
+		if err != nil {
+			continue // no report yet: nothing to say
+		}
+		var rep contract.StatusReport
+		if json.Unmarshal(st.Report, &rep) != nil || rep.HTTPPort == 0 || (rep.HTTPPort == 80 && rep.HTTPSPort == 443) {
+			continue
+		}
+		https := "none"
+		if rep.HTTPSPort != 0 {
+			https = fmt.Sprintf(":%d", rep.HTTPSPort)
+		}
+		p.add(host, "warning: route %s%s gets its certificate over HTTP-01 on port 80 and serves HTTPS clients expect on 443, "+
+			"but this host's ingress listens on :%d and %s (hatch agent --ingress-addr :80 --https-addr :443, or a proxy forwarding them)",
+			r.Host, r.PathPrefix, rep.HTTPPort, https)
+	}
 }
 
 // result returns the steps by host name, those known only after apply last.

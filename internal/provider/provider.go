@@ -45,8 +45,14 @@ type Deps struct {
 	// SecretGrace is how long a staged secret value not in use is kept (a
 	// pending plan may need it); zero means DefaultSecretGrace.
 	SecretGrace time.Duration
-	Logger      *zap.Logger      // nil: no logs
-	Now         func() time.Time // nil: time.Now
+	// ACME says the server has an ACME CA: routes of public DNS names are
+	// then served over HTTPS by default (contract.TLSAuto).
+	ACME bool
+	// OnTLSAuto is called when a route served with TLSAuto lands, so the
+	// ACME client obtains its certificate at apply time (nil: nothing).
+	OnTLSAuto func()
+	Logger    *zap.Logger      // nil: no logs
+	Now       func() time.Time // nil: time.Now
 }
 
 // DefaultSecretGrace keeps staged secret values as long as a plan lives by
@@ -67,6 +73,8 @@ type Set struct {
 	delay    time.Duration // the scheduler's reschedule delay
 	fleet    Fleet
 	grace    time.Duration
+	acme     bool
+	onAuto   func()
 	log      *zap.Logger
 	now      func() time.Time
 }
@@ -87,7 +95,7 @@ func New(d Deps) (*Set, error) {
 		return nil, err
 	}
 	s := &Set{statuses: d.Statuses, records: d.Records, events: d.Events, secrets: d.Secrets, box: d.Box,
-		sched: sched, delay: cfg.RescheduleDelay, fleet: d.Fleet, grace: d.SecretGrace, log: d.Logger, now: d.Now}
+		sched: sched, delay: cfg.RescheduleDelay, fleet: d.Fleet, grace: d.SecretGrace, acme: d.ACME, onAuto: d.OnTLSAuto, log: d.Logger, now: d.Now}
 	if s.grace <= 0 {
 		s.grace = DefaultSecretGrace
 	}

@@ -37,14 +37,28 @@ func (p routeProvider) attach(ctx context.Context, project string, r *resource.D
 	if err != nil {
 		return nil, err
 	}
-	route, err := routeOf(in)
+	route, err := routeOf(in, p.s.acme)
 	if err != nil {
 		return nil, err
+	}
+	var cert *contract.Certificate
+	if route.TLS == contract.TLSSecret {
+		c, err := p.s.userCertificate(ctx, project, in)
+		if err != nil {
+			return nil, err
+		}
+		cert = &c
 	}
 	id := workloadID(project, in.Egg)
 	err = p.s.states.update(ctx, func(v *view) error {
 		if err := v.checkRoute(project, route); err != nil {
 			return err
+		}
+		if err := v.checkTLS(project, route); err != nil {
+			return err
+		}
+		if cert != nil {
+			v.setCertificate(*cert)
 		}
 		v.editProject(project, func(w *contract.WorkloadSpec) {
 			w.Routes = slices.DeleteFunc(w.Routes, route.Same)
@@ -55,6 +69,9 @@ func (p routeProvider) attach(ctx context.Context, project string, r *resource.D
 		})
 		return nil
 	})
+	if err == nil && route.TLS == contract.TLSAuto && p.s.onAuto != nil {
+		p.s.onAuto()
+	}
 	return map[string]any{}, err
 }
 
@@ -64,7 +81,7 @@ func (p routeProvider) Delete(ctx context.Context, project string, r *resource.D
 	if err != nil {
 		return err
 	}
-	route, err := routeOf(in)
+	route, err := routeOf(in, p.s.acme)
 	if err != nil {
 		return err
 	}

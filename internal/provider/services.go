@@ -45,6 +45,7 @@ func (v *view) derive() {
 		d.Services = services[id]
 		d.Peers = slices.Clone(valid)
 	}
+	v.deriveTLS()
 }
 
 // servicesByHost returns what each host serves (DesiredState.Services), by

@@ -369,6 +369,8 @@ type discardRouter struct{}
 func (discardRouter) Update(ingress.Table) error { return nil }
 func (discardRouter) Gone(string)                {}
 func (discardRouter) SetProblem(string)          {}
+func (discardRouter) Challenges() []string       { return nil }
+func (discardRouter) HTTPSProblem() string       { return "" }
 
 // noMesh is a mesh with no peers: these tests have one host.
 type noMesh struct{}

@@ -67,6 +67,7 @@ func (s *Server) routeTable() []route {
 		{"HEAD /api/v1/blobs/{digest}", s.hostBlobOrAdmin, plain, 0, s.headBlob},
 		{"GET /api/v1/blobs/{digest}", s.hostBlobOrAdmin, blobs, 0, s.getBlob},
 		{"GET /api/v1/events", adminOnly, s.eventsDeadline, 0, f.getEvents},
+		{"GET /api/v1/certificates", adminOnly, plain, 0, s.getCertificates},
 		{"GET /api/v1/projects", adminOnly, plain, 0, d.listProjects},
 		{"GET /api/v1/projects/{namespace}/{project}", adminOnly, plain, 0, d.getProject},
 		{"GET /api/v1/projects/{namespace}/{project}/status", adminOnly, plain, 0, f.getProjectStatus},

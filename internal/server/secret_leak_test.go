@@ -2,8 +2,15 @@ package server
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"io"
+	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -168,4 +176,107 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 			}
 		}
 	}
+}
+
+const certYAML = `
+project: shop
+eggs:
+  web:
+    image: web:1
+    port: 8080
+    routes: [{host: own.example.com, tls: {cert: "${secret.crt}", key: "${secret.key}"}}]
+secrets:
+  crt: {env: CRT}
+  key: {env: KEY}
+`
+
+// The private key of a route's own certificate reaches the host's desired
+// state and nothing else: no API answer, log line, event or database file.
+func TestCertificateKeysNeverLeak(t *testing.T) {
+	logs := &syncBuffer{}
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zap.DebugLevel))
+	h := newApplyHarness(t, applyOptions{logger: log})
+	var answers bytes.Buffer
+	call := func(method, path, body string) []byte {
+		t.Helper()
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		b, err := io.ReadAll(h.do(method, path, r).Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers.Write(b)
+		return b
+	}
+	h.report("h1")
+	crt, key := selfSignedPEM(t, "own.example.com")
+	var plan api.Plan
+	if err := json.Unmarshal(call("POST", "/api/v1/projects/default/shop/plan", string(planBody(t, certYAML, map[string]string{"crt": crt, "key": key}))), &plan); err != nil {
+		t.Fatal(err)
+	}
+	var started applyStarted
+	if err := json.Unmarshal(call("POST", "/api/v1/projects/default/shop/apply", `{"plan":"`+plan.ID+`"}`), &started); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(h.do("GET", started.Events, nil).Body)
+	answers.Write(raw)
+	if !strings.Contains(string(raw), `"outcome":"succeeded"`) {
+		t.Fatalf("apply: %s", raw)
+	}
+	if c, ok := h.desired("h1").Certificate("own.example.com"); !ok || string(c.Key) != key {
+		t.Fatal("the host does not get the certificate's key")
+	}
+	for _, p := range []string{"/api/v1/projects/default/shop", "/api/v1/projects/default/shop/status", "/api/v1/hosts/h1",
+		"/api/v1/events?limit=1000", "/api/v1/certificates"} {
+		call("GET", p, "")
+	}
+	evs, err := h.store.ListEvents(t.Context(), 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events bytes.Buffer
+	for _, e := range evs {
+		events.WriteString(e.Message + "\n")
+	}
+	h.stop()
+	var files bytes.Buffer
+	matches, _ := filepath.Glob(filepath.Join(h.dir, "hatch.db*"))
+	for _, f := range matches {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files.Write(b)
+	}
+	// The key's base64 body, line by line: a log would escape its newlines.
+	for _, line := range strings.Split(key, "\n") {
+		if len(line) < 32 || strings.HasPrefix(line, "-----") {
+			continue
+		}
+		for what, b := range map[string][]byte{"an API answer": answers.Bytes(), "a log line": logs.Bytes(),
+			"an event": events.Bytes(), "the database files": files.Bytes()} {
+			if bytes.Contains(b, []byte(line)) {
+				t.Errorf("%s holds the certificate's key", what)
+			}
+		}
+	}
+}
+
+func selfSignedPEM(t *testing.T, host string) (string, string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(k)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
 }

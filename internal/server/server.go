@@ -27,6 +27,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/leader"
@@ -121,7 +122,20 @@ type ServerList interface {
 	Servers() ([]string, <-chan struct{})
 }
 
-// Deps are what the server works with; every one is required.
+// CertificateLister lists the certificates of the hostnames served over
+// HTTPS.
+type CertificateLister interface {
+	Certificates(ctx context.Context) ([]api.Certificate, error)
+}
+
+// CertificateLoop obtains and renews the certificates of TLS routes (the
+// ACME client): a background loop, run by the one server running them.
+type CertificateLoop interface {
+	Run(ctx context.Context)
+}
+
+// Deps are what the server works with; every one is required but those
+// marked optional.
 type Deps struct {
 	// Deploy is the apply protocol, Fleet the hosts and what runs on them.
 	// The server starts and stops both with itself.
@@ -140,6 +154,12 @@ type Deps struct {
 	// (api.HeaderServers) so that hosts fail over to any of them.
 	Servers ServerList
 	Logger  *zap.Logger
+	// Certificates is the ACME client's loop, run with the other
+	// background loops; nil when the server has no ACME CA (optional).
+	Certificates CertificateLoop
+	// TLS lists the certificates of the hostnames served over HTTPS, for
+	// status (optional: none).
+	TLS CertificateLister
 	// Now is the clock.
 	Now func() time.Time
 }
@@ -246,6 +266,9 @@ func (s *Server) beginLoops(ctx context.Context) (func(context.Context), error) 
 		var wg sync.WaitGroup
 		wg.Go(func() { s.deps.Fleet.RunLoops(ctx) })
 		wg.Go(func() { runDeploy(ctx) })
+		if s.deps.Certificates != nil {
+			wg.Go(func() { s.deps.Certificates.Run(ctx) })
+		}
 		wg.Wait()
 	}, nil
 }

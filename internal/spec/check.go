@@ -30,6 +30,7 @@ func (pr *problems) check(p *Project) {
 		c.refs(e)
 	}
 	c.claims()
+	c.routeTLS()
 	c.unused()
 	if len(pr.errors) == 0 {
 		c.cycles()
@@ -208,6 +209,38 @@ func (c *checker) claims() {
 	}
 }
 
+// routeTLS checks that the secrets routes take certificates from are
+// defined, and that the routes of a hostname agree on their TLS settings
+// (one certificate, one redirect rule per name).
+func (c *checker) routeTLS() {
+	_, _, secrets := c.defined()
+	type first struct {
+		r   Route
+		egg string
+	}
+	byHost := map[string]first{}
+	eggs := append([]*Egg(nil), c.p.Eggs...)
+	sort.SliceStable(eggs, func(i, j int) bool { return eggs[i].Line < eggs[j].Line })
+	for _, e := range eggs {
+		for _, ref := range e.tlsRefs {
+			_, name, _ := resource.SplitKey(ref.Key)
+			if !secrets[name] {
+				c.errorf(ref.Line, "egg %q: route certificate from secret %q, which is not defined: add it under secrets: (secrets: {%s: {file: ./%s.pem}})", e.Name, name, name, name)
+			}
+		}
+		for _, r := range e.Routes {
+			f, seen := byHost[r.Host]
+			if !seen {
+				byHost[r.Host] = first{r, e.Name}
+				continue
+			}
+			if f.r.tlsSettings() != r.tlsSettings() {
+				c.errorf(r.Line, "route %s of egg %q has other TLS settings (tls, hsts) than route %s of egg %q (line %d): the routes of a hostname share one certificate and one redirect rule, so give them the same", r.Name(), e.Name, f.r.Name(), f.egg, f.r.Line)
+			}
+		}
+	}
+}
+
 // unused warns about what the file defines and no egg uses.
 func (c *checker) unused() {
 	used := map[string]bool{}
@@ -222,6 +255,9 @@ func (c *checker) unused() {
 			used[resource.Key(resource.Secret, s)] = true
 		}
 		for _, r := range e.refs {
+			used[r.Key] = true
+		}
+		for _, r := range e.tlsRefs {
 			used[r.Key] = true
 		}
 	}

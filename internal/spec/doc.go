@@ -94,7 +94,12 @@
 // route/api.localhost/v1): {host, path ("/" for the whole host), egg, port (the
 // egg's port), upstream_timeout (from the object form of a route,
 // {host: api.localhost/v1, upstream_timeout: 30s}; absent for the default),
-// hosts: [${egg/<egg>.hosts}]}. It depends on its egg.
+// tls ("auto", "off", "secret", or absent for the server's default: auto
+// for a public DNS name when the server has an ACME CA), cert and key (with
+// tls: secret, ${secret/<name>.handle} of the secrets holding the PEM chain
+// and key; from {tls: {cert: ${secret.crt}, key: ${secret.key}}}), hsts
+// (absent unless true), hosts: [${egg/<egg>.hosts}]}. It depends on its egg,
+// and on the secrets of its certificate.
 //
 // The inputs are declared once, in package inputs (inputs.Egg, inputs.Volume,
 // inputs.Network, inputs.Secret, inputs.Route), which the providers decode

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -409,21 +410,26 @@ func (ed *eggDecoder) healthCmd(n *yaml.Node, what string) []string {
 }
 
 // routes reads each route as a string ("api.localhost/v1") or as an object
-// ({host: api.localhost/v1, upstream_timeout: 30s}) for its settings.
+// ({host: api.localhost/v1, upstream_timeout: 30s, tls: auto, hsts: true})
+// for its settings.
 func (ed *eggDecoder) routes(n *yaml.Node, what string) {
 	items, _ := ed.list(n, what, `[shop.localhost, "api.localhost/v1", {host: slow.localhost, upstream_timeout: 2m}]`)
 	for i, item := range items {
-		var timeout time.Duration
+		var r Route
 		at := item
 		if resolve(item).Kind == yaml.MappingNode {
 			w := fmt.Sprintf("%s[%d]", what, i)
 			at = nil
-			for _, f := range ed.fields(item, w, "host", "upstream_timeout") {
+			for _, f := range ed.fields(item, w, "host", "upstream_timeout", "tls", "hsts") {
 				switch f.Key {
 				case "host":
 					at = f.Value
 				case "upstream_timeout":
-					timeout, _ = ed.duration(f.Value, w+".upstream_timeout", 10*time.Millisecond)
+					r.UpstreamTimeout, _ = ed.duration(f.Value, w+".upstream_timeout", 10*time.Millisecond)
+				case "tls":
+					ed.routeTLS(f.Value, w+".tls", &r)
+				case "hsts":
+					r.HSTS, _ = ed.boolean(f.Value, w+".hsts")
 				}
 			}
 			if at == nil {
@@ -435,15 +441,66 @@ func (ed *eggDecoder) routes(n *yaml.Node, what string) {
 		if !ok {
 			continue
 		}
-		r, err := parseRoute(v)
+		parsed, err := parseRoute(v)
 		if err != nil {
 			ed.errorf(at.Line, "%s: %v", what, err)
 			continue
 		}
-		r.Path = escape(r.Path)
+		r.Host, r.Path = parsed.Host, escape(parsed.Path)
 		r.Line = item.Line
-		r.UpstreamTimeout = timeout
+		switch {
+		case r.TLS == TLSAuto && !PublicName(r.Host):
+			ed.errorf(item.Line, "%s: tls: auto needs a public DNS name, and %s is not one (localhost, an IP address or a single label): an ACME CA cannot validate it; write tls: off, or give your own certificate with tls: {cert: ${secret.crt}, key: ${secret.key}}", what, r.Host)
+		case r.HSTS && r.TLS == TLSOff:
+			ed.errorf(item.Line, "%s: hsts needs TLS, and this route has tls: off: remove hsts, or serve the route over HTTPS", what)
+		}
 		ed.egg.Routes = append(ed.egg.Routes, r)
+	}
+}
+
+// secretRefRE is a whole-value reference to a secret, as a route's own
+// certificate and key are given.
+var secretRefRE = regexp.MustCompile(`^\$\{secret\.([A-Za-z0-9_.-]+)\}$`)
+
+// routeTLS reads a route's tls: auto, off, or {cert: ${secret.crt}, key:
+// ${secret.key}}: the user's PEM certificate chain and private key.
+func (ed *eggDecoder) routeTLS(n *yaml.Node, what string, r *Route) {
+	const example = "write tls: auto, tls: off, or tls: {cert: ${secret.crt}, key: ${secret.key}}"
+	if resolve(n).Kind == yaml.MappingNode {
+		r.TLS = TLSSecret
+		bad := false
+		for _, f := range ed.fields(n, what, "cert", "key") {
+			v, ok := ed.scalar(f.Value, what+"."+f.Key)
+			if !ok {
+				continue
+			}
+			m := secretRefRE.FindStringSubmatch(v)
+			if m == nil {
+				ed.errorf(f.Line, "%s.%s: %q is not a reference to a secret: %s", what, f.Key, v, example)
+				bad = true
+				continue
+			}
+			if f.Key == "cert" {
+				r.CertSecret = m[1]
+			} else {
+				r.KeySecret = m[1]
+			}
+			ed.egg.tlsRefs = append(ed.egg.tlsRefs, lineRef{Ref: resource.Ref{Key: resource.Key(resource.Secret, m[1]), Output: "handle"}, Line: f.Line})
+		}
+		if !bad && (r.CertSecret == "" || r.KeySecret == "") {
+			ed.errorf(n.Line, "%s: a certificate needs both cert and key: %s", what, example)
+		}
+		return
+	}
+	v, ok := ed.plain(n, what)
+	if !ok {
+		return
+	}
+	switch v {
+	case TLSAuto, TLSOff:
+		r.TLS = v
+	default:
+		ed.errorf(n.Line, "%s: unknown value %q: %s", what, v, example)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"time"
 
@@ -390,6 +391,34 @@ func checkRouteInputs(name string, in inputs.Route) error {
 	}
 	if err := checkPort(in.Port); err != nil {
 		return &InputError{"inputs.port", err.Error()}
+	}
+	return checkRouteTLS(in)
+}
+
+// secretHandleRef is what a route's cert and key are: a secret's handle.
+var secretHandleRef = regexp.MustCompile(`^\$\{secret/[A-Za-z0-9_.-]+\.handle\}$`)
+
+// checkRouteTLS checks a route's TLS inputs as the loader writes them.
+func checkRouteTLS(in inputs.Route) error {
+	switch in.TLS {
+	case TLSDefault, TLSOff, TLSAuto:
+		if in.Cert != "" || in.Key != "" {
+			return &InputError{"inputs.cert", "cert and key go with tls: secret only"}
+		}
+	case TLSSecret:
+		for _, f := range []struct{ name, v string }{{"inputs.cert", in.Cert}, {"inputs.key", in.Key}} {
+			if !secretHandleRef.MatchString(f.v) {
+				return &InputError{f.name, fmt.Sprintf("%q is not a secret's handle (${secret/<name>.handle})", f.v)}
+			}
+		}
+	default:
+		return &InputError{"inputs.tls", fmt.Sprintf("unknown TLS mode %q: auto, off, secret, or empty for the server's default", in.TLS)}
+	}
+	switch {
+	case in.TLS == TLSAuto && !PublicName(in.Host):
+		return &InputError{"inputs.tls", fmt.Sprintf("tls: auto needs a public DNS name, and %s is not one", in.Host)}
+	case in.HSTS && in.TLS == TLSOff:
+		return &InputError{"inputs.hsts", "hsts needs TLS, and the route has tls: off"}
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 package spec
 
 import (
+	"fmt"
 	"path/filepath"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
@@ -76,6 +78,8 @@ type Egg struct {
 	// so that the project's checks can point at them; an egg whose address is
 	// referenced is also where this one is placed.
 	refs []lineRef
+	// tlsRefs are the secrets its routes' certificates and keys come from.
+	tlsRefs []lineRef
 }
 
 // lineRef is a reference to another resource's output and where it was written.
@@ -143,8 +147,34 @@ type Route struct {
 	// headers (zero: the ingress's default, 30s); a replica past it leaves
 	// the pool at once. Set in the object form of a route.
 	UpstreamTimeout time.Duration
-	Line            int
+	// TLS is how the route's host is served over HTTPS: "" (the control
+	// plane's default: auto for a public DNS name when it has an ACME CA,
+	// else plain HTTP), TLSAuto, TLSOff, or TLSSecret with CertSecret and
+	// KeySecret naming the secrets holding the PEM certificate chain and
+	// key. Every route of a hostname has the same TLS settings.
+	TLS                   string
+	CertSecret, KeySecret string
+	// HSTS adds Strict-Transport-Security to the route's HTTPS answers.
+	HSTS bool
+	Line int
 }
+
+// The values of Route.TLS.
+const (
+	TLSDefault = ""
+	TLSAuto    = "auto"
+	TLSOff     = "off"
+	TLSSecret  = "secret"
+)
+
+// tlsSettings is what must agree between the routes of one hostname.
+func (r Route) tlsSettings() string {
+	return r.TLS + "|" + r.CertSecret + "|" + r.KeySecret + "|" + fmt.Sprint(r.HSTS)
+}
+
+// PublicName reports whether host is a name an ACME CA can validate
+// (contract.PublicName).
+func PublicName(host string) bool { return contract.PublicName(host) }
 
 // Name is the route's resource name: the host, followed by the path unless it
 // is "/" (route/shop.localhost, route/api.localhost/v1).

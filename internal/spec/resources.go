@@ -42,8 +42,12 @@ func (p *Project) Resources() ([]*resource.Desired, []*resource.Dependency) {
 			deps = append(deps, &resource.Dependency{Parent: resource.Key(resource.Egg, d.Egg), Child: child, Condition: d.Condition})
 		}
 		for _, r := range e.Routes {
-			add(resource.Route, r.Name(), inputs.Route{Host: r.Host, Path: r.Path, Egg: e.Name, Port: e.Port,
-				UpstreamTimeout: optionalDuration(r.UpstreamTimeout), Hosts: []string{ref(resource.Egg, e.Name, "hosts")}})
+			in := inputs.Route{Host: r.Host, Path: r.Path, Egg: e.Name, Port: e.Port,
+				UpstreamTimeout: optionalDuration(r.UpstreamTimeout), TLS: r.TLS, HSTS: r.HSTS, Hosts: []string{ref(resource.Egg, e.Name, "hosts")}}
+			if r.TLS == TLSSecret {
+				in.Cert, in.Key = ref(resource.Secret, r.CertSecret, "handle"), ref(resource.Secret, r.KeySecret, "handle")
+			}
+			add(resource.Route, r.Name(), in)
 			deps = append(deps, &resource.Dependency{Parent: child, Child: resource.Key(resource.Route, r.Name())})
 		}
 	}

@@ -167,13 +167,27 @@ func (w *writer) egg(e *Egg) *yaml.Node {
 			if r.Path != "/" {
 				name += text(r.Path)
 			}
-			if r.UpstreamTimeout == 0 {
+			if r.UpstreamTimeout == 0 && r.TLS == TLSDefault && !r.HSTS {
 				routes.Content = append(routes.Content, str(name))
 				continue
 			}
 			obj := mapping(true)
 			add(obj, "host", str(name))
-			add(obj, "upstream_timeout", duration(r.UpstreamTimeout))
+			if r.UpstreamTimeout != 0 {
+				add(obj, "upstream_timeout", duration(r.UpstreamTimeout))
+			}
+			switch r.TLS {
+			case TLSAuto, TLSOff:
+				add(obj, "tls", str(r.TLS))
+			case TLSSecret:
+				cert := mapping(true)
+				add(cert, "cert", str("${secret."+r.CertSecret+"}"))
+				add(cert, "key", str("${secret."+r.KeySecret+"}"))
+				add(obj, "tls", cert)
+			}
+			if r.HSTS {
+				add(obj, "hsts", boolean(true))
+			}
 			routes.Content = append(routes.Content, obj)
 		}
 		add(m, "routes", routes)

@@ -24,6 +24,18 @@ func EncodeDesiredState(box *seal.Box, d contract.DesiredState) (DesiredState, e
 			}
 		}
 	}
+	d.Certificates = append([]contract.Certificate(nil), d.Certificates...)
+	for i := range d.Certificates {
+		if c := &d.Certificates[i]; c.Key != "" {
+			c.Key = contract.SecretValue(box.Seal([]byte(c.Key)))
+		}
+	}
+	d.Challenges = append([]contract.Challenge(nil), d.Challenges...)
+	for i := range d.Challenges {
+		if c := &d.Challenges[i]; c.ALPNKey != "" {
+			c.ALPNKey = contract.SecretValue(box.Seal([]byte(c.ALPNKey)))
+		}
+	}
 	doc, err := json.Marshal(d)
 	if err != nil {
 		return DesiredState{}, fmt.Errorf("encode desired state of %s: %w", d.HostID, err)
@@ -55,6 +67,28 @@ func DecodeDesiredState(box *seal.Box, s DesiredState) (contract.DesiredState, e
 			}
 			sec.Value = contract.SecretValue(plain)
 		}
+	}
+	for i := range d.Certificates {
+		c := &d.Certificates[i]
+		if c.Key == "" {
+			continue
+		}
+		plain, err := box.Open(string(c.Key))
+		if err != nil {
+			return contract.DesiredState{}, fmt.Errorf("key of the certificate of %s on %s: %w", c.Host, s.HostID, err)
+		}
+		c.Key = contract.SecretValue(plain)
+	}
+	for i := range d.Challenges {
+		c := &d.Challenges[i]
+		if c.ALPNKey == "" {
+			continue
+		}
+		plain, err := box.Open(string(c.ALPNKey))
+		if err != nil {
+			return contract.DesiredState{}, fmt.Errorf("key of the ACME challenge of %s on %s: %w", c.Host, s.HostID, err)
+		}
+		c.ALPNKey = contract.SecretValue(plain)
 	}
 	return d, nil
 }

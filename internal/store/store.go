@@ -84,6 +84,11 @@ const (
 	EventRolloutProgressing EventType = "rollout.progressing"
 	EventRolloutFailed      EventType = "rollout.failed"
 	EventRolloutDone        EventType = "rollout.done"
+	// The control plane's ACME client: a certificate obtained for a
+	// hostname, one renewed, and an attempt that failed (with why).
+	EventCertificateIssued  EventType = "certificate.issued"
+	EventCertificateRenewed EventType = "certificate.renewed"
+	EventCertificateFailed  EventType = "certificate.failed"
 )
 
 // Event is one entry of the event log.

@@ -386,15 +386,6 @@ func (c *cluster) killServer() {
 	c.record(c.server.stderr()) // its stdout shows the admin token, as it should
 }
 
-// restartServer starts the server again as it was started: same address,
-// same data dir.
-func (c *cluster) restartServer() {
-	c.t.Helper()
-	args := slices.Clone(c.server.cmd.Args[1:])
-	c.server = c.start("server", args, nil)
-	c.server.waitLine(c.t, "server URL on this machine: ", 30*time.Second)
-}
-
 // grepLines keeps the lines of out holding any of subs.
 func grepLines(out string, subs ...string) string {
 	var kept []string

@@ -58,8 +58,16 @@ type cluster struct {
 	// net is the cluster's hosts when each agent has its own (nil when
 	// they share the test's engine).
 	net *netcluster.Cluster
-	// convergeInterval is clusterOptions.convergeInterval.
+	// convergeInterval, serverArgs, ingressPorts and https are
+	// clusterOptions'.
 	convergeInterval time.Duration
+	serverArgs       []string
+	ingressPorts     map[string]string
+	https            bool
+	// serverCmd is the server's command line, for restartServer, and
+	// pastServers its processes before a restart, for the secret check.
+	serverCmd   []string
+	pastServers []*clProc
 
 	mu       sync.Mutex // guards recorded and secrets
 	recorded []string   // CLI outputs and API answers
@@ -70,6 +78,8 @@ type cluster struct {
 type clAgent struct {
 	name, ip             string
 	ingressPort, dataDir string
+	// httpsPort is where its ingress serves HTTPS ("" for none).
+	httpsPort            string
 	adminPort, secretDir string
 	proc                 *clProc
 	past                 []*clProc // the processes before a restart, for the secret check
@@ -93,6 +103,13 @@ type clusterOptions struct {
 	// convergeInterval is the agents' timer between converges (default
 	// 2 s, for tests that wait on converges).
 	convergeInterval time.Duration
+	// serverArgs are added to the server's command line.
+	serverArgs []string
+	// ingressPorts fixes agents' ingress ports by name (a CA validating
+	// HTTP-01 must know the port before the agent starts); https gives
+	// every agent an HTTPS port.
+	ingressPorts map[string]string
+	https        bool
 }
 
 // Each agent has its host's network namespace to itself: fixed ports.
@@ -113,7 +130,8 @@ func newCluster(t testing.TB, opts clusterOptions) *cluster {
 	if opts.convergeInterval == 0 {
 		opts.convergeInterval = 2 * time.Second
 	}
-	c := &cluster{t: t, scope: dockertest.NewScope(t), bin: bin, dir: t.TempDir(), agents: map[string]*clAgent{}, convergeInterval: opts.convergeInterval}
+	c := &cluster{t: t, scope: dockertest.NewScope(t), bin: bin, dir: t.TempDir(), agents: map[string]*clAgent{}, convergeInterval: opts.convergeInterval,
+		serverArgs: opts.serverArgs, ingressPorts: opts.ingressPorts, https: opts.https}
 	if opts.hosts > 0 {
 		start := time.Now()
 		c.net = netcluster.Start(t, opts.hosts)
@@ -159,6 +177,8 @@ func (c *cluster) startServer(liveness time.Duration, ip string) {
 	if liveness > 0 {
 		args = append(args, "--liveness-timeout", liveness.String())
 	}
+	args = append(args, c.serverArgs...)
+	c.serverCmd = args
 	c.server = c.start("server", args, nil)
 	line := c.server.waitLine(c.t, "server URL on this machine: ", 30*time.Second)
 	c.url = strings.TrimSpace(strings.TrimPrefix(line, "server URL on this machine: "))
@@ -176,6 +196,16 @@ func (c *cluster) startServer(liveness time.Duration, ip string) {
 	c.keepFileSecrets(filepath.Join(dataDir, "seal.key"), filepath.Join(dataDir, "tls", "ca-key.pem"), filepath.Join(dataDir, "tls", "server-key.pem"))
 }
 
+// restartServer stops the server and starts it again on the same address
+// and data dir; the agents carry on with it.
+func (c *cluster) restartServer() {
+	c.t.Helper()
+	c.server.stop(c.t)
+	c.pastServers = append(c.pastServers, c.server)
+	c.server = c.start("server", c.serverCmd, nil)
+	c.server.waitLine(c.t, "server URL on this machine: ", 30*time.Second)
+}
+
 // startAgent joins a new host: its ingress, admin and published ports on ip,
 // in host's network namespace and on its engine if host is set.
 func (c *cluster) startAgent(name, ip string, host *netcluster.Host) *clAgent {
@@ -187,6 +217,12 @@ func (c *cluster) startAgent(name, ip string, host *netcluster.Host) *clAgent {
 		a.ingressPort, a.adminPort = netIngressPort, netAdminPort
 	} else {
 		a.ingressPort, a.adminPort = clFreePort(c.t, ip), clFreePort(c.t, ip)
+		if p, ok := c.ingressPorts[name]; ok {
+			a.ingressPort = p
+		}
+	}
+	if c.https {
+		a.httpsPort = clFreePort(c.t, ip)
 	}
 	c.agents[name] = a
 	c.runAgent(a, "--server", c.url, "--join", join, "--name", name)
@@ -214,7 +250,10 @@ func (c *cluster) runAgent(a *clAgent, extra ...string) {
 	args := []string{"agent", "--data-dir", a.dataDir,
 		"--ingress-addr", net.JoinHostPort(a.ip, a.ingressPort), "--admin-addr", net.JoinHostPort(a.ip, a.adminPort),
 		"--publish-addr", a.ip, "--mesh-addr", net.JoinHostPort(a.ip, "0"),
-		"--secret-dir", a.secretDir, "--converge-interval", c.convergeInterval.String()}
+		"--secret-dir", a.secretDir, "--converge-interval", c.convergeInterval.String(), "--https-addr", ""}
+	if a.httpsPort != "" {
+		args[len(args)-1] = net.JoinHostPort(a.ip, a.httpsPort)
+	}
 	for k, v := range c.scope.Labels(nil) {
 		args = append(args, "--label", k+"="+v)
 	}
@@ -387,6 +426,9 @@ func (c *cluster) secretsFound() []string {
 	secrets := append([]string(nil), c.secrets...)
 	c.mu.Unlock()
 	texts = append(texts, c.server.stderr())
+	for _, p := range c.pastServers {
+		texts = append(texts, p.stderr()) // stdout shows the admin token once, by design
+	}
 	for _, a := range c.agents {
 		for _, p := range append(a.past, a.proc) {
 			if p != nil {

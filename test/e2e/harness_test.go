@@ -150,7 +150,7 @@ func newAgentProc(t testing.TB, e *env, interval time.Duration) *agentProc {
 		logPath: filepath.Join(dir, "agent.log"),
 		args: []string{"agent", "--debug",
 			"--data-dir", filepath.Join(dir, "data"),
-			"--ingress-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--publish-addr", "127.0.0.1",
+			"--ingress-addr", "127.0.0.1:0", "--https-addr", "", "--admin-addr", "127.0.0.1:0", "--publish-addr", "127.0.0.1",
 			"--mesh-addr", "127.0.0.1:0",
 			"--secret-dir", e.scope.ShmDir(),
 			"--converge-interval", interval.String(),

@@ -224,6 +224,14 @@ type Route struct {
 	// UpstreamTimeout is a Go duration ("30s"), or empty for the ingress's
 	// default.
 	UpstreamTimeout string `json:"upstream_timeout,omitempty"`
+	// TLS is "" (the control plane's default), "auto", "off" or "secret";
+	// with "secret", Cert and Key reference the secrets holding the PEM
+	// chain and key (${secret/<name>.handle}), and the provider reads
+	// their values. HSTS adds Strict-Transport-Security to HTTPS answers.
+	TLS  string `json:"tls,omitempty"`
+	Cert string `json:"cert,omitempty"`
+	Key  string `json:"key,omitempty"`
+	HSTS bool   `json:"hsts,omitempty"`
 	// Hosts is where the egg runs, written [${egg/<egg>.hosts}]: it makes
 	// the route an update when the egg moves. Providers do not read it; the
 	// egg's own placement says where its routes go.
