@@ -231,9 +231,13 @@ func (s *Service) Close() {
 	s.work.Wait()
 }
 
-// failInterrupted finishes the applies a previous life left running: their
-// server died, and with it their work. A new apply finishes the job (pending
-// records are created again with the same IDs).
+// failInterrupted fails the applies that a server's death cut short: those
+// still running whose project nobody holds. An apply holds its project's
+// lease from before its record is made until it ends, so a running apply
+// whose project is locked is another server's, in flight, and is left
+// alone; taking the lease here also keeps an apply from starting while its
+// project's interrupted one is being failed. A new apply finishes the job
+// (pending records are created again with the same IDs).
 func (s *Service) failInterrupted(ctx context.Context) error {
 	projects, err := s.deps.Projects.ListProjects(ctx)
 	if err != nil {
@@ -248,12 +252,35 @@ func (s *Service) failInterrupted(ctx context.Context) error {
 			if ap.Outcome != store.ApplyRunning {
 				continue
 			}
-			err := s.deps.Applies.FinishApply(ctx, ap.ID, store.ApplyFailed,
-				"interrupted: the server stopped during this apply; apply again to finish it", s.now())
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
+			if err := s.failIfUnheld(ctx, ap); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// failIfUnheld fails the running apply ap if its project's lease is free.
+func (s *Service) failIfUnheld(ctx context.Context, ap store.Apply) error {
+	now := s.now()
+	held, err := s.deps.Leases.AcquireLease(ctx, store.Lease{Project: ap.Project, Token: randomID(),
+		Holder: fmt.Sprintf("recovery of apply %d", ap.ID), Server: s.deps.ServerID, Since: now, Expires: now.Add(s.cfg.LeaseTTL)})
+	if errors.Is(err, store.ErrLocked) {
+		s.log.Info("a running apply is another server's: left to it", zap.String("project", ap.Project), zap.Int64("apply", ap.ID))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := s.deps.Leases.ReleaseLease(context.WithoutCancel(ctx), ap.Project, held.Token); err != nil {
+			s.log.Warn("recovery lease not released (it expires)", zap.String("project", ap.Project), zap.Error(err))
+		}
+	}()
+	err = s.deps.Applies.FinishApply(ctx, ap.ID, store.ApplyFailed,
+		"interrupted: the server stopped during this apply; apply again to finish it", s.now())
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
 	}
 	return nil
 }

@@ -134,6 +134,45 @@ func TestASecondApplyFailsAtOnceNamingTheHolderAndSinceWhen(t *testing.T) {
 	wantSucceeded(t, h.applyAndWait("default/shop", strings.Replace(waitingYAML, "web:1", "web:2", 1), nil))
 }
 
+// A server starting beside another server's apply in flight (its project's
+// lease held by that server) leaves it running; once nobody holds the
+// project, a start fails it as interrupted.
+func TestAServerStartingBesideAnotherServersApplyLeavesItRunning(t *testing.T) {
+	dir := t.TempDir()
+	h := newApplyHarness(t, applyOptions{dir: dir, serverID: "srv-1"})
+	ctx := context.Background()
+	held, err := h.store.AcquireLease(ctx, store.Lease{Project: "default/shop", Token: "live", Holder: "apply of plan-live",
+		Server: "srv-2", Since: time.Now(), Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.store.StartApply(ctx, store.NewApply{Project: "default/shop", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	h.stop()
+
+	h = newApplyHarness(t, applyOptions{dir: dir, serverID: "srv-1"})
+	applies, err := h.store.Applies(ctx, "default/shop")
+	if err != nil || len(applies) != 1 || applies[0].Outcome != store.ApplyRunning {
+		t.Fatalf("srv-2's apply after srv-1 started: %+v, %v; want it still running", applies, err)
+	}
+	if err := h.store.ReleaseLease(ctx, "default/shop", held.Token); err != nil {
+		t.Fatal(err)
+	}
+	h.stop()
+
+	h = newApplyHarness(t, applyOptions{dir: dir, serverID: "srv-1"})
+	applies, err = h.store.Applies(ctx, "default/shop")
+	if err != nil || len(applies) != 1 || applies[0].Outcome != store.ApplyFailed || !strings.Contains(applies[0].Message, "interrupted") {
+		t.Fatalf("the apply once its project was free, after a start: %+v, %v; want it failed as interrupted", applies, err)
+	}
+	// The recovery's own lease is gone: the project is free.
+	if _, err := h.store.AcquireLease(ctx, store.Lease{Project: "default/shop", Token: "next", Holder: "apply of plan-next",
+		Server: "srv-1", Since: time.Now(), Expires: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatalf("the project after the recovery: %v, want it free", err)
+	}
+}
+
 func TestAServerKilledMidApplyLeavesNothingLockedAndAReapplyCompletes(t *testing.T) {
 	dir := t.TempDir()
 	h := newApplyHarness(t, applyOptions{dir: dir, serverID: "srv-1"})
