@@ -104,6 +104,28 @@ func (c *HTTPClient) takeServers(header string) {
 	}
 }
 
+// SessionServers returns the servers a host polls for sessions: the control
+// plane's live servers (each offers its own operators' sessions), or, until
+// one answered with the list, the URLs the client knows.
+func (c *HTTPClient) SessionServers() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.live) > 0 {
+		return slices.Clone(c.live)
+	}
+	return c.api.Servers()
+}
+
+// At returns a client of the same host for server alone: a session's
+// stream must reach the server that offered it, never the next one.
+func (c *HTTPClient) At(server string) (*HTTPClient, error) {
+	api, err := client.New(client.Config{Server: server, Token: c.api.Token()})
+	if err != nil {
+		return nil, err
+	}
+	return &HTTPClient{api: api, hostID: c.hostID, operator: server}, nil
+}
+
 // Close closes the client's idle connections; calls after it open new ones.
 func (c *HTTPClient) Close() { c.api.Close() }
 

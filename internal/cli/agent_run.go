@@ -170,7 +170,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	}
 	// Sessions (hatch logs, hatch exec) run beside the agent: their
 	// streams end (and their commands are killed) before the agent stops.
-	sess, err := hostsession.New(hostsession.Config{HostID: id.HostID, Offers: cp, Docker: dc, NoExec: opts.NoExec,
+	sess, err := hostsession.New(hostsession.Config{HostID: id.HostID, Servers: sessionServers{cp}, Docker: dc, NoExec: opts.NoExec,
 		Kill: hostsession.KillProcess, Logger: hostLog, Wait: 30 * time.Second})
 	if err != nil {
 		closeWithin(hostLog, "agent", a.Close)
@@ -334,3 +334,10 @@ func portOf(a net.Addr) int {
 	}
 	return 0
 }
+
+// sessionServers is the agent's client as the session runner sees it.
+type sessionServers struct{ cp *agent.HTTPClient }
+
+func (s sessionServers) SessionServers() []string { return s.cp.SessionServers() }
+
+func (s sessionServers) At(server string) (hostsession.Offers, error) { return s.cp.At(server) }

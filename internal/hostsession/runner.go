@@ -2,8 +2,9 @@
 // offers it: `hatch logs` (the output of a project's containers, following
 // new replicas as a roll starts them) and `hatch exec` (a command run in one
 // container). The agent learns of each on a long-poll of its own, apart from
-// the desired state, and opens an outbound WebSocket to the server for it;
-// the control plane never connects to a host.
+// the desired state, on every server of the control plane (a session waits
+// on the server its operator reached), and opens an outbound WebSocket to the
+// server that offered it; the control plane never connects to a host.
 //
 // Only containers labelled as Hatchery's and this host's are read or run in.
 // Engine API 1.41 has no call to stop an exec, so a session that ends before
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -30,7 +32,18 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 )
 
-// Offers is the control plane as sessions see it.
+// Servers is the control plane as sessions see it: several servers, each
+// offering its own operators' sessions (an operator's stream waits on the
+// server it reached), so the runner polls every one and opens each stream
+// on the server that offered it.
+type Servers interface {
+	// SessionServers returns the URLs of the servers to poll now.
+	SessionServers() []string
+	// At returns one server's offers.
+	At(server string) (Offers, error)
+}
+
+// Offers is one server's sessions for this host.
 type Offers interface {
 	// SessionOffers long-polls the sessions offered to this host.
 	SessionOffers(ctx context.Context, wait time.Duration) ([]contract.SessionOffer, error)
@@ -61,9 +74,9 @@ const (
 
 // Config is what a Runner needs.
 type Config struct {
-	HostID string
-	Offers Offers
-	Docker Docker
+	HostID  string
+	Servers Servers
+	Docker  Docker
 	// NoExec refuses every exec session (`hatch agent --no-exec`).
 	NoExec bool
 	// Kill ends a process of the host by PID: syscall.Kill with SIGKILL.
@@ -71,6 +84,9 @@ type Config struct {
 	Logger *zap.Logger
 	// Wait is the long-poll's wait.
 	Wait time.Duration
+	// Recheck is how often the list of servers to poll is read again
+	// (default 2 s).
+	Recheck time.Duration
 }
 
 // KillProcess kills a host process with SIGKILL.
@@ -78,8 +94,8 @@ func KillProcess(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 
 // Validate names what is missing.
 func (c Config) Validate() error {
-	if c.HostID == "" || c.Offers == nil || c.Docker == nil || c.Kill == nil || c.Logger == nil || c.Wait <= 0 {
-		return errors.New("hostsession: host ID, offers, Docker, kill, logger and a positive wait are all needed")
+	if c.HostID == "" || c.Servers == nil || c.Docker == nil || c.Kill == nil || c.Logger == nil || c.Wait <= 0 || c.Recheck < 0 {
+		return errors.New("hostsession: host ID, servers, Docker, kill, logger and a positive wait are all needed")
 	}
 	return nil
 }
@@ -97,18 +113,69 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Recheck == 0 {
+		cfg.Recheck = 2 * time.Second
+	}
 	return &Runner{cfg: cfg, log: cfg.Logger.With(zap.String("component", "sessions"))}, nil
 }
 
-// Start launches the long-poll.
+// Start launches the long-polls: one per server of the control plane.
 func (r *Runner) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		r.poll(ctx)
+		r.pollEvery(ctx)
 	}()
+}
+
+// pollEvery keeps one long-poll on each server SessionServers names,
+// reading the list again every Recheck: a server that joins is polled, one
+// that left is not (its sessions being served go on to their end).
+func (r *Runner) pollEvery(ctx context.Context) {
+	polls := map[string]context.CancelFunc{}
+	defer func() {
+		for _, stop := range polls {
+			stop()
+		}
+	}()
+	t := time.NewTicker(r.cfg.Recheck)
+	defer t.Stop()
+	for {
+		want := r.cfg.Servers.SessionServers()
+		for server, stop := range polls {
+			if !slices.Contains(want, server) {
+				stop()
+				delete(polls, server)
+			}
+		}
+		for _, server := range want {
+			if _, ok := polls[server]; ok {
+				continue
+			}
+			offers, err := r.cfg.Servers.At(server)
+			if err != nil {
+				r.log.Warn("sessions of a server not polled", zap.String("server", server), zap.Error(err))
+				continue
+			}
+			pollCtx, stop := context.WithCancel(ctx)
+			polls[server] = stop
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				r.poll(pollCtx, ctx, offers)
+				if c, ok := offers.(interface{ Close() }); ok {
+					c.Close() // its idle connections; streams in use go on
+				}
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Close ends every session (their commands killed) and waits for them, or
@@ -128,11 +195,12 @@ func (r *Runner) Close(ctx context.Context) error {
 	}
 }
 
-// poll asks for offers until ctx ends, backing off on errors.
-func (r *Runner) poll(ctx context.Context) {
+// poll asks one server for offers until ctx ends, backing off on errors;
+// the sessions it is offered live until life ends.
+func (r *Runner) poll(ctx, life context.Context, from Offers) {
 	backoff := 500 * time.Millisecond
 	for ctx.Err() == nil {
-		offers, err := r.cfg.Offers.SessionOffers(ctx, r.cfg.Wait)
+		offers, err := from.SessionOffers(ctx, r.cfg.Wait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -151,17 +219,17 @@ func (r *Runner) poll(ctx context.Context) {
 			r.wg.Add(1)
 			go func() {
 				defer r.wg.Done()
-				r.serve(ctx, o)
+				r.serve(life, from, o)
 			}()
 		}
 	}
 }
 
 // serve opens the session's stream and runs it.
-func (r *Runner) serve(ctx context.Context, o contract.SessionOffer) {
+func (r *Runner) serve(ctx context.Context, from Offers, o contract.SessionOffer) {
 	log := r.log.With(zap.String("kind", string(o.Kind)), zap.String("actor", o.Actor))
 	dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	conn, err := r.cfg.Offers.OpenSession(dialCtx, o.ID)
+	conn, err := from.OpenSession(dialCtx, o.ID)
 	cancel()
 	if err != nil {
 		log.Warn("session stream not opened", zap.Error(err))

@@ -172,6 +172,18 @@ func TestAnAgentFailsOverToAnotherServerWhenItsServerIsKilled(t *testing.T) {
 		return nil
 	})
 	t.Logf("the agent kept both servers at %v", time.Since(began).Round(time.Millisecond))
+
+	// Sessions are each server's own: the agent polls both for them, so an
+	// exec reaches it through either server, whichever holds its main
+	// long-poll (A).
+	c.mustHatch([]string{client.EnvServer + "=" + urlA}, "apply", "-f", file, "--yes")
+	for _, u := range []string{urlB, urlA} {
+		// The app's own health probe: exit 0 only if it ran in the replica.
+		if out, err := c.hatch([]string{client.EnvServer + "=" + u}, "exec", "failover", "app", "--", "/app", "-check"); err != nil {
+			t.Fatalf("hatch exec through %s: %v\n%s", u, err, out)
+		}
+	}
+	t.Logf("an exec through each server reached the agent at %v", time.Since(began).Round(time.Millisecond))
 	time.Sleep(time.Second) // the agent's long-poll is held by A
 
 	if err := servers["a"].cmd.Process.Kill(); err != nil {
@@ -208,10 +220,10 @@ func TestAnAgentFailsOverToAnotherServerWhenItsServerIsKilled(t *testing.T) {
 		t.Fatalf("hatch hosts through B: the host is not up:\n%s", out)
 	}
 	start := time.Now()
-	c.mustHatch(cli, "apply", "-f", file, "--yes")
+	c.mustHatch(cli, "apply", "-f", filepath.Join(spreadProject(t, "failover", 2, ""), "hatch.yaml"), "--yes")
 	t.Logf("hatch apply through B converged in %v", time.Since(start).Round(time.Millisecond))
-	if got := c.projectContainers("default", "failover", "app", a.hostID); len(got) != 1 {
-		t.Fatalf("%d containers of the applied egg on host a, want 1", len(got))
+	if got := c.projectContainers("default", "failover", "app", a.hostID); len(got) != 2 {
+		t.Fatalf("%d containers of the applied egg on host a, want 2", len(got))
 	}
 	t.Logf("done at %v; then the clean-up", time.Since(began).Round(time.Millisecond))
 }
