@@ -221,14 +221,15 @@ func inProgressInvisible(t *testing.T, h Harness) {
 		t.Run(finish, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			pr := &pausingReader{r: bytes.NewReader(content), n: 2<<20 + 100, paused: make(chan struct{}), release: make(chan error, 1)}
+			paused := make(chan struct{}) // pr's field is the uploader's to clear
+			pr := &pausingReader{r: bytes.NewReader(content), n: 2<<20 + 100, paused: paused, release: make(chan error, 1)}
 			done := make(chan error, 1)
 			go func() {
 				_, _, err := s.Put(ctx, d, pr, 8<<20)
 				done <- err
 			}()
 			select {
-			case <-pr.paused:
+			case <-paused:
 			case err := <-done:
 				t.Fatalf("Put ended before its content did: %v", err)
 			}
