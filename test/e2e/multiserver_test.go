@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 	"github.com/hatchery/hatchery/internal/testutil/pgtest"
@@ -91,7 +93,11 @@ func copyTree(t *testing.T, from, to string) {
 // the first with its URL only. The agent learns of the second from its
 // desired-state answers; when the first is killed (-9) its heartbeat and
 // long-poll go on at the second within 5 s, and an apply made by a CLI whose
-// first URL is the dead server reaches the agent through the second.
+// first URL is the dead server reaches the agent through the second. Before
+// that, an exec through either server reaches the agent (sessions are each
+// server's own). Then PostgreSQL is killed: the server answers 503 naming the
+// database, the agent's containers keep running, and once the database is
+// back the agent reports again and an apply converges.
 func TestAnAgentFailsOverToAnotherServerWhenItsServerIsKilled(t *testing.T) {
 	began := time.Now()
 	waitPostgres := startPostgres(t) // while the binary and the test image build
@@ -222,8 +228,60 @@ func TestAnAgentFailsOverToAnotherServerWhenItsServerIsKilled(t *testing.T) {
 	start := time.Now()
 	c.mustHatch(cli, "apply", "-f", filepath.Join(spreadProject(t, "failover", 2, ""), "hatch.yaml"), "--yes")
 	t.Logf("hatch apply through B converged in %v", time.Since(start).Round(time.Millisecond))
-	if got := c.projectContainers("default", "failover", "app", a.hostID); len(got) != 2 {
-		t.Fatalf("%d containers of the applied egg on host a, want 2", len(got))
+	running := c.projectContainers("default", "failover", "app", a.hostID)
+	if len(running) != 2 {
+		t.Fatalf("%d containers of the applied egg on host a, want 2", len(running))
+	}
+
+	// PostgreSQL itself killed: B answers 503 naming the database, the
+	// agent keeps its containers running; once it is back, all resumes.
+	if err := pg.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed = time.Now()
+	out, err := c.hatch(cli, "hosts")
+	if err == nil || !strings.Contains(out, "database") {
+		t.Fatalf("hatch hosts with PostgreSQL down: %v, want a failure naming the database: %q", err, out)
+	}
+	t.Logf("with PostgreSQL down the CLI said: %s", lastLine(out))
+	time.Sleep(3 * time.Second) // a few of the agent's reports and polls fail meanwhile
+	if now := c.projectContainers("default", "failover", "app", a.hostID); !sameContainers(now, running) {
+		t.Fatalf("the agent's containers changed while PostgreSQL was down: %d now", len(now))
+	}
+	if err := pg.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	dockertest.Eventually(t, 30*time.Second, 200*time.Millisecond, func() error {
+		hosts, err := c.api.Hosts(t.Context())
+		if err != nil {
+			return err
+		}
+		for _, h := range hosts {
+			if h.Name == "a" && h.LastSeen.After(back) {
+				return nil
+			}
+		}
+		return errors.New("no report from host a since PostgreSQL came back")
+	})
+	t.Logf("PostgreSQL down %v; the agent reported again %v after it was back",
+		back.Sub(killed).Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
+	c.mustHatch(cli, "apply", "-f", file, "--yes")
+	if got := c.projectContainers("default", "failover", "app", a.hostID); len(got) != 1 {
+		t.Fatalf("%d containers after the apply once PostgreSQL was back, want 1", len(got))
 	}
 	t.Logf("done at %v; then the clean-up", time.Since(began).Round(time.Millisecond))
+}
+
+// sameContainers reports whether two lists hold the same container IDs.
+func sameContainers(a, b []container.Summary) bool {
+	ids := func(l []container.Summary) []string {
+		var out []string
+		for _, s := range l {
+			out = append(out, s.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(ids(a), ids(b))
 }

@@ -388,11 +388,13 @@ func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
 	for rows.Next() {
 		v, err := scan(rows)
 		if err != nil {
-			return nil, err
+			return nil, classify(err)
 		}
 		out = append(out, v)
 	}
-	return out, rows.Err()
+	// A query's connection lost is seen here, not by Query, which sends
+	// lazily: it is the database being unreachable all the same.
+	return out, classify(rows.Err())
 }
 
 // scanStrings reads a one-column result.
