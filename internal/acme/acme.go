@@ -86,6 +86,13 @@ type Config struct {
 	// CheckEvery is how often names are checked without a kick (renewals;
 	// default 1 minute).
 	CheckEvery time.Duration
+	// Changes, if set, returns a channel closed at the next change the
+	// control plane records (store.Events.WatchEvents): an apply through
+	// another server, whose Kick reaches only its own manager, is seen
+	// within ChangeEvery rather than at the next CheckEvery.
+	Changes func() <-chan struct{}
+	// ChangeEvery bounds how often Changes leads to a check (default 2 s).
+	ChangeEvery time.Duration
 	// LoadedWait bounds the wait for every live host to report a
 	// challenge loaded (default 60 s).
 	LoadedWait time.Duration
@@ -153,6 +160,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.CheckEvery <= 0 {
 		cfg.CheckEvery = time.Minute
 	}
+	if cfg.ChangeEvery <= 0 {
+		cfg.ChangeEvery = 2 * time.Second
+	}
 	if cfg.LoadedWait <= 0 {
 		cfg.LoadedWait = time.Minute
 	}
@@ -210,14 +220,26 @@ func (m *Manager) Kick() {
 func (m *Manager) Run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var changed <-chan struct{} // nil without Changes: never ready
+	if m.cfg.Changes != nil {
+		changed = m.cfg.Changes()
+	}
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.kick:
 		case <-t.C:
+		case <-changed:
+			changed = m.cfg.Changes()
+			if wait := time.Until(last.Add(m.cfg.ChangeEvery)); wait > 0 {
+				t.Reset(wait) // sooner than CheckEvery: the change is looked at then
+				continue
+			}
 		}
 		m.CheckOnce(ctx)
+		last = time.Now()
 		t.Reset(m.cfg.CheckEvery)
 	}
 }
@@ -512,6 +534,13 @@ func (m *Manager) accountKey() (crypto.Signer, error) {
 	if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("ACME account key: %w", err)
 	}
+	return WriteAccountKey(m.cfg.AccountKeyFile, m.cfg.Box)
+}
+
+// WriteAccountKey makes an ACME account key and keeps it at path, sealed
+// with box. `hatch server init` writes it with the other shared files, so
+// every server of a control plane orders as the one account.
+func WriteAccountKey(path string, box *seal.Box) (crypto.Signer, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -520,7 +549,7 @@ func (m *Manager) accountKey() (crypto.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := fsutil.WriteFileAtomic(m.cfg.AccountKeyFile, []byte(m.cfg.Box.Seal(der)), 0o600); err != nil {
+	if err := fsutil.WriteFileAtomic(path, []byte(box.Seal(der)), 0o600); err != nil {
 		return nil, fmt.Errorf("keep the ACME account key: %w", err)
 	}
 	return key, nil

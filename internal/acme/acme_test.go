@@ -285,3 +285,70 @@ func TestObtainsFromPebbleOverTLSALPN01(t *testing.T) {
 		t.Error("the challenge certificate was not withdrawn")
 	}
 }
+
+// countingNames counts how often the manager looks at the names.
+type countingNames struct {
+	hosts
+	mu    sync.Mutex
+	looks int
+}
+
+func (c *countingNames) TLSNames(ctx context.Context) (map[string]*contract.Certificate, error) {
+	c.mu.Lock()
+	c.looks++
+	c.mu.Unlock()
+	return map[string]*contract.Certificate{}, nil
+}
+
+func (c *countingNames) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.looks
+}
+
+// A change recorded through any server (an apply through another one,
+// whose Kick reaches only its own manager) makes the manager look at the
+// names again soon, not at its next hourly check; a burst of changes makes
+// one look.
+func TestAChangeRecordedAnywhereWakesTheManager(t *testing.T) {
+	names := &countingNames{}
+	var mu sync.Mutex
+	next := make(chan struct{})
+	change := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		close(next)
+		next = make(chan struct{})
+	}
+	box, _ := seal.New(bytes.Repeat([]byte{9}, 32))
+	m, err := New(Config{DirectoryURL: "https://ca.invalid/dir", Email: "ops@hatch.test",
+		AccountKeyFile: filepath.Join(t.TempDir(), "account.key"), Box: box, Certificates: names, Events: &events{},
+		Logger: zaptest.NewLogger(t), CheckEvery: time.Hour, ChangeEvery: 200 * time.Millisecond,
+		Changes: func() <-chan struct{} { mu.Lock(); defer mu.Unlock(); return next }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); names.count() < n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d looks at the names, want %d", names.count(), n)
+			}
+		}
+	}
+	waitFor(1) // at once, at the start
+	change()
+	waitFor(2)
+	for range 5 {
+		change()
+	}
+	waitFor(3)
+	time.Sleep(500 * time.Millisecond)
+	if n := names.count(); n != 3 {
+		t.Errorf("%d looks after a burst of 5 changes, want 3 (one for the burst)", n)
+	}
+}

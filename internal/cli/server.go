@@ -353,7 +353,7 @@ func (c certificateStatus) Certificates(ctx context.Context) ([]api.Certificate,
 // newACME sets up the control plane's ACME client over the providers (the
 // desired states carry certificates and challenges to the hosts), its
 // account key sealed in the data dir.
-func newACME(opts acmeOptions, dataDir string, box *seal.Box, providers *provider.Set, events acme.EventRecorder, log *zap.Logger) (*acme.Manager, error) {
+func newACME(opts acmeOptions, dataDir string, box *seal.Box, providers *provider.Set, events acmeEvents, log *zap.Logger) (*acme.Manager, error) {
 	httpClient := http.DefaultClient
 	if opts.caRoot != "" {
 		pem, err := os.ReadFile(opts.caRoot)
@@ -370,12 +370,19 @@ func newACME(opts acmeOptions, dataDir string, box *seal.Box, providers *provide
 	m, err := acme.New(acme.Config{
 		DirectoryURL: opts.ca, Email: opts.email, Challenge: opts.challenge, HTTPClient: httpClient,
 		AccountKeyFile: filepath.Join(dataDir, acmeAccountFile), StateFile: filepath.Join(dataDir, acmeStateFile), Box: box,
-		Certificates: providers, Events: events, Logger: log, CheckEvery: opts.checkEvery,
+		Certificates: providers, Events: events, Changes: events.WatchEvents, Logger: log, CheckEvery: opts.checkEvery,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--acme-ca: %w", err)
 	}
 	return m, nil
+}
+
+// acmeEvents is the event log as the ACME client uses it: it records its
+// outcomes, and wakes at changes recorded through any server.
+type acmeEvents interface {
+	acme.EventRecorder
+	WatchEvents() <-chan struct{}
 }
 
 // serverID names this server in the leases it holds: the same after a

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hatchery/hatchery/internal/acme"
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/seal"
@@ -24,7 +25,8 @@ func newServerInitCmd() *cobra.Command {
 must share, and nothing else: the CA that tokens pin (tls/ca.pem, tls/ca-key.pem),
 the host CA that signs the hosts' mesh certificates (tls/host-ca.pem,
 tls/host-ca-key.pem), the seal key that secret values are sealed with at rest
-(seal.key) and the admin token (admin-token), every file 0600. These are the
+(seal.key), the admin token (admin-token) and the ACME account's key, sealed
+(acme-account.key: one account whichever server orders), every file 0600. These are the
 files hatch server makes at its first start; none of them goes into the
 database (which keeps only the admin token's hash, and secret values sealed).
 
@@ -48,7 +50,7 @@ func sharedFiles() []string {
 	for _, f := range append(pki.CAFiles, pki.HostCAFiles...) {
 		out = append(out, filepath.Join("tls", f))
 	}
-	return append(out, sealKeyFile, adminTokenFile)
+	return append(out, sealKeyFile, adminTokenFile, acmeAccountFile)
 }
 
 // runServerInit writes the shared files into dir, refusing if any is there.
@@ -60,7 +62,7 @@ func runServerInit(dir string, now time.Time, stdout io.Writer) error {
 				"old ones (every token, host and sealed secret depends on them); give an empty or new directory", filepath.Join(dir, f))
 		}
 	}
-	if err := fsutil.PrivateDir(dir, "tls", sealKeyFile, adminTokenFile); err != nil {
+	if err := fsutil.PrivateDir(dir, "tls", sealKeyFile, adminTokenFile, acmeAccountFile); err != nil {
 		return fmt.Errorf("hatch server init %s: %w", dir, err)
 	}
 	wrote := false
@@ -79,7 +81,12 @@ func runServerInit(dir string, now time.Time, stdout io.Writer) error {
 	if _, err := pki.LoadOrCreateHostCA(tlsDir, pki.MaxHostLifetime, now); err != nil {
 		return err
 	}
-	if _, err := seal.LoadOrCreate(filepath.Join(dir, sealKeyFile)); err != nil {
+	box, err := seal.LoadOrCreate(filepath.Join(dir, sealKeyFile))
+	if err != nil {
+		return err
+	}
+	// One ACME account for the control plane, whichever server orders.
+	if _, err := acme.WriteAccountKey(filepath.Join(dir, acmeAccountFile), box); err != nil {
 		return err
 	}
 	tok := pki.NewToken(pki.KindAdmin, fingerprint)
@@ -87,7 +94,7 @@ func runServerInit(dir string, now time.Time, stdout io.Writer) error {
 		return fmt.Errorf("write admin token: %w", err)
 	}
 	wrote = true
-	fmt.Fprintf(stdout, "wrote the CA (fingerprint %s), host CA, seal key and admin token into %s\n", fingerprint, dir)
+	fmt.Fprintf(stdout, "wrote the CA (fingerprint %s), host CA, seal key, admin token and ACME account key into %s\n", fingerprint, dir)
 	fmt.Fprintf(stdout, "give every server a copy as its --data-dir, before its first start, all on one --store\n")
 	return nil
 }
