@@ -107,7 +107,7 @@ type clusterOptions struct {
 	serverArgs []string
 	// ingressPorts fixes agents' ingress ports by name (a CA validating
 	// HTTP-01 must know the port before the agent starts); https gives
-	// every agent an HTTPS port.
+	// every agent an HTTPS port (netHTTPSPort on a host of its own).
 	ingressPorts map[string]string
 	https        bool
 }
@@ -116,6 +116,7 @@ type clusterOptions struct {
 const (
 	netIngressPort = "8080"
 	netAdminPort   = "7701"
+	netHTTPSPort   = "8443"
 )
 
 func newCluster(t testing.TB, opts clusterOptions) *cluster {
@@ -222,7 +223,10 @@ func (c *cluster) startAgent(name, ip string, host *netcluster.Host) *clAgent {
 		}
 	}
 	if c.https {
-		a.httpsPort = clFreePort(c.t, ip)
+		a.httpsPort = netHTTPSPort
+		if host == nil {
+			a.httpsPort = clFreePort(c.t, ip)
+		}
 	}
 	c.agents[name] = a
 	c.runAgent(a, "--server", c.url, "--join", join, "--name", name)

@@ -9,6 +9,7 @@
 package pebbletest
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -43,7 +44,7 @@ type Options struct {
 	// HTTPS port (0: a free port, nothing listening).
 	TLSPort int
 	// ResolveTo is the IPv4 address every name resolves to (the host the
-	// ingress listens on).
+	// ingress listens on), but those given to CA.Resolve.
 	ResolveTo string
 	// Validity is the certificates' life (0: pebble's default, 5 years).
 	Validity time.Duration
@@ -64,9 +65,11 @@ type CA struct {
 	// ListenerRoots is the same as a pool.
 	ListenerRoots *x509.CertPool
 	mgmt          string
-	log           *lockedBuffer
-	stopPebble    func()
-	conns         atomic.Int64
+	// dnsMgmt is pebble-challtestsrv's management address (Resolve).
+	dnsMgmt    string
+	log        *lockedBuffer
+	stopPebble func()
+	conns      atomic.Int64
 }
 
 // Connections is how many connections the ACME client made through the
@@ -159,6 +162,7 @@ func Start(t testing.TB, opts Options) *CA {
 		ca.DirectoryURL = "https://" + ca.proxy(t, "127.0.0.1:"+acmePort) + "/dir"
 	}
 	ca.mgmt = "https://127.0.0.1:" + mgmtPort
+	ca.dnsMgmt = "http://127.0.0.1:" + challMgmt
 	client := ca.client()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -175,6 +179,25 @@ func Start(t testing.TB, opts Options) *CA {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return ca
+}
+
+// Resolve has the CA's DNS server answer A queries for name with ip
+// instead of Options.ResolveTo: for a test whose hosts' addresses are known
+// only after the CA must be running (its URL is on the server's command
+// line), and whose name must resolve to one host of several.
+func (ca *CA) Resolve(t testing.TB, name, ip string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"host": name, "addresses": []string{ip}})
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Post(ca.dnsMgmt+"/add-a", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("pebble-challtestsrv: resolve %s to %s: %v", name, ip, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		t.Fatalf("pebble-challtestsrv: resolve %s to %s: %s %s", name, ip, resp.Status, msg)
+	}
 }
 
 // Log is what pebble and its DNS server printed.
