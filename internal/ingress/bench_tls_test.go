@@ -10,21 +10,23 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/testutil/testca"
 )
 
 // tlsBenchSetup is benchSetup with an HTTPS listener serving a certificate
 // for bench.localhost, and a client config trusting it.
 func tlsBenchSetup(b *testing.B) (direct, plain, secure string, cfg *tls.Config) {
 	b.Helper()
-	ca := newTestCA(b)
+	ca := testca.New(b, "ingress test CA")
 	in := startIngress(b, func(c *Config) { c.Logger = zap.NewNop(); c.AdminAddr = ""; c.HTTPSAddr = "127.0.0.1:0" })
 	be := newTestBackend(b, "a")
-	chain, key := ca.leaf(b, "bench.localhost", 2)
+	chain, key := ca.Leaf(b, 2, "bench.localhost")
 	mustUpdate(b, in, Table{Eggs: []Egg{{Name: "bench", Routes: []Route{{Host: "bench.localhost"}},
 		Backends: []Backend{{ContainerID: "a", Addr: be.addr(), Healthy: true}}}},
 		Certificates: []Certificate{{Host: "bench.localhost", Chain: chain, Key: key}}})
 	return "http://" + be.addr() + "/", "http://" + in.HTTPAddr().String() + "/", "https://" + in.HTTPSAddr().String() + "/",
-		&tls.Config{ServerName: "bench.localhost", RootCAs: ca.pool}
+		&tls.Config{ServerName: "bench.localhost", RootCAs: ca.Pool}
 }
 
 // BenchmarkHTTPSAddedLatencyAt500RPS is BenchmarkAddedLatencyAt500RPS with

@@ -2,76 +2,25 @@ package ingress
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hatchery/hatchery/internal/testutil/testca"
 )
 
-// testCA signs leaf certificates for the TLS tests.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t testing.TB) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ingress test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// leaf returns a PEM chain and key for host, with serial telling them apart.
-func (ca *testCA) leaf(t testing.TB, host string, serial int64) (chain, key []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &k.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
 // httpsClient dials addr whatever the URL's host, trusting ca, with HTTP/2.
-func httpsClient(ca *testCA, addr string) *http.Client {
+func httpsClient(ca *testca.CA, addr string) *http.Client {
 	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}
 	return &http.Client{
-		Transport: &http.Transport{DialContext: dial, TLSClientConfig: &tls.Config{RootCAs: ca.pool}, ForceAttemptHTTP2: true},
+		Transport: &http.Transport{DialContext: dial, TLSClientConfig: &tls.Config{RootCAs: ca.Pool}, ForceAttemptHTTP2: true},
 		Timeout:   5 * time.Second,
 	}
 }
@@ -89,13 +38,13 @@ func plainClient(addr string) *http.Client {
 }
 
 func TestHTTPSServesBySNIWithHTTP2AndRedirectsPlainHTTP(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testca.New(t, "ingress test CA")
 	in := startIngress(t, func(c *Config) {
 		c.HTTPSAddr = "127.0.0.1:0"
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}
 	})
 	b := newTestBackend(t, "a")
-	chain, key := ca.leaf(t, "shop.test", 2)
+	chain, key := ca.Leaf(t, 2, "shop.test")
 	mustUpdate(t, in, Table{
 		Eggs: []Egg{{Name: "p/shop/web", Routes: []Route{{Host: "shop.test", TLS: true, HSTS: true}, {Host: "plain.test"}},
 			Backends: []Backend{{ContainerID: "c1", Addr: b.addr(), Healthy: true}}}},
@@ -191,7 +140,7 @@ func TestTrustedProxyForwardedHTTPSIsNotRedirected(t *testing.T) {
 }
 
 func TestATLSRouteServesPlainHTTPUntilItsCertificateArrives(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testca.New(t, "ingress test CA")
 	in := startIngress(t, func(c *Config) { c.HTTPSAddr = "127.0.0.1:0" })
 	b := newTestBackend(t, "a")
 	eggs := []Egg{{Name: "p/shop/web", Routes: []Route{{Host: "shop.test", TLS: true}},
@@ -206,7 +155,7 @@ func TestATLSRouteServesPlainHTTPUntilItsCertificateArrives(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("before its certificate: %s, want 200 over plain HTTP", resp.Status)
 	}
-	chain, key := ca.leaf(t, "shop.test", 3)
+	chain, key := ca.Leaf(t, 3, "shop.test")
 	mustUpdate(t, in, Table{Eggs: eggs, Certificates: []Certificate{{Host: "shop.test", Chain: chain, Key: key}}})
 	resp, err = plain.Get("http://shop.test/")
 	if err != nil {
@@ -252,26 +201,26 @@ func TestHTTPSURL(t *testing.T) {
 }
 
 func TestCertificateRotatesAndABadOneIsReportedWithoutItsKey(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testca.New(t, "ingress test CA")
 	in := startIngress(t, func(c *Config) { c.HTTPSAddr = "127.0.0.1:0" })
 	b := newTestBackend(t, "a")
 	eggs := []Egg{{Name: "p/shop/web", Routes: []Route{{Host: "shop.test", TLS: true}},
 		Backends: []Backend{{ContainerID: "c1", Addr: b.addr(), Healthy: true}}}}
 	serial := func() int64 {
 		t.Helper()
-		conn, err := tls.Dial("tcp", in.HTTPSAddr().String(), &tls.Config{ServerName: "shop.test", RootCAs: ca.pool})
+		conn, err := tls.Dial("tcp", in.HTTPSAddr().String(), &tls.Config{ServerName: "shop.test", RootCAs: ca.Pool})
 		if err != nil {
 			t.Fatalf("handshake: %v", err)
 		}
 		defer conn.Close()
 		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
 	}
-	chain, key := ca.leaf(t, "shop.test", 10)
+	chain, key := ca.Leaf(t, 10, "shop.test")
 	mustUpdate(t, in, Table{Eggs: eggs, Certificates: []Certificate{{Host: "shop.test", Chain: chain, Key: key}}})
 	if got := serial(); got != 10 {
 		t.Fatalf("serial %d, want 10", got)
 	}
-	chain2, key2 := ca.leaf(t, "shop.test", 11)
+	chain2, key2 := ca.Leaf(t, 11, "shop.test")
 	mustUpdate(t, in, Table{Eggs: eggs, Certificates: []Certificate{{Host: "shop.test", Chain: chain2, Key: key2}}})
 	if got := serial(); got != 11 {
 		t.Fatalf("after rotation serial %d, want 11", got)
@@ -314,10 +263,10 @@ func TestHTTPSCannotBindKeepsHTTP(t *testing.T) {
 }
 
 func TestTLSALPNChallengeIsPresentedOnlyForAcmeTLS1(t *testing.T) {
-	ca, challengeCA := newTestCA(t), newTestCA(t)
+	ca, challengeCA := testca.New(t, "ingress test CA"), testca.New(t, "ingress test CA")
 	in := startIngress(t, func(c *Config) { c.HTTPSAddr = "127.0.0.1:0" })
-	chain, key := ca.leaf(t, "shop.test", 5)
-	alpnChain, alpnKey := challengeCA.leaf(t, "shop.test", 6)
+	chain, key := ca.Leaf(t, 5, "shop.test")
+	alpnChain, alpnKey := challengeCA.Leaf(t, 6, "shop.test")
 	mustUpdate(t, in, Table{Certificates: []Certificate{{Host: "shop.test", Chain: chain, Key: key}},
 		ALPNChallenges: []Certificate{{Host: "shop.test", Chain: alpnChain, Key: alpnKey, Token: "tok-alpn"}}})
 	serial := func(protos []string) int64 {

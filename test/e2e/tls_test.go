@@ -4,17 +4,11 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +21,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 	"github.com/hatchery/hatchery/internal/testutil/pebbletest"
+	"github.com/hatchery/hatchery/internal/testutil/testca"
 )
 
 // TestHTTPSWithACMECertificatesAndTheUsersOwn runs the server with a real
@@ -47,8 +42,8 @@ func TestHTTPSWithACMECertificatesAndTheUsersOwn(t *testing.T) {
 		serverArgs: []string{"--acme-ca", ca.DirectoryURL, "--acme-email", "ops@hatch.test", "--acme-ca-root", ca.ListenerRootFile,
 			"--acme-check-interval", "1s"}})
 	a, b := c.agents["a"], c.agents["b"]
-	own := newTLSTestCA(t)
-	crt, key := own.leaf(t, "own.hatch.test", 1)
+	own := testca.New(t, "user CA")
+	crt, key := own.Leaf(t, 1, "own.hatch.test")
 	dir := writeProject(t, map[string]string{
 		"hatch.yaml": fmt.Sprintf(`project: tls
 secrets:
@@ -152,7 +147,7 @@ eggs:
 	// The user's certificate is served, and a new one replaces it without
 	// a container restart.
 	serialOf := func() (int64, error) {
-		conn, err := tls.Dial("tcp", httpsAddr, &tls.Config{ServerName: "own.hatch.test", RootCAs: own.pool})
+		conn, err := tls.Dial("tcp", httpsAddr, &tls.Config{ServerName: "own.hatch.test", RootCAs: own.Pool})
 		if err != nil {
 			return 0, err
 		}
@@ -167,7 +162,7 @@ eggs:
 		return err
 	})
 	before := containerIDs(c.projectContainers("default", "tls", "app", ""))
-	crt2, key2 := own.leaf(t, "own.hatch.test", 2)
+	crt2, key2 := own.Leaf(t, 2, "own.hatch.test")
 	for name, data := range map[string][]byte{"own.crt": crt2, "own.key": key2} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			t.Fatal(err)
@@ -299,51 +294,6 @@ func mustPort(t testing.TB, port string) int {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// tlsTestCA signs the user's own certificates in the TLS tests.
-type tlsTestCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTLSTestCA(t testing.TB) *tlsTestCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "user CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tlsTestCA{cert: cert, key: key, pool: pool}
-}
-
-func (ca *tlsTestCA) leaf(t testing.TB, host string, serial int64) (chain, key []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &k.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
 
 // TestAnUnreachableCAKeepsTheCertificateServingAcrossARestart stops the CA
