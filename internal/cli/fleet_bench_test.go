@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,6 +87,64 @@ func BenchmarkFleet(b *testing.B) {
 	}
 }
 
+// The benchmark's fleet, small, as a test: 10 simulated agents spread over
+// two servers (in this process) on one PostgreSQL database, joined through
+// both; an apply through the first reaches every agent, those polling the
+// second too, well before their 30 s polls end, and each host's desired
+// state carries a write time no later than its agent's receipt.
+func TestAFleetOnTwoServersGetsEachApplyAtOnce(t *testing.T) {
+	const n = 10
+	pg := pgtest.Shared(t)
+	dir := t.TempDir()
+	dataA, dataB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	cfgPath := filepath.Join(dir, "config.json")
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	url := pg.URL(pg.NewDatabase(t))
+	t.Setenv(storeEnv, url)
+	var logsA, logsB lockedBuffer
+	startServerProc(t, &logsA, "--data-dir", dataA, "--listen", addrA, "--tls-name", "127.0.0.1", "--cli-config", cfgPath)
+	var cfg client.Config
+	eventually(t, 30*time.Second, "server A wrote its CLI config", func() bool {
+		var ok bool
+		var err error
+		cfg, ok, err = client.Load(cfgPath)
+		return err == nil && ok
+	})
+	for _, f := range []string{"tls/ca.pem", "tls/ca-key.pem", "tls/host-ca.pem", "tls/host-ca-key.pem", "seal.key", "admin-token"} {
+		if _, err := os.Stat(filepath.Join(dataA, f)); err == nil {
+			copyFile(t, filepath.Join(dataA, f), filepath.Join(dataB, f))
+		}
+	}
+	startServerProc(t, &logsB, "--data-dir", dataB, "--listen", addrB, "--tls-name", "127.0.0.1", "--cli-config", "-")
+	eventually(t, 30*time.Second, "server B listens", func() bool {
+		conn, err := net.Dial("tcp", addrB)
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil
+	})
+	t.Setenv(client.EnvServer, cfg.Server)
+	t.Setenv(client.EnvToken, cfg.Token)
+	st, err := postgres.Open(t.Context(), url, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	var fig fleetFigures
+	ids := joinFleet(t, st, cfg, []*fleetServer{{url: "https://" + addrA}, {url: "https://" + addrB}}, n, &fig)
+	agents, stop := startSimAgents(t, st, ids)
+	defer stop()
+	time.Sleep(time.Second) // every agent is in a 30 s poll
+	applyReplicas(t, dir, 0, n)
+	host, _ := deliveries(t, st, agents)
+	for i, d := range host {
+		if d < 0 || d >= fleetPollWait/2 {
+			t.Errorf("host %s (polling %s) received its desired state %v after its write", ids[i].Name, ids[i].Server, d)
+		}
+	}
+}
+
 // parseFleetSizes reads a comma-separated list of fleet sizes ("" gives the
 // default).
 func parseFleetSizes(s string) ([]int, error) {
@@ -141,7 +200,6 @@ type fleetFigures struct {
 	appliesTook   time.Duration
 	joins         int // through the API
 	joinsTook     time.Duration
-	serversPerRun int
 }
 
 func (f *fleetFigures) add(g fleetFigures) {
@@ -252,38 +310,15 @@ func runFleet(b *testing.B, bin string, n int, pg *pgtest.Cluster) fleetFigures 
 	defer st.Close()
 
 	var fig fleetFigures
-	fig.serversPerRun = len(servers)
 	ids := joinFleet(b, st, cfg, servers, n, &fig)
 
-	agentCtx, stopAgents := context.WithCancel(context.Background())
-	agents := make([]*simAgent, n)
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		agents[i] = newSimAgent(b, id)
-		wg.Add(1)
-		go func() { defer wg.Done(); agents[i].run(agentCtx) }()
-	}
-	defer func() { stopAgents(); wg.Wait() }()
-	eventually(b, time.Minute+time.Duration(n)*30*time.Millisecond, fmt.Sprintf("all %d hosts are up", n), func() bool {
-		hosts, err := st.ListHosts(ctx)
-		up := 0
-		for _, h := range hosts {
-			if h.State == store.HostUp {
-				up++
-			}
-		}
-		return err == nil && up == n
-	})
+	agents, stopAgents := startSimAgents(b, st, ids)
+	defer stopAgents()
 
 	// The first apply places one replica on every host; each of the next
 	// changes every host's workload.
-	project := filepath.Join(dir, "hatch.yaml")
 	applyFleet := func(round int) (host, fleet []time.Duration) {
-		yaml := fmt.Sprintf("project: fleet\neggs:\n  app:\n    image: registry.local/app:%d\n    replicas: %d\n", round, n)
-		if err := os.WriteFile(project, []byte(yaml), 0o600); err != nil {
-			b.Fatal(err)
-		}
-		hatchApply(b, project)
+		applyReplicas(b, dir, round, n)
 		return deliveries(b, st, agents)
 	}
 	applyFleet(0)
@@ -331,15 +366,71 @@ func runFleet(b *testing.B, bin string, n int, pg *pgtest.Cluster) fleetFigures 
 	return fig
 }
 
+// startSimAgents starts a simulated agent for each identity and waits until
+// every host is up; stop ends them.
+func startSimAgents(tb testing.TB, st fleetStore, ids []agent.Identity) (agents []*simAgent, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	agents = make([]*simAgent, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		agents[i] = newSimAgent(tb, id)
+		wg.Add(1)
+		go func() { defer wg.Done(); agents[i].run(ctx) }()
+	}
+	stop = func() { cancel(); wg.Wait() }
+	n := len(ids)
+	ok := false
+	defer func() {
+		if !ok {
+			stop()
+		}
+	}()
+	eventually(tb, time.Minute+time.Duration(n)*30*time.Millisecond, fmt.Sprintf("all %d hosts are up", n), func() bool {
+		hosts, err := st.ListHosts(tb.Context())
+		up := 0
+		for _, h := range hosts {
+			if h.State == store.HostUp {
+				up++
+			}
+		}
+		return err == nil && up == n
+	})
+	ok = true
+	return agents, stop
+}
+
+// applyReplicas applies (in dir) the project "fleet" of one egg of n
+// replicas, its image tagged round: on a fleet of n hosts every host gets
+// one, and each new round changes every host's workload.
+func applyReplicas(tb testing.TB, dir string, round, n int) {
+	project := filepath.Join(dir, "hatch.yaml")
+	yaml := fmt.Sprintf("project: fleet\neggs:\n  app:\n    image: registry.local/app:%d\n    replicas: %d\n", round, n)
+	if err := os.WriteFile(project, []byte(yaml), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	hatchApply(tb, project)
+}
+
 // hatchApply runs `hatch apply -f path --yes --no-wait` (in this process,
 // against HATCH_SERVER), which returns once the apply wrote every desired
 // state. Not following the rollouts: at 1,000 hosts a project's status
 // takes longer than the CLI's 30 s per request (it reads every host's
 // desired state and report), and the deliveries are watched here anyway.
-func hatchApply(b *testing.B, path string) {
-	var out, errOut bytes.Buffer
-	if code := Run(context.Background(), []string{"apply", "-f", path, "--yes", "--no-wait"}, &out, &errOut); code != 0 {
-		b.Fatalf("hatch apply -f %s = %d\n%s\n%s", path, code, out.String(), errOut.String())
+//
+// An apply that fails is logged and tried once more (applying the same file
+// again is safe): at 1,000 agents on this loaded machine, one plan request
+// once failed with "tls: bad record MAC", not understood yet.
+func hatchApply(b testing.TB, path string) {
+	for attempt := 1; ; attempt++ {
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), []string{"apply", "-f", path, "--yes", "--no-wait"}, &out, &errOut)
+		if code == 0 {
+			return
+		}
+		if attempt == 2 {
+			b.Fatalf("hatch apply -f %s = %d\n%s\n%s", path, code, out.String(), errOut.String())
+		}
+		b.Logf("hatch apply -f %s = %d, trying again: %s", path, code, errOut.String())
 	}
 }
 
@@ -378,7 +469,7 @@ func fiftyResourceProject(round int) []byte {
 // store, by the store call the join API makes (Members.JoinHost, spending a
 // join token's use), with a host token made as the server makes one. The
 // first apply then writes every host's peers once.
-func joinFleet(b *testing.B, st fleetStore, cfg client.Config, servers []*fleetServer, n int, fig *fleetFigures) []agent.Identity {
+func joinFleet(b testing.TB, st fleetStore, cfg client.Config, servers []*fleetServer, n int, fig *fleetFigures) []agent.Identity {
 	ctx := b.Context()
 	admin, err := pki.ParseToken(cfg.Token)
 	if err != nil {
@@ -439,7 +530,7 @@ func joinFleet(b *testing.B, st fleetStore, cfg client.Config, servers []*fleetS
 // deliveries waits until every agent received the desired state stored for
 // its host, and returns, for each, the delay from that state's write to its
 // receipt (host), and from the apply's first write to it (fleet).
-func deliveries(b *testing.B, st fleetStore, agents []*simAgent) (host, fleet []time.Duration) {
+func deliveries(b testing.TB, st fleetStore, agents []*simAgent) (host, fleet []time.Duration) {
 	written := make([]store.DesiredState, len(agents))
 	var first time.Time
 	for i, a := range agents {
@@ -489,7 +580,7 @@ type simAgent struct {
 	received map[string]time.Time // version -> when it arrived
 }
 
-func newSimAgent(b *testing.B, id agent.Identity) *simAgent {
+func newSimAgent(b testing.TB, id agent.Identity) *simAgent {
 	cp, err := agent.NewHTTPClient(id)
 	if err != nil {
 		b.Fatal(err)
