@@ -192,14 +192,14 @@ func buildHatchBinary(b *testing.B) string {
 
 // fleetFigures are one store's figures, pooled over the benchmark's rounds.
 type fleetFigures struct {
-	host, fleet   []time.Duration // per agent and apply
-	serverMilli   []float64       // the servers' CPU per agent, thousandths of a core
-	dbMilli       []float64       // PostgreSQL's CPU per agent (0 for SQLite)
-	rssMB         []float64       // the servers' resident memory, summed
-	applies       int             // of the 50-resource project
-	appliesTook   time.Duration
-	joins         int // through the API
-	joinsTook     time.Duration
+	host, fleet []time.Duration // per agent and apply
+	serverMilli []float64       // the servers' CPU per agent, thousandths of a core
+	dbMilli     []float64       // PostgreSQL's CPU per agent (0 for SQLite)
+	rssMB       []float64       // the servers' resident memory, summed
+	applies     int             // of the 50-resource project
+	appliesTook time.Duration
+	joins       int // through the API
+	joinsTook   time.Duration
 }
 
 func (f *fleetFigures) add(g fleetFigures) {
