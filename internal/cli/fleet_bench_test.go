@@ -418,8 +418,10 @@ func applyReplicas(tb testing.TB, dir string, round, n int) {
 // desired state and report), and the deliveries are watched here anyway.
 //
 // An apply that fails is logged and tried once more (applying the same file
-// again is safe): at 1,000 agents on this loaded machine, one plan request
-// once failed with "tls: bad record MAC", not understood yet.
+// again is safe): at 1,000 agents on a loaded machine a plan can outlast the
+// server's 30 s request deadline, and the answer written after it reaches
+// the client as "tls: bad record MAC" (Go's TLS on a connection whose write
+// deadline passed).
 func hatchApply(b testing.TB, path string) {
 	for attempt := 1; ; attempt++ {
 		var out, errOut bytes.Buffer
