@@ -295,6 +295,13 @@ func runFleet(b *testing.B, bin string, n int, pg *pgtest.Cluster, throughput in
 	dataA := filepath.Join(dir, "a")
 	a := startFleetServer(b, bin, env, n, "--data-dir", dataA, "--cli-config", cfgPath)
 	servers := []*fleetServer{a}
+	// Stopped at the end of the round, not of the benchmark: the next
+	// store's round must have the machine to itself.
+	defer func() {
+		for _, s := range servers {
+			s.stop()
+		}
+	}()
 	cfg, ok, err := client.Load(cfgPath)
 	if err != nil || !ok {
 		b.Fatalf("server A wrote no CLI config: %v", err)
@@ -694,13 +701,14 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // fleetServer is a `hatch server` process of the built binary.
 type fleetServer struct {
-	cmd *exec.Cmd
-	url string
+	cmd  *exec.Cmd
+	url  string
+	stop func() // SIGTERM, then SIGKILL after 30 s; once
 }
 
 // startFleetServer starts `hatch server args...` on a loopback port, with
 // env added to this process's, allowing n replicas per egg; it is stopped
-// (SIGTERM, then SIGKILL) when the benchmark ends.
+// by its stop, or when the benchmark ends.
 func startFleetServer(b *testing.B, bin string, env []string, n int, args ...string) *fleetServer {
 	args = append([]string{"server", "--listen", "127.0.0.1:0", "--tls-name", "127.0.0.1",
 		"--max-replicas", strconv.Itoa(max(n, 1000))}, args...)
@@ -719,17 +727,20 @@ func startFleetServer(b *testing.B, bin string, env []string, n int, args ...str
 		b.Fatal(err)
 	}
 	exited := make(chan struct{})
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		logs.Close()
-	})
-	s := &fleetServer{cmd: cmd}
+	var once sync.Once
+	s := &fleetServer{cmd: cmd, stop: func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+			logs.Close()
+		})
+	}}
+	b.Cleanup(s.stop)
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		if addr, ok := strings.CutPrefix(sc.Text(), "hatch server listening on "); ok {
