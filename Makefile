@@ -80,6 +80,9 @@ bench:
 	# The agent's figures on the real Docker Engine, and many hosts' on the
 	# namespace cluster (host loss, mesh against direct): one measurement each.
 	$(GO) test -tags docker -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/e2e/
+	# The fleet: simulated agents (HATCH_FLEET_AGENTS, default 100,1000,2000) on
+	# 2 servers over PostgreSQL and 1 over SQLite, in the same run.
+	$(GO) test -run '^$$' -bench Fleet -benchtime 1x -timeout 120m ./internal/cli/
 	# Loading 10,000 Compose services against a hatch.yaml of as many eggs:
 	# in all, compose-go's part, its floor and this package's own part (last:
 	# it fails if its own part is above 3; compose-go's alone is above 2).

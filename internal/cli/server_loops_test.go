@@ -46,7 +46,7 @@ var hatchBinary struct {
 
 // buildHatchBinary returns the real hatch binary, building it at the first
 // call.
-func buildHatchBinary(t *testing.T) string {
+func buildHatchBinary(t testing.TB) string {
 	t.Helper()
 	hatchBinary.once.Do(func() {
 		if hatchBinary.dir, hatchBinary.err = os.MkdirTemp("", "hatch-bin-"); hatchBinary.err != nil {

@@ -264,7 +264,7 @@ secrets:
 }
 
 // eventually polls cond every 100 ms until it holds, or fails the test.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

@@ -16,7 +16,7 @@ import (
 )
 
 // copyFile copies one file of a data dir to another, keeping its mode.
-func copyFile(t *testing.T, from, to string) {
+func copyFile(t testing.TB, from, to string) {
 	t.Helper()
 	b, err := os.ReadFile(from)
 	if err != nil {

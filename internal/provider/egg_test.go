@@ -79,6 +79,33 @@ func TestReapplyingAnUnchangedProjectWritesNothing(t *testing.T) {
 	}
 }
 
+// Each desired-state write carries the time it was written, and a write
+// that changes nothing keeps the time of the last one: what the delay to a
+// host's agent is measured from.
+func TestADesiredStateWriteCarriesItsTime(t *testing.T) {
+	e := newEnv(t, "h1")
+	e.apply("default/shop", webYAML, nil)
+	written := func() time.Time {
+		stored, err := e.st.DesiredState(t.Context(), "h1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stored.UpdatedAt
+	}
+	if got := written(); !got.Equal(t0) {
+		t.Fatalf("the first write is stamped %v, want %v", got, t0)
+	}
+	e.clock.Advance(time.Minute)
+	e.apply("default/shop", webYAML, nil)
+	if got := written(); !got.Equal(t0) {
+		t.Fatalf("an unchanged apply moved the stamp to %v", got)
+	}
+	e.apply("default/shop", strings.Replace(webYAML, "web:1", "web:2", 1), nil)
+	if got := written(); !got.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("the second write is stamped %v, want %v", got, t0.Add(time.Minute))
+	}
+}
+
 func TestScalingRollsNothingAndKeepsSlotsWhereTheyAre(t *testing.T) {
 	e := newEnv(t, "h1", "h2")
 	e.apply("default/shop", webYAML, nil)

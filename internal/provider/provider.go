@@ -99,7 +99,7 @@ func New(d Deps) (*Set, error) {
 	if s.grace <= 0 {
 		s.grace = DefaultSecretGrace
 	}
-	s.states = &states{desired: d.Desired, fleet: d.Fleet, box: d.Box, log: s.log}
+	s.states = &states{desired: d.Desired, fleet: d.Fleet, box: d.Box, log: s.log, now: d.Now}
 	return s, nil
 }
 

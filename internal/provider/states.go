@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -24,6 +25,7 @@ type states struct {
 	fleet   Fleet
 	box     *seal.Box
 	log     *zap.Logger
+	now     func() time.Time // stamps each write (store.DesiredState.UpdatedAt)
 }
 
 // view is the fleet as one operation sees it: the hosts the scheduler knows
@@ -106,6 +108,9 @@ func (s *states) commit(ctx context.Context, v *view) error {
 		if err != nil {
 			return err
 		}
+		// When this version was written: what a delay to the host's
+		// agent is measured from (the fleet benchmark of internal/cli).
+		enc.UpdatedAt = s.now()
 		if _, err := s.desired.PutDesiredState(ctx, enc); err != nil {
 			return err
 		}
