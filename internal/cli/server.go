@@ -77,8 +77,23 @@ type acmeOptions struct {
 	checkEvery time.Duration
 }
 
+// defaultServerOptions are the server's settings when no flag changes them:
+// the flags' defaults, and what `hatch up` runs its server with.
+func defaultServerOptions() serverOptions {
+	return serverOptions{
+		liveness:          fleet.DefaultConfig().LivenessTimeout,
+		authFailureBurst:  server.DefaultConfig().AuthFailureBurst,
+		authFailureRefill: server.DefaultConfig().AuthFailureRefill,
+		maxReplicas:       deploy.DefaultMaxReplicas,
+		keepApplies:       store.DefaultKeepApplies,
+		loopsLease:        leader.DefaultTTL,
+		projectLease:      deploy.DefaultConfig().LeaseTTL,
+		acme:              acmeOptions{challenge: acme.ChallengeHTTP01, checkEvery: time.Minute},
+	}
+}
+
 func newServerCmd() *cobra.Command {
-	var opts serverOptions
+	opts := defaultServerOptions()
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane",
@@ -118,33 +133,33 @@ to the next server when theirs stops answering.`,
 	f.StringVar(&opts.dataDir, "data-dir", "./hatch-data", "directory for the database, blobs, keys and the admin token")
 	f.StringVar(&opts.store, "store", "", "store: sqlite:<path> (default sqlite:<data-dir>/hatch.db) or postgres://user@host:port/database, "+
 		"its password in PGPASSFILE; or the URL in "+storeEnv)
-	f.DurationVar(&opts.liveness, "liveness-timeout", fleet.DefaultConfig().LivenessTimeout,
+	f.DurationVar(&opts.liveness, "liveness-timeout", opts.liveness,
 		"how long a host may go without a report before it is marked down")
 	f.StringVar(&opts.tls.certFile, "tls-cert", "", "serve this certificate (PEM, its chain after it) instead of one from the server's own CA")
 	f.StringVar(&opts.tls.keyFile, "tls-key", "", "the private key of --tls-cert (PEM)")
 	f.StringArrayVar(&opts.tls.names, "tls-name", nil, "an extra host name or IP address the serving certificate covers (repeatable)")
 	f.BoolVar(&opts.tls.insecureHTTP, "insecure-http", false, "serve plain HTTP (tokens travel in the clear): refused unless --listen is a loopback address")
 	f.StringVar(&opts.cliConfig, "cli-config", "", `where to write the CLI config of this machine (default <user config dir>/hatch/config.json; "-" for nowhere)`)
-	f.IntVar(&opts.authFailureBurst, "auth-failure-burst", server.DefaultConfig().AuthFailureBurst,
+	f.IntVar(&opts.authFailureBurst, "auth-failure-burst", opts.authFailureBurst,
 		"failed authentications a client address may make in a row before it is answered 429")
-	f.DurationVar(&opts.authFailureRefill, "auth-failure-refill", server.DefaultConfig().AuthFailureRefill,
+	f.DurationVar(&opts.authFailureRefill, "auth-failure-refill", opts.authFailureRefill,
 		"how often one failed authentication of an address is forgiven")
 	f.StringVar(&opts.advertiseURL, "advertise-url", "", "the URL hosts and clients reach this server at, listed to them "+
 		"with the other live servers (default: the --listen address if it names one)")
 	f.StringVar(&opts.acme.ca, "acme-ca", "", "the ACME directory URL of the CA certificates for routes come from (tls: auto); without one, routes are served over plain HTTP unless they bring their own certificate")
 	f.StringVar(&opts.acme.email, "acme-email", "", "the contact address of the ACME account (required with --acme-ca)")
 	f.StringVar(&opts.acme.caRoot, "acme-ca-root", "", "a PEM file of root certificates to trust for the ACME CA's own HTTPS (a private or test CA)")
-	f.StringVar(&opts.acme.challenge, "acme-challenge", acme.ChallengeHTTP01, "the ACME challenge the hosts answer: http-01 (the CA connects to their port 80) or tls-alpn-01 (to their HTTPS port, 443)")
-	f.DurationVar(&opts.acme.checkEvery, "acme-check-interval", time.Minute, "how often certificates are checked for renewal")
+	f.StringVar(&opts.acme.challenge, "acme-challenge", opts.acme.challenge, "the ACME challenge the hosts answer: http-01 (the CA connects to their port 80) or tls-alpn-01 (to their HTTPS port, 443)")
+	f.DurationVar(&opts.acme.checkEvery, "acme-check-interval", opts.acme.checkEvery, "how often certificates are checked for renewal")
 	_ = f.MarkHidden("acme-check-interval") // for tests; the name exists, so this cannot fail
-	f.IntVar(&opts.maxReplicas, "max-replicas", deploy.DefaultMaxReplicas,
+	f.IntVar(&opts.maxReplicas, "max-replicas", opts.maxReplicas,
 		fmt.Sprintf("the most replicas a plan may ask for per egg (at most %d)", spec.MaxReplicas))
-	f.IntVar(&opts.keepApplies, "keep-applies", store.DefaultKeepApplies,
+	f.IntVar(&opts.keepApplies, "keep-applies", opts.keepApplies,
 		fmt.Sprintf("how many applies of each project the history keeps, with the build contexts they used: "+
 			"hatch rollback reaches that far back (1 to %d)", deploy.MaxKeepApplies))
-	f.DurationVar(&opts.loopsLease, "loops-lease", leader.DefaultTTL,
+	f.DurationVar(&opts.loopsLease, "loops-lease", opts.loopsLease,
 		"term of the lease of the background loops, which one server runs at a time: another takes them over within it and a third of it")
-	f.DurationVar(&opts.projectLease, "project-lease", deploy.DefaultConfig().LeaseTTL,
+	f.DurationVar(&opts.projectLease, "project-lease", opts.projectLease,
 		"term of a project's lease: how long a server that died keeps the project locked at most")
 	return cmd
 }

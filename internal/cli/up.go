@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hatchery/hatchery/internal/deploy"
 	"io"
 	"net"
 	"os"
@@ -24,10 +23,8 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/resource"
-	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/spec"
 )
 
@@ -305,14 +302,9 @@ func (l *localRun) stop() error {
 // dir/server and the CLI config at dir/config.json, and returns a client
 // once it answers.
 func (l *localRun) startServer(ctx context.Context, dir string, opts upOptions, logs zapcore.WriteSyncer) (*client.Client, error) {
-	defaults := server.DefaultConfig()
 	configPath := client.ProjectConfigPath(filepath.Dir(dir))
-	sopts := serverOptions{
-		listen: opts.listen, dataDir: filepath.Join(dir, upServerDir), liveness: fleet.DefaultConfig().LivenessTimeout,
-		cliConfig: configPath, authFailureBurst: defaults.AuthFailureBurst, authFailureRefill: defaults.AuthFailureRefill,
-		maxReplicas: deploy.DefaultMaxReplicas,
-		keepApplies: deploy.DefaultConfig().KeepApplies,
-	}
+	sopts := defaultServerOptions()
+	sopts.listen, sopts.dataDir, sopts.cliConfig = opts.listen, filepath.Join(dir, upServerDir), configPath
 	// The server prints its admin token on stdout at its first start: here it
 	// goes nowhere, since the token is kept in dir (and must not reach a log).
 	early := l.run(ctx, func(ctx context.Context) error { return runServer(ctx, sopts, io.Discard, logs) })

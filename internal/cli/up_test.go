@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
+
+	"github.com/hatchery/hatchery/internal/deploy"
+	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/spec"
+	"github.com/hatchery/hatchery/internal/store"
 )
 
 func TestUpRefusesToStartWithoutDocker(t *testing.T) {
@@ -162,5 +168,37 @@ func TestWaitForGivesUpAfterItsTimeoutWithTheLastReason(t *testing.T) {
 	})
 	if err == nil || err.Error() != "the agent did not report within 150ms: not up yet" {
 		t.Fatalf("waitFor = %v", err)
+	}
+}
+
+// hatch up runs its control plane with the server's defaults: a setting
+// added to `hatch server` with a flag default but not to hatch up left its
+// server refusing to start (twice: --max-replicas, then the lease terms).
+func TestUpsControlPlaneStartsWithTheServersDefaults(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), ".hatch")
+	if err := prepareUpDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	l := &localRun{}
+	defer func() {
+		if err := l.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	c, err := l.startServer(t.Context(), dir, upOptions{listen: freeAddr(t)}, zapcore.AddSync(io.Discard))
+	if err != nil {
+		t.Fatalf("hatch up's control plane did not start: %v", err)
+	}
+	c.Close()
+	// And what hatch server takes with no flag is the same.
+	cmd := newServerCmd()
+	if err := cmd.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"max-replicas": fmt.Sprint(deploy.DefaultMaxReplicas),
+		"loops-lease": leader.DefaultTTL.String(), "keep-applies": fmt.Sprint(store.DefaultKeepApplies)} {
+		if got := cmd.Flags().Lookup(name).DefValue; got != want {
+			t.Errorf("--%s defaults to %s, want %s", name, got, want)
+		}
 	}
 }
