@@ -11,7 +11,6 @@ import (
 
 	"github.com/hatchery/hatchery/internal/blob/blobtest"
 	"github.com/hatchery/hatchery/internal/client"
-	"github.com/hatchery/hatchery/internal/testutil/pgtest"
 )
 
 // fetchBlob GETs a blob through c and returns its status and bytes.
@@ -32,34 +31,15 @@ func fetchBlob(t *testing.T, c *client.Client, digest string) (int, []byte) {
 // Two servers on one PostgreSQL database: a blob of several chunks uploaded
 // through A is served by B byte for byte, and neither keeps it on its disk.
 func TestABlobUploadedToOneServerIsServedByAnother(t *testing.T) {
-	pg := pgtest.Shared(t)
-	dir := t.TempDir()
-	dataA, dataB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	cfgPath := filepath.Join(dir, "config.json")
-	addrA, addrB := freeAddr(t), freeAddr(t)
-	t.Setenv(storeEnv, pg.URL(pg.NewDatabase(t)))
-	var logsA, logsB lockedBuffer
-	startServerProc(t, &logsA, "--data-dir", dataA, "--listen", addrA, "--tls-name", "127.0.0.1", "--cli-config", cfgPath)
-	var cfg client.Config
-	eventually(t, 30*time.Second, "server A wrote its CLI config", func() bool {
-		var ok bool
-		var err error
-		cfg, ok, err = client.Load(cfgPath)
-		return err == nil && ok
-	})
-	for _, f := range []string{"tls/ca.pem", "tls/ca-key.pem", "tls/host-ca.pem", "tls/host-ca-key.pem", "seal.key", "admin-token"} {
-		if _, err := os.Stat(filepath.Join(dataA, f)); err == nil {
-			copyFile(t, filepath.Join(dataA, f), filepath.Join(dataB, f))
-		}
-	}
-	startServerProc(t, &logsB, "--data-dir", dataB, "--listen", addrB, "--tls-name", "127.0.0.1", "--cli-config", "-")
+	servers := startTwoServers(t)
+	cfg, dir := servers.cfg, servers.dir
 	a, err := client.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
 	cfgB := cfg
-	cfgB.Server = "https://" + addrB
+	cfgB.Server = "https://" + servers.addrB
 	b, err := client.New(cfgB)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +69,7 @@ func TestABlobUploadedToOneServerIsServedByAnother(t *testing.T) {
 	if code != http.StatusOK || !bytes.Equal(got, content) {
 		t.Fatalf("GET through B = %d with %d bytes, want 200 with the %d uploaded", code, len(got), len(content))
 	}
-	for _, d := range []string{dataA, dataB} {
+	for _, d := range []string{servers.dataA, servers.dataB} {
 		if entries, _ := os.ReadDir(filepath.Join(d, "blobs", "sha256")); len(entries) != 0 {
 			t.Fatalf("%s keeps blob files: the blob should be in the database only", d)
 		}

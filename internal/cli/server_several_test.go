@@ -38,28 +38,42 @@ func copyFile(t testing.TB, from, to string) {
 // admin token: a host joined through A long-polls B (30 s polls), and an
 // apply through A reaches it through B at once, by B's listening
 // connection, not by the poll's end.
-func TestAnApplyThroughOneServerReachesAHostPollingAnother(t *testing.T) {
+// twoServers are two `hatch server` processes on one PostgreSQL database,
+// B started on copies of A's shared files (those `hatch server init`
+// writes), and the CLI config A wrote.
+type twoServers struct {
+	cfg          client.Config
+	dir          string // the test's own, holding both data dirs
+	dataA, dataB string
+	addrA, addrB string
+}
+
+func startTwoServers(t *testing.T) twoServers {
+	t.Helper()
 	pg := pgtest.Shared(t)
 	dir := t.TempDir()
-	dataA, dataB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	s := twoServers{dir: dir, dataA: filepath.Join(dir, "a"), dataB: filepath.Join(dir, "b"), addrA: freeAddr(t), addrB: freeAddr(t)}
 	cfgPath := filepath.Join(dir, "config.json")
-	addrA, addrB := freeAddr(t), freeAddr(t)
 	t.Setenv(storeEnv, pg.URL(pg.NewDatabase(t)))
 	var logsA, logsB lockedBuffer
-	startServerProc(t, &logsA, "--data-dir", dataA, "--listen", addrA, "--tls-name", "127.0.0.1", "--cli-config", cfgPath)
-	var cfg client.Config
+	startServerProc(t, &logsA, "--data-dir", s.dataA, "--listen", s.addrA, "--tls-name", "127.0.0.1", "--cli-config", cfgPath)
 	eventually(t, 30*time.Second, "server A wrote its CLI config", func() bool {
-		var ok bool
-		var err error
-		cfg, ok, err = client.Load(cfgPath)
+		cfg, ok, err := client.Load(cfgPath)
+		s.cfg = cfg
 		return err == nil && ok
 	})
-	for _, f := range []string{"tls/ca.pem", "tls/ca-key.pem", "tls/host-ca.pem", "tls/host-ca-key.pem", "seal.key", "admin-token"} {
-		if _, err := os.Stat(filepath.Join(dataA, f)); err == nil {
-			copyFile(t, filepath.Join(dataA, f), filepath.Join(dataB, f))
+	for _, f := range sharedFiles() {
+		if _, err := os.Stat(filepath.Join(s.dataA, f)); err == nil {
+			copyFile(t, filepath.Join(s.dataA, f), filepath.Join(s.dataB, f))
 		}
 	}
-	startServerProc(t, &logsB, "--data-dir", dataB, "--listen", addrB, "--tls-name", "127.0.0.1", "--cli-config", "-")
+	startServerProc(t, &logsB, "--data-dir", s.dataB, "--listen", s.addrB, "--tls-name", "127.0.0.1", "--cli-config", "-")
+	return s
+}
+
+func TestAnApplyThroughOneServerReachesAHostPollingAnother(t *testing.T) {
+	servers := startTwoServers(t)
+	cfg, dir := servers.cfg, servers.dir
 	t.Setenv(client.EnvServer, cfg.Server)
 	t.Setenv(client.EnvToken, cfg.Token)
 
@@ -71,7 +85,7 @@ func TestAnApplyThroughOneServerReachesAHostPollingAnother(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id.Server = "https://" + addrB // the host polls B only
+	id.Server = "https://" + servers.addrB // the host polls B only
 	host := &fakeHost{id: id, wait: 30 * time.Second}
 	hostCtx, stopHost := context.WithCancel(context.Background())
 	hostDone := make(chan struct{})
