@@ -120,7 +120,7 @@ func TestAFleetOnTwoServersGetsEachApplyAtOnce(t *testing.T) {
 		cfg, ok, err = client.Load(cfgPath)
 		return err == nil && ok
 	})
-	for _, f := range []string{"tls/ca.pem", "tls/ca-key.pem", "tls/host-ca.pem", "tls/host-ca-key.pem", "seal.key", "admin-token"} {
+	for _, f := range sharedFiles() {
 		if _, err := os.Stat(filepath.Join(dataA, f)); err == nil {
 			copyFile(t, filepath.Join(dataA, f), filepath.Join(dataB, f))
 		}
@@ -297,7 +297,7 @@ func runFleet(b *testing.B, bin string, n int, pg *pgtest.Cluster, throughput in
 	}
 	if pg != nil {
 		dataB := filepath.Join(dir, "b")
-		for _, f := range []string{"tls/ca.pem", "tls/ca-key.pem", "tls/host-ca.pem", "tls/host-ca-key.pem", "seal.key", "admin-token"} {
+		for _, f := range sharedFiles() {
 			if _, err := os.Stat(filepath.Join(dataA, f)); err == nil {
 				copyFile(b, filepath.Join(dataA, f), filepath.Join(dataB, f))
 			}

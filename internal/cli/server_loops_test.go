@@ -194,7 +194,7 @@ func TestTheLoopsMoveToAnotherServerWhenTheirHolderIsPausedOrKilled(t *testing.T
 	if err != nil || !ok {
 		t.Fatalf("server A wrote no CLI config: %v", err)
 	}
-	for _, f := range []string{"tls/ca.pem", "tls/ca-key.pem", "tls/host-ca.pem", "tls/host-ca-key.pem", "seal.key", "admin-token"} {
+	for _, f := range sharedFiles() {
 		if _, err := os.Stat(filepath.Join(dataA, f)); err == nil {
 			copyFile(t, filepath.Join(dataA, f), filepath.Join(dataB, f))
 		}
@@ -334,7 +334,7 @@ func TestAServerPausedPastItsApplyLeaseCannotWriteOnceResumed(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("server A wrote no CLI config: %v", err)
 	}
-	for _, f := range []string{"tls/ca.pem", "tls/ca-key.pem", "tls/host-ca.pem", "tls/host-ca-key.pem", "seal.key", "admin-token"} {
+	for _, f := range sharedFiles() {
 		if _, err := os.Stat(filepath.Join(dataA, f)); err == nil {
 			copyFile(t, filepath.Join(dataA, f), filepath.Join(dataB, f))
 		}
