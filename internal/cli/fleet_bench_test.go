@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,35 +103,8 @@ func BenchmarkFleet(b *testing.B) {
 // state carries a write time no later than its agent's receipt.
 func TestAFleetOnTwoServersGetsEachApplyAtOnce(t *testing.T) {
 	const n = 10
-	pg := pgtest.Shared(t)
-	dir := t.TempDir()
-	dataA, dataB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	cfgPath := filepath.Join(dir, "config.json")
-	addrA, addrB := freeAddr(t), freeAddr(t)
-	url := pg.URL(pg.NewDatabase(t))
-	t.Setenv(storeEnv, url)
-	var logsA, logsB lockedBuffer
-	startServerProc(t, &logsA, "--data-dir", dataA, "--listen", addrA, "--tls-name", "127.0.0.1", "--cli-config", cfgPath)
-	var cfg client.Config
-	eventually(t, 30*time.Second, "server A wrote its CLI config", func() bool {
-		var ok bool
-		var err error
-		cfg, ok, err = client.Load(cfgPath)
-		return err == nil && ok
-	})
-	for _, f := range sharedFiles() {
-		if _, err := os.Stat(filepath.Join(dataA, f)); err == nil {
-			copyFile(t, filepath.Join(dataA, f), filepath.Join(dataB, f))
-		}
-	}
-	startServerProc(t, &logsB, "--data-dir", dataB, "--listen", addrB, "--tls-name", "127.0.0.1", "--cli-config", "-")
-	eventually(t, 30*time.Second, "server B listens", func() bool {
-		conn, err := net.Dial("tcp", addrB)
-		if err == nil {
-			conn.Close()
-		}
-		return err == nil
-	})
+	servers := startTwoServers(t)
+	cfg, url, dir := servers.cfg, servers.storeURL, servers.dir
 	t.Setenv(client.EnvServer, cfg.Server)
 	t.Setenv(client.EnvToken, cfg.Token)
 	st, err := postgres.Open(t.Context(), url, zap.NewNop())
@@ -142,7 +114,7 @@ func TestAFleetOnTwoServersGetsEachApplyAtOnce(t *testing.T) {
 	defer st.Close()
 
 	var fig fleetFigures
-	ids := joinFleet(t, st, cfg, []*fleetServer{{url: "https://" + addrA}, {url: "https://" + addrB}}, n, &fig)
+	ids := joinFleet(t, st, cfg, []*fleetServer{{url: "https://" + servers.addrA}, {url: "https://" + servers.addrB}}, n, &fig)
 	agents, stop := startSimAgents(t, st, ids)
 	defer stop()
 	time.Sleep(time.Second) // every agent is in a 30 s poll
@@ -297,11 +269,7 @@ func runFleet(b *testing.B, bin string, n int, pg *pgtest.Cluster, throughput in
 	}
 	if pg != nil {
 		dataB := filepath.Join(dir, "b")
-		for _, f := range sharedFiles() {
-			if _, err := os.Stat(filepath.Join(dataA, f)); err == nil {
-				copyFile(b, filepath.Join(dataA, f), filepath.Join(dataB, f))
-			}
-		}
+		copySharedFiles(b, dataA, dataB)
 		servers = append(servers, startFleetServer(b, bin, env, n, "--data-dir", dataB, "--cli-config", "-"))
 	}
 	b.Setenv(client.EnvServer, cfg.Server)

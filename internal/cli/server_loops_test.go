@@ -194,11 +194,7 @@ func TestTheLoopsMoveToAnotherServerWhenTheirHolderIsPausedOrKilled(t *testing.T
 	if err != nil || !ok {
 		t.Fatalf("server A wrote no CLI config: %v", err)
 	}
-	for _, f := range sharedFiles() {
-		if _, err := os.Stat(filepath.Join(dataA, f)); err == nil {
-			copyFile(t, filepath.Join(dataA, f), filepath.Join(dataB, f))
-		}
-	}
+	copySharedFiles(t, dataA, dataB)
 	b := startServerBinary(t, bin, "B", freeAddr(t), "--data-dir", dataB, "--cli-config", "-")
 	m := newMetricsClient(t, dataA, cfg.Token)
 	eventually(t, 10*time.Second, "A runs the loops and B does not", func() bool { return m.leading(a) == "1" && m.leading(b) == "0" })
@@ -334,11 +330,7 @@ func TestAServerPausedPastItsApplyLeaseCannotWriteOnceResumed(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("server A wrote no CLI config: %v", err)
 	}
-	for _, f := range sharedFiles() {
-		if _, err := os.Stat(filepath.Join(dataA, f)); err == nil {
-			copyFile(t, filepath.Join(dataA, f), filepath.Join(dataB, f))
-		}
-	}
+	copySharedFiles(t, dataA, dataB)
 	b := startServerBinary(t, bin, "B", freeAddr(t), "--data-dir", dataB, "--cli-config", "-")
 	t.Setenv(client.EnvToken, cfg.Token)
 	code, joinToken, errOut := run(t, "token", "create", "--join", "--server", b.url)

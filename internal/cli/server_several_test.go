@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,11 +39,23 @@ func copyFile(t testing.TB, from, to string) {
 // admin token: a host joined through A long-polls B (30 s polls), and an
 // apply through A reaches it through B at once, by B's listening
 // connection, not by the poll's end.
+// copySharedFiles gives a server's data dir the files every server of one
+// control plane shares (sharedFiles) from another's, those it has.
+func copySharedFiles(t testing.TB, from, to string) {
+	t.Helper()
+	for _, f := range sharedFiles() {
+		if _, err := os.Stat(filepath.Join(from, f)); err == nil {
+			copyFile(t, filepath.Join(from, f), filepath.Join(to, f))
+		}
+	}
+}
+
 // twoServers are two `hatch server` processes on one PostgreSQL database,
 // B started on copies of A's shared files (those `hatch server init`
 // writes), and the CLI config A wrote.
 type twoServers struct {
 	cfg          client.Config
+	storeURL     string // the database's, with its password
 	dir          string // the test's own, holding both data dirs
 	dataA, dataB string
 	addrA, addrB string
@@ -54,7 +67,8 @@ func startTwoServers(t *testing.T) twoServers {
 	dir := t.TempDir()
 	s := twoServers{dir: dir, dataA: filepath.Join(dir, "a"), dataB: filepath.Join(dir, "b"), addrA: freeAddr(t), addrB: freeAddr(t)}
 	cfgPath := filepath.Join(dir, "config.json")
-	t.Setenv(storeEnv, pg.URL(pg.NewDatabase(t)))
+	s.storeURL = pg.URL(pg.NewDatabase(t))
+	t.Setenv(storeEnv, s.storeURL)
 	var logsA, logsB lockedBuffer
 	startServerProc(t, &logsA, "--data-dir", s.dataA, "--listen", s.addrA, "--tls-name", "127.0.0.1", "--cli-config", cfgPath)
 	eventually(t, 30*time.Second, "server A wrote its CLI config", func() bool {
@@ -62,12 +76,15 @@ func startTwoServers(t *testing.T) twoServers {
 		s.cfg = cfg
 		return err == nil && ok
 	})
-	for _, f := range sharedFiles() {
-		if _, err := os.Stat(filepath.Join(s.dataA, f)); err == nil {
-			copyFile(t, filepath.Join(s.dataA, f), filepath.Join(s.dataB, f))
-		}
-	}
+	copySharedFiles(t, s.dataA, s.dataB)
 	startServerProc(t, &logsB, "--data-dir", s.dataB, "--listen", s.addrB, "--tls-name", "127.0.0.1", "--cli-config", "-")
+	eventually(t, 30*time.Second, "server B listens", func() bool {
+		conn, err := net.Dial("tcp", s.addrB)
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil
+	})
 	return s
 }
 
