@@ -54,6 +54,17 @@ type HTTPClient struct {
 	// onServers is told of each new server list a desired-state answer
 	// gives, with the error that kept the client from using it, if any.
 	onServers func(live []string, err error)
+
+	// peersMu guards peers: the last peer list an answer carried, which the
+	// long-poll names (peers=) so that answers leave it out while it holds.
+	peersMu sync.Mutex
+	peers   heldPeers
+}
+
+// heldPeers is a peer list and the version the control plane gave it.
+type heldPeers struct {
+	version string
+	list    []contract.Peer
 }
 
 var _ ControlPlane = (*HTTPClient)(nil)
@@ -132,10 +143,20 @@ func (c *HTTPClient) Close() { c.api.Close() }
 // DesiredState long-polls this host's desired state: the server answers at
 // once when its version differs from version, else holds the request until
 // it changes or wait has passed (then ErrNotModified, or the same state).
+//
+// The answer's peer list is kept, and named in the next polls: while it is
+// unchanged the server leaves it out and it is filled in here, so an apply
+// does not send every host the whole fleet again.
 func (c *HTTPClient) DesiredState(ctx context.Context, version string, wait time.Duration) (contract.DesiredState, error) {
+	c.peersMu.Lock()
+	held := c.peers
+	c.peersMu.Unlock()
 	q := url.Values{}
 	if version != "" {
 		q.Set("version", version)
+	}
+	if held.version != "" {
+		q.Set("peers", held.version)
 	}
 	if wait > 0 {
 		q.Set("wait", wait.String())
@@ -164,6 +185,23 @@ func (c *HTTPClient) DesiredState(ctx context.Context, version string, wait time
 	if err != nil {
 		return contract.DesiredState{}, fmt.Errorf("get desired state: %w", err)
 	}
+	return c.fillPeers(d, held)
+}
+
+// fillPeers puts back the peers an answer left out (held, as the request
+// named them), or keeps those it carries for the next requests.
+func (c *HTTPClient) fillPeers(d contract.DesiredState, held heldPeers) (contract.DesiredState, error) {
+	c.peersMu.Lock()
+	defer c.peersMu.Unlock()
+	if !d.PeersOmitted {
+		c.peers = heldPeers{version: d.PeersVersion, list: d.Peers}
+		return d, nil
+	}
+	if d.PeersVersion == "" || d.PeersVersion != held.version {
+		c.peers = heldPeers{} // ask for them whole next time
+		return contract.DesiredState{}, fmt.Errorf("get desired state: the server left out peers %q, but this host holds %q", d.PeersVersion, held.version)
+	}
+	d.Peers, d.PeersOmitted = slices.Clone(held.list), false
 	return d, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -275,5 +276,55 @@ func TestAWrongHostTokenIsAnAPIError(t *testing.T) {
 	var apiErr *APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Code != "unauthorized" {
 		t.Errorf("err %v, want a 401 APIError", err)
+	}
+}
+
+// The client names the peers it holds, and puts them back into an answer
+// that left them out; an answer that leaves out peers it does not hold is
+// an error, after which it asks for them whole.
+func TestDesiredStateFillsInThePeersItHolds(t *testing.T) {
+	peers := []contract.Peer{{HostID: "h1", Addresses: []string{"10.0.0.1:7702"}}, {HostID: "h2"}}
+	state := contract.DesiredState{HostID: "h1", Workloads: []contract.WorkloadSpec{web(1)}, Peers: peers,
+		PeersVersion: contract.PeersVersion(peers)}
+	state.Seal()
+	var asked []string // the peers= of each request
+	omit := ""         // the PeersVersion an answer without peers claims
+	srv, fp := tlsServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		held := r.URL.Query().Get("peers")
+		asked = append(asked, held)
+		answer := state
+		if omit != "" {
+			answer.Peers, answer.PeersOmitted, answer.PeersVersion = nil, true, omit
+		}
+		writeJSON(w, 200, answer)
+	}))
+	c, err := NewHTTPClient(Identity{Server: srv.URL, HostID: "h1", Token: "hatch-host.secret." + fp, CAFingerprint: fp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	first, err := c.DesiredState(t.Context(), "", 0)
+	if err != nil || !reflect.DeepEqual(first.Peers, peers) {
+		t.Fatalf("first answer: %+v, %v", first, err)
+	}
+	omit = state.PeersVersion
+	second, err := c.DesiredState(t.Context(), "old", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(second.Peers, peers) || second.PeersOmitted || second.Version != state.Version || second.ComputeVersion() != state.Version {
+		t.Fatalf("an answer without peers came back as %+v", second)
+	}
+	omit = "not-held"
+	if _, err := c.DesiredState(t.Context(), "old", 0); err == nil || !strings.Contains(err.Error(), "left out peers") {
+		t.Fatalf("an answer leaving out peers the host does not hold: %v", err)
+	}
+	omit = ""
+	if _, err := c.DesiredState(t.Context(), "old", 0); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"", state.PeersVersion, state.PeersVersion, ""}; !slices.Equal(asked, want) {
+		t.Fatalf("the requests named peers %q, want %q", asked, want)
 	}
 }

@@ -40,7 +40,19 @@ type DesiredState struct {
 	// Peers is the valid host set: every host of the cluster that is not
 	// removed, this one included. The mesh accepts connections only from
 	// the hosts listed here, and closes those of a host that leaves it.
+	// It is the same in every host's state, so the control plane keeps it
+	// once for the fleet (see PeersVersion).
 	Peers []Peer `json:"peers,omitempty"`
+	// PeersVersion is the version of Peers (see PeersVersion), set by the
+	// control plane. An agent that sends it back with its long-poll is
+	// answered without Peers while they are unchanged (PeersOmitted): at
+	// 1,000 hosts the peer list is most of every state, and an apply would
+	// otherwise send it to every host again. It is not hashed: Version
+	// covers Peers themselves.
+	PeersVersion string `json:"peers_version,omitempty"`
+	// PeersOmitted says Peers were left out because the agent holds those of
+	// PeersVersion already.
+	PeersOmitted bool `json:"peers_omitted,omitempty"`
 	// Services are the eggs this host serves whether or not it runs them:
 	// every egg of the cluster with routes or published ports (every host's
 	// ingress answers for them), every egg with a port of a project one of
@@ -153,11 +165,19 @@ type VolumeSpec struct {
 	Delete bool `json:"delete,omitempty"`
 }
 
-// ComputeVersion returns the hash of the state's content, ignoring the Version
-// field itself, the order of workloads, volumes, peers and a peer's
-// reaches, and secret values (a new
-// secret value comes with a new handle, which is hashed).
+// ComputeVersion returns the version of the state: the hash of its content
+// (ContentVersion) combined with its peers' version (CombineVersions), so it
+// changes when either does. It ignores the Version and peer fields
+// themselves, the order of workloads, volumes, services, peers and a peer's
+// reaches, and secret values (a new secret value comes with a new handle,
+// which is hashed).
 func (d DesiredState) ComputeVersion() string {
+	return CombineVersions(d.ContentVersion(), PeersVersion(d.Peers))
+}
+
+// ContentVersion returns the hash of the state without its peers: what the
+// control plane stores for each host, the peers being stored once for all.
+func (d DesiredState) ContentVersion() string {
 	c := DesiredState{HostID: d.HostID}
 	c.Workloads = make([]WorkloadSpec, len(d.Workloads))
 	for i, w := range d.Workloads {
@@ -172,15 +192,6 @@ func (d DesiredState) ComputeVersion() string {
 	slices.SortStableFunc(c.Volumes, func(a, b VolumeSpec) int {
 		return strings.Compare(a.Namespace+"/"+a.Project+"/"+a.Name, b.Namespace+"/"+b.Project+"/"+b.Name)
 	})
-	c.Peers = make([]Peer, len(d.Peers))
-	for i, p := range d.Peers {
-		p.Reaches = slices.Sorted(slices.Values(p.Reaches))
-		c.Peers[i] = p
-	}
-	slices.SortStableFunc(c.Peers, func(a, b Peer) int { return strings.Compare(a.HostID, b.HostID) })
-	if len(c.Peers) == 0 {
-		c.Peers = nil // as before peers existed: the same content keeps its version
-	}
 	c.Services = slices.Clone(d.Services)
 	slices.SortStableFunc(c.Services, func(a, b Service) int { return strings.Compare(a.ID(), b.ID()) })
 	// A certificate's key changes only with its chain, which is hashed.
@@ -192,6 +203,32 @@ func (d DesiredState) ComputeVersion() string {
 	c.Challenges = slices.Clone(d.Challenges)
 	slices.SortStableFunc(c.Challenges, func(a, b Challenge) int { return strings.Compare(a.Token, b.Token) })
 	return hashJSON(c)
+}
+
+// PeersVersion returns the hash of a peer list, ignoring the order of peers
+// and of each one's reaches; "" for none.
+func PeersVersion(peers []Peer) string {
+	if len(peers) == 0 {
+		return ""
+	}
+	c := make([]Peer, len(peers))
+	for i, p := range peers {
+		p.Reaches = slices.Sorted(slices.Values(p.Reaches))
+		c[i] = p
+	}
+	slices.SortStableFunc(c, func(a, b Peer) int { return strings.Compare(a.HostID, b.HostID) })
+	return hashJSON(c)
+}
+
+// CombineVersions returns the version of a state whose content has version
+// content and whose peers have version peers: content itself when there
+// are no peers (as before peers existed), so the same content keeps its
+// version.
+func CombineVersions(content, peers string) string {
+	if peers == "" {
+		return content
+	}
+	return hashJSON([2]string{content, peers})
 }
 
 // Service returns the service with the workload ID, if the state lists it.

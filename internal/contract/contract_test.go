@@ -36,6 +36,7 @@ func TestComputeVersionDependsOnContentOnly(t *testing.T) {
 		{"a peer's new address", func(d *DesiredState) { d.Peers[0].Addresses[0] = "10.0.0.9:7702" }, false},
 		{"a peer may reach less", func(d *DesiredState) { d.Peers[1].Reaches = d.Peers[1].Reaches[:1] }, false},
 		{"a stale Version field", func(d *DesiredState) { d.Version = "old" }, true},
+		{"peer fields set by the control plane", func(d *DesiredState) { d.PeersVersion, d.PeersOmitted = "v", true }, true},
 		{"a new secret value under the same handle", func(d *DesiredState) { d.Workloads[0].Secrets[0].Value = "other" }, true},
 		{"another replica count", func(d *DesiredState) { d.Workloads[0].Replicas++ }, false},
 		{"another host", func(d *DesiredState) { d.HostID = "h2" }, false},
@@ -80,6 +81,33 @@ func TestComputeVersionWithoutPeersIsUnchanged(t *testing.T) {
 	}
 	if got, want := d.ComputeVersion(), hashJSON(before{HostID: d.HostID, Workloads: d.Workloads}); got != want {
 		t.Errorf("version %s, before peers it was %s", got, want)
+	}
+}
+
+// The control plane stores each host's content once and the fleet's peers
+// once: the version of a whole state is made of their two versions alone,
+// each of which moves with its own part only.
+func TestAStatesVersionIsMadeOfItsContentsAndItsPeers(t *testing.T) {
+	d := DesiredState{HostID: "h1", Workloads: []WorkloadSpec{fullSpec()},
+		Peers: []Peer{{HostID: "h1", Addresses: []string{"10.0.0.1:7702"}}, {HostID: "h2"}}}
+	if got, want := d.ComputeVersion(), CombineVersions(d.ContentVersion(), PeersVersion(d.Peers)); got != want {
+		t.Fatalf("ComputeVersion %s, combined from its parts %s", got, want)
+	}
+	other := d
+	other.Peers = d.Peers[:1]
+	if other.ContentVersion() != d.ContentVersion() {
+		t.Error("the content version moved with the peers")
+	}
+	if other.ComputeVersion() == d.ComputeVersion() || PeersVersion(other.Peers) == PeersVersion(d.Peers) {
+		t.Error("the version did not move with the peers")
+	}
+	other = d
+	other.Workloads = nil
+	if PeersVersion(other.Peers) != PeersVersion(d.Peers) || other.ComputeVersion() == d.ComputeVersion() {
+		t.Error("the version did not move with the content alone")
+	}
+	if PeersVersion(nil) != "" || CombineVersions("c", "") != "c" {
+		t.Error("no peers must leave the content's version as it is")
 	}
 }
 

@@ -54,6 +54,7 @@ func (c Config) Validate() error {
 // DesiredStates is what the fleet reads of the hosts' desired states.
 type DesiredStates interface {
 	DesiredState(ctx context.Context, hostID string) (store.DesiredState, error)
+	AllDesiredStates(ctx context.Context) ([]store.DesiredState, error)
 }
 
 // Deps are what the service works with; every one is required. Each store
@@ -129,6 +130,36 @@ func (s *Service) syncPeers(ctx context.Context, why string) {
 	}
 }
 
+// coalescer runs a function for many callers at once: a call made while
+// another runs it returns at once and has that one run it again when it is
+// done, so any number of calls during one run cost one more run.
+type coalescer struct {
+	mu             sync.Mutex // guards the fields below
+	running, again bool
+}
+
+// do runs fn, or has the call running it run it once more.
+func (c *coalescer) do(fn func()) {
+	c.mu.Lock()
+	if c.running {
+		c.again = true
+		c.mu.Unlock()
+		return
+	}
+	c.running = true
+	for {
+		c.again = false
+		c.mu.Unlock()
+		fn()
+		c.mu.Lock()
+		if !c.again {
+			c.running = false
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
 // Service is the fleet. Start brings the hosts' valid host sets up to date;
 // RunLoops runs the liveness monitor and the blob collector on the one
 // server that runs the background loops (package leader).
@@ -140,6 +171,9 @@ type Service struct {
 
 	liveness *liveness
 	rollouts *rolloutTracker
+	// reportedPeers coalesces the peer syncs that reports of new mesh
+	// addresses ask for (a fleet starting reports them all at once).
+	reportedPeers coalescer
 	hosts    *prometheus.GaugeVec
 }
 

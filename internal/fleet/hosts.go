@@ -131,7 +131,10 @@ func (s *Service) Report(ctx context.Context, host string, report contract.Statu
 		s.log.Warn("rollout events not recorded", zap.String("host", host), zap.Error(err))
 	}
 	if meshAddressesChanged(prev, report) {
-		s.syncPeers(ctx, "new mesh addresses")
+		// Not bound to this report's request: the run may be for others'.
+		syncCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		s.reportedPeers.do(func() { s.syncPeers(syncCtx, "new mesh addresses") })
 	}
 	return nil
 }

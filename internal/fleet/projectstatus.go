@@ -226,6 +226,14 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 	if err != nil {
 		return nil, err
 	}
+	all, err := s.deps.Desired.AllDesiredStates(ctx) // one read, not one a host
+	if err != nil {
+		return nil, err
+	}
+	desired := make(map[string]store.DesiredState, len(all))
+	for _, d := range all {
+		desired[d.HostID] = d
+	}
 	prefix := contract.WorkloadID(namespace, project, "")
 	out := make([]statusHost, 0, len(hosts))
 	for _, h := range hosts {
@@ -234,7 +242,7 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 			continue
 		}
 		sh := statusHost{ID: h.ID, Name: id.Name, State: h.State}
-		if sh.Workloads, err = s.projectWorkloads(ctx, h.ID, namespace, project); err != nil {
+		if sh.Workloads, err = projectWorkloads(desired[h.ID], namespace, project); err != nil {
 			return nil, err
 		}
 		st, err := s.deps.Statuses.Status(ctx, h.ID)
@@ -259,17 +267,17 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 	return out, nil
 }
 
-// projectWorkloads reads the project's workloads in a host's desired state.
-// The state is decoded as stored, its secret values sealed, and those are
-// dropped too: spec hashes leave them out, and nothing else needs them.
-func (s *Service) projectWorkloads(ctx context.Context, host, namespace, project string) ([]contract.WorkloadSpec, error) {
-	stored, err := s.deps.Desired.DesiredState(ctx, host)
-	if err != nil || len(stored.Doc) == 0 {
-		return nil, err
+// projectWorkloads returns the project's workloads in a host's stored
+// desired state. The state is decoded as stored, its secret values sealed,
+// and those are dropped too: spec hashes leave them out, and nothing else
+// needs them.
+func projectWorkloads(stored store.DesiredState, namespace, project string) ([]contract.WorkloadSpec, error) {
+	if len(stored.Doc) == 0 {
+		return nil, nil
 	}
 	d, err := contract.DecodeDesiredState(bytes.NewReader(stored.Doc))
 	if err != nil {
-		return nil, fmt.Errorf("host %s: stored desired state: %w", host, err)
+		return nil, fmt.Errorf("host %s: stored desired state: %w", stored.HostID, err)
 	}
 	var out []contract.WorkloadSpec
 	for _, w := range d.Workloads {

@@ -165,28 +165,34 @@ func (e *env) destroy(project string, opts Options) {
 	}
 }
 
-// state returns a host's desired state, secrets opened.
+// state returns a host's desired state as its agent gets it: secrets
+// opened, with the fleet's peers.
 func (e *env) state(host string) contract.DesiredState {
 	e.t.Helper()
 	stored, err := e.st.DesiredState(e.t.Context(), host)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	d, err := store.DecodeDesiredState(e.box, stored)
+	list, err := e.st.DesiredPeers(e.t.Context())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	peers, err := store.DecodePeers(list)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	d, err := store.WholeDesiredState(e.box, stored, peers, list.Version)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return d
 }
 
-// version returns a host's stored desired-state version.
+// version returns the version of a host's desired state as its agent gets
+// it (its stored state's with the peers').
 func (e *env) version(host string) string {
 	e.t.Helper()
-	stored, err := e.st.DesiredState(e.t.Context(), host)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return stored.Version
+	return e.state(host).Version
 }
 
 // slots returns host -> slots of a workload over the given hosts.

@@ -152,8 +152,11 @@ func checkPlacement(rt *rapid.T, e *env, hosts []string, down map[string]bool, r
 			rt.Fatal(err)
 		}
 		d := e.state(h)
-		if stored.Version != "" && stored.Version != d.ComputeVersion() {
-			rt.Fatalf("%s: stored version %s is not its content's %s", h, stored.Version, d.ComputeVersion())
+		if stored.Version != "" && stored.Version != d.ContentVersion() {
+			rt.Fatalf("%s: stored version %s is not its content's %s", h, stored.Version, d.ContentVersion())
+		}
+		if stored.Version != "" && d.Version != d.ComputeVersion() {
+			rt.Fatalf("%s: the version it gets, %s, is not its whole state's %s", h, d.Version, d.ComputeVersion())
 		}
 		for _, w := range d.Workloads {
 			if down[h] && anyLive && w.Replicas > 0 {

@@ -22,8 +22,8 @@ func (s *Set) SyncPeers(ctx context.Context) error {
 	return s.states.update(ctx, func(*view) error { return nil })
 }
 
-// derive sets every state's Services (servicesByHost) and Peers (the valid
-// host set, each peer reaching its own state's services).
+// derive sets every state's Services (servicesByHost) and the fleet's peers
+// (the valid host set, each peer reaching its own state's services).
 func (v *view) derive() {
 	workloads := make(map[string][]contract.WorkloadSpec, len(v.states))
 	for id, d := range v.states {
@@ -43,8 +43,8 @@ func (v *view) derive() {
 	})
 	for id, d := range v.states {
 		d.Services = services[id]
-		d.Peers = slices.Clone(valid)
 	}
+	v.peers = valid
 	v.deriveTLS()
 }
 

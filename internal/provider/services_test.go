@@ -353,7 +353,7 @@ func TestAnUpgradeFromBesideRollsNoContainer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.st.PutDesiredState(t.Context(), enc); err != nil {
+		if _, err := e.st.PutDesiredStates(t.Context(), []store.DesiredState{enc}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

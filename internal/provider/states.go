@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -33,42 +34,54 @@ type states struct {
 type view struct {
 	hosts  []placement.Host                  // as the fleet lists them, Placed left empty
 	mesh   map[string][]string               // host ID -> the mesh addresses it reported
-	states map[string]*contract.DesiredState // by host ID, one per listed host
-	loaded map[string]string                 // host ID -> content version when loaded
-	before map[string]int                    // host ID -> replicas when loaded
+	states map[string]*contract.DesiredState // by host ID, one per listed host, without peers
+	loaded map[string]string                 // host ID -> stored version when loaded
+	// peers is the valid host set, which every host's state carries but
+	// which is stored once (store.PeerList): set by derive.
+	peers []contract.Peer
 }
 
 // read loads the view without the lock: for readiness and previews, which
-// change nothing.
+// change nothing. Every host's state comes from one read of the store.
 func (s *states) read(ctx context.Context) (*view, error) {
 	fleet, err := s.fleet.Hosts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
 	}
+	all, err := s.desired.AllDesiredStates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stored := make(map[string]store.DesiredState, len(all))
+	for _, d := range all {
+		stored[d.HostID] = d
+	}
 	v := &view{hosts: make([]placement.Host, len(fleet)), mesh: make(map[string][]string, len(fleet)),
-		states: make(map[string]*contract.DesiredState, len(fleet)), loaded: map[string]string{}, before: map[string]int{}}
+		states: make(map[string]*contract.DesiredState, len(fleet)), loaded: make(map[string]string, len(fleet))}
 	for i, h := range fleet {
 		v.hosts[i], v.mesh[h.ID] = h.Host, h.MeshAddresses
-	}
-	for _, h := range v.hosts {
-		stored, err := s.desired.DesiredState(ctx, h.ID)
+		st, ok := stored[h.ID]
+		if !ok {
+			st = store.DesiredState{HostID: h.ID}
+		}
+		d, err := store.DecodeDesiredState(s.box, st)
 		if err != nil {
 			return nil, err
 		}
-		d, err := store.DecodeDesiredState(s.box, stored)
-		if err != nil {
-			return nil, err
-		}
+		// A state written before the peer list was stored apart carries
+		// its own copy: its stored version differs from the content's, so
+		// the next update writes it without.
+		d.Peers = nil
 		v.states[h.ID] = &d
-		v.loaded[h.ID] = d.ComputeVersion()
-		v.before[h.ID] = replicas(d)
+		v.loaded[h.ID] = st.Version
 	}
 	return v, nil
 }
 
 // update runs change on the view under the lock, derives every state's
-// Services and Peers from the result, and then writes the states whose
-// content changed. If change fails nothing is written.
+// Services and the fleet's Peers from the result, and then writes the
+// states whose content changed, and the peers if they changed, in one
+// write. If change fails nothing is written.
 func (s *states) update(ctx context.Context, change func(v *view) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -83,50 +96,49 @@ func (s *states) update(ctx context.Context, change func(v *view) error) error {
 	return s.commit(ctx, v)
 }
 
-// commit writes the changed states, those of hosts gaining replicas first.
+// commit writes, in one store write, the states whose content changed and
+// the peer list if it changed: an apply's hosts all learn of it from one
+// commit.
 func (s *states) commit(ctx context.Context, v *view) error {
-	type write struct {
-		host  string
-		delta int
-	}
-	var writes []write
-	for id, d := range v.states {
-		d.Seal()
+	now := s.now() // when this version was written: what the fleet benchmark measures delivery from
+	var writes []store.DesiredState
+	for _, id := range slices.Sorted(maps.Keys(v.states)) {
+		d := v.states[id]
+		d.Version = d.ContentVersion()
 		if d.Version == v.loaded[id] {
 			continue
 		}
-		writes = append(writes, write{id, replicas(*d) - v.before[id]})
-	}
-	slices.SortFunc(writes, func(a, b write) int {
-		if a.delta != b.delta {
-			return b.delta - a.delta
-		}
-		return strings.Compare(a.host, b.host)
-	})
-	for _, w := range writes {
-		enc, err := store.EncodeDesiredState(s.box, *v.states[w.host])
+		enc, err := store.EncodeDesiredState(s.box, *d)
 		if err != nil {
 			return err
 		}
-		// When this version was written: what a delay to the host's
-		// agent is measured from (the fleet benchmark of internal/cli).
-		enc.UpdatedAt = s.now()
-		if _, err := s.desired.PutDesiredState(ctx, enc); err != nil {
+		enc.UpdatedAt = now
+		writes = append(writes, enc)
+	}
+	stored, err := s.desired.DesiredPeers(ctx)
+	if err != nil {
+		return err
+	}
+	var peers *store.PeerList
+	if contract.PeersVersion(v.peers) != stored.Version {
+		l, err := store.EncodePeers(v.peers)
+		if err != nil {
 			return err
 		}
-		v.loaded[w.host] = enc.Version
-		s.log.Debug("desired state written", zap.String("host", w.host), zap.String("version", enc.Version))
+		l.UpdatedAt = now
+		peers = &l
 	}
+	if len(writes) == 0 && peers == nil {
+		return nil
+	}
+	if _, err := s.desired.PutDesiredStates(ctx, writes, peers); err != nil {
+		return err
+	}
+	for _, w := range writes {
+		v.loaded[w.HostID] = w.Version
+	}
+	s.log.Debug("desired states written", zap.Int("hosts", len(writes)), zap.Bool("peers", peers != nil))
 	return nil
-}
-
-// replicas counts a state's replicas.
-func replicas(d contract.DesiredState) int {
-	n := 0
-	for _, w := range d.Workloads {
-		n += w.Replicas
-	}
-	return n
 }
 
 // scheduled returns the hosts for the scheduler, each with the workloads it

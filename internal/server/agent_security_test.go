@@ -309,12 +309,17 @@ func TestARemovedHostsAgentIsRefusedAndItsContainersKeepRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.store.PutDesiredState(t.Context(), stored); err != nil {
+	if _, err := w.store.PutDesiredStates(t.Context(), []store.DesiredState{stored}, nil); err != nil {
 		t.Fatal(err)
 	}
+	peers, err := w.store.DesiredPeers(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := contract.CombineVersions(d.Version, peers.Version) // what the host gets
 	eventually(t, "two replicas running and reported", func() bool {
 		st, err := w.store.Status(t.Context(), id.HostID)
-		return runningOf(dock.Snapshot(), web) == 2 && err == nil && bytes.Contains(st.Report, []byte(d.Version))
+		return runningOf(dock.Snapshot(), web) == 2 && err == nil && bytes.Contains(st.Report, []byte(version))
 	})
 
 	mark := w.answerCount()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -23,13 +24,20 @@ func (h *harness) publish(host string, replicas int, secret string) contract.Des
 		Namespace: "default", Project: "shop", Egg: "web", Image: "web:1", Replicas: replicas,
 		Secrets: []contract.SecretFile{{Name: "api_key", Handle: "h-" + secret, Value: contract.SecretValue(secret)}},
 	}}}
+	return putDesired(h.t, h.store, h.box, d)
+}
+
+// putDesired seals d and stores it for its host, as the control plane's
+// writers do.
+func putDesired(t testing.TB, st store.DesiredStates, box *seal.Box, d contract.DesiredState) contract.DesiredState {
+	t.Helper()
 	d.Seal()
-	stored, err := store.EncodeDesiredState(h.box, d)
+	stored, err := store.EncodeDesiredState(box, d)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
-	if _, err := h.store.PutDesiredState(h.t.Context(), stored); err != nil {
-		h.t.Fatal(err)
+	if _, err := st.PutDesiredStates(t.Context(), []store.DesiredState{stored}, nil); err != nil {
+		t.Fatal(err)
 	}
 	return d
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hatchery/hatchery/internal/api"
@@ -50,12 +51,15 @@ func (h fleetAPI) postStatus(w http.ResponseWriter, r *http.Request) error {
 }
 
 // getDesiredState is the agents' long-poll: it answers at once when the
-// host's stored version differs from the one the caller has, and otherwise
-// holds the request until the state changes (200) or the wait passes (304).
+// version of the host's state (its stored state's and the fleet's peers')
+// differs from the one the caller has, and otherwise holds the request
+// until either changes (200) or the wait passes (304). A caller that names
+// the peers' version it holds (peers=) and still holds the current one gets
+// the state without them (contract.DesiredState.PeersOmitted).
 func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 	host := r.PathValue("id")
 	q := r.URL.Query()
-	known := q.Get("version")
+	known, heldPeers := q.Get("version"), q.Get("peers")
 	var wait time.Duration
 	if v := q.Get("wait"); v != "" {
 		var err error
@@ -82,10 +86,21 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		if stored.Version != known {
-			d, err := store.DecodeDesiredState(s.deps.Box, stored)
+		list, err := s.deps.Desired.DesiredPeers(r.Context())
+		if err != nil {
+			return err
+		}
+		if contract.CombineVersions(stored.Version, list.Version) != known {
+			peers, err := s.peers.decode(list)
 			if err != nil {
 				return err
+			}
+			d, err := store.WholeDesiredState(s.deps.Box, stored, peers, list.Version)
+			if err != nil {
+				return err
+			}
+			if heldPeers != "" && heldPeers == list.Version {
+				d.Peers, d.PeersOmitted = nil, true
 			}
 			w.Header().Set("ETag", `"`+d.Version+`"`)
 			writeJSON(w, http.StatusOK, d)
@@ -112,4 +127,27 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 			return r.Context().Err()
 		}
 	}
+}
+
+// peerCache keeps the fleet's peer list decoded at its latest version: every
+// long-poll answer carries it, and an apply over 1,000 hosts answers 1,000
+// polls at once.
+type peerCache struct {
+	mu      sync.Mutex // guards the fields below
+	version string
+	peers   []contract.Peer // shared by the answers, never changed
+}
+
+// decode returns the peers of l, decoding them only when l's version is new.
+func (c *peerCache) decode(l store.PeerList) ([]contract.Peer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.Version != c.version || c.peers == nil {
+		peers, err := store.DecodePeers(l)
+		if err != nil {
+			return nil, err
+		}
+		c.version, c.peers = l.Version, peers
+	}
+	return c.peers, nil
 }

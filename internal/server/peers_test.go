@@ -64,3 +64,55 @@ func TestEveryStatesValidHostSetFollowsJoinsReportsAndRemovals(t *testing.T) {
 		t.Fatalf("after beta was removed h1's state still lists it: %+v", peersOfH1())
 	}
 }
+
+// The fleet's peers are stored once and served in every state: a poll that
+// names the peers it holds gets the state without them while they are
+// unchanged, at the same version, and with them once they change.
+func TestALongPollNamingItsPeersGetsThemOnlyWhenTheyChange(t *testing.T) {
+	h := newHarness(t, DefaultConfig(), &clock{now: time.Now()})
+	ctx := t.Context()
+	if _, err := h.store.PutStatus(ctx, "h1", []byte(report("h1")), h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	h.publish("h1", 1, "x")
+	if err := h.srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	whole := decode[contract.DesiredState](t, h.do("GET", "/api/v1/hosts/h1/desired-state", nil), 200)
+	if len(whole.Peers) != 1 || whole.PeersOmitted || whole.PeersVersion != contract.PeersVersion(whole.Peers) ||
+		whole.Version != whole.ComputeVersion() {
+		t.Fatalf("the whole state: %+v", whole)
+	}
+	lean := decode[contract.DesiredState](t, h.do("GET", "/api/v1/hosts/h1/desired-state?version=old&peers="+whole.PeersVersion, nil), 200)
+	if lean.Peers != nil || !lean.PeersOmitted || lean.PeersVersion != whole.PeersVersion || lean.Version != whole.Version ||
+		len(lean.Workloads) != 1 {
+		t.Fatalf("naming the peers it holds, the host got %+v", lean)
+	}
+	stale := decode[contract.DesiredState](t, h.do("GET", "/api/v1/hosts/h1/desired-state?version=old&peers=stale", nil), 200)
+	if stale.PeersOmitted || len(stale.Peers) != 1 {
+		t.Fatalf("naming peers it does not hold, the host got %+v", stale)
+	}
+
+	// A held poll is answered by a change of the peers alone, with them.
+	answer := make(chan contract.DesiredState, 1)
+	go func() {
+		answer <- decode[contract.DesiredState](t, h.do("GET",
+			"/api/v1/hosts/h1/desired-state?wait=10s&version="+whole.Version+"&peers="+whole.PeersVersion, nil), 200)
+	}()
+	time.Sleep(100 * time.Millisecond) // the poll is held
+	jt, err := h.fleet.CreateJoinToken(ctx, api.CreateJoinTokenRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.fleet.Join(ctx, jt.Token, api.JoinRequest{Name: "beta"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-answer:
+		if got.PeersOmitted || len(got.Peers) != 2 || got.Version == whole.Version || got.Version != got.ComputeVersion() {
+			t.Fatalf("after beta joined the held poll got %+v", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a new peer list did not answer the held poll")
+	}
+}

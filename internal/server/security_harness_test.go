@@ -18,7 +18,6 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
-	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
 )
 
@@ -141,14 +140,7 @@ func (sh *secureHarness) setDesired(hostID, digest string) {
 	d := contract.DesiredState{HostID: hostID, Workloads: []contract.WorkloadSpec{{
 		Namespace: "default", Project: "shop", Egg: "web", BlobID: digest, Replicas: 1, Port: 8080,
 	}}}
-	d.Seal()
-	stored, err := store.EncodeDesiredState(sh.box, d)
-	if err != nil {
-		sh.t.Fatal(err)
-	}
-	if _, err := sh.store.PutDesiredState(sh.t.Context(), stored); err != nil {
-		sh.t.Fatal(err)
-	}
+	putDesired(sh.t, sh.store, sh.box, d)
 }
 
 // putBlob stores content as a blob and returns its digest.

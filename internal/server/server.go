@@ -108,10 +108,11 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// DesiredStates is what the agents' long-poll reads: a host's desired state
-// and a wake-up at its next change.
+// DesiredStates is what the agents' long-poll reads: a host's desired state,
+// the fleet's peer list, and a wake-up at the next change of either.
 type DesiredStates interface {
 	DesiredState(ctx context.Context, hostID string) (store.DesiredState, error)
+	DesiredPeers(ctx context.Context) (store.PeerList, error)
 	WatchDesiredState(hostID string) <-chan struct{}
 }
 
@@ -184,6 +185,7 @@ type Server struct {
 	limiter *failureLimiter
 	// sessions pairs operators' streams with the ones agents open for them.
 	sessions *sessions.Broker
+	peers    peerCache
 
 	// closing is closed by Drain: long-polls and streams return when it is.
 	closing   chan struct{}

@@ -92,3 +92,38 @@ func DecodeDesiredState(box *seal.Box, s DesiredState) (contract.DesiredState, e
 	}
 	return d, nil
 }
+
+// EncodePeers turns the fleet's peer list into its stored form. Peers hold
+// no secret.
+func EncodePeers(peers []contract.Peer) (PeerList, error) {
+	doc, err := json.Marshal(peers)
+	if err != nil {
+		return PeerList{}, fmt.Errorf("encode the peer list: %w", err)
+	}
+	return PeerList{Version: contract.PeersVersion(peers), Doc: doc}, nil
+}
+
+// DecodePeers turns a stored peer list back; none stored gives nil.
+func DecodePeers(l PeerList) ([]contract.Peer, error) {
+	if len(l.Doc) == 0 {
+		return nil, nil
+	}
+	var peers []contract.Peer
+	if err := json.Unmarshal(l.Doc, &peers); err != nil {
+		return nil, fmt.Errorf("stored peer list %s: %w", l.Version, err)
+	}
+	return peers, nil
+}
+
+// WholeDesiredState is what a host gets: its stored state, its secrets
+// opened, with the fleet's peers (of version peersVersion), at the version
+// of both together (contract.CombineVersions).
+func WholeDesiredState(box *seal.Box, s DesiredState, peers []contract.Peer, peersVersion string) (contract.DesiredState, error) {
+	d, err := DecodeDesiredState(box, s)
+	if err != nil {
+		return contract.DesiredState{}, err
+	}
+	d.Peers, d.PeersVersion = peers, peersVersion
+	d.Version = contract.CombineVersions(s.Version, peersVersion)
+	return d, nil
+}

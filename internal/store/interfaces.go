@@ -44,19 +44,30 @@ type Statuses interface {
 	HostList
 }
 
-// DesiredStates keeps one desired state per host and wakes those waiting for
-// a change.
+// DesiredStates keeps one desired state per host, and the fleet's peer list
+// (contract.DesiredState.Peers, the same in every host's state) once for
+// all, and wakes those waiting for a change.
 type DesiredStates interface {
-	// PutDesiredState stores the host's desired state. A state with the
-	// version already stored changes nothing and wakes nobody; it reports
-	// whether anything changed.
-	PutDesiredState(ctx context.Context, s DesiredState) (changed bool, err error)
+	// PutDesiredStates stores, in one transaction, each of states whose
+	// stored version differs and, when peers is not nil, the peer list if
+	// its stored version differs: the hosts of one apply see their new
+	// states from one commit. Once committed it wakes the waiters of each
+	// host whose state changed, and every host's waiters when the peer list
+	// changed. It reports whether anything changed.
+	PutDesiredStates(ctx context.Context, states []DesiredState, peers *PeerList) (changed bool, err error)
 	// DesiredState returns the host's desired state; a host that has none gets
 	// a zero DesiredState (empty Version, nil Doc) and no error.
 	DesiredState(ctx context.Context, hostID string) (DesiredState, error)
+	// AllDesiredStates returns every host's stored state in one read, for
+	// the work that looks at the whole fleet.
+	AllDesiredStates(ctx context.Context) ([]DesiredState, error)
+	// DesiredPeers returns the stored peer list; a zero PeerList (empty
+	// Version, nil Doc) if there is none.
+	DesiredPeers(ctx context.Context) (PeerList, error)
 	// WatchDesiredState returns a channel closed at the next change of the
-	// host's desired state after the call. Call it before reading the state,
-	// so that a change between the read and the wait is not missed.
+	// host's desired state, or of the peer list, after the call. Call it
+	// before reading the state, so that a change between the read and the
+	// wait is not missed.
 	WatchDesiredState(hostID string) <-chan struct{}
 }
 

@@ -68,6 +68,18 @@ type DesiredState struct {
 	UpdatedAt time.Time
 }
 
+// PeerList is the fleet's valid host set, which every host's desired state
+// carries (contract.DesiredState.Peers): stored once rather than in each
+// host's state, where at 1,000 hosts it would be most of every row and
+// every apply would write it 1,000 times.
+type PeerList struct {
+	// Version is contract.PeersVersion of the list.
+	Version string
+	// Doc is the list as JSON (see EncodePeers).
+	Doc       []byte
+	UpdatedAt time.Time
+}
+
 // EventType names what an event is about.
 type EventType string
 

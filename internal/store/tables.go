@@ -17,6 +17,7 @@ var Tables = []Table{
 	{"resources", []string{"project", "type", "name", "id", "inputs", "outputs", "source", "parents", "pending", "updated_at"}},
 	{"hosts", []string{"id", "state", "state_since", "last_seen", "status", "created_at"}},
 	{"desired_states", []string{"host_id", "version", "doc", "updated_at"}},
+	{"desired_peers", []string{"id", "version", "doc", "updated_at"}},
 	{"events", []string{"seq", "at", "type", "project", "host", "resource", "message", "actor"}},
 	{"applies", []string{"id", "project", "started_at", "finished_at", "outcome", "message", "actor", "inputs", "summary", "digest", "rollback_of"}},
 	{"apply_blobs", []string{"apply_id", "digest"}},

@@ -28,22 +28,44 @@ const notifyChannel = "hatch_changes"
 // listenAppName names the listening connection in pg_stat_activity.
 const listenAppName = "hatch-listen"
 
-// The kinds of change a notification names: "<store nonce>:d:<host ID>" or
+// The kinds of change a notification names: "<store nonce>:d:<host IDs,
+// comma-separated>" (host IDs hold no comma: pki's hostIDPattern),
+// "<store nonce>:p" (the peer list, which wakes every host's waiters) or
 // "<store nonce>:e".
 const (
 	changeDesired = "d"
+	changePeers   = "p"
 	changeEvents  = "e"
 )
 
-// sendNotifications queues, inside tx, the notifications of what tx changed.
+// maxPayload keeps a notification under PostgreSQL's limit of 8,000 bytes.
+const maxPayload = 7000
+
+// sendNotifications queues, inside tx, the notifications of what tx changed:
+// the hosts of one apply in as few notifications as fit.
 func (s *Store) sendNotifications(ctx context.Context, tx *txn) error {
-	for _, h := range tx.wakeHosts {
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, s.nonce+":"+changeDesired+":"+h); err != nil {
-			return fmt.Errorf("notify: %w", err)
+	var payloads []string
+	if tx.wakeAllHosts {
+		payloads = append(payloads, s.nonce+":"+changePeers)
+	} else {
+		prefix := s.nonce + ":" + changeDesired + ":"
+		var ids []string
+		size := 0
+		for _, h := range tx.wakeHosts {
+			if len(ids) > 0 && size+1+len(h) > maxPayload-len(prefix) {
+				payloads, ids, size = append(payloads, prefix+strings.Join(ids, ",")), nil, 0
+			}
+			ids, size = append(ids, h), size+1+len(h)
+		}
+		if len(ids) > 0 {
+			payloads = append(payloads, prefix+strings.Join(ids, ","))
 		}
 	}
 	if tx.wakeEvents {
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, s.nonce+":"+changeEvents); err != nil {
+		payloads = append(payloads, s.nonce+":"+changeEvents)
+	}
+	for _, p := range payloads {
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, p); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
 	}
@@ -59,7 +81,11 @@ func (s *Store) dispatch(payload string) {
 	}
 	switch {
 	case parts[1] == changeDesired && len(parts) == 3:
-		s.desired.Notify(parts[2])
+		for _, h := range strings.Split(parts[2], ",") {
+			s.desired.Notify(h)
+		}
+	case parts[1] == changePeers:
+		s.desired.NotifyAll()
 	case parts[1] == changeEvents:
 		s.events.Notify(eventsKey)
 	}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func closedWithin(ch <-chan struct{}, d time.Duration) bool {
 func TestChangesThroughOneServerWakeTheOthersWaiters(t *testing.T) {
 	a, b := twoServers(t)
 	mine, theirs := b.WatchDesiredState("h1"), b.WatchDesiredState("h2")
-	if _, err := a.PutDesiredState(t.Context(), store.DesiredState{HostID: "h1", Version: "v1", Doc: []byte(`{}`), UpdatedAt: time.UnixMilli(1)}); err != nil {
+	if _, err := a.PutDesiredStates(t.Context(), []store.DesiredState{{HostID: "h1", Version: "v1", Doc: []byte(`{}`), UpdatedAt: time.UnixMilli(1)}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !closedWithin(mine, 5*time.Second) {
@@ -69,6 +70,39 @@ func TestChangesThroughOneServerWakeTheOthersWaiters(t *testing.T) {
 	}
 }
 
+// One write of many hosts' states through A (more than one notification's
+// payload holds) wakes each of those hosts' waiters on B, and no other; a
+// new peer list through A wakes every waiter on B.
+func TestAnApplyOfManyHostsThroughOneServerWakesEachOnTheOther(t *testing.T) {
+	a, b := twoServers(t)
+	const n = 1500 // host IDs of 12 bytes: about 19,500 bytes of IDs, three notifications
+	var states []store.DesiredState
+	waits := make([]<-chan struct{}, n)
+	for i := range n {
+		host := fmt.Sprintf("host-%07d", i)
+		waits[i] = b.WatchDesiredState(host)
+		states = append(states, store.DesiredState{HostID: host, Version: "v1", Doc: []byte(`{}`), UpdatedAt: time.UnixMilli(1)})
+	}
+	other := b.WatchDesiredState("host-other")
+	if _, err := a.PutDesiredStates(t.Context(), states, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range waits {
+		if !closedWithin(w, 5*time.Second) {
+			t.Fatalf("%s's waiter on B was not woken", states[i].HostID)
+		}
+	}
+	if closedWithin(other, 100*time.Millisecond) {
+		t.Fatal("a host outside the write was woken on B")
+	}
+	if _, err := a.PutDesiredStates(t.Context(), nil, &store.PeerList{Version: "p1", Doc: []byte(`[]`)}); err != nil {
+		t.Fatal(err)
+	}
+	if !closedWithin(other, 5*time.Second) {
+		t.Fatal("a new peer list through A did not wake every waiter on B")
+	}
+}
+
 // The listening connection killed (pg_terminate_backend) while a change is
 // made: the notification is lost, and the reconnect wakes every waiter, so
 // the long-poll still learns of the change.
@@ -81,8 +115,8 @@ func TestAKilledListeningConnectionLosesNoWakeUp(t *testing.T) {
 			WHERE application_name = $1 AND datname = current_database()`, listenAppName).Scan(&killed); err != nil || killed != 2 {
 			t.Fatalf("terminated %d listening connections (%v), want A's and B's", killed, err)
 		}
-		if _, err := a.PutDesiredState(t.Context(), store.DesiredState{HostID: "h1", Version: "v" + string(rune('1'+round)),
-			Doc: []byte(`{}`), UpdatedAt: time.UnixMilli(1)}); err != nil {
+		if _, err := a.PutDesiredStates(t.Context(), []store.DesiredState{{HostID: "h1", Version: "v" + string(rune('1'+round)),
+			Doc: []byte(`{}`), UpdatedAt: time.UnixMilli(1)}}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if !closedWithin(w, 10*time.Second) {

@@ -267,6 +267,8 @@ type txn struct {
 	pgx.Tx
 	wakeEvents bool
 	wakeHosts  []string
+	// wakeAllHosts: the peer list changed, which every host's state carries.
+	wakeAllHosts bool
 }
 
 // maxAttempts bounds the retries of a transaction the database aborted to
@@ -306,6 +308,9 @@ func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error
 			return s.sendNotifications(ctx, tx)
 		})
 		if err == nil {
+			if tx.wakeAllHosts {
+				s.desired.NotifyAll()
+			}
 			for _, h := range tx.wakeHosts {
 				s.desired.Notify(h)
 			}

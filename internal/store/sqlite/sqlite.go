@@ -184,6 +184,8 @@ type txn struct {
 	*sql.Tx
 	wakeEvents bool
 	wakeHosts  []string
+	// wakeAllHosts: the peer list changed, which every host's state carries.
+	wakeAllHosts bool
 }
 
 // write runs fn in a write transaction and, once it committed, wakes the
@@ -225,6 +227,9 @@ func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error
 	}
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if tx.wakeAllHosts {
+		s.desired.NotifyAll()
 	}
 	for _, h := range tx.wakeHosts {
 		s.desired.Notify(h)

@@ -59,7 +59,8 @@ func Fill(t *testing.T, s FullStore) {
 		t.Fatal(err)
 	}
 	for _, h := range []string{"h1", "h2"} {
-		if _, err := s.PutDesiredState(c, store.DesiredState{HostID: h, Version: "v-" + h, Doc: []byte(`{"host_id":"` + h + `"}`), UpdatedAt: t0}); err != nil {
+		if _, err := s.PutDesiredStates(c, []store.DesiredState{{HostID: h, Version: "v-" + h, Doc: []byte(`{"host_id":"` + h + `"}`), UpdatedAt: t0}},
+			&store.PeerList{Version: "p1", Doc: []byte(`[{"host_id":"h1"},{"host_id":"h2"}]`), UpdatedAt: t0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,6 +140,12 @@ func AssertSameContents(t *testing.T, want, got FullStore) {
 		wd, werr := want.DesiredState(c, h.ID)
 		gd, gerr := got.DesiredState(c, h.ID)
 		same("desired state of "+h.ID, wd, gd, werr, gerr)
+	}
+	wpeers, werr := want.DesiredPeers(c)
+	gpeers, gerr := got.DesiredPeers(c)
+	same("peer list", wpeers, gpeers, werr, gerr)
+	if wpeers.Version == "" {
+		t.Fatal("the store filled has no peer list to compare")
 	}
 	wi, werr := want.ListHostIdentities(c)
 	gi, gerr := got.ListHostIdentities(c)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -180,9 +181,9 @@ func RunDesiredStates(t *testing.T, open Open) {
 	t.Run("a new version is stored and wakes the host's waiters only", func(t *testing.T) {
 		s := open(t)
 		mine, theirs := s.WatchDesiredState("h1"), s.WatchDesiredState("h2")
-		changed, err := s.PutDesiredState(ctx(t), store.DesiredState{HostID: "h1", Version: "v1", Doc: []byte(`{"a":1}`), UpdatedAt: t0})
+		changed, err := putDesired(t, s, store.DesiredState{HostID: "h1", Version: "v1", Doc: []byte(`{"a":1}`), UpdatedAt: t0})
 		if err != nil || !changed {
-			t.Fatalf("PutDesiredState = %v, %v", changed, err)
+			t.Fatalf("PutDesiredStates = %v, %v", changed, err)
 		}
 		if !closedWithin(mine, 5*time.Second) {
 			t.Fatal("the host's waiter was not woken")
@@ -199,13 +200,13 @@ func RunDesiredStates(t *testing.T, open Open) {
 	t.Run("the same version changes nothing and wakes nobody", func(t *testing.T) {
 		s := open(t)
 		first := store.DesiredState{HostID: "h1", Version: "v1", Doc: []byte(`{"a":1}`), UpdatedAt: t0}
-		if _, err := s.PutDesiredState(ctx(t), first); err != nil {
+		if _, err := putDesired(t, s, first); err != nil {
 			t.Fatal(err)
 		}
 		w := s.WatchDesiredState("h1")
-		changed, err := s.PutDesiredState(ctx(t), store.DesiredState{HostID: "h1", Version: "v1", Doc: []byte(`{"a":1}`), UpdatedAt: t0.Add(time.Hour)})
+		changed, err := putDesired(t, s, store.DesiredState{HostID: "h1", Version: "v1", Doc: []byte(`{"a":1}`), UpdatedAt: t0.Add(time.Hour)})
 		if err != nil || changed {
-			t.Fatalf("PutDesiredState of the same version = %v, %v; want unchanged", changed, err)
+			t.Fatalf("PutDesiredStates of the same version = %v, %v; want unchanged", changed, err)
 		}
 		if closedWithin(w, 50*time.Millisecond) {
 			t.Fatal("an unchanged state woke a waiter")
@@ -217,7 +218,7 @@ func RunDesiredStates(t *testing.T, open Open) {
 
 	t.Run("a host's state is unchanged by its liveness", func(t *testing.T) {
 		s := open(t)
-		if _, err := s.PutDesiredState(ctx(t), store.DesiredState{HostID: "h1", Version: "v1", Doc: []byte(`{"w":[1]}`), UpdatedAt: t0}); err != nil {
+		if _, err := putDesired(t, s, store.DesiredState{HostID: "h1", Version: "v1", Doc: []byte(`{"w":[1]}`), UpdatedAt: t0}); err != nil {
 			t.Fatal(err)
 		}
 		putStatus(t, s, "h1", `{}`, t0)
@@ -229,6 +230,93 @@ func RunDesiredStates(t *testing.T, open Open) {
 		}
 		if d, _ := s.DesiredState(ctx(t), "h1"); d.Version != "v1" || string(d.Doc) != `{"w":[1]}` {
 			t.Fatalf("desired state after down and unknown = %+v", d)
+		}
+	})
+}
+
+// putDesired stores one host's desired state.
+func putDesired(t *testing.T, s Store, d store.DesiredState) (bool, error) {
+	return s.PutDesiredStates(ctx(t), []store.DesiredState{d}, nil)
+}
+
+// RunDesiredWrites checks that the states of many hosts and the peer list
+// are written together, each waiter woken only by what changed for it.
+func RunDesiredWrites(t *testing.T, open Open) {
+	state := func(host, version string) store.DesiredState {
+		return store.DesiredState{HostID: host, Version: version, Doc: []byte(`{"host_id":"` + host + `","v":"` + version + `"}`), UpdatedAt: t0}
+	}
+	t.Run("an apply's states are written at once, waking the hosts whose state changed", func(t *testing.T) {
+		s := open(t)
+		if changed, err := s.PutDesiredStates(ctx(t), []store.DesiredState{state("h2", "v1"), state("h1", "v1")}, nil); err != nil || !changed {
+			t.Fatalf("PutDesiredStates = %v, %v", changed, err)
+		}
+		w1, w2, w3 := s.WatchDesiredState("h1"), s.WatchDesiredState("h2"), s.WatchDesiredState("h3")
+		if changed, err := s.PutDesiredStates(ctx(t), []store.DesiredState{state("h3", "v1"), state("h1", "v2"), state("h2", "v1")}, nil); err != nil || !changed {
+			t.Fatalf("PutDesiredStates = %v, %v", changed, err)
+		}
+		if !closedWithin(w1, 5*time.Second) || !closedWithin(w3, 5*time.Second) {
+			t.Fatal("a host whose state changed was not woken")
+		}
+		if closedWithin(w2, 50*time.Millisecond) {
+			t.Fatal("a host whose state did not change was woken")
+		}
+		all, err := s.AllDesiredStates(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, d := range all {
+			got = append(got, d.HostID+"@"+d.Version+" "+string(d.Doc))
+		}
+		want := []string{`h1@v2 {"host_id":"h1","v":"v2"}`, `h2@v1 {"host_id":"h2","v":"v1"}`, `h3@v1 {"host_id":"h3","v":"v1"}`}
+		if !slices.Equal(got, want) {
+			t.Fatalf("AllDesiredStates\n got %q\nwant %q", got, want)
+		}
+	})
+
+	t.Run("a failed write keeps none of the apply's states", func(t *testing.T) {
+		s := open(t)
+		if _, err := putDesired(t, s, state("h1", "v1")); err != nil {
+			t.Fatal(err)
+		}
+		c, cancel := context.WithCancel(ctx(t))
+		cancel()
+		if _, err := s.PutDesiredStates(c, []store.DesiredState{state("h1", "v2"), state("h2", "v1")}, nil); err == nil {
+			t.Fatal("a write with its context cancelled succeeded")
+		}
+		all, err := s.AllDesiredStates(ctx(t))
+		if err != nil || len(all) != 1 || all[0].Version != "v1" {
+			t.Fatalf("after a failed write: %+v, %v; want h1 at v1 alone", all, err)
+		}
+	})
+
+	t.Run("the peer list is stored once and a new one wakes every host", func(t *testing.T) {
+		s := open(t)
+		if l, err := s.DesiredPeers(ctx(t)); err != nil || l.Version != "" || l.Doc != nil {
+			t.Fatalf("DesiredPeers with none stored = %+v, %v", l, err)
+		}
+		peers := store.PeerList{Version: "p1", Doc: []byte(`[{"host_id":"h1"}]`), UpdatedAt: t0}
+		w1, w2 := s.WatchDesiredState("h1"), s.WatchDesiredState("h2")
+		if changed, err := s.PutDesiredStates(ctx(t), nil, &peers); err != nil || !changed {
+			t.Fatalf("PutDesiredStates of the peers = %v, %v", changed, err)
+		}
+		if !closedWithin(w1, 5*time.Second) || !closedWithin(w2, 5*time.Second) {
+			t.Fatal("a new peer list did not wake every host")
+		}
+		if l, err := s.DesiredPeers(ctx(t)); err != nil || l.Version != "p1" || string(l.Doc) != string(peers.Doc) || !l.UpdatedAt.Equal(t0) {
+			t.Fatalf("DesiredPeers = %+v, %v", l, err)
+		}
+		w1 = s.WatchDesiredState("h1")
+		same := peers
+		same.UpdatedAt = t0.Add(time.Hour)
+		if changed, err := s.PutDesiredStates(ctx(t), nil, &same); err != nil || changed {
+			t.Fatalf("PutDesiredStates of the same peers = %v, %v; want unchanged", changed, err)
+		}
+		if closedWithin(w1, 50*time.Millisecond) {
+			t.Fatal("an unchanged peer list woke a host")
+		}
+		if l, _ := s.DesiredPeers(ctx(t)); !l.UpdatedAt.Equal(t0) {
+			t.Fatalf("UpdatedAt moved to %v on an unchanged put", l.UpdatedAt)
 		}
 	})
 }

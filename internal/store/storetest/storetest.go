@@ -50,6 +50,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("Liveness", func(t *testing.T) { RunLiveness(t, open) })
 	t.Run("Statuses", func(t *testing.T) { RunStatuses(t, open) })
 	t.Run("DesiredStates", func(t *testing.T) { RunDesiredStates(t, open) })
+	t.Run("DesiredWrites", func(t *testing.T) { RunDesiredWrites(t, open) })
 	t.Run("Events", func(t *testing.T) { RunEvents(t, open) })
 	t.Run("BlobRetention", func(t *testing.T) { RunBlobRetention(t, open) })
 	t.Run("ApplyHistory", func(t *testing.T) { RunApplyHistory(t, open) })
