@@ -174,7 +174,7 @@ type Service struct {
 	// reportedPeers coalesces the peer syncs that reports of new mesh
 	// addresses ask for (a fleet starting reports them all at once).
 	reportedPeers coalescer
-	hosts    *prometheus.GaugeVec
+	hosts         *prometheus.GaugeVec
 }
 
 // New returns a fleet; nothing runs until Start.
