@@ -109,9 +109,6 @@ func (s *Store) ReleaseServerLeases(ctx context.Context, server string) ([]store
 	return released, nil
 }
 
-// dbNowMillis is the database's clock in the stored form.
-const dbNowMillis = `(extract(epoch FROM now()) * 1000)::bigint`
-
 const leaseColumns = `project, token, holder, server, since, expires_at`
 
 func scanLease(row pgx.Row) (store.Lease, error) {

@@ -42,6 +42,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/store"
+	"github.com/hatchery/hatchery/internal/store/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -50,8 +51,12 @@ var migrations embed.FS
 // migrationLock is the advisory lock key held while migrating ("hatchmig").
 const migrationLock int64 = 0x68617463686d6967
 
-// Store is the PostgreSQL implementation of the store interfaces.
+// Store is the PostgreSQL implementation of the store interfaces. What it
+// shares with the SQLite store is sqlstore's, over this file's write
+// transactions (see shared.go).
 type Store struct {
+	*sqlstore.Store
+
 	pool *pgxpool.Pool
 	db   reader // the pool, for reads: their errors classified
 	log  *zap.Logger
@@ -156,6 +161,7 @@ func OpenWith(ctx context.Context, connString string, log *zap.Logger, opts Opti
 	}
 	s := &Store{pool: pool, db: reader{pool}, log: log.With(zap.String("store", "postgres://"+where)), nonce: newNonce(),
 		callerClockLeases: opts.CallerClockLeases}
+	s.Store = sqlstore.New(shared{s.db}, writer{s}, dialect(opts.CallerClockLeases))
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("migrate postgres %s: %w", where, err)

@@ -28,13 +28,18 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/hatchery/hatchery/internal/store"
+	"github.com/hatchery/hatchery/internal/store/sqlstore"
 )
 
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Store is the SQLite implementation of the store interfaces.
+// Store is the SQLite implementation of the store interfaces. What it
+// shares with the PostgreSQL store is sqlstore's, over this file's write
+// transactions (see shared.go).
 type Store struct {
+	*sqlstore.Store
+
 	db  *sql.DB
 	log *zap.Logger
 
@@ -84,6 +89,7 @@ func Open(ctx context.Context, path string, log *zap.Logger) (*Store, error) {
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
 	s := &Store{db: db, log: log.With(zap.String("store", path))}
+	s.Store = sqlstore.New(shared{db}, writer{s}, dialect)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)

@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -10,18 +10,19 @@ import (
 
 var _ store.ServerRegistry = (*Store)(nil)
 
-// RegisterServer records that server id is reached at url for ttl from the
-// database's now (from at with Options.CallerClockLeases, for the suite), so
-// servers whose clocks differ agree on who is live.
+// RegisterServer records that server id is reached at url for ttl from at,
+// or from the database's now if the dialect measures terms by it, so servers
+// whose clocks differ agree on who is live. No project owns the
+// registration: ctx's fences do not guard it.
 func (s *Store) RegisterServer(ctx context.Context, id, url string, ttl time.Duration, at time.Time) error {
 	if id == "" || url == "" || ttl <= 0 {
 		return fmt.Errorf("register server %q: an ID, a URL and a positive term are needed", id)
 	}
-	err := s.writeTx(ctx, false, func(tx *txn) error {
+	err := s.unfenced(ctx, func(tx Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO servers (id, url, expires_at)
-			VALUES ($1, $2, (CASE WHEN $5::boolean THEN `+dbNowMillis+` ELSE $3::bigint END) + $4::bigint)
+			VALUES ($1, $2, `+s.termStart("$3", "$5")+` + CAST($4 AS bigint))
 			ON CONFLICT (id) DO UPDATE SET url = excluded.url, expires_at = excluded.expires_at`,
-			id, url, millis(at), ttl.Milliseconds(), !s.callerClockLeases)
+			id, url, Millis(at), ttl.Milliseconds(), s.d.DatabaseClock)
 		return err
 	})
 	if err != nil {
@@ -30,33 +31,22 @@ func (s *Store) RegisterServer(ctx context.Context, id, url string, ttl time.Dur
 	return nil
 }
 
-// LiveServers returns the URLs registered beyond the database's now (at
-// with Options.CallerClockLeases).
+// LiveServers returns the URLs registered beyond at (beyond the database's
+// now if the dialect measures terms by it), sorted by the database's
+// collation (DISTINCT allows no other).
 func (s *Store) LiveServers(ctx context.Context, at time.Time) ([]string, error) {
 	rows, err := s.db.Query(ctx, `SELECT DISTINCT url FROM servers
-		WHERE expires_at > (CASE WHEN $2::boolean THEN `+dbNowMillis+` ELSE $1::bigint END) ORDER BY url`,
-		millis(at), !s.callerClockLeases)
+		WHERE expires_at > `+s.termStart("$1", "$2")+` ORDER BY url`,
+		Millis(at), s.d.DatabaseClock)
 	if err != nil {
 		return nil, fmt.Errorf("live servers: %w", err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var u string
-		if err := rows.Scan(&u); err != nil {
-			return nil, fmt.Errorf("live servers: %w", err)
-		}
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("live servers: %w", classify(err))
-	}
-	return out, nil
+	return scanStrings(rows, "live servers")
 }
 
 // UnregisterServer removes server id's registration.
 func (s *Store) UnregisterServer(ctx context.Context, id string) error {
-	err := s.writeTx(ctx, false, func(tx *txn) error {
+	err := s.unfenced(ctx, func(tx Tx) error {
 		_, err := tx.Exec(ctx, `DELETE FROM servers WHERE id = $1`, id)
 		return err
 	})
