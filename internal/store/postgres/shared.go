@@ -49,19 +49,25 @@ func (a shared) Query(ctx context.Context, sql string, args ...any) (sqlstore.Ro
 	return sharedRows{rows}, nil
 }
 
-// sharedTx adapts a write transaction to the shared store's Tx.
-type sharedTx struct {
+// sharedExec adapts a transaction to the shared store's Execer.
+type sharedExec struct {
 	shared
-	tx *txn
+	tx pgx.Tx
 }
 
-func (t sharedTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	tag, err := t.tx.Exec(ctx, sql, args...)
+func (e sharedExec) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := e.tx.Exec(ctx, sql, args...)
 	return tag.RowsAffected(), err
 }
 
+// sharedTx adapts a write transaction to the shared store's Tx.
+type sharedTx struct {
+	sharedExec
+	txn *txn
+}
+
 func (t sharedTx) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
-	return t.tx.appendEvent(ctx, e)
+	return t.txn.appendEvent(ctx, e)
 }
 
 // sharedRow reports pgx.ErrNoRows as sqlstore.ErrNoRows.
@@ -86,5 +92,5 @@ func (r sharedRows) Err() error             { return classify(r.Rows.Err()) }
 type writer struct{ s *Store }
 
 func (w writer) Write(ctx context.Context, fenced bool, fn func(sqlstore.Tx) error) error {
-	return w.s.writeTx(ctx, fenced, func(tx *txn) error { return fn(sharedTx{shared{tx}, tx}) })
+	return w.s.writeTx(ctx, fenced, func(tx *txn) error { return fn(sharedTx{sharedExec{shared{tx}, tx}, tx}) })
 }

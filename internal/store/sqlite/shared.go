@@ -28,7 +28,8 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// shared adapts the database or a transaction to the shared store's Reader.
+// shared adapts the database or a transaction to the shared store's Reader
+// (and a transaction to its Execer).
 type shared struct{ q querier }
 
 func (a shared) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
@@ -43,18 +44,19 @@ func (a shared) Query(ctx context.Context, query string, args ...any) (sqlstore.
 	return sharedRows{rows}, nil
 }
 
-// sharedTx adapts a write transaction to the shared store's Tx.
-type sharedTx struct {
-	shared
-	tx *txn
-}
-
-func (t sharedTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := t.tx.ExecContext(ctx, query, args...)
+// Exec is the shared store's Exec, on a transaction.
+func (a shared) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := a.q.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// sharedTx adapts a write transaction to the shared store's Tx.
+type sharedTx struct {
+	shared
+	tx *txn
 }
 
 func (t sharedTx) AppendEvent(ctx context.Context, e store.Event) (int64, error) {

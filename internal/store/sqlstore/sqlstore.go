@@ -46,11 +46,16 @@ type Reader interface {
 	Query(ctx context.Context, sql string, args ...any) (Rows, error)
 }
 
-// Tx is a write transaction.
-type Tx interface {
+// Execer runs queries and statements in a transaction.
+type Execer interface {
 	Reader
 	// Exec runs a statement and returns how many rows it changed.
 	Exec(ctx context.Context, sql string, args ...any) (int64, error)
+}
+
+// Tx is a write transaction.
+type Tx interface {
+	Execer
 	// AppendEvent records an event and returns its Seq; an event without an
 	// actor gets ctx's (store.WithActor). The event's waiters are woken once
 	// the transaction commits. Call it after every other row the transaction
