@@ -36,7 +36,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
-	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/store/sqlstore"
 )
@@ -72,22 +71,11 @@ type Store struct {
 
 const eventsKey = "events"
 
+// The store interfaces this store implements with its own methods; it
+// implements the others with the shared store's (sqlstore).
 var (
-	_ reconciler.ResourceStorage = (*Store)(nil)
-	_ store.Liveness             = (*Store)(nil)
-	_ store.Statuses             = (*Store)(nil)
-	_ store.DesiredStates        = (*Store)(nil)
-	_ store.Events               = (*Store)(nil)
-	_ store.BlobRetention        = (*Store)(nil)
-	_ store.ApplyHistory         = (*Store)(nil)
-	_ store.Projects             = (*Store)(nil)
-	_ store.AdminTokens          = (*Store)(nil)
-	_ store.JoinTokens           = (*Store)(nil)
-	_ store.Members              = (*Store)(nil)
-	_ store.Leases               = (*Store)(nil)
-	_ store.Plans                = (*Store)(nil)
-	_ store.SecretValues         = (*Store)(nil)
-	_ store.ServerRegistry       = (*Store)(nil)
+	_ store.DesiredStates = (*Store)(nil)
+	_ store.Events        = (*Store)(nil)
 )
 
 // IsURL reports whether s is a PostgreSQL connection URL.
@@ -199,7 +187,6 @@ func (s *Store) migrate(ctx context.Context) error {
 		return sqlstore.Migrate(ctx, sharedExec{shared{tx}, tx}, migrations, s.log)
 	})
 }
-
 
 // checkFence fails with store.ErrFenced unless the fence's lease is held
 // with its token and unexpired by the database's now() (whichever clock

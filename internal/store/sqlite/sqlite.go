@@ -47,21 +47,11 @@ type Store struct {
 
 const eventsKey = "events"
 
+// The store interfaces this store implements with its own methods; it
+// implements the others with the shared store's (sqlstore).
 var (
-	_ store.Liveness       = (*Store)(nil)
-	_ store.Statuses       = (*Store)(nil)
-	_ store.DesiredStates  = (*Store)(nil)
-	_ store.Events         = (*Store)(nil)
-	_ store.BlobRetention  = (*Store)(nil)
-	_ store.ApplyHistory   = (*Store)(nil)
-	_ store.Projects       = (*Store)(nil)
-	_ store.AdminTokens    = (*Store)(nil)
-	_ store.JoinTokens     = (*Store)(nil)
-	_ store.Members        = (*Store)(nil)
-	_ store.Leases         = (*Store)(nil)
-	_ store.Plans          = (*Store)(nil)
-	_ store.SecretValues   = (*Store)(nil)
-	_ store.ServerRegistry = (*Store)(nil)
+	_ store.DesiredStates = (*Store)(nil)
+	_ store.Events        = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the database file at path and migrates it.

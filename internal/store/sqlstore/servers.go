@@ -4,11 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/hatchery/hatchery/internal/store"
 )
-
-var _ store.ServerRegistry = (*Store)(nil)
 
 // RegisterServer records that server id is reached at url for ttl from at,
 // or from the database's now if the dialect measures terms by it, so servers

@@ -19,7 +19,26 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/store"
+)
+
+// The interfaces the shared store implements whole; a backend adds the
+// desired states, the waits on events and what else is its own.
+var (
+	_ reconciler.ResourceStorage = (*Store)(nil)
+	_ store.Liveness             = (*Store)(nil)
+	_ store.Statuses             = (*Store)(nil)
+	_ store.BlobRetention        = (*Store)(nil)
+	_ store.ApplyHistory         = (*Store)(nil)
+	_ store.Projects             = (*Store)(nil)
+	_ store.AdminTokens          = (*Store)(nil)
+	_ store.JoinTokens           = (*Store)(nil)
+	_ store.Members              = (*Store)(nil)
+	_ store.Leases               = (*Store)(nil)
+	_ store.Plans                = (*Store)(nil)
+	_ store.SecretValues         = (*Store)(nil)
+	_ store.ServerRegistry       = (*Store)(nil)
 )
 
 // ErrNoRows is what Row.Scan returns when a query found no row; adapters map
