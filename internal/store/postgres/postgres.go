@@ -50,7 +50,7 @@ const migrationLock int64 = 0x68617463686d6967
 // shares with the SQLite store is sqlstore's, over this file's write
 // transactions (see shared.go).
 type Store struct {
-	*sqlstore.Store
+	*sqlStore
 
 	pool *pgxpool.Pool
 	db   reader // the pool, for reads: their errors classified
@@ -58,10 +58,6 @@ type Store struct {
 
 	desired store.Notifier // keyed by host ID
 	events  store.Notifier // one key, eventsKey
-
-	// callerClockLeases measures leases by the times callers give (as the
-	// conformance suite does) instead of the database's clock.
-	callerClockLeases bool
 
 	// nonce tells this store's notifications from other servers' (see listen.go).
 	nonce         string
@@ -144,9 +140,8 @@ func OpenWith(ctx context.Context, connString string, log *zap.Logger, opts Opti
 	if err != nil {
 		return nil, fmt.Errorf("postgres %s: %w", where, err)
 	}
-	s := &Store{pool: pool, db: reader{pool}, log: log.With(zap.String("store", "postgres://"+where)), nonce: newNonce(),
-		callerClockLeases: opts.CallerClockLeases}
-	s.Store = sqlstore.New(shared{s.db}, writer{s}, dialect(opts.CallerClockLeases))
+	s := &Store{pool: pool, db: reader{pool}, log: log.With(zap.String("store", "postgres://"+where)), nonce: newNonce()}
+	s.sqlStore = sqlstore.New(shared{s.db}, writer{s}, dialect(opts.CallerClockLeases))
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("migrate postgres %s: %w", where, err)

@@ -24,6 +24,10 @@ func dialect(callerClockLeases bool) sqlstore.Dialect {
 	}
 }
 
+// sqlStore is the shared store, embedded under an unexported name so that
+// this package's API stays its Store's methods.
+type sqlStore = sqlstore.Store
+
 // dbNowMillis is the database's clock in the stored form.
 const dbNowMillis = `(extract(epoch FROM now()) * 1000)::bigint`
 

@@ -21,6 +21,10 @@ var dialect = sqlstore.Dialect{
 	StorableText:  func(s string) string { return s },
 }
 
+// sqlStore is the shared store, embedded under an unexported name so that
+// this package's API stays its Store's methods.
+type sqlStore = sqlstore.Store
+
 // querier is what *sql.DB and *sql.Tx both offer.
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)

@@ -34,7 +34,7 @@ var migrations embed.FS
 // shares with the PostgreSQL store is sqlstore's, over this file's write
 // transactions (see shared.go).
 type Store struct {
-	*sqlstore.Store
+	*sqlStore
 
 	db  *sql.DB
 	log *zap.Logger
@@ -79,7 +79,7 @@ func Open(ctx context.Context, path string, log *zap.Logger) (*Store, error) {
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
 	s := &Store{db: db, log: log.With(zap.String("store", path))}
-	s.Store = sqlstore.New(shared{db}, writer{s}, dialect)
+	s.sqlStore = sqlstore.New(shared{db}, writer{s}, dialect)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
