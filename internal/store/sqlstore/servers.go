@@ -28,8 +28,8 @@ func (s *Store) RegisterServer(ctx context.Context, id, url string, ttl time.Dur
 }
 
 // LiveServers returns the URLs registered beyond at (beyond the database's
-// now if the dialect measures terms by it), sorted by the database's
-// collation (DISTINCT allows no other).
+// now if the dialect measures terms by it), each once, in the database's
+// order of text.
 func (s *Store) LiveServers(ctx context.Context, at time.Time) ([]string, error) {
 	rows, err := s.db.Query(ctx, `SELECT DISTINCT url FROM servers
 		WHERE expires_at > `+s.termStart("$1", "$2")+` ORDER BY url`,
