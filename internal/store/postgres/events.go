@@ -1,49 +1,4 @@
 package postgres
 
-import (
-	"context"
-	"fmt"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/hatchery/hatchery/internal/store"
-)
-
-// AppendEvent records an event and returns its Seq.
-func (s *Store) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
-	var seq int64
-	err := s.write(ctx, func(tx *txn) error {
-		var err error
-		seq, err = tx.appendEvent(ctx, e)
-		return err
-	})
-	return seq, err
-}
-
-// ListEvents returns up to limit events after since, oldest first.
-func (s *Store) ListEvents(ctx context.Context, since int64, limit int) ([]store.Event, error) {
-	rows, err := s.db.Query(ctx, `SELECT seq, at, type, project, host, resource, message, actor
-		FROM events WHERE seq > $1 ORDER BY seq LIMIT $2`, since, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	out, err := collect(rows, scanEvent)
-	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	return out, nil
-}
-
-func scanEvent(row pgx.Row) (store.Event, error) {
-	var e store.Event
-	var at int64
-	var typ string
-	if err := row.Scan(&e.Seq, &at, &typ, &e.Project, &e.Host, &e.Resource, &e.Message, &e.Actor); err != nil {
-		return store.Event{}, err
-	}
-	e.Time, e.Type = fromMillis(at), store.EventType(typ)
-	return e, nil
-}
-
 // WatchEvents returns a channel closed when the next event is recorded.
 func (s *Store) WatchEvents() <-chan struct{} { return s.events.Wait(eventsKey) }

@@ -26,12 +26,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"net/url"
-	"path"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -40,8 +36,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
-	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/store"
+	"github.com/hatchery/hatchery/internal/store/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -50,18 +46,18 @@ var migrations embed.FS
 // migrationLock is the advisory lock key held while migrating ("hatchmig").
 const migrationLock int64 = 0x68617463686d6967
 
-// Store is the PostgreSQL implementation of the store interfaces.
+// Store is the PostgreSQL implementation of the store interfaces. What it
+// shares with the SQLite store is sqlstore's, over this file's write
+// transactions (see shared.go).
 type Store struct {
+	*sqlStore
+
 	pool *pgxpool.Pool
 	db   reader // the pool, for reads: their errors classified
 	log  *zap.Logger
 
 	desired store.Notifier // keyed by host ID
 	events  store.Notifier // one key, eventsKey
-
-	// callerClockLeases measures leases by the times callers give (as the
-	// conformance suite does) instead of the database's clock.
-	callerClockLeases bool
 
 	// nonce tells this store's notifications from other servers' (see listen.go).
 	nonce         string
@@ -71,21 +67,11 @@ type Store struct {
 
 const eventsKey = "events"
 
+// The store interfaces this store implements with its own methods; it
+// implements the others with the shared store's (sqlstore).
 var (
-	_ reconciler.ResourceStorage = (*Store)(nil)
-	_ store.Liveness             = (*Store)(nil)
-	_ store.Statuses             = (*Store)(nil)
-	_ store.DesiredStates        = (*Store)(nil)
-	_ store.Events               = (*Store)(nil)
-	_ store.BlobRetention        = (*Store)(nil)
-	_ store.ApplyHistory         = (*Store)(nil)
-	_ store.Projects             = (*Store)(nil)
-	_ store.AdminTokens          = (*Store)(nil)
-	_ store.JoinTokens           = (*Store)(nil)
-	_ store.Members              = (*Store)(nil)
-	_ store.Leases               = (*Store)(nil)
-	_ store.Plans                = (*Store)(nil)
-	_ store.SecretValues         = (*Store)(nil)
+	_ store.DesiredStates = (*Store)(nil)
+	_ store.Events        = (*Store)(nil)
 )
 
 // IsURL reports whether s is a PostgreSQL connection URL.
@@ -154,8 +140,8 @@ func OpenWith(ctx context.Context, connString string, log *zap.Logger, opts Opti
 	if err != nil {
 		return nil, fmt.Errorf("postgres %s: %w", where, err)
 	}
-	s := &Store{pool: pool, db: reader{pool}, log: log.With(zap.String("store", "postgres://"+where)), nonce: newNonce(),
-		callerClockLeases: opts.CallerClockLeases}
+	s := &Store{pool: pool, db: reader{pool}, log: log.With(zap.String("store", "postgres://"+where)), nonce: newNonce()}
+	s.sqlStore = sqlstore.New(shared{s.db}, writer{s}, dialect(opts.CallerClockLeases))
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("migrate postgres %s: %w", where, err)
@@ -185,68 +171,16 @@ func newNonce() string {
 }
 
 // migrate applies, in one transaction under an advisory lock, every embedded
-// migration newer than the database's schema version. A database from a newer
-// binary is refused.
+// migration newer than the database's schema version (sqlstore.Migrate).
 func (s *Store) migrate(ctx context.Context) error {
-	files, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(files)
 	// READ COMMITTED: each statement after the lock sees what a server that
 	// migrated before us committed.
 	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
 			return fmt.Errorf("lock: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-			version    INTEGER PRIMARY KEY,
-			applied_at BIGINT  NOT NULL)`); err != nil {
-			return err
-		}
-		var current int
-		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-			return err
-		}
-		latest := 0
-		for _, f := range files {
-			version, err := migrationVersion(f)
-			if err != nil {
-				return err
-			}
-			latest = max(latest, version)
-			if version <= current {
-				continue
-			}
-			sqlText, err := migrations.ReadFile(f)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, string(sqlText)); err != nil {
-				return fmt.Errorf("%s: %w", f, err)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`,
-				version, millis(time.Now())); err != nil {
-				return err
-			}
-			s.log.Info("applied migration", zap.String("file", path.Base(f)))
-		}
-		if current > latest {
-			return fmt.Errorf("database schema version %d is newer than this binary's %d: use a newer hatch", current, latest)
-		}
-		return nil
+		return sqlstore.Migrate(ctx, sharedExec{shared{tx}, tx}, migrations, s.log)
 	})
-}
-
-// migrationVersion reads the number a migration file's name starts with.
-func migrationVersion(file string) (int, error) {
-	base := path.Base(file)
-	num, _, ok := strings.Cut(base, "_")
-	v, err := strconv.Atoi(num)
-	if !ok || err != nil || v <= 0 {
-		return 0, fmt.Errorf("migration %s: name must start with a positive number and _", base)
-	}
-	return v, nil
 }
 
 // checkFence fails with store.ErrFenced unless the fence's lease is held
@@ -362,51 +296,9 @@ func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
 // which a message quoting a container's log line may hold.
 func text(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
 
-// millis converts a time to the stored form; the zero time is 0.
-func millis(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-// fromMillis converts the stored form back; 0 is the zero time.
-func fromMillis(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
-}
-
-// notFound maps pgx.ErrNoRows to store.ErrNotFound, naming what was missing.
-func notFound(err error, what string) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
-}
-
-// collect reads every row of a result with scan, and closes it.
-func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, classify(err)
-		}
-		out = append(out, v)
-	}
-	// A query's connection lost is seen here, not by Query, which sends
-	// lazily: it is the database being unreachable all the same.
-	return out, classify(rows.Err())
-}
-
-// scanStrings reads a one-column result.
-func scanStrings(rows pgx.Rows, what string) ([]string, error) {
-	out, err := collect(rows, func(row pgx.Row) (v string, err error) { return v, row.Scan(&v) })
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return out, nil
-}
+// millis and fromMillis convert times to and from the stored form, as the
+// shared store does.
+var (
+	millis     = sqlstore.Millis
+	fromMillis = sqlstore.FromMillis
+)

@@ -15,11 +15,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,13 +24,18 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/hatchery/hatchery/internal/store"
+	"github.com/hatchery/hatchery/internal/store/sqlstore"
 )
 
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Store is the SQLite implementation of the store interfaces.
+// Store is the SQLite implementation of the store interfaces. What it
+// shares with the PostgreSQL store is sqlstore's, over this file's write
+// transactions (see shared.go).
 type Store struct {
+	*sqlStore
+
 	db  *sql.DB
 	log *zap.Logger
 
@@ -46,17 +47,11 @@ type Store struct {
 
 const eventsKey = "events"
 
+// The store interfaces this store implements with its own methods; it
+// implements the others with the shared store's (sqlstore).
 var (
-	_ store.Liveness      = (*Store)(nil)
-	_ store.Statuses      = (*Store)(nil)
 	_ store.DesiredStates = (*Store)(nil)
 	_ store.Events        = (*Store)(nil)
-	_ store.BlobRetention = (*Store)(nil)
-	_ store.ApplyHistory  = (*Store)(nil)
-	_ store.Projects      = (*Store)(nil)
-	_ store.AdminTokens   = (*Store)(nil)
-	_ store.JoinTokens    = (*Store)(nil)
-	_ store.Members       = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the database file at path and migrates it.
@@ -84,6 +79,7 @@ func Open(ctx context.Context, path string, log *zap.Logger) (*Store, error) {
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(4)
 	s := &Store{db: db, log: log.With(zap.String("store", path))}
+	s.sqlStore = sqlstore.New(shared{db}, writer{s}, dialect)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
@@ -120,63 +116,10 @@ func (s *Store) Close() error {
 	return s.db.Close()
 }
 
-// migrate applies, in one transaction, every embedded migration newer than the
-// database's schema version. A database from a newer binary is refused.
+// migrate applies, in one write transaction, every embedded migration newer
+// than the database's schema version (sqlstore.Migrate).
 func (s *Store) migrate(ctx context.Context) error {
-	files, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(files)
-	return s.write(ctx, func(tx *txn) error {
-		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-			version    INTEGER PRIMARY KEY,
-			applied_at BIGINT  NOT NULL)`); err != nil {
-			return err
-		}
-		var current int
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-			return err
-		}
-		latest := 0
-		for _, f := range files {
-			version, err := migrationVersion(f)
-			if err != nil {
-				return err
-			}
-			latest = max(latest, version)
-			if version <= current {
-				continue
-			}
-			sqlText, err := migrations.ReadFile(f)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, string(sqlText)); err != nil {
-				return fmt.Errorf("%s: %w", f, err)
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`,
-				version, millis(time.Now())); err != nil {
-				return err
-			}
-			s.log.Info("applied migration", zap.String("file", path.Base(f)))
-		}
-		if current > latest {
-			return fmt.Errorf("database schema version %d is newer than this binary's %d: use a newer hatch", current, latest)
-		}
-		return nil
-	})
-}
-
-// migrationVersion reads the number a migration file's name starts with.
-func migrationVersion(file string) (int, error) {
-	base := path.Base(file)
-	num, _, ok := strings.Cut(base, "_")
-	v, err := strconv.Atoi(num)
-	if !ok || err != nil || v <= 0 {
-		return 0, fmt.Errorf("migration %s: name must start with a positive number and _", base)
-	}
-	return v, nil
+	return s.write(ctx, func(tx *txn) error { return sqlstore.Migrate(ctx, shared{tx}, migrations, s.log) })
 }
 
 // txn is a write transaction that also collects who to wake once it commits.
@@ -257,26 +200,9 @@ func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
 	return seq, nil
 }
 
-// millis converts a time to the stored form; the zero time is 0.
-func millis(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
-// fromMillis converts the stored form back; 0 is the zero time.
-func fromMillis(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
-}
-
-// notFound maps sql.ErrNoRows to store.ErrNotFound, naming what was missing.
-func notFound(err error, what string) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
-}
+// millis and fromMillis convert times to and from the stored form, as the
+// shared store does.
+var (
+	millis     = sqlstore.Millis
+	fromMillis = sqlstore.FromMillis
+)

@@ -1,12 +1,11 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -14,19 +13,20 @@ import (
 // PutStatus stores a host's report and counts it as the host's heartbeat.
 func (s *Store) PutStatus(ctx context.Context, hostID string, report []byte, at time.Time) ([]byte, error) {
 	var previous []byte
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.write(ctx, func(tx Tx) error {
 		previous = nil
+		selectHost := `SELECT state, status FROM hosts WHERE id = $1` + s.d.LockRow
 		var state, status string
-		err := tx.QueryRow(ctx, `SELECT state, status FROM hosts WHERE id = $1 FOR UPDATE`, hostID).Scan(&state, &status)
-		if errors.Is(err, pgx.ErrNoRows) {
+		err := tx.QueryRow(ctx, selectHost, hostID).Scan(&state, &status)
+		if errors.Is(err, ErrNoRows) {
 			// A new host; another server may be adding it at the same time,
 			// so take the row it added, locked, if there is one.
 			if _, err := tx.Exec(ctx, `INSERT INTO hosts (id, state, state_since, last_seen, status, created_at)
 				VALUES ($1, $2, $3, 0, '', $3) ON CONFLICT (id) DO NOTHING`,
-				hostID, string(store.HostUnknown), millis(at)); err != nil {
+				hostID, string(store.HostUnknown), Millis(at)); err != nil {
 				return err
 			}
-			err = tx.QueryRow(ctx, `SELECT state, status FROM hosts WHERE id = $1 FOR UPDATE`, hostID).Scan(&state, &status)
+			err = tx.QueryRow(ctx, selectHost, hostID).Scan(&state, &status)
 		}
 		if err != nil {
 			return err
@@ -36,13 +36,13 @@ func (s *Store) PutStatus(ctx context.Context, hostID string, report []byte, at 
 		}
 		if _, err := tx.Exec(ctx, `UPDATE hosts SET last_seen = $2, status = $3,
 			state_since = CASE WHEN state = $4 THEN state_since ELSE $2 END, state = $4
-			WHERE id = $1`, hostID, millis(at), string(report), string(store.HostUp)); err != nil {
+			WHERE id = $1`, hostID, Millis(at), string(report), string(store.HostUp)); err != nil {
 			return err
 		}
 		if store.HostState(state) == store.HostUp {
 			return nil
 		}
-		_, err = tx.appendEvent(ctx, hostEvent(store.EventHostUp, hostID, at, "host "+hostID+" is up"))
+		_, err = tx.AppendEvent(ctx, hostEvent(store.EventHostUp, hostID, at, "host "+hostID+" is up"))
 		return err
 	})
 	if err != nil {
@@ -57,12 +57,12 @@ func (s *Store) Status(ctx context.Context, hostID string) (store.Status, error)
 	var seen int64
 	err := s.db.QueryRow(ctx, `SELECT status, last_seen FROM hosts WHERE id = $1`, hostID).Scan(&report, &seen)
 	if err == nil && report == "" {
-		err = pgx.ErrNoRows
+		err = ErrNoRows
 	}
 	if err != nil {
 		return store.Status{}, fmt.Errorf("status of host %s: %w", hostID, notFound(err, "no report"))
 	}
-	return store.Status{HostID: hostID, Report: []byte(report), ReceivedAt: fromMillis(seen)}, nil
+	return store.Status{HostID: hostID, Report: []byte(report), ReceivedAt: FromMillis(seen)}, nil
 }
 
 // Host returns one host.
@@ -76,7 +76,7 @@ func (s *Store) Host(ctx context.Context, id string) (store.Host, error) {
 
 // ListHosts returns every host, sorted by ID.
 func (s *Store) ListHosts(ctx context.Context) ([]store.Host, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+hostColumns+` FROM hosts ORDER BY id COLLATE "C"`)
+	rows, err := s.db.Query(ctx, `SELECT `+hostColumns+` FROM hosts ORDER BY id`+s.d.ByteOrder)
 	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
 	}
@@ -87,13 +87,14 @@ func (s *Store) ListHosts(ctx context.Context) ([]store.Host, error) {
 	return out, nil
 }
 
-// MarkAllHostsUnknown sets every host unknown, with an event for each that changed.
+// MarkAllHostsUnknown sets every host unknown, with an event for each that
+// changed, in the order of their IDs.
 func (s *Store) MarkAllHostsUnknown(ctx context.Context, at time.Time) error {
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.write(ctx, func(tx Tx) error {
 		// One statement locks every row it changes; the events come after,
 		// as every event does.
 		rows, err := tx.Query(ctx, `UPDATE hosts SET state = $1, state_since = $2 WHERE state <> $1 RETURNING id`,
-			string(store.HostUnknown), millis(at))
+			string(store.HostUnknown), Millis(at))
 		if err != nil {
 			return err
 		}
@@ -101,10 +102,10 @@ func (s *Store) MarkAllHostsUnknown(ctx context.Context, at time.Time) error {
 		if err != nil {
 			return err
 		}
-		sortStrings(ids)
+		slices.Sort(ids)
 		for _, id := range ids {
 			msg := "host " + id + " is unknown until it reports (the server started)"
-			if _, err := tx.appendEvent(ctx, hostEvent(store.EventHostUnknown, id, at, msg)); err != nil {
+			if _, err := tx.AppendEvent(ctx, hostEvent(store.EventHostUnknown, id, at, msg)); err != nil {
 				return err
 			}
 		}
@@ -119,24 +120,24 @@ func (s *Store) MarkAllHostsUnknown(ctx context.Context, at time.Time) error {
 // MarkHostDown sets a host down if it has not been seen since notSeenSince.
 func (s *Store) MarkHostDown(ctx context.Context, id string, notSeenSince, at time.Time) (bool, error) {
 	changed := false
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.write(ctx, func(tx Tx) error {
 		changed = false
 		var seen int64
 		err := tx.QueryRow(ctx, `UPDATE hosts SET state = $2, state_since = $3
 			WHERE id = $1 AND state <> $2 AND last_seen < $4 RETURNING last_seen`,
-			id, string(store.HostDown), millis(at), millis(notSeenSince)).Scan(&seen)
-		if errors.Is(err, pgx.ErrNoRows) {
+			id, string(store.HostDown), Millis(at), Millis(notSeenSince)).Scan(&seen)
+		if errors.Is(err, ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
 		changed = true
-		msg := "host " + id + " is down: no report since " + fromMillis(seen).Format(time.RFC3339)
+		msg := "host " + id + " is down: no report since " + FromMillis(seen).Format(time.RFC3339)
 		if seen == 0 {
 			msg = "host " + id + " is down: it never reported"
 		}
-		_, err = tx.appendEvent(ctx, hostEvent(store.EventHostDown, id, at, msg))
+		_, err = tx.AppendEvent(ctx, hostEvent(store.EventHostDown, id, at, msg))
 		return err
 	})
 	if err != nil {
@@ -147,14 +148,14 @@ func (s *Store) MarkHostDown(ctx context.Context, id string, notSeenSince, at ti
 
 const hostColumns = `id, state, state_since, last_seen`
 
-func scanHost(row pgx.Row) (store.Host, error) {
+func scanHost(row Row) (store.Host, error) {
 	var h store.Host
 	var state string
 	var since, seen int64
 	if err := row.Scan(&h.ID, &state, &since, &seen); err != nil {
 		return store.Host{}, err
 	}
-	h.State, h.StateSince, h.LastSeen = store.HostState(state), fromMillis(since), fromMillis(seen)
+	h.State, h.StateSince, h.LastSeen = store.HostState(state), FromMillis(since), FromMillis(seen)
 	return h, nil
 }
 

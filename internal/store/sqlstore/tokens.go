@@ -1,8 +1,7 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -12,13 +11,13 @@ import (
 
 const joinTokenColumns = `id, hash, created_at, expires_at, max_uses, uses, revoked_at`
 
-func scanJoinToken(row scanner) (store.JoinToken, error) {
+func scanJoinToken(row Row) (store.JoinToken, error) {
 	var t store.JoinToken
 	var created, expires, revoked int64
 	if err := row.Scan(&t.ID, &t.Hash, &created, &expires, &t.MaxUses, &t.Uses, &revoked); err != nil {
 		return store.JoinToken{}, err
 	}
-	t.CreatedAt, t.ExpiresAt, t.RevokedAt = fromMillis(created), fromMillis(expires), fromMillis(revoked)
+	t.CreatedAt, t.ExpiresAt, t.RevokedAt = FromMillis(created), FromMillis(expires), FromMillis(revoked)
 	return t, nil
 }
 
@@ -27,15 +26,15 @@ func (s *Store) CreateJoinToken(ctx context.Context, t store.JoinToken) error {
 	if t.ID == "" || t.Hash == "" || t.MaxUses < 1 || t.ExpiresAt.IsZero() {
 		return fmt.Errorf("create join token %q: an ID, a hash, an expiry and at least one use are needed", t.ID)
 	}
-	err := s.write(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO join_tokens (`+joinTokenColumns+`)
+	err := s.write(ctx, func(tx Tx) error {
+		n, err := tx.Exec(ctx, `INSERT INTO join_tokens (`+joinTokenColumns+`)
 			VALUES ($1, $2, $3, $4, $5, 0, 0) ON CONFLICT DO NOTHING`,
-			t.ID, t.Hash, millis(t.CreatedAt), millis(t.ExpiresAt), t.MaxUses)
+			t.ID, t.Hash, Millis(t.CreatedAt), Millis(t.ExpiresAt), t.MaxUses)
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return errors.Join(err, store.ErrExists)
+		if n == 0 {
+			return store.ErrExists
 		}
 		return nil
 	})
@@ -47,7 +46,7 @@ func (s *Store) CreateJoinToken(ctx context.Context, t store.JoinToken) error {
 
 // JoinTokenByHash returns the join token whose secret has the hash.
 func (s *Store) JoinTokenByHash(ctx context.Context, hash string) (store.JoinToken, error) {
-	t, err := scanJoinToken(s.db.QueryRowContext(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE hash = $1`, hash))
+	t, err := scanJoinToken(s.db.QueryRow(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE hash = $1`, hash))
 	if err != nil {
 		// The hash is not repeated: it is as good as a token in a log line.
 		return store.JoinToken{}, fmt.Errorf("join token: %w", notFound(err, "no such join token"))
@@ -57,7 +56,7 @@ func (s *Store) JoinTokenByHash(ctx context.Context, hash string) (store.JoinTok
 
 // ListJoinTokens returns every join token, oldest first.
 func (s *Store) ListJoinTokens(ctx context.Context) ([]store.JoinToken, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens ORDER BY created_at, id`)
+	rows, err := s.db.Query(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens ORDER BY created_at, id`+s.d.ByteOrder)
 	if err != nil {
 		return nil, fmt.Errorf("list join tokens: %w", err)
 	}
@@ -71,13 +70,13 @@ func (s *Store) ListJoinTokens(ctx context.Context) ([]store.JoinToken, error) {
 // RevokeJoinToken revokes a join token; a second revocation changes nothing.
 func (s *Store) RevokeJoinToken(ctx context.Context, id string, at time.Time) (store.JoinToken, error) {
 	var t store.JoinToken
-	err := s.write(ctx, func(tx *txn) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE join_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at = 0`,
-			id, millis(at)); err != nil {
+	err := s.write(ctx, func(tx Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE join_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at = 0`,
+			id, Millis(at)); err != nil {
 			return err
 		}
 		var err error
-		t, err = scanJoinToken(tx.QueryRowContext(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE id = $1`, id))
+		t, err = scanJoinToken(tx.QueryRow(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE id = $1`, id))
 		return notFound(err, "no such join token")
 	})
 	if err != nil {
@@ -88,23 +87,25 @@ func (s *Store) RevokeJoinToken(ctx context.Context, id string, at time.Time) (s
 
 const hostIdentityColumns = `id, name, token_hash, join_token, joined_at, removed_at`
 
-func scanHostIdentity(row scanner) (store.HostIdentity, error) {
+func scanHostIdentity(row Row) (store.HostIdentity, error) {
 	var h store.HostIdentity
 	var joined, removed int64
 	if err := row.Scan(&h.ID, &h.Name, &h.TokenHash, &h.JoinToken, &joined, &removed); err != nil {
 		return store.HostIdentity{}, err
 	}
-	h.JoinedAt, h.RemovedAt = fromMillis(joined), fromMillis(removed)
+	h.JoinedAt, h.RemovedAt = FromMillis(joined), FromMillis(removed)
 	return h, nil
 }
 
-// JoinHost spends a use of the join token and records the host, all or nothing.
+// JoinHost spends a use of the join token and records the host, all or
+// nothing. The token's row is locked while its uses are counted, so
+// concurrent joins on any number of servers never spend more than it has.
 func (s *Store) JoinHost(ctx context.Context, joinHash string, h store.HostIdentity) error {
 	if h.ID == "" || h.Name == "" || h.TokenHash == "" || h.JoinedAt.IsZero() {
 		return fmt.Errorf("join host %q: an ID, a name, a token hash and a time are needed", h.Name)
 	}
-	err := s.write(ctx, func(tx *txn) error {
-		tok, err := scanJoinToken(tx.QueryRowContext(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE hash = $1`, joinHash))
+	err := s.write(ctx, func(tx Tx) error {
+		tok, err := scanJoinToken(tx.QueryRow(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE hash = $1`+s.d.LockRow, joinHash))
 		if err != nil {
 			return notFound(err, "no such join token")
 		}
@@ -112,32 +113,33 @@ func (s *Store) JoinHost(ctx context.Context, joinHash string, h store.HostIdent
 			return fmt.Errorf("join token %s is %s: %w", tok.ID, state, store.ErrNotFound)
 		}
 		var holder string
-		err = tx.QueryRowContext(ctx, `SELECT id FROM host_identities
+		err = tx.QueryRow(ctx, `SELECT id FROM host_identities
 			WHERE (name = $1 AND removed_at = 0) OR id = $1 OR name = $2 OR id = $2 LIMIT 1`, h.Name, h.ID).Scan(&holder)
 		switch {
 		case err == nil:
 			return fmt.Errorf("host name %q or ID %s is taken by host %s: %w", h.Name, h.ID, holder, store.ErrExists)
-		case !errors.Is(err, sql.ErrNoRows):
+		case !errors.Is(err, ErrNoRows):
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE join_tokens SET uses = uses + 1 WHERE id = $1`, tok.ID); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE join_tokens SET uses = uses + 1 WHERE id = $1`, tok.ID); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO host_identities (`+hostIdentityColumns+`)
-			VALUES ($1, $2, $3, $4, $5, 0) ON CONFLICT DO NOTHING`, h.ID, h.Name, h.TokenHash, tok.ID, millis(h.JoinedAt))
+		// A name taken by a concurrent join is caught by the unique index.
+		n, err := tx.Exec(ctx, `INSERT INTO host_identities (`+hostIdentityColumns+`)
+			VALUES ($1, $2, $3, $4, $5, 0) ON CONFLICT DO NOTHING`, h.ID, h.Name, h.TokenHash, tok.ID, Millis(h.JoinedAt))
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return errors.Join(err, fmt.Errorf("host %s: its token is another host's: %w", h.ID, store.ErrExists))
+		if n == 0 {
+			return fmt.Errorf("host %s: its name, ID or token is another host's: %w", h.ID, store.ErrExists)
 		}
 		// The host is listed from now on, unknown until its first report; if
 		// it never reports, liveness marks it down like any silent host.
-		if _, err := tx.ExecContext(ctx, `INSERT INTO hosts (id, state, state_since, last_seen, status, created_at)
-			VALUES ($1, $2, $3, 0, '', $3) ON CONFLICT (id) DO NOTHING`, h.ID, string(store.HostUnknown), millis(h.JoinedAt)); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO hosts (id, state, state_since, last_seen, status, created_at)
+			VALUES ($1, $2, $3, 0, '', $3) ON CONFLICT (id) DO NOTHING`, h.ID, string(store.HostUnknown), Millis(h.JoinedAt)); err != nil {
 			return err
 		}
-		_, err = tx.appendEvent(ctx, hostEvent(store.EventHostJoined, h.ID, h.JoinedAt,
+		_, err = tx.AppendEvent(ctx, hostEvent(store.EventHostJoined, h.ID, h.JoinedAt,
 			fmt.Sprintf("host %s joined as %q", h.ID, h.Name)))
 		return err
 	})
@@ -149,7 +151,7 @@ func (s *Store) JoinHost(ctx context.Context, joinHash string, h store.HostIdent
 
 // HostByTokenHash returns the host whose token's secret has the hash.
 func (s *Store) HostByTokenHash(ctx context.Context, hash string) (store.HostIdentity, error) {
-	h, err := scanHostIdentity(s.db.QueryRowContext(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities WHERE token_hash = $1`, hash))
+	h, err := scanHostIdentity(s.db.QueryRow(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities WHERE token_hash = $1`, hash))
 	if err != nil {
 		return store.HostIdentity{}, fmt.Errorf("host token: %w", notFound(err, "no such host token"))
 	}
@@ -159,7 +161,7 @@ func (s *Store) HostByTokenHash(ctx context.Context, hash string) (store.HostIde
 // FindHost returns a host by ID, else by name (a member first, else the one
 // removed last).
 func (s *Store) FindHost(ctx context.Context, idOrName string) (store.HostIdentity, error) {
-	h, err := scanHostIdentity(s.db.QueryRowContext(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities
+	h, err := scanHostIdentity(s.db.QueryRow(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities
 		WHERE id = $1 OR name = $1
 		ORDER BY id = $1 DESC, removed_at = 0 DESC, removed_at DESC LIMIT 1`, idOrName))
 	if err != nil {
@@ -170,7 +172,8 @@ func (s *Store) FindHost(ctx context.Context, idOrName string) (store.HostIdenti
 
 // ListHostIdentities returns every joined host, sorted by name, then join time.
 func (s *Store) ListHostIdentities(ctx context.Context) ([]store.HostIdentity, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities ORDER BY name, joined_at, id`)
+	rows, err := s.db.Query(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities
+		ORDER BY name`+s.d.ByteOrder+`, joined_at, id`+s.d.ByteOrder)
 	if err != nil {
 		return nil, fmt.Errorf("list host identities: %w", err)
 	}
@@ -184,19 +187,19 @@ func (s *Store) ListHostIdentities(ctx context.Context) ([]store.HostIdentity, e
 // RemoveHost revokes a host's token, with a host.removed event the first time.
 func (s *Store) RemoveHost(ctx context.Context, id string, at time.Time) (store.HostIdentity, error) {
 	var h store.HostIdentity
-	err := s.write(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, `UPDATE host_identities SET removed_at = $2 WHERE id = $1 AND removed_at = 0`, id, millis(at))
+	err := s.write(ctx, func(tx Tx) error {
+		n, err := tx.Exec(ctx, `UPDATE host_identities SET removed_at = $2 WHERE id = $1 AND removed_at = 0`, id, Millis(at))
 		if err != nil {
 			return err
 		}
-		h, err = scanHostIdentity(tx.QueryRowContext(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities WHERE id = $1`, id))
+		h, err = scanHostIdentity(tx.QueryRow(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities WHERE id = $1`, id))
 		if err != nil {
 			return notFound(err, "no such host")
 		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return err // removed already: no second event
+		if n == 0 {
+			return nil // removed already: no second event
 		}
-		_, err = tx.appendEvent(ctx, hostEvent(store.EventHostRemoved, id, at,
+		_, err = tx.AppendEvent(ctx, hostEvent(store.EventHostRemoved, id, at,
 			fmt.Sprintf("host %s (%q) was removed: its token is refused and its replicas go elsewhere", id, h.Name)))
 		return err
 	})

@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -7,17 +7,15 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
 // PutResource records a deployed resource (the reconciler's ResourceStorage),
-// replacing the record with the same type and name, with the same events as
-// the SQLite store records in the same transaction: resource.created when a
-// record stops being pending (or arrives confirmed), resource.updated when a
-// confirmed record changes.
+// replacing the record with the same type and name. In the same transaction it
+// records what happened for the event log: resource.created when a record
+// stops being pending (or arrives confirmed), resource.updated when a
+// confirmed record changes. Pending records and unchanged puts record nothing.
 func (s *Store) PutResource(ctx context.Context, project string, r *resource.Deployed) error {
 	inputs, err := json.Marshal(r.Inputs)
 	if err != nil {
@@ -32,29 +30,29 @@ func (s *Store) PutResource(ctx context.Context, project string, r *resource.Dep
 		return fmt.Errorf("put %s/%s: encode parents: %w", project, r.Key(), err)
 	}
 	now := time.Now()
-	err = s.write(ctx, func(tx *txn) error {
+	err = s.write(ctx, func(tx Tx) error {
 		// An insert that does nothing when the row is there, then the row
 		// locked: the previous record is read under the lock the write holds.
-		tag, err := tx.Exec(ctx, `INSERT INTO resources
+		n, err := tx.Exec(ctx, `INSERT INTO resources
 			(project, type, name, id, inputs, outputs, source, parents, pending, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (project, type, name) DO NOTHING`,
 			project, r.Type, r.Name, r.ID, string(inputs), string(outputs), r.Source,
-			string(parents), boolInt(r.Pending), millis(now))
+			string(parents), boolInt(r.Pending), Millis(now))
 		if err != nil {
 			return err
 		}
-		existed := tag.RowsAffected() == 0
+		existed := n == 0
 		var prev *resource.Deployed
 		if existed {
 			prev, err = scanResource(tx.QueryRow(ctx, `SELECT `+resourceColumns+` FROM resources
-				WHERE project = $1 AND type = $2 AND name = $3 FOR UPDATE`, project, r.Type, r.Name))
+				WHERE project = $1 AND type = $2 AND name = $3`+s.d.LockRow, project, r.Type, r.Name))
 			if err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, `UPDATE resources SET id = $4, inputs = $5, outputs = $6, source = $7,
 				parents = $8, pending = $9, updated_at = $10 WHERE project = $1 AND type = $2 AND name = $3`,
 				project, r.Type, r.Name, r.ID, string(inputs), string(outputs), r.Source,
-				string(parents), boolInt(r.Pending), millis(now)); err != nil {
+				string(parents), boolInt(r.Pending), Millis(now)); err != nil {
 				return err
 			}
 		}
@@ -70,7 +68,7 @@ func (s *Store) PutResource(ctx context.Context, project string, r *resource.Dep
 		if typ == "" {
 			return nil
 		}
-		_, err = tx.appendEvent(ctx, resourceEvent(typ, project, r.Key(), now))
+		_, err = tx.AppendEvent(ctx, resourceEvent(typ, project, r.Key(), now))
 		return err
 	})
 	if err != nil {
@@ -83,13 +81,13 @@ func (s *Store) PutResource(ctx context.Context, project string, r *resource.Dep
 // if there was one. Deleting a record that does not exist is a success.
 func (s *Store) DeleteResource(ctx context.Context, project string, r *resource.Deployed) error {
 	now := time.Now()
-	err := s.write(ctx, func(tx *txn) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM resources WHERE project = $1 AND type = $2 AND name = $3`,
+	err := s.write(ctx, func(tx Tx) error {
+		n, err := tx.Exec(ctx, `DELETE FROM resources WHERE project = $1 AND type = $2 AND name = $3`,
 			project, r.Type, r.Name)
-		if err != nil || tag.RowsAffected() == 0 {
+		if err != nil || n == 0 {
 			return err
 		}
-		_, err = tx.appendEvent(ctx, resourceEvent(store.EventResourceDeleted, project, r.Key(), now))
+		_, err = tx.AppendEvent(ctx, resourceEvent(store.EventResourceDeleted, project, r.Key(), now))
 		return err
 	})
 	if err != nil {
@@ -102,10 +100,8 @@ func (s *Store) DeleteResource(ctx context.Context, project string, r *resource.
 // a fresh copy the caller may keep; numbers in inputs and outputs come back as
 // float64, as JSON gives them.
 func (s *Store) ListResources(ctx context.Context, project string) ([]*resource.Deployed, error) {
-	// COLLATE "C": byte order, as SQLite and Go sort, whatever the
-	// database's locale.
 	rows, err := s.db.Query(ctx, `SELECT `+resourceColumns+` FROM resources
-		WHERE project = $1 ORDER BY type COLLATE "C", name COLLATE "C"`, project)
+		WHERE project = $1 ORDER BY type`+s.d.ByteOrder+`, name`+s.d.ByteOrder, project)
 	if err != nil {
 		return nil, fmt.Errorf("list resources of %s: %w", project, err)
 	}
@@ -116,7 +112,9 @@ func (s *Store) ListResources(ctx context.Context, project string) ([]*resource.
 	return out, nil
 }
 
-// ListProjects returns every project with deployed resources or apply records.
+// ListProjects returns every project with deployed resources or apply
+// records, sorted (byte by byte: sorted here, since a UNION's ORDER BY takes
+// no collation).
 func (s *Store) ListProjects(ctx context.Context) ([]string, error) {
 	rows, err := s.db.Query(ctx, `SELECT project FROM resources
 		UNION SELECT project FROM applies`)
@@ -124,13 +122,13 @@ func (s *Store) ListProjects(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("list projects: %w", err)
 	}
 	out, err := scanStrings(rows, "list projects")
-	sortStrings(out)
+	slices.Sort(out)
 	return out, err
 }
 
 const resourceColumns = `id, type, name, inputs, outputs, source, parents, pending`
 
-func scanResource(row pgx.Row) (*resource.Deployed, error) {
+func scanResource(row Row) (*resource.Deployed, error) {
 	var r resource.Deployed
 	var inputs, outputs, parents string
 	var pending int
@@ -165,7 +163,3 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
-
-// sortStrings sorts in byte order, the order SQLite's and Go's comparisons
-// give, which a database's locale might not.
-func sortStrings(s []string) { slices.Sort(s) }

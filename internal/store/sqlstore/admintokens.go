@@ -1,8 +1,7 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,20 +10,20 @@ import (
 
 const adminTokenColumns = `name, hash, created_at, revoked_at`
 
-func scanAdminToken(row scanner) (store.AdminToken, error) {
+func scanAdminToken(row Row) (store.AdminToken, error) {
 	var t store.AdminToken
 	var created, revoked int64
 	if err := row.Scan(&t.Name, &t.Hash, &created, &revoked); err != nil {
 		return store.AdminToken{}, err
 	}
-	t.CreatedAt, t.RevokedAt = fromMillis(created), fromMillis(revoked)
+	t.CreatedAt, t.RevokedAt = FromMillis(created), FromMillis(revoked)
 	return t, nil
 }
 
 // TokenHash returns the hash stored under name.
 func (s *Store) TokenHash(ctx context.Context, name string) (string, error) {
 	var hash string
-	err := s.db.QueryRowContext(ctx, `SELECT hash FROM tokens WHERE name = $1`, name).Scan(&hash)
+	err := s.db.QueryRow(ctx, `SELECT hash FROM tokens WHERE name = $1`, name).Scan(&hash)
 	if err != nil {
 		return "", fmt.Errorf("token %s: %w", name, notFound(err, "no such token"))
 	}
@@ -33,8 +32,8 @@ func (s *Store) TokenHash(ctx context.Context, name string) (string, error) {
 
 // CreateTokenHash stores a hash under a new name.
 func (s *Store) CreateTokenHash(ctx context.Context, name, hash string, at time.Time) error {
-	err := s.write(ctx, func(tx *txn) error {
-		return tx.insertAdminToken(ctx, store.AdminToken{Name: name, Hash: hash, CreatedAt: at})
+	err := s.write(ctx, func(tx Tx) error {
+		return insertAdminToken(ctx, tx, store.AdminToken{Name: name, Hash: hash, CreatedAt: at})
 	})
 	if err != nil {
 		return fmt.Errorf("create token %s: %w", name, err)
@@ -43,15 +42,16 @@ func (s *Store) CreateTokenHash(ctx context.Context, name, hash string, at time.
 }
 
 // insertAdminToken stores a token whose name and hash are both new, else
-// gives ErrExists.
-func (tx *txn) insertAdminToken(ctx context.Context, t store.AdminToken) error {
-	res, err := tx.ExecContext(ctx, `INSERT INTO tokens (`+adminTokenColumns+`) VALUES ($1, $2, $3, 0)
-		ON CONFLICT DO NOTHING`, t.Name, t.Hash, millis(t.CreatedAt))
+// gives ErrExists. ON CONFLICT without a target covers both unique indexes,
+// so a concurrent insert of either waits for the other and then does nothing.
+func insertAdminToken(ctx context.Context, tx Tx, t store.AdminToken) error {
+	n, err := tx.Exec(ctx, `INSERT INTO tokens (`+adminTokenColumns+`) VALUES ($1, $2, $3, 0)
+		ON CONFLICT DO NOTHING`, t.Name, t.Hash, Millis(t.CreatedAt))
 	if err != nil {
 		return err
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return errors.Join(err, store.ErrExists)
+	if n == 0 {
+		return store.ErrExists
 	}
 	return nil
 }
@@ -61,11 +61,11 @@ func (s *Store) CreateAdminToken(ctx context.Context, t store.AdminToken, by str
 	if t.Name == "" || t.Hash == "" || t.CreatedAt.IsZero() {
 		return fmt.Errorf("create admin token %q: a name, a hash and a time are needed", t.Name)
 	}
-	err := s.write(ctx, func(tx *txn) error {
-		if err := tx.insertAdminToken(ctx, t); err != nil {
+	err := s.write(ctx, func(tx Tx) error {
+		if err := insertAdminToken(ctx, tx, t); err != nil {
 			return err
 		}
-		_, err := tx.appendEvent(ctx, store.Event{Time: t.CreatedAt, Type: store.EventTokenCreated, Actor: by,
+		_, err := tx.AppendEvent(ctx, store.Event{Time: t.CreatedAt, Type: store.EventTokenCreated, Actor: by,
 			Message: fmt.Sprintf("admin token %q created", t.Name)})
 		return err
 	})
@@ -77,7 +77,7 @@ func (s *Store) CreateAdminToken(ctx context.Context, t store.AdminToken, by str
 
 // AdminTokenByHash returns the admin token whose secret has the hash.
 func (s *Store) AdminTokenByHash(ctx context.Context, hash string) (store.AdminToken, error) {
-	t, err := scanAdminToken(s.db.QueryRowContext(ctx, `SELECT `+adminTokenColumns+` FROM tokens WHERE hash = $1`, hash))
+	t, err := scanAdminToken(s.db.QueryRow(ctx, `SELECT `+adminTokenColumns+` FROM tokens WHERE hash = $1`, hash))
 	if err != nil {
 		// The hash is not repeated: it is as good as a token in a log line.
 		return store.AdminToken{}, fmt.Errorf("admin token: %w", notFound(err, "no such admin token"))
@@ -85,9 +85,10 @@ func (s *Store) AdminTokenByHash(ctx context.Context, hash string) (store.AdminT
 	return t, nil
 }
 
-// ListAdminTokens returns every admin token, oldest first.
+// ListAdminTokens returns every admin token, oldest first (names compared
+// byte by byte).
 func (s *Store) ListAdminTokens(ctx context.Context) ([]store.AdminToken, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+adminTokenColumns+` FROM tokens ORDER BY created_at, name`)
+	rows, err := s.db.Query(ctx, `SELECT `+adminTokenColumns+` FROM tokens ORDER BY created_at, name`+s.d.ByteOrder)
 	if err != nil {
 		return nil, fmt.Errorf("list admin tokens: %w", err)
 	}
@@ -99,22 +100,23 @@ func (s *Store) ListAdminTokens(ctx context.Context) ([]store.AdminToken, error)
 }
 
 // RevokeAdminToken revokes a named token, with a token.revoked event the
-// first time.
+// first time. The UPDATE locks the row, so of concurrent revocations one
+// changes it and records the event; the others see it revoked.
 func (s *Store) RevokeAdminToken(ctx context.Context, name, by string, at time.Time) (store.AdminToken, error) {
 	var t store.AdminToken
-	err := s.write(ctx, func(tx *txn) error {
-		res, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = $2 WHERE name = $1 AND revoked_at = 0`, name, millis(at))
+	err := s.write(ctx, func(tx Tx) error {
+		n, err := tx.Exec(ctx, `UPDATE tokens SET revoked_at = $2 WHERE name = $1 AND revoked_at = 0`, name, Millis(at))
 		if err != nil {
 			return err
 		}
-		t, err = scanAdminToken(tx.QueryRowContext(ctx, `SELECT `+adminTokenColumns+` FROM tokens WHERE name = $1`, name))
+		t, err = scanAdminToken(tx.QueryRow(ctx, `SELECT `+adminTokenColumns+` FROM tokens WHERE name = $1`, name))
 		if err != nil {
 			return notFound(err, "no such admin token")
 		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return err // revoked already: no second event
+		if n == 0 {
+			return nil // revoked already: no second event
 		}
-		_, err = tx.appendEvent(ctx, store.Event{Time: at, Type: store.EventTokenRevoked, Actor: by,
+		_, err = tx.AppendEvent(ctx, store.Event{Time: at, Type: store.EventTokenRevoked, Actor: by,
 			Message: fmt.Sprintf("admin token %q revoked", name)})
 		return err
 	})

@@ -1,8 +1,9 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -14,10 +15,11 @@ func (s *Store) StartApply(ctx context.Context, n store.NewApply) (store.Apply, 
 	project := n.Project
 	a := store.Apply{Project: project, Started: n.At.UTC(), Outcome: store.ApplyRunning, Actor: n.Actor,
 		Blobs: sortedUnique(n.Blobs), Summary: n.Summary, Digest: n.Digest, RollbackOf: n.RollbackOf, HasInputs: len(n.Inputs) > 0}
-	err := s.write(ctx, func(tx *txn) error {
+	text := s.d.StorableText
+	err := s.write(ctx, func(tx Tx) error {
 		err := tx.QueryRow(ctx, `INSERT INTO applies (project, started_at, finished_at, outcome, message, actor,
 			inputs, summary, digest, rollback_of)
-			VALUES ($1, $2, 0, $3, '', $4, $5, $6, $7, $8) RETURNING id`, project, millis(n.At), string(a.Outcome), n.Actor,
+			VALUES ($1, $2, 0, $3, '', $4, $5, $6, $7, $8) RETURNING id`, project, Millis(n.At), string(a.Outcome), n.Actor,
 			text(string(n.Inputs)), text(n.Summary), text(n.Digest), n.RollbackOf).Scan(&a.ID)
 		if err != nil {
 			return err
@@ -38,7 +40,7 @@ func (s *Store) StartApply(ctx context.Context, n store.NewApply) (store.Apply, 
 		if _, err := tx.Exec(ctx, `DELETE FROM applies WHERE id IN (`+older+`)`, project, keep); err != nil {
 			return err
 		}
-		_, err = tx.appendEvent(ctx, store.Event{Time: n.At, Type: store.EventApplyStarted, Project: project, Actor: n.Actor,
+		_, err = tx.AppendEvent(ctx, store.Event{Time: n.At, Type: store.EventApplyStarted, Project: project, Actor: n.Actor,
 			Message: store.ApplyStartedMessage(a)})
 		return err
 	})
@@ -53,11 +55,11 @@ func (s *Store) FinishApply(ctx context.Context, id int64, outcome store.ApplyOu
 	if outcome != store.ApplySucceeded && outcome != store.ApplyFailed {
 		return fmt.Errorf("finish apply %d: outcome %q is not succeeded or failed", id, outcome)
 	}
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.write(ctx, func(tx Tx) error {
 		var project string
 		err := tx.QueryRow(ctx, `UPDATE applies SET finished_at = $2, outcome = $3, message = $4
 			WHERE id = $1 AND outcome = $5 RETURNING project`,
-			id, millis(at), string(outcome), text(message), string(store.ApplyRunning)).Scan(&project)
+			id, Millis(at), string(outcome), s.d.StorableText(message), string(store.ApplyRunning)).Scan(&project)
 		if err != nil {
 			return notFound(err, "no running apply with that id")
 		}
@@ -65,7 +67,7 @@ func (s *Store) FinishApply(ctx context.Context, id int64, outcome store.ApplyOu
 		if message != "" {
 			msg += ": " + message
 		}
-		_, err = tx.appendEvent(ctx, store.Event{Time: at, Type: store.EventApplyFinished, Project: project, Message: msg})
+		_, err = tx.AppendEvent(ctx, store.Event{Time: at, Type: store.EventApplyFinished, Project: project, Message: msg})
 		return err
 	})
 	if err != nil {
@@ -75,12 +77,13 @@ func (s *Store) FinishApply(ctx context.Context, id int64, outcome store.ApplyOu
 }
 
 // Applies returns the project's kept apply records, newest first, read in one
-// statement so a record and its blobs are seen together.
+// statement (a row per record and blob) so a record and its blobs are seen
+// together.
 func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, error) {
 	rows, err := s.db.Query(ctx, `SELECT a.id, a.started_at, a.finished_at, a.outcome, a.message, a.actor,
-			a.summary, a.digest, a.rollback_of, a.inputs <> '',
-			COALESCE(ARRAY(SELECT digest FROM apply_blobs b WHERE b.apply_id = a.id ORDER BY digest COLLATE "C"), '{}')
-		FROM applies a WHERE a.project = $1 ORDER BY a.id DESC`, project)
+			a.summary, a.digest, a.rollback_of, a.inputs <> '', b.digest
+		FROM applies a LEFT JOIN apply_blobs b ON b.apply_id = a.id
+		WHERE a.project = $1 ORDER BY a.id DESC, b.digest`+s.d.ByteOrder, project)
 	if err != nil {
 		return nil, fmt.Errorf("applies of %s: %w", project, err)
 	}
@@ -90,15 +93,19 @@ func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, err
 		a := store.Apply{Project: project}
 		var started, finished int64
 		var outcome string
+		var blob *string // NULL for a record without blobs
 		if err := rows.Scan(&a.ID, &started, &finished, &outcome, &a.Message, &a.Actor,
-			&a.Summary, &a.Digest, &a.RollbackOf, &a.HasInputs, &a.Blobs); err != nil {
+			&a.Summary, &a.Digest, &a.RollbackOf, &a.HasInputs, &blob); err != nil {
 			return nil, fmt.Errorf("applies of %s: %w", project, err)
 		}
-		if len(a.Blobs) == 0 {
-			a.Blobs = nil
+		if len(out) == 0 || out[len(out)-1].ID != a.ID {
+			a.Started, a.Finished, a.Outcome = FromMillis(started), FromMillis(finished), store.ApplyOutcome(outcome)
+			out = append(out, a)
 		}
-		a.Started, a.Finished, a.Outcome = fromMillis(started), fromMillis(finished), store.ApplyOutcome(outcome)
-		out = append(out, a)
+		if blob != nil {
+			last := &out[len(out)-1]
+			last.Blobs = append(last.Blobs, *blob)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("applies of %s: %w", project, err)
@@ -117,7 +124,7 @@ func (s *Store) ApplyInputs(ctx context.Context, project string, id int64) ([]by
 }
 
 // ReferencedBlobs returns every digest a resource, an apply record or a
-// retention owner holds.
+// retention owner holds, sorted byte by byte.
 func (s *Store) ReferencedBlobs(ctx context.Context) ([]string, error) {
 	rows, err := s.db.Query(ctx, `SELECT source FROM resources WHERE source <> ''
 		UNION SELECT digest FROM apply_blobs
@@ -126,13 +133,13 @@ func (s *Store) ReferencedBlobs(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("referenced blobs: %w", err)
 	}
 	out, err := scanStrings(rows, "referenced blobs")
-	sortStrings(out)
+	slices.Sort(out)
 	return out, err
 }
 
 // RetainBlobs replaces owner's retained set.
 func (s *Store) RetainBlobs(ctx context.Context, owner string, digests []string) error {
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.write(ctx, func(tx Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM blob_retention WHERE owner = $1`, owner); err != nil {
 			return err
 		}
@@ -148,4 +155,11 @@ func (s *Store) RetainBlobs(ctx context.Context, owner string, digests []string)
 		return fmt.Errorf("retain blobs for %s: %w", owner, err)
 	}
 	return nil
+}
+
+// sortedUnique returns in sorted, each string once.
+func sortedUnique(in []string) []string {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -8,39 +8,36 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/hatchery/hatchery/internal/store"
 )
 
 // AcquireLease takes a project's lease if it is free, expired, or already
 // held with the same token: one upsert whose condition is checked under the
 // row's lock, so of concurrent acquirers on any number of servers one wins.
+// The lease's "since" is the caller's l.Since, or the database's clock if the
+// dialect measures terms by it: then whether the lease held expired, and
+// when this one does, is measured by one clock for every server.
 func (s *Store) AcquireLease(ctx context.Context, l store.Lease) (store.Lease, error) {
 	if l.Project == "" || l.Token == "" {
 		return store.Lease{}, errors.New("acquire lease: project and token must be set")
 	}
-	term := millis(l.Expires) - millis(l.Since)
-	err := s.writeTx(ctx, false, func(tx *txn) error {
-		// "since" is the caller's l.Since, or the database's clock: then
-		// whether the lease held expired, and when this one does, is
-		// measured by one clock for every server, never by theirs.
-		var since, expires int64
-		err := tx.QueryRow(ctx, `WITH clock AS (
-				SELECT CASE WHEN $7::boolean THEN `+dbNowMillis+` ELSE $5::bigint END AS since)
-			INSERT INTO leases (project, token, holder, server, since, expires_at)
-			SELECT $1, $2, $3, $4, clock.since, clock.since + $6::bigint FROM clock
+	term := Millis(l.Expires) - Millis(l.Since)
+	since := s.termStart("$5", "$7") // the same in both places: a transaction's clock stands still
+	err := s.unfenced(ctx, func(tx Tx) error {
+		var taken, expires int64
+		err := tx.QueryRow(ctx, `INSERT INTO leases (project, token, holder, server, since, expires_at)
+			VALUES ($1, $2, $3, $4, `+since+`, `+since+` + CAST($6 AS bigint))
 			ON CONFLICT (project) DO UPDATE SET token = excluded.token, holder = excluded.holder,
 				server = excluded.server, expires_at = excluded.expires_at,
 				since = CASE WHEN leases.token = excluded.token THEN leases.since ELSE excluded.since END
 			WHERE leases.token = excluded.token OR leases.expires_at <= excluded.since
 			RETURNING since, expires_at`,
-			l.Project, l.Token, l.Holder, l.Server, millis(l.Since), term, !s.callerClockLeases).Scan(&since, &expires)
+			l.Project, l.Token, l.Holder, l.Server, Millis(l.Since), term, s.d.DatabaseClock).Scan(&taken, &expires)
 		if err == nil {
-			l.Since, l.Expires = fromMillis(since), fromMillis(expires) // a renewal keeps the time it was taken
+			l.Since, l.Expires = FromMillis(taken), FromMillis(expires) // a renewal keeps the time it was taken
 			return nil
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
+		if !errors.Is(err, ErrNoRows) {
 			return err
 		}
 		// Not taken: the row is held by someone else, and locked by the
@@ -57,18 +54,19 @@ func (s *Store) AcquireLease(ctx context.Context, l store.Lease) (store.Lease, e
 	return l, nil
 }
 
-// RenewLease moves the expiry of a lease still held with token.
+// RenewLease moves the expiry of a lease still held with token. If the
+// dialect measures terms by the database's clock, the caller's expiry
+// counts only as a term from the database's now.
 func (s *Store) RenewLease(ctx context.Context, project, token string, expires time.Time) error {
-	err := s.writeTx(ctx, false, func(tx *txn) error {
-		// With the database's clock, the caller's expiry counts only as a
-		// term from its own now.
-		tag, err := tx.Exec(ctx, `UPDATE leases SET expires_at = CASE WHEN $4::boolean THEN `+dbNowMillis+` + $5::bigint ELSE $3::bigint END
+	err := s.unfenced(ctx, func(tx Tx) error {
+		n, err := tx.Exec(ctx, `UPDATE leases
+			SET expires_at = CASE WHEN CAST($4 AS boolean) THEN `+s.d.Now+` + CAST($5 AS bigint) ELSE CAST($3 AS bigint) END
 			WHERE project = $1 AND token = $2`,
-			project, token, millis(expires), !s.callerClockLeases, time.Until(expires).Milliseconds())
+			project, token, Millis(expires), s.d.DatabaseClock, time.Until(expires).Milliseconds())
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return fmt.Errorf("lease no longer held: %w", store.ErrNotFound)
 		}
 		return nil
@@ -81,7 +79,7 @@ func (s *Store) RenewLease(ctx context.Context, project, token string, expires t
 
 // ReleaseLease releases a lease held with token.
 func (s *Store) ReleaseLease(ctx context.Context, project, token string) error {
-	err := s.writeTx(ctx, false, func(tx *txn) error {
+	err := s.unfenced(ctx, func(tx Tx) error {
 		_, err := tx.Exec(ctx, `DELETE FROM leases WHERE project = $1 AND token = $2`, project, token)
 		return err
 	})
@@ -91,10 +89,11 @@ func (s *Store) ReleaseLease(ctx context.Context, project, token string) error {
 	return nil
 }
 
-// ReleaseServerLeases releases every lease a server holds.
+// ReleaseServerLeases releases every lease a server holds, and returns them
+// sorted by project.
 func (s *Store) ReleaseServerLeases(ctx context.Context, server string) ([]store.Lease, error) {
 	var released []store.Lease
-	err := s.writeTx(ctx, false, func(tx *txn) error {
+	err := s.unfenced(ctx, func(tx Tx) error {
 		rows, err := tx.Query(ctx, `DELETE FROM leases WHERE server = $1 RETURNING `+leaseColumns, server)
 		if err != nil {
 			return err
@@ -109,18 +108,15 @@ func (s *Store) ReleaseServerLeases(ctx context.Context, server string) ([]store
 	return released, nil
 }
 
-// dbNowMillis is the database's clock in the stored form.
-const dbNowMillis = `(extract(epoch FROM now()) * 1000)::bigint`
-
 const leaseColumns = `project, token, holder, server, since, expires_at`
 
-func scanLease(row pgx.Row) (store.Lease, error) {
+func scanLease(row Row) (store.Lease, error) {
 	var l store.Lease
 	var since, expires int64
 	if err := row.Scan(&l.Project, &l.Token, &l.Holder, &l.Server, &since, &expires); err != nil {
 		return store.Lease{}, err
 	}
-	l.Since, l.Expires = fromMillis(since), fromMillis(expires)
+	l.Since, l.Expires = FromMillis(since), FromMillis(expires)
 	return l, nil
 }
 
@@ -129,14 +125,14 @@ func planOwner(id string) string { return "plan:" + id }
 
 // PutPlan stores a new plan and retains its blobs, in one transaction.
 func (s *Store) PutPlan(ctx context.Context, p store.StoredPlan) error {
-	err := s.write(ctx, func(tx *txn) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO plans (id, project, created_at, expires_at, doc)
+	err := s.write(ctx, func(tx Tx) error {
+		n, err := tx.Exec(ctx, `INSERT INTO plans (id, project, created_at, expires_at, doc)
 			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`,
-			p.ID, p.Project, millis(p.Created), millis(p.Expires), string(p.Doc))
+			p.ID, p.Project, Millis(p.Created), Millis(p.Expires), string(p.Doc))
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return store.ErrExists
 		}
 		for _, d := range sortedUnique(p.Blobs) {
@@ -153,28 +149,48 @@ func (s *Store) PutPlan(ctx context.Context, p store.StoredPlan) error {
 	return nil
 }
 
-// Plan returns a stored plan.
+// Plan returns a stored plan, read in one statement (a row per blob it
+// retains) so the plan and its blobs are seen together.
 func (s *Store) Plan(ctx context.Context, id string) (store.StoredPlan, error) {
-	p := store.StoredPlan{ID: id}
-	var created, expires int64
-	var doc string
-	err := s.db.QueryRow(ctx, `SELECT project, created_at, expires_at, doc,
-			COALESCE(ARRAY(SELECT digest FROM blob_retention WHERE owner = $2 ORDER BY digest COLLATE "C"), '{}')
-		FROM plans WHERE id = $1`, id, planOwner(id)).
-		Scan(&p.Project, &created, &expires, &doc, &p.Blobs)
+	rows, err := s.db.Query(ctx, `SELECT p.project, p.created_at, p.expires_at, p.doc, b.digest
+		FROM plans p LEFT JOIN blob_retention b ON b.owner = $2
+		WHERE p.id = $1 ORDER BY b.digest`+s.d.ByteOrder, id, planOwner(id))
 	if err != nil {
-		return store.StoredPlan{}, fmt.Errorf("plan %s: %w", id, notFound(err, "no such plan"))
+		return store.StoredPlan{}, fmt.Errorf("plan %s: %w", id, err)
 	}
-	if len(p.Blobs) == 0 {
-		p.Blobs = nil
+	defer rows.Close()
+	p := store.StoredPlan{ID: id}
+	found := false
+	for rows.Next() {
+		var created, expires int64
+		var doc string
+		var blob *string // NULL for a plan without blobs
+		if err := rows.Scan(&p.Project, &created, &expires, &doc, &blob); err != nil {
+			return store.StoredPlan{}, fmt.Errorf("plan %s: %w", id, err)
+		}
+		found = true
+		p.Created, p.Expires, p.Doc = FromMillis(created), FromMillis(expires), []byte(doc)
+		if blob != nil {
+			p.Blobs = append(p.Blobs, *blob)
+		}
 	}
-	p.Created, p.Expires, p.Doc = fromMillis(created), fromMillis(expires), []byte(doc)
+	if err := rows.Err(); err != nil {
+		return store.StoredPlan{}, fmt.Errorf("plan %s: %w", id, err)
+	}
+	if !found {
+		return store.StoredPlan{}, fmt.Errorf("plan %s: no such plan: %w", id, store.ErrNotFound)
+	}
 	return p, nil
 }
 
 // DeletePlan forgets a plan and its retained blobs.
 func (s *Store) DeletePlan(ctx context.Context, id string) error {
-	err := s.write(ctx, func(tx *txn) error { return deletePlans(ctx, tx, []string{id}) })
+	err := s.write(ctx, func(tx Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM plans WHERE id = $1`, id); err != nil {
+			return err
+		}
+		return releasePlanBlobs(ctx, tx, []string{id})
+	})
 	if err != nil {
 		return fmt.Errorf("delete plan %s: %w", id, err)
 	}
@@ -184,15 +200,15 @@ func (s *Store) DeletePlan(ctx context.Context, id string) error {
 // DeleteExpiredPlans forgets the plans expired at now.
 func (s *Store) DeleteExpiredPlans(ctx context.Context, now time.Time) (int, error) {
 	var ids []string
-	err := s.write(ctx, func(tx *txn) error {
-		rows, err := tx.Query(ctx, `DELETE FROM plans WHERE expires_at <= $1 RETURNING id`, millis(now))
+	err := s.write(ctx, func(tx Tx) error {
+		rows, err := tx.Query(ctx, `DELETE FROM plans WHERE expires_at <= $1 RETURNING id`, Millis(now))
 		if err != nil {
 			return err
 		}
 		if ids, err = scanStrings(rows, "expired plans"); err != nil {
 			return err
 		}
-		return deletePlans(ctx, tx, ids)
+		return releasePlanBlobs(ctx, tx, ids)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete expired plans: %w", err)
@@ -200,24 +216,22 @@ func (s *Store) DeleteExpiredPlans(ctx context.Context, now time.Time) (int, err
 	return len(ids), nil
 }
 
-func deletePlans(ctx context.Context, tx *txn, ids []string) error {
-	owners := make([]string, len(ids))
-	for i, id := range ids {
-		owners[i] = planOwner(id)
+// releasePlanBlobs drops the blobs the plans retained.
+func releasePlanBlobs(ctx context.Context, tx Tx, ids []string) error {
+	for _, id := range ids {
+		if _, err := tx.Exec(ctx, `DELETE FROM blob_retention WHERE owner = $1`, planOwner(id)); err != nil {
+			return err
+		}
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM plans WHERE id = ANY($1)`, ids); err != nil {
-		return err
-	}
-	_, err := tx.Exec(ctx, `DELETE FROM blob_retention WHERE owner = ANY($1)`, owners)
-	return err
+	return nil
 }
 
 // PutSecretValue stores a sealed secret value, keeping one stored already.
 func (s *Store) PutSecretValue(ctx context.Context, v store.SecretValue) error {
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.write(ctx, func(tx Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO secret_values (project, name, fingerprint, sealed, created_at)
 			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (project, name, fingerprint) DO NOTHING`,
-			v.Project, v.Name, v.Fingerprint, v.Sealed, millis(v.Created))
+			v.Project, v.Name, v.Fingerprint, v.Sealed, Millis(v.Created))
 		return err
 	})
 	if err != nil {
@@ -235,21 +249,33 @@ func (s *Store) SecretValue(ctx context.Context, project, name, fingerprint stri
 	if err != nil {
 		return store.SecretValue{}, fmt.Errorf("value of secret %s in %s: %w", name, project, notFound(err, "no value with that fingerprint"))
 	}
-	v.Created = fromMillis(created)
+	v.Created = FromMillis(created)
 	return v, nil
 }
 
 // PruneSecretValues deletes the secret's values created before before whose
 // fingerprint is not in keep.
 func (s *Store) PruneSecretValues(ctx context.Context, project, name string, keep []string, before time.Time) error {
-	if keep == nil {
-		keep = []string{}
-	}
-	err := s.write(ctx, func(tx *txn) error {
-		_, err := tx.Exec(ctx, `DELETE FROM secret_values
-			WHERE project = $1 AND name = $2 AND created_at < $3 AND NOT (fingerprint = ANY($4))`,
-			project, name, millis(before), keep)
-		return err
+	err := s.write(ctx, func(tx Tx) error {
+		rows, err := tx.Query(ctx, `SELECT fingerprint FROM secret_values
+			WHERE project = $1 AND name = $2 AND created_at < $3`, project, name, Millis(before))
+		if err != nil {
+			return err
+		}
+		old, err := scanStrings(rows, "secret values")
+		if err != nil {
+			return err
+		}
+		for _, fp := range old {
+			if slices.Contains(keep, fp) {
+				continue
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM secret_values WHERE project = $1 AND name = $2 AND fingerprint = $3`,
+				project, name, fp); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("prune values of secret %s in %s: %w", name, project, err)
@@ -259,7 +285,7 @@ func (s *Store) PruneSecretValues(ctx context.Context, project, name string, kee
 
 // DeleteSecretValues deletes every value of a secret.
 func (s *Store) DeleteSecretValues(ctx context.Context, project, name string) error {
-	err := s.write(ctx, func(tx *txn) error {
+	err := s.write(ctx, func(tx Tx) error {
 		_, err := tx.Exec(ctx, `DELETE FROM secret_values WHERE project = $1 AND name = $2`, project, name)
 		return err
 	})
@@ -267,10 +293,4 @@ func (s *Store) DeleteSecretValues(ctx context.Context, project, name string) er
 		return fmt.Errorf("delete values of secret %s in %s: %w", name, project, err)
 	}
 	return nil
-}
-
-func sortedUnique(in []string) []string {
-	out := slices.Clone(in)
-	slices.Sort(out)
-	return slices.Compact(out)
 }
