@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/store/sqlstore"
 )
 
 // Several servers share one database, and an agent long-polling one of them
@@ -45,13 +47,13 @@ const maxPayload = 7000
 // the hosts of one apply in as few notifications as fit.
 func (s *Store) sendNotifications(ctx context.Context, tx *txn) error {
 	var payloads []string
-	if tx.wakeAllHosts {
+	if tx.AllHosts {
 		payloads = append(payloads, s.nonce+":"+changePeers)
 	} else {
 		prefix := s.nonce + ":" + changeDesired + ":"
 		var ids []string
 		size := 0
-		for _, h := range tx.wakeHosts {
+		for _, h := range tx.Hosts {
 			if len(ids) > 0 && size+1+len(h) > maxPayload-len(prefix) {
 				payloads, ids, size = append(payloads, prefix+strings.Join(ids, ",")), nil, 0
 			}
@@ -61,7 +63,7 @@ func (s *Store) sendNotifications(ctx context.Context, tx *txn) error {
 			payloads = append(payloads, prefix+strings.Join(ids, ","))
 		}
 	}
-	if tx.wakeEvents {
+	if tx.Events {
 		payloads = append(payloads, s.nonce+":"+changeEvents)
 	}
 	for _, p := range payloads {
@@ -81,13 +83,11 @@ func (s *Store) dispatch(payload string) {
 	}
 	switch {
 	case parts[1] == changeDesired && len(parts) == 3:
-		for _, h := range strings.Split(parts[2], ",") {
-			s.desired.Notify(h)
-		}
+		s.Wake(sqlstore.Changes{Hosts: strings.Split(parts[2], ",")})
 	case parts[1] == changePeers:
-		s.desired.NotifyAll()
+		s.Wake(sqlstore.Changes{AllHosts: true})
 	case parts[1] == changeEvents:
-		s.events.Notify(eventsKey)
+		s.Wake(sqlstore.Changes{Events: true})
 	}
 }
 
@@ -164,8 +164,7 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, conn *pgx.Conn)
 		}
 		backoff = relistenMin
 		// What other servers changed while we were away was not heard.
-		s.desired.NotifyAll()
-		s.events.NotifyAll()
+		s.WakeAll()
 		s.log.Info("listening again: every waiter woken to re-read")
 	}
 }

@@ -56,16 +56,13 @@ type Store struct {
 	db   reader // the pool, for reads: their errors classified
 	log  *zap.Logger
 
-	desired store.Notifier // keyed by host ID
-	events  store.Notifier // one key, eventsKey
+	sqlstore.Waiters
 
 	// nonce tells this store's notifications from other servers' (see listen.go).
 	nonce         string
 	stopListening context.CancelFunc
 	listenDone    chan struct{} // closed when the listening goroutine ended
 }
-
-const eventsKey = "events"
 
 // The store interfaces this store implements with its own methods; it
 // implements the others with the shared store's (sqlstore).
@@ -199,10 +196,7 @@ func checkFence(ctx context.Context, t pgx.Tx, fence store.Fence) error {
 // txn is a write transaction that also collects who to wake once it commits.
 type txn struct {
 	pgx.Tx
-	wakeEvents bool
-	wakeHosts  []string
-	// wakeAllHosts: the peer list changed, which every host's state carries.
-	wakeAllHosts bool
+	sqlstore.Changes // woken once committed
 }
 
 // maxAttempts bounds the retries of a transaction the database aborted to
@@ -242,15 +236,7 @@ func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error
 			return s.sendNotifications(ctx, tx)
 		})
 		if err == nil {
-			if tx.wakeAllHosts {
-				s.desired.NotifyAll()
-			}
-			for _, h := range tx.wakeHosts {
-				s.desired.Notify(h)
-			}
-			if tx.wakeEvents {
-				s.events.Notify(eventsKey)
-			}
+			s.Wake(tx.Changes)
 			return nil
 		}
 		if !retryable(err) || attempt == maxAttempts {
@@ -288,7 +274,7 @@ func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
 		seq, millis(e.Time), string(e.Type), e.Project, e.Host, e.Resource, text(e.Message), e.Actor); err != nil {
 		return 0, fmt.Errorf("append %s event: %w", e.Type, err)
 	}
-	tx.wakeEvents = true
+	tx.Events = true
 	return seq, nil
 }
 

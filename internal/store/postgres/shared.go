@@ -74,6 +74,28 @@ func (t sharedTx) AppendEvent(ctx context.Context, e store.Event) (int64, error)
 	return t.txn.appendEvent(ctx, e)
 }
 
+// ExecEach sends the runs of the statement as one batch: one round trip.
+func (t sharedTx) ExecEach(ctx context.Context, sql string, args [][]any) ([]int64, error) {
+	var batch pgx.Batch
+	for _, a := range args {
+		batch.Queue(sql, a...)
+	}
+	results := t.tx.SendBatch(ctx, &batch)
+	out := make([]int64, len(args))
+	for i := range args {
+		tag, err := results.Exec()
+		if err != nil {
+			results.Close()
+			return nil, classify(err)
+		}
+		out[i] = tag.RowsAffected()
+	}
+	return out, classify(results.Close())
+}
+
+func (t sharedTx) WakeHosts(ids ...string) { t.txn.Hosts = append(t.txn.Hosts, ids...) }
+func (t sharedTx) WakeAllHosts()           { t.txn.AllHosts = true }
+
 // sharedRow reports pgx.ErrNoRows as sqlstore.ErrNoRows.
 type sharedRow struct{ row pgx.Row }
 

@@ -67,6 +67,29 @@ func (t sharedTx) AppendEvent(ctx context.Context, e store.Event) (int64, error)
 	return t.tx.appendEvent(ctx, e)
 }
 
+// ExecEach runs the statement, prepared once, for each list of arguments.
+func (t sharedTx) ExecEach(ctx context.Context, query string, args [][]any) ([]int64, error) {
+	stmt, err := t.tx.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer stmt.Close()
+	out := make([]int64, len(args))
+	for i, a := range args {
+		res, err := stmt.ExecContext(ctx, a...)
+		if err != nil {
+			return nil, err
+		}
+		if out[i], err = res.RowsAffected(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (t sharedTx) WakeHosts(ids ...string) { t.tx.Hosts = append(t.tx.Hosts, ids...) }
+func (t sharedTx) WakeAllHosts()           { t.tx.AllHosts = true }
+
 // sharedRow reports sql.ErrNoRows as sqlstore.ErrNoRows.
 type sharedRow struct{ row *sql.Row }
 

@@ -41,11 +41,8 @@ type Store struct {
 
 	writeMu sync.Mutex // serialises write transactions (see the package doc)
 
-	desired store.Notifier // keyed by host ID
-	events  store.Notifier // one key, eventsKey
+	sqlstore.Waiters
 }
-
-const eventsKey = "events"
 
 // The store interfaces this store implements with its own methods; it
 // implements the others with the shared store's (sqlstore).
@@ -125,10 +122,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // txn is a write transaction that also collects who to wake once it commits.
 type txn struct {
 	*sql.Tx
-	wakeEvents bool
-	wakeHosts  []string
-	// wakeAllHosts: the peer list changed, which every host's state carries.
-	wakeAllHosts bool
+	sqlstore.Changes // woken once committed
 }
 
 // write runs fn in a write transaction and, once it committed, wakes the
@@ -171,15 +165,7 @@ func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	if tx.wakeAllHosts {
-		s.desired.NotifyAll()
-	}
-	for _, h := range tx.wakeHosts {
-		s.desired.Notify(h)
-	}
-	if tx.wakeEvents {
-		s.events.Notify(eventsKey)
-	}
+	s.Wake(tx.Changes)
 	return nil
 }
 
@@ -196,7 +182,7 @@ func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("append %s event: %w", e.Type, err)
 	}
-	tx.wakeEvents = true
+	tx.Events = true
 	return seq, nil
 }
 

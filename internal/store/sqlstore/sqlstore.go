@@ -41,6 +41,15 @@ var (
 	_ store.ServerRegistry       = (*Store)(nil)
 )
 
+// The shared store reads and writes desired states; a backend adds their
+// waits (store.DesiredStates.WatchDesiredState), which its Tx wakes.
+var _ interface {
+	PutDesiredStates(ctx context.Context, states []store.DesiredState, peers *store.PeerList) (bool, error)
+	DesiredState(ctx context.Context, hostID string) (store.DesiredState, error)
+	AllDesiredStates(ctx context.Context) ([]store.DesiredState, error)
+	DesiredPeers(ctx context.Context) (store.PeerList, error)
+} = (*Store)(nil)
+
 // ErrNoRows is what Row.Scan returns when a query found no row; adapters map
 // their driver's own sentinel to it.
 var ErrNoRows = errors.New("no rows in result set")
@@ -75,6 +84,14 @@ type Execer interface {
 // Tx is a write transaction.
 type Tx interface {
 	Execer
+	// ExecEach runs a statement once for each list of arguments, in one
+	// round trip where the database allows, and returns how many rows each
+	// run changed: the desired states of an apply over 1,000 hosts.
+	ExecEach(ctx context.Context, sql string, args [][]any) ([]int64, error)
+	// WakeHosts wakes, once the transaction commits, the waiters of these
+	// hosts' desired states; WakeAllHosts those of every host.
+	WakeHosts(ids ...string)
+	WakeAllHosts()
 	// AppendEvent records an event and returns its Seq; an event without an
 	// actor gets ctx's (store.WithActor). The event's waiters are woken once
 	// the transaction commits. Call it after every other row the transaction
