@@ -165,6 +165,8 @@ type fleetFigures struct {
 	serverMilli []float64       // the servers' CPU per agent, thousandths of a core
 	dbMilli     []float64       // PostgreSQL's CPU per agent (0 for SQLite)
 	rssMB       []float64       // the servers' resident memory, summed
+	followed    []time.Duration // `hatch apply` following its rollout to the end, without --no-wait
+	status      []time.Duration // `hatch status` of the project on every host
 	applies     int             // of the 50-resource project
 	appliesTook time.Duration
 	joins       int // through the API
@@ -173,6 +175,8 @@ type fleetFigures struct {
 
 func (f *fleetFigures) add(g fleetFigures) {
 	f.delivery = append(f.delivery, g.delivery...)
+	f.followed = append(f.followed, g.followed...)
+	f.status = append(f.status, g.status...)
 	f.serverMilli = append(f.serverMilli, g.serverMilli...)
 	f.dbMilli = append(f.dbMilli, g.dbMilli...)
 	f.rssMB = append(f.rssMB, g.rssMB...)
@@ -191,6 +195,8 @@ func (f *fleetFigures) report(b *testing.B, prefix string) {
 	b.ReportMetric(ms(percentile(f.delivery, 50)), prefix+"-p50-ms")
 	b.ReportMetric(ms(p99), prefix+"-p99-ms")
 	b.ReportMetric(float64(p99)/float64(fleetGoal), prefix+"-p99/500ms")
+	b.ReportMetric(percentile(f.followed, 50).Seconds(), prefix+"-apply-followed-s")
+	b.ReportMetric(percentile(f.status, 50).Seconds(), prefix+"-status-s")
 	b.ReportMetric(mean(f.serverMilli), prefix+"-server-mcpu/agent")
 	if m := mean(f.dbMilli); m > 0 {
 		b.ReportMetric(m, prefix+"-db-mcpu/agent")
@@ -312,11 +318,22 @@ func runFleet(b *testing.B, bin string, n int, pg *pgtest.Cluster, throughput in
 		fig.delivery = append(fig.delivery, applyFleet(round)...)
 		time.Sleep(fleetHeartbeat)
 	}
+	// As a user runs them: an apply following its rollout on every host to
+	// the end, then the project's status.
+	start := time.Now()
+	hatchApply(b, writeReplicas(b, dir, fleetApplies+1, n))
+	fig.followed = []time.Duration{time.Since(start)}
+	start = time.Now()
+	var out, errOut bytes.Buffer
+	if code := Run(ctx, []string{"status", "fleet"}, &out, &errOut); code != 0 {
+		b.Fatalf("hatch status fleet = %d: %s", code, errOut.String())
+	}
+	fig.status = []time.Duration{time.Since(start)}
 	// On stderr at once: a benchmark's log shows only when it ends, and the
 	// applies below take minutes each on a large fleet.
-	fmt.Fprintf(os.Stderr, "BenchmarkFleet: %d agents on %d server(s): delivery p50 %v p99 %v, "+
+	fmt.Fprintf(os.Stderr, "BenchmarkFleet: %d agents on %d server(s): delivery p50 %v p99 %v, apply followed %v, status %v, "+
 		"server CPU %.3f mcore/agent, db %.3f, RSS %.0f MB, %d API joins in %v\n",
-		n, len(servers), percentile(fig.delivery, 50), percentile(fig.delivery, 99),
+		n, len(servers), percentile(fig.delivery, 50), percentile(fig.delivery, 99), fig.followed[0], fig.status[0],
 		mean(fig.serverMilli), mean(fig.dbMilli), rss, fig.joins, fig.joinsTook)
 
 	// Applies per second of a 50-resource project, on this fleet: the
@@ -330,7 +347,7 @@ func runFleet(b *testing.B, bin string, n int, pg *pgtest.Cluster, throughput in
 			b.Setenv(fmt.Sprint("S", i), fmt.Sprint("value-", round, "-", i))
 		}
 		start := time.Now()
-		hatchApply(b, fifty)
+		hatchApply(b, fifty, "--no-wait")
 		if round > 0 {
 			fig.applies++
 			fig.appliesTook += time.Since(start)
@@ -375,33 +392,36 @@ func startSimAgents(tb testing.TB, st fleetStore, ids []agent.Identity) (agents 
 	return agents, stop
 }
 
-// applyReplicas applies (in dir) the project "fleet" of one egg of n
-// replicas, its image tagged round: on a fleet of n hosts every host gets
-// one, and each new round changes every host's workload.
+// applyReplicas applies with --no-wait (in dir) the project "fleet" of one
+// egg of n replicas, its image tagged round: on a fleet of n hosts every
+// host gets one, and each new round changes every host's workload.
 func applyReplicas(tb testing.TB, dir string, round, n int) {
+	hatchApply(tb, writeReplicas(tb, dir, round, n), "--no-wait")
+}
+
+// writeReplicas writes applyReplicas's project file and returns its path.
+func writeReplicas(tb testing.TB, dir string, round, n int) string {
 	project := filepath.Join(dir, "hatch.yaml")
 	yaml := fmt.Sprintf("project: fleet\neggs:\n  app:\n    image: registry.local/app:%d\n    replicas: %d\n", round, n)
 	if err := os.WriteFile(project, []byte(yaml), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	hatchApply(tb, project)
+	return project
 }
 
-// hatchApply runs `hatch apply -f path --yes --no-wait` (in this process,
-// against HATCH_SERVER), which returns once the apply wrote every desired
-// state. Not following the rollouts: at 1,000 hosts a project's status
-// takes longer than the CLI's 30 s per request (it reads every host's
-// desired state and report), and the deliveries are watched here anyway.
+// hatchApply runs `hatch apply -f path --yes` with more flags (in this
+// process, against HATCH_SERVER): with --no-wait it returns once the apply
+// wrote every desired state, the deliveries being watched here.
 //
 // An apply that fails is logged and tried once more (applying the same file
 // again is safe): at 1,000 agents on a loaded machine a plan can outlast the
 // server's 30 s request deadline, and the answer written after it reaches
 // the client as "tls: bad record MAC" (Go's TLS on a connection whose write
 // deadline passed).
-func hatchApply(b testing.TB, path string) {
+func hatchApply(b testing.TB, path string, flags ...string) {
 	for attempt := 1; ; attempt++ {
 		var out, errOut bytes.Buffer
-		code := Run(context.Background(), []string{"apply", "-f", path, "--yes", "--no-wait"}, &out, &errOut)
+		code := Run(context.Background(), append([]string{"apply", "-f", path, "--yes"}, flags...), &out, &errOut)
 		if code == 0 {
 			return
 		}
