@@ -4,37 +4,54 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
-// Calls made while a run is going on return at once and cost one more run,
-// whatever their number; a call made when nothing runs runs at once.
-func TestCoalescerRunsOnceMoreForAnyNumberOfCallsDuringARun(t *testing.T) {
-	var c coalescer
-	var runs atomic.Int32
+// Kicks return at once; those made while a run is going on cost one more
+// run, whatever their number, started at least the gap after the first;
+// a kick made when nothing runs starts a run.
+func TestCoalescerRunsOnceMoreForAnyNumberOfKicksDuringARun(t *testing.T) {
+	c := &coalescer{gap: 200 * time.Millisecond}
+	var mu sync.Mutex
+	var starts []time.Time
 	inRun, release := make(chan struct{}), make(chan struct{})
-	first := make(chan struct{})
-	go func() {
-		defer close(first)
-		c.do(func() {
-			if runs.Add(1) == 1 {
-				close(inRun)
-				<-release
-			}
-		})
-	}()
+	done := make(chan struct{}, 3)
+	c.kick(func() {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		first := len(starts) == 1
+		mu.Unlock()
+		if first {
+			close(inRun)
+			<-release
+		}
+		done <- struct{}{}
+	})
 	<-inRun
 	var wg sync.WaitGroup
+	var ranOwn atomic.Bool
 	for range 10 {
-		wg.Go(func() { c.do(func() { t.Error("a call during a run ran the function itself") }) })
+		wg.Go(func() { c.kick(func() { ranOwn.Store(true) }) })
 	}
-	wg.Wait() // they all returned while the first run is held
+	wg.Wait() // every kick returned while the first run is held
 	close(release)
-	<-first
-	if got := runs.Load(); got != 2 {
-		t.Fatalf("%d runs, want the first and one more for the 10 calls made during it", got)
+	<-done
+	<-done
+	select {
+	case <-done:
+		t.Fatal("a third run for kicks made during the first")
+	case <-time.After(400 * time.Millisecond):
 	}
-	c.do(func() { runs.Add(1) })
-	if got := runs.Load(); got != 3 {
-		t.Fatalf("a call with nothing running did not run: %d runs", got)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(starts) != 2 || starts[1].Sub(starts[0]) < c.gap || ranOwn.Load() {
+		t.Fatalf("runs started at %v (gap %v), a kick's own function ran: %v", starts, c.gap, ranOwn.Load())
+	}
+	ran := make(chan struct{})
+	c.kick(func() { close(ran) })
+	select {
+	case <-ran:
+	case <-time.After(2 * time.Second):
+		t.Fatal("a kick with nothing running did not run")
 	}
 }

@@ -130,35 +130,49 @@ func (s *Service) syncPeers(ctx context.Context, why string) {
 	}
 }
 
-// coalescer runs a function for many callers at once: a call made while
-// another runs it returns at once and has that one run it again when it is
-// done, so any number of calls during one run cost one more run.
+// coalescer runs a function in the background for many callers at once: a
+// kick while it runs has it run once more when it is done, and its runs
+// start at least gap apart, so a burst of kicks costs a run or two per gap.
 type coalescer struct {
+	gap time.Duration
+
 	mu             sync.Mutex // guards the fields below
 	running, again bool
 }
 
-// do runs fn, or has the call running it run it once more.
-func (c *coalescer) do(fn func()) {
+// kick runs fn in the background, or has the run going on run once more
+// (its own function: every caller's does the same work).
+func (c *coalescer) kick(fn func()) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.running {
 		c.again = true
-		c.mu.Unlock()
 		return
 	}
 	c.running = true
+	go c.run(fn)
+}
+
+func (c *coalescer) run(fn func()) {
 	for {
-		c.again = false
-		c.mu.Unlock()
+		started := time.Now()
 		fn()
+		time.Sleep(c.gap - time.Since(started))
 		c.mu.Lock()
 		if !c.again {
 			c.running = false
 			c.mu.Unlock()
 			return
 		}
+		c.again = false
+		c.mu.Unlock()
 	}
 }
+
+// peerSyncGap spaces the peer syncs that reports ask for: a host's new mesh
+// addresses reach its peers within about this long, and a fleet starting
+// sends every host a handful of peer lists, not one per host.
+const peerSyncGap = time.Second
 
 // Service is the fleet. Start brings the hosts' valid host sets up to date;
 // RunLoops runs the liveness monitor and the blob collector on the one
@@ -172,8 +186,9 @@ type Service struct {
 	liveness *liveness
 	rollouts *rolloutTracker
 	// reportedPeers coalesces the peer syncs that reports of new mesh
-	// addresses ask for (a fleet starting reports them all at once).
-	reportedPeers coalescer
+	// addresses ask for: a fleet starting reports them all at once, and
+	// each new peer list goes to every host.
+	reportedPeers *coalescer
 	hosts         *prometheus.GaugeVec
 }
 
@@ -186,6 +201,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, deps: deps, log: deps.Logger, now: deps.Now, rollouts: newRolloutTracker(),
+		reportedPeers: &coalescer{gap: peerSyncGap},
 		hosts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hatch_hosts",
 			Help: "Hosts by liveness state, as of the last liveness check.",

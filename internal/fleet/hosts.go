@@ -131,10 +131,12 @@ func (s *Service) Report(ctx context.Context, host string, report contract.Statu
 		s.log.Warn("rollout events not recorded", zap.String("host", host), zap.Error(err))
 	}
 	if meshAddressesChanged(prev, report) {
-		// Not bound to this report's request: the run may be for others'.
-		syncCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		s.reportedPeers.do(func() { s.syncPeers(syncCtx, "new mesh addresses") })
+		s.reportedPeers.kick(func() {
+			// Not bound to this report's request: the run is for others' too.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			s.syncPeers(ctx, "new mesh addresses")
+		})
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -86,20 +87,20 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		list, err := s.deps.Desired.DesiredPeers(r.Context())
+		peersVersion, err := s.deps.Desired.DesiredPeersVersion(r.Context())
 		if err != nil {
 			return err
 		}
-		if contract.CombineVersions(stored.Version, list.Version) != known {
-			peers, err := s.peers.decode(list)
+		if contract.CombineVersions(stored.Version, peersVersion) != known {
+			peers, peersVersion, err := s.peers.get(r.Context(), s.deps.Desired, peersVersion)
 			if err != nil {
 				return err
 			}
-			d, err := store.WholeDesiredState(s.deps.Box, stored, peers, list.Version)
+			d, err := store.WholeDesiredState(s.deps.Box, stored, peers, peersVersion)
 			if err != nil {
 				return err
 			}
-			if heldPeers != "" && heldPeers == list.Version {
+			if heldPeers != "" && heldPeers == peersVersion {
 				d.Peers, d.PeersOmitted = nil, true
 			}
 			w.Header().Set("ETag", `"`+d.Version+`"`)
@@ -131,23 +132,29 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 
 // peerCache keeps the fleet's peer list decoded at its latest version: every
 // long-poll answer carries it, and an apply over 1,000 hosts answers 1,000
-// polls at once.
+// polls at once, which then read only its version.
 type peerCache struct {
-	mu      sync.Mutex // guards the fields below
+	mu      sync.Mutex // guards the fields below; held while reading a new list
+	loaded  bool
 	version string
 	peers   []contract.Peer // shared by the answers, never changed
 }
 
-// decode returns the peers of l, decoding them only when l's version is new.
-func (c *peerCache) decode(l store.PeerList) ([]contract.Peer, error) {
+// get returns the peers and their version: those cached if they are at
+// version, else the stored ones (at version, or newer), read and decoded.
+func (c *peerCache) get(ctx context.Context, st DesiredStates, version string) ([]contract.Peer, string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l.Version != c.version || c.peers == nil {
+	if !c.loaded || c.version != version {
+		l, err := st.DesiredPeers(ctx)
+		if err != nil {
+			return nil, "", err
+		}
 		peers, err := store.DecodePeers(l)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		c.version, c.peers = l.Version, peers
+		c.loaded, c.version, c.peers = true, l.Version, peers
 	}
-	return c.peers, nil
+	return c.peers, c.version, nil
 }

@@ -113,6 +113,7 @@ func (c Config) Validate() error {
 type DesiredStates interface {
 	DesiredState(ctx context.Context, hostID string) (store.DesiredState, error)
 	DesiredPeers(ctx context.Context) (store.PeerList, error)
+	DesiredPeersVersion(ctx context.Context) (string, error)
 	WatchDesiredState(hostID string) <-chan struct{}
 }
 

@@ -64,6 +64,9 @@ type DesiredStates interface {
 	// DesiredPeers returns the stored peer list; a zero PeerList (empty
 	// Version, nil Doc) if there is none.
 	DesiredPeers(ctx context.Context) (PeerList, error)
+	// DesiredPeersVersion returns the stored peer list's version ("" if
+	// there is none), without the list.
+	DesiredPeersVersion(ctx context.Context) (string, error)
 	// WatchDesiredState returns a channel closed at the next change of the
 	// host's desired state, or of the peer list, after the call. Call it
 	// before reading the state, so that a change between the read and the

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -138,5 +139,48 @@ func TestAKilledListeningConnectionLosesNoWakeUp(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+}
+
+// A server paused in the middle of a transaction (here: one that takes a
+// row lock and then waits) loses its session after IdleInTransaction, and
+// with it the lock: another server's write to that row goes through instead
+// of waiting for as long as the first is paused.
+func TestAServerIdleInATransactionReleasesItsLocks(t *testing.T) {
+	url := pgtest.Shared(t).NewSchema(t)
+	paused, err := OpenWith(t.Context(), url, zaptest.NewLogger(t), Options{IdleInTransaction: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer paused.Close()
+	other, err := Open(t.Context(), url, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := paused.PutDesiredStates(t.Context(), nil, &store.PeerList{Version: "p1", Doc: []byte(`[]`)}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := paused.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), `SELECT 1 FROM desired_peers WHERE id = 1 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	// The paused server sends nothing more; the other writes the locked row.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := other.PutDesiredStates(ctx, nil, &store.PeerList{Version: "p2", Doc: []byte(`[]`)}); err != nil {
+		t.Fatalf("the other server's write behind the paused one's lock: %v", err)
+	}
+	t.Logf("the other server's write went through after %v", time.Since(start))
+	if err := tx.Commit(t.Context()); err == nil {
+		t.Fatal("the paused server's transaction committed after its session should have ended")
+	}
+	if l, err := other.DesiredPeers(t.Context()); err != nil || l.Version != "p2" {
+		t.Fatalf("peers %+v, %v; want the other server's p2", l, err)
 	}
 }

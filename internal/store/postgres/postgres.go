@@ -20,6 +20,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	cryptorand "crypto/rand"
 	"embed"
@@ -28,6 +29,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -115,7 +117,21 @@ type Options struct {
 	// database's now() for Expires - Since, and renewed for as long from its
 	// now(), so servers whose clocks differ agree on when a lease expired.
 	CallerClockLeases bool
+	// IdleInTransaction ends this store's sessions that sit in a transaction
+	// without a statement for longer (PostgreSQL's
+	// idle_in_transaction_session_timeout), so a server paused mid-write
+	// (SIGSTOP, a long GC) does not hold its row locks, and so every other
+	// server's writes to those rows, for as long as it is paused. Zero:
+	// DefaultIdleInTransaction.
+	IdleInTransaction time.Duration
 }
+
+// DefaultIdleInTransaction is Options.IdleInTransaction's default: far
+// above any pause of the store's own transactions, which never wait on
+// anything but the database between statements, and under the server's
+// 30 s request deadline, so a write queued behind a paused server's locks
+// is still answered.
+const DefaultIdleInTransaction = 15 * time.Second
 
 // Open connects to the database the connection string names, and migrates it.
 func Open(ctx context.Context, connString string, log *zap.Logger) (*Store, error) {
@@ -131,6 +147,8 @@ func OpenWith(ctx context.Context, connString string, log *zap.Logger, opts Opti
 	if err != nil {
 		return nil, err
 	}
+	idle := cmp.Or(opts.IdleInTransaction, DefaultIdleInTransaction)
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idle.Milliseconds(), 10)
 	// The database's own name and host, for logs: never the user or password.
 	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

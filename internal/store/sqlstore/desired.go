@@ -101,6 +101,20 @@ func (s *Store) AllDesiredStates(ctx context.Context) ([]store.DesiredState, err
 	return out, nil
 }
 
+// DesiredPeersVersion returns the stored peer list's version ("" if there is
+// none): what a long-poll compares, without reading the list itself.
+func (s *Store) DesiredPeersVersion(ctx context.Context) (string, error) {
+	var v string
+	err := s.db.QueryRow(ctx, `SELECT version FROM desired_peers WHERE id = 1`).Scan(&v)
+	if errors.Is(err, ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("peer list: %w", err)
+	}
+	return v, nil
+}
+
 // DesiredPeers returns the stored peer list (a zero one if there is none).
 func (s *Store) DesiredPeers(ctx context.Context) (store.PeerList, error) {
 	var l store.PeerList

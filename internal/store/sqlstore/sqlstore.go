@@ -48,6 +48,7 @@ var _ interface {
 	DesiredState(ctx context.Context, hostID string) (store.DesiredState, error)
 	AllDesiredStates(ctx context.Context) ([]store.DesiredState, error)
 	DesiredPeers(ctx context.Context) (store.PeerList, error)
+	DesiredPeersVersion(ctx context.Context) (string, error)
 } = (*Store)(nil)
 
 // ErrNoRows is what Row.Scan returns when a query found no row; adapters map
