@@ -52,6 +52,9 @@ const (
 	CodeMethodNotAllowed Code = "method_not_allowed"
 	CodeInternal         Code = "internal"
 	CodeUnavailable      Code = "unavailable"
+	// CodeTimeout: the server took longer than the request's deadline;
+	// trying again may work, or the deadline is raised.
+	CodeTimeout Code = "timeout"
 	// CodeGone: what a rollback needs is no longer kept (the apply left the
 	// history, its build context was collected, a secret it uses was
 	// removed). Nothing was changed.

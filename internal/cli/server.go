@@ -57,8 +57,10 @@ type serverOptions struct {
 	cliConfig         string
 	authFailureBurst  int
 	authFailureRefill time.Duration
-	maxReplicas       int
-	keepApplies       int
+	// requestTimeout is the deadline of a plain API request.
+	requestTimeout time.Duration
+	maxReplicas    int
+	keepApplies    int
 	// loopsLease and projectLease are the terms of the background loops'
 	// lease and of a project's (short ones for tests of takeovers).
 	loopsLease, projectLease time.Duration
@@ -84,6 +86,7 @@ func defaultServerOptions() serverOptions {
 		liveness:          fleet.DefaultConfig().LivenessTimeout,
 		authFailureBurst:  server.DefaultConfig().AuthFailureBurst,
 		authFailureRefill: server.DefaultConfig().AuthFailureRefill,
+		requestTimeout:    server.DefaultConfig().RequestTimeout,
 		maxReplicas:       deploy.DefaultMaxReplicas,
 		keepApplies:       store.DefaultKeepApplies,
 		loopsLease:        leader.DefaultTTL,
@@ -144,6 +147,8 @@ to the next server when theirs stops answering.`,
 		"failed authentications a client address may make in a row before it is answered 429")
 	f.DurationVar(&opts.authFailureRefill, "auth-failure-refill", opts.authFailureRefill,
 		"how often one failed authentication of an address is forgiven")
+	f.DurationVar(&opts.requestTimeout, "request-timeout", opts.requestTimeout,
+		"how long the server may take to answer a plain API request (a plan of a large project, say) before it answers that it ran out of time")
 	f.StringVar(&opts.advertiseURL, "advertise-url", "", "the URL hosts and clients reach this server at, listed to them "+
 		"with the other live servers (default: the --listen address if it names one)")
 	f.StringVar(&opts.acme.ca, "acme-ca", "", "the ACME directory URL of the CA certificates for routes come from (tls: auto); without one, routes are served over plain HTTP unless they bring their own certificate")
@@ -167,6 +172,10 @@ to the next server when theirs stops answering.`,
 func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer) error {
 	cfg := server.DefaultConfig()
 	cfg.AuthFailureBurst, cfg.AuthFailureRefill = opts.authFailureBurst, opts.authFailureRefill
+	if opts.requestTimeout <= 0 {
+		return fmt.Errorf("--request-timeout: must be positive, not %v", opts.requestTimeout)
+	}
+	cfg.RequestTimeout = opts.requestTimeout
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

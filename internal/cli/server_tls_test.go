@@ -319,6 +319,7 @@ func TestServerTransportFlagsThatCannotWorkAreRefused(t *testing.T) {
 		{[]string{"--tls-cert", certFile, "--tls-key", keyFile, "--insecure-http"}, "cannot be used with --tls-cert"},
 		{[]string{"--tls-cert", keyFile, "--tls-key", certFile}, "--tls-cert/--tls-key"},
 		{[]string{"--auth-failure-burst", "0"}, "auth failure burst"},
+		{[]string{"--request-timeout", "0s"}, "--request-timeout: must be positive"},
 	} {
 		args := append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, tc.args...)
 		code, _, errOut := run(t, args...)

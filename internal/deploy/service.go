@@ -200,15 +200,16 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// BeginLoops reads where the event log ends, and returns the function that
-// runs the reschedule and revert loops until its context (or the service's
-// life) ends and waits for the auto-reverts they started; auto-revert
-// follows the failed rollouts recorded from the BeginLoops on. The server
-// calls both while it holds the loops' lease, with a context fenced by it
-// (package leader): their writes also need that lease, besides the
-// project's, so none lands once another server took the loops over.
+// BeginLoops finds where auto-revert resumes in the event log, and returns
+// the function that runs the reschedule and revert loops until its context
+// (or the service's life) ends and waits for the auto-reverts they started;
+// auto-revert follows the failed rollouts recorded from revertLookback
+// before the BeginLoops on. The server calls both while it holds the loops'
+// lease, with a context fenced by it (package leader): their writes also
+// need that lease, besides the project's, so none lands once another server
+// took the loops over.
 func (s *Service) BeginLoops(ctx context.Context) (run func(ctx context.Context), err error) {
-	since, err := s.lastEventSeq(ctx)
+	since, err := s.seqBefore(ctx, s.now().Add(-revertLookback))
 	if err != nil {
 		return nil, fmt.Errorf("read the event log: %w", err)
 	}
@@ -285,17 +286,36 @@ func (s *Service) failIfUnheld(ctx context.Context, ap store.Apply) error {
 	return nil
 }
 
-func (s *Service) lastEventSeq(ctx context.Context) (int64, error) {
+// revertLookback is how far back, by the events' own times, auto-revert
+// reads the event log when a server takes the loops: a rollout.failed
+// recorded after the previous holder's last read of the log (before it
+// died, was paused or stopped, and another took over up to a term and a
+// third later; a failed read is retried after a minute), is reverted all the
+// same. Reading back is safe: auto-revert decides on what the records and
+// the hosts' reports say now, not on the event, so an egg reverted already,
+// or whose rollout has since succeeded or changed, is left alone. The margin
+// also covers the recording servers' clocks differing.
+const revertLookback = 5 * time.Minute
+
+// seqBefore returns the seq of the last event before the first one recorded
+// at or after from (the log's end if none is). An event stamped early by a
+// server whose clock is ahead only makes the resumption earlier.
+func (s *Service) seqBefore(ctx context.Context, from time.Time) (int64, error) {
 	var since int64
 	for {
 		evs, err := s.deps.Events.ListEvents(ctx, since, eventPage)
 		if err != nil {
 			return 0, err
 		}
-		if len(evs) == 0 {
+		for _, e := range evs {
+			if !e.Time.Before(from) {
+				return since, nil
+			}
+			since = e.Seq
+		}
+		if len(evs) < eventPage {
 			return since, nil
 		}
-		since = evs[len(evs)-1].Seq
 	}
 }
 

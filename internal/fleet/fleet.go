@@ -189,7 +189,7 @@ type Service struct {
 	// addresses ask for: a fleet starting reports them all at once, and
 	// each new peer list goes to every host.
 	reportedPeers *coalescer
-	hosts         *prometheus.GaugeVec
+	hosts         *hostsMetric
 }
 
 // New returns a fleet; nothing runs until Start.
@@ -202,16 +202,14 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, deps: deps, log: deps.Logger, now: deps.Now, rollouts: newRolloutTracker(),
 		reportedPeers: &coalescer{gap: peerSyncGap},
-		hosts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "hatch_hosts",
-			Help: "Hosts by liveness state, as of the last liveness check.",
-		}, []string{"state"})}
+		hosts:         newHostsMetric(deps.Liveness, deps.Now, deps.Logger.With(zap.String("component", "metrics")))}
 	s.liveness = &liveness{store: deps.Liveness, timeout: cfg.LivenessTimeout, now: deps.Now,
-		log: deps.Logger.With(zap.String("component", "liveness")), hosts: s.hosts}
+		log: deps.Logger.With(zap.String("component", "liveness"))}
 	return s, nil
 }
 
-// Collector is the fleet's Prometheus collector: hosts by liveness state.
+// Collector is the fleet's Prometheus collector: hosts by liveness state,
+// read from the store at scrape time, so every server gives the same figures.
 func (s *Service) Collector() prometheus.Collector { return s.hosts }
 
 // Start begins the fleet's life on this server. The loops run apart

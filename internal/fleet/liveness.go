@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/store"
@@ -17,7 +16,6 @@ type liveness struct {
 	timeout time.Duration
 	now     func() time.Time
 	log     *zap.Logger
-	hosts   *prometheus.GaugeVec
 	started time.Time // set by begin
 }
 
@@ -34,22 +32,17 @@ func (l *liveness) check(ctx context.Context) error {
 		return err
 	}
 	now := l.now()
-	counts := map[store.HostState]int{store.HostUp: 0, store.HostDown: 0, store.HostUnknown: 0}
 	for _, h := range hosts {
-		if dueDown(h, l.started, now, l.timeout) {
-			changed, err := l.store.MarkHostDown(ctx, h.ID, now.Add(-l.timeout), now)
-			if err != nil {
-				return err
-			}
-			if changed {
-				h.State = store.HostDown
-				l.log.Info("host down", zap.String("host", h.ID), zap.Time("last_seen", h.LastSeen))
-			}
+		if !dueDown(h, l.started, now, l.timeout) {
+			continue
 		}
-		counts[h.State]++
-	}
-	for state, n := range counts {
-		l.hosts.WithLabelValues(string(state)).Set(float64(n))
+		changed, err := l.store.MarkHostDown(ctx, h.ID, now.Add(-l.timeout), now)
+		if err != nil {
+			return err
+		}
+		if changed {
+			l.log.Info("host down", zap.String("host", h.ID), zap.Time("last_seen", h.LastSeen))
+		}
 	}
 	return nil
 }

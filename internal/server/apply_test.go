@@ -590,3 +590,43 @@ func TestAnApplyAndARestartRecordWhichAdminTokenRanThem(t *testing.T) {
 		t.Fatalf("apply records %+v (%v), want one by admin", recs, err)
 	}
 }
+
+// A rollout.failed recorded while no server runs the loops (the holder
+// stopped, or died, and the next has not taken them yet) is reverted by the
+// server that takes them, once; and the next server to take them reads it
+// again but leaves the egg alone: it is reverted already.
+func TestAFailedRolloutRecordedBetweenTwoHoldersOfTheLoopsIsRevertedOnce(t *testing.T) {
+	a := newApplyHarness(t, applyOptions{serverID: "srv-a"})
+	a.report("h1")
+	wantSucceeded(t, a.applyAndWait("default/shop", revertYAML, nil))
+	a.healthy("h1")
+	v2 := strings.ReplaceAll(revertYAML, "web:1", "web:2")
+	wantSucceeded(t, a.applyAndWait("default/shop", v2, nil))
+	w2, _ := a.desired("h1").Workload("default/shop/web")
+
+	// The loops stop on srv-a; its API still records the host's report of
+	// the failed rollout, with its rollout.failed event.
+	a.srv.Close()
+	a.report("h1", contract.ContainerStatus{WorkloadID: w2.ID(), Slot: 0, State: contract.StateRunning,
+		SpecHash: contract.SpecHash(w2), RolloutFailure: "not healthy within its progress deadline"})
+	if n := len(a.eventsOf(store.EventRolloutFailed)); n != 1 {
+		t.Fatalf("%d rollout.failed events, want 1", n)
+	}
+	a.stop()
+
+	b := newApplyHarness(t, applyOptions{dir: a.dir, serverID: "srv-b"})
+	eventually(t, "web reverted by the loops' next holder", func() bool { return len(b.eventsOf(store.EventRolloutReverted)) == 1 })
+	if w, _ := b.desired("h1").Workload("default/shop/web"); w.Image != "web:1" {
+		t.Fatalf("web runs %s after the revert, want web:1", w.Image)
+	}
+	b.stop()
+
+	c := newApplyHarness(t, applyOptions{dir: a.dir, serverID: "srv-c"})
+	time.Sleep(300 * time.Millisecond) // what it reads again is done by now
+	if n := len(c.eventsOf(store.EventRolloutReverted)); n != 1 {
+		t.Fatalf("%d reverts after a third server took the loops, want 1", n)
+	}
+	if w, _ := c.desired("h1").Workload("default/shop/web"); w.Image != "web:1" {
+		t.Fatalf("web runs %s, want web:1 still", w.Image)
+	}
+}

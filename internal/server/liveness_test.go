@@ -273,3 +273,39 @@ func hostsGauge(t *testing.T, srv *Server, state string) float64 {
 	t.Fatalf("no hatch_hosts{state=%q} among the server's metrics", state)
 	return 0
 }
+
+// hatch_hosts is the same on every server of one store, not only on the one
+// running the loops: it is counted from the store's states when scraped.
+func TestEveryServerOfOneStoreGivesTheSameHostCounts(t *testing.T) {
+	ctx := t.Context()
+	holder := BuildTestServer(t, DefaultConfig(), TestWiring{ServerID: "srv-a", LoopsLease: time.Minute})
+	other := BuildTestServer(t, DefaultConfig(), TestWiring{Store: holder.Store, ServerID: "srv-b", LoopsLease: time.Minute})
+	for _, id := range []string{"h1", "h2", "h3"} {
+		if _, err := holder.Store.PutStatus(ctx, id, []byte(report(id)), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range []Built{holder, other} {
+		if err := b.Server.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !holder.Server.deps.Loops.Leading() || other.Server.deps.Loops.Leading() {
+		t.Fatal("want srv-a, started first, to hold the loops and srv-b not")
+	}
+	// The holder's start made every host unknown; h1 reports again, and the
+	// holder's monitor finds h2 silent.
+	if _, err := holder.Store.PutStatus(ctx, "h1", []byte(report("h1")), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Store.MarkHostDown(ctx, "h2", time.Now(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string]Built{"the loops' holder": holder, "the other server": other} {
+		for state, want := range map[string]float64{"up": 1, "down": 1, "unknown": 1} {
+			if got := hostsGauge(t, b.Server, state); got != want {
+				t.Fatalf("%s gives hatch_hosts{state=%q} = %v, want %v", name, state, got, want)
+			}
+		}
+	}
+}

@@ -28,6 +28,7 @@ var statusOf = map[api.Code]int{
 	api.CodeRateLimited:      http.StatusTooManyRequests,
 	api.CodeInternal:         http.StatusInternalServerError,
 	api.CodeUnavailable:      http.StatusServiceUnavailable,
+	api.CodeTimeout:          http.StatusServiceUnavailable,
 	api.CodeGone:             http.StatusGone,
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -194,7 +195,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		if d := rt.deadline(r); d > 0 {
 			setDeadlines(w, d)
 			var cancel func()
-			ctx, cancel = context.WithTimeout(ctx, d)
+			ctx, cancel = context.WithTimeoutCause(ctx, d-answerMargin(d), &outOfTime{limit: d, raise: s.raiseHint(d)})
 			defer cancel()
 		} else {
 			setDeadlines(w, 0)
@@ -202,10 +203,47 @@ func (s *Server) wrap(rt route) http.Handler {
 		if rt.maxBody > 0 {
 			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody)
 		}
-		if err := rt.handle(w, r.WithContext(ctx)); err != nil {
+		r = r.WithContext(ctx)
+		if err := rt.handle(w, r); err != nil {
 			s.fail(w, r, rt.pattern, err)
 		}
 	})
+}
+
+// answerMargin is how much sooner than the connection's deadline d a
+// handler's context ends. Past the connection's write deadline nothing more
+// reaches the client (Go's TLS breaks the connection: the client reads "tls:
+// bad record MAC" or EOF), so a handler that ran out of time must still have
+// time to say so.
+func answerMargin(d time.Duration) time.Duration { return min(d/5, time.Second) }
+
+// outOfTime is the cause of a handler's context ended by its request's
+// deadline: fail answers it, whatever error the handler made of it (a store
+// call cut short looks like a database gone).
+type outOfTime struct {
+	limit time.Duration
+	// raise says which setting lengthens the deadline ("" when none does).
+	raise string
+}
+
+func (e *outOfTime) Error() string { return fmt.Sprintf("the request's deadline (%v) passed", e.limit) }
+
+// raiseHint names the setting that lengthens a deadline d: the plain
+// requests' is hatch server's --request-timeout.
+func (s *Server) raiseHint(d time.Duration) string {
+	if d == s.cfg.RequestTimeout {
+		return "raise hatch server's --request-timeout"
+	}
+	return ""
+}
+
+// message is what the client is told.
+func (e *outOfTime) message(r *http.Request) string {
+	msg := fmt.Sprintf("the server took longer than %v to answer this request (%s %s); try again", e.limit, r.Method, r.URL.Path)
+	if e.raise != "" {
+		msg += ", or " + e.raise
+	}
+	return msg
 }
 
 // fail answers with a handler's error. Errors the client caused are answered
@@ -216,8 +254,15 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, pattern string, er
 		writeError(w, apiErr)
 		return
 	}
+	if late := (*outOfTime)(nil); errors.As(context.Cause(r.Context()), &late) {
+		// Answered before the connection's deadline (answerMargin), and never
+		// as the database's absence: the handler's own time ran out.
+		s.log.Warn("request ran out of time", zap.String("route", pattern), zap.Duration("deadline", late.limit), zap.Error(err))
+		writeError(w, api.Errorf(api.CodeTimeout, "%s", late.message(r)))
+		return
+	}
 	if r.Context().Err() != nil {
-		return // the client went away or the deadline passed: nobody to answer
+		return // the client went away: nobody to answer
 	}
 	if errors.Is(err, store.ErrUnavailable) {
 		// Not this server's failure: the database is away. Clients retry;

@@ -44,6 +44,8 @@ type TestWiring struct {
 	// (none by default), unless Servers is set.
 	ServerURLs []string
 	Servers    ServerList
+	// TLS lists the certificates of HTTPS routes (none by default).
+	TLS CertificateLister
 }
 
 // staticServers is a server list that never changes.
@@ -143,7 +145,7 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 		servers = w.Servers
 	}
 	srv, err := New(cfg, Deps{Deploy: dep, Fleet: fl, Loops: loops, Desired: st, Box: w.Box, Blobs: blobs, Auth: w.Auth,
-		Servers: servers, Logger: w.Logger, Now: w.Now})
+		Servers: servers, TLS: w.TLS, Logger: w.Logger, Now: w.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
