@@ -55,6 +55,7 @@ func (c Config) Validate() error {
 type DesiredStates interface {
 	DesiredState(ctx context.Context, hostID string) (store.DesiredState, error)
 	AllDesiredStates(ctx context.Context) ([]store.DesiredState, error)
+	DesiredPeersVersion(ctx context.Context) (string, error)
 }
 
 // Deps are what the service works with; every one is required. Each store

@@ -16,21 +16,14 @@ import (
 	"github.com/hatchery/hatchery/internal/store"
 )
 
-// hostView shows a host: its liveness, identity, and the versions of its
-// desired state and last report (nil before one).
-func (s *Service) hostView(ctx context.Context, h store.Host, id store.HostIdentity) (api.Host, *contract.StatusReport, error) {
+// hostView shows a host: its liveness, identity, the version of its desired
+// state as its agent gets it (its stored state's with the fleet's peers'),
+// and its last report's (nil before one).
+func hostView(h store.Host, id store.HostIdentity, desired store.DesiredState, peersVersion string, st *store.Status) (api.Host, *contract.StatusReport, error) {
 	v := api.Host{ID: h.ID, Name: id.Name, RemovedAt: id.RemovedAt, State: string(h.State), StateSince: h.StateSince, LastSeen: h.LastSeen}
-	d, err := s.deps.Desired.DesiredState(ctx, h.ID)
-	if err != nil {
-		return v, nil, err
-	}
-	v.DesiredVersion = d.Version
-	st, err := s.deps.Statuses.Status(ctx, h.ID)
-	if errors.Is(err, store.ErrNotFound) {
+	v.DesiredVersion = contract.CombineVersions(desired.Version, peersVersion)
+	if st == nil {
 		return v, nil, nil
-	}
-	if err != nil {
-		return v, nil, err
 	}
 	report, err := contract.DecodeStatusReport(bytes.NewReader(st.Report))
 	if err != nil {
@@ -40,7 +33,8 @@ func (s *Service) hostView(ctx context.Context, h store.Host, id store.HostIdent
 	return v, &report, nil
 }
 
-// Hosts lists every host, removed ones too, sorted by ID.
+// Hosts lists every host, removed ones too, sorted by ID: one read of each
+// kind, not one a host.
 func (s *Service) Hosts(ctx context.Context) ([]api.Host, error) {
 	hosts, err := s.deps.Statuses.ListHosts(ctx)
 	if err != nil {
@@ -50,9 +44,29 @@ func (s *Service) Hosts(ctx context.Context) ([]api.Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	peersVersion, err := s.deps.Desired.DesiredPeersVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	states, err := s.deps.Desired.AllDesiredStates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	desired := make(map[string]store.DesiredState, len(states))
+	for _, d := range states {
+		desired[d.HostID] = d
+	}
+	statuses, err := s.deps.Statuses.AllStatuses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reports := make(map[string]*store.Status, len(statuses))
+	for i := range statuses {
+		reports[statuses[i].HostID] = &statuses[i]
+	}
 	out := make([]api.Host, 0, len(hosts))
 	for _, h := range hosts {
-		v, _, err := s.hostView(ctx, h, identities[h.ID])
+		v, _, err := hostView(h, identities[h.ID], desired[h.ID], peersVersion, reports[h.ID])
 		if err != nil {
 			return nil, err
 		}
@@ -75,11 +89,26 @@ func (s *Service) Host(ctx context.Context, id string) (api.HostDetail, error) {
 	if err != nil {
 		return api.HostDetail{}, err
 	}
-	v, report, err := s.hostView(ctx, h, identities[id])
+	desired, err := s.deps.Desired.DesiredState(ctx, id)
 	if err != nil {
 		return api.HostDetail{}, err
 	}
-	return api.HostDetail{Host: v, Status: report}, nil
+	peersVersion, err := s.deps.Desired.DesiredPeersVersion(ctx)
+	if err != nil {
+		return api.HostDetail{}, err
+	}
+	var report *store.Status
+	switch st, err := s.deps.Statuses.Status(ctx, id); {
+	case err == nil:
+		report = &st
+	case !errors.Is(err, store.ErrNotFound):
+		return api.HostDetail{}, err
+	}
+	v, status, err := hostView(h, identities[id], desired, peersVersion, report)
+	if err != nil {
+		return api.HostDetail{}, err
+	}
+	return api.HostDetail{Host: v, Status: status}, nil
 }
 
 // hostIdentities returns the joined hosts by ID.

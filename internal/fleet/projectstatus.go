@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -226,13 +225,22 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 	if err != nil {
 		return nil, err
 	}
-	all, err := s.deps.Desired.AllDesiredStates(ctx) // one read, not one a host
+	// One read of the states and one of the reports, not one a host.
+	all, err := s.deps.Desired.AllDesiredStates(ctx)
 	if err != nil {
 		return nil, err
 	}
 	desired := make(map[string]store.DesiredState, len(all))
 	for _, d := range all {
 		desired[d.HostID] = d
+	}
+	statuses, err := s.deps.Statuses.AllStatuses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reports := make(map[string]store.Status, len(statuses))
+	for _, st := range statuses {
+		reports[st.HostID] = st
 	}
 	prefix := contract.WorkloadID(namespace, project, "")
 	out := make([]statusHost, 0, len(hosts))
@@ -245,12 +253,7 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 		if sh.Workloads, err = projectWorkloads(desired[h.ID], namespace, project); err != nil {
 			return nil, err
 		}
-		st, err := s.deps.Statuses.Status(ctx, h.ID)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			return nil, err
-		default:
+		if st, ok := reports[h.ID]; ok {
 			report, err := contract.DecodeStatusReport(bytes.NewReader(st.Report))
 			if err != nil {
 				return nil, fmt.Errorf("host %s: stored report: %w", h.ID, err)

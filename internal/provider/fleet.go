@@ -3,7 +3,6 @@ package provider
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/hatchery/hatchery/internal/contract"
@@ -23,6 +22,12 @@ type Fleet interface {
 type FleetHost struct {
 	placement.Host
 	MeshAddresses []string
+}
+
+// ReportLister lists the hosts' latest status reports, all in one read:
+// every operation on desired states lists the fleet.
+type ReportLister interface {
+	AllStatuses(ctx context.Context) ([]store.Status, error)
 }
 
 // HostLister lists hosts with their liveness.
@@ -48,7 +53,7 @@ type StoreFleet struct {
 	// Reports give hosts the capacity and mesh addresses their agents
 	// report; nil, or a host whose agent did not report a capacity, means
 	// Capacity (and no mesh addresses).
-	Reports StatusReader
+	Reports ReportLister
 	// Capacity of a host that reported none; zero means DefaultCapacity.
 	Capacity placement.Resources
 }
@@ -71,6 +76,10 @@ func (f StoreFleet) Hosts(ctx context.Context) ([]FleetHost, error) {
 			ids[id.ID] = id
 		}
 	}
+	reports, err := f.reports(ctx)
+	if err != nil {
+		return nil, err
+	}
 	capacity := f.Capacity
 	if capacity == (placement.Resources{}) {
 		capacity = DefaultCapacity
@@ -87,34 +96,33 @@ func (f StoreFleet) Hosts(ctx context.Context) ([]FleetHost, error) {
 		if id, ok := ids[h.ID]; ok {
 			sh.Name, sh.Removed = id.Name, id.Removed()
 		}
-		if f.Reports != nil {
-			rep, err := f.report(ctx, h.ID)
-			if err != nil {
-				return nil, err
-			}
-			if c := rep.Capacity; c != nil && c.MemoryBytes > 0 && c.MilliCPU > 0 {
-				sh.Capacity = placement.Resources{Memory: c.MemoryBytes, MilliCPU: c.MilliCPU}
-			}
-			sh.MeshAddresses = rep.MeshAddresses
+		rep := reports[h.ID]
+		if c := rep.Capacity; c != nil && c.MemoryBytes > 0 && c.MilliCPU > 0 {
+			sh.Capacity = placement.Resources{Memory: c.MemoryBytes, MilliCPU: c.MilliCPU}
 		}
+		sh.MeshAddresses = rep.MeshAddresses
 		out = append(out, sh)
 	}
 	return out, nil
 }
 
-// report reads a host's latest report; a host that never reported has an
-// empty one.
-func (f StoreFleet) report(ctx context.Context, host string) (contract.StatusReport, error) {
-	st, err := f.Reports.Status(ctx, host)
-	if errors.Is(err, store.ErrNotFound) {
-		return contract.StatusReport{}, nil
+// reports reads every host's latest report, by host ID (none without
+// Reports).
+func (f StoreFleet) reports(ctx context.Context) (map[string]contract.StatusReport, error) {
+	if f.Reports == nil {
+		return nil, nil
 	}
+	all, err := f.Reports.AllStatuses(ctx)
 	if err != nil {
-		return contract.StatusReport{}, err
+		return nil, err
 	}
-	rep, err := contract.DecodeStatusReport(bytes.NewReader(st.Report))
-	if err != nil {
-		return contract.StatusReport{}, fmt.Errorf("host %s: stored report: %w", host, err)
+	out := make(map[string]contract.StatusReport, len(all))
+	for _, st := range all {
+		rep, err := contract.DecodeStatusReport(bytes.NewReader(st.Report))
+		if err != nil {
+			return nil, fmt.Errorf("host %s: stored report: %w", st.HostID, err)
+		}
+		out[st.HostID] = rep
 	}
-	return rep, nil
+	return out, nil
 }

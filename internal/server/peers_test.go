@@ -86,6 +86,13 @@ func TestALongPollNamingItsPeersGetsThemOnlyWhenTheyChange(t *testing.T) {
 		whole.Version != whole.ComputeVersion() {
 		t.Fatalf("the whole state: %+v", whole)
 	}
+	// The hosts' views give the version the host gets, which its agent
+	// reports back: peers included.
+	list := decode[api.HostList](t, h.do("GET", "/api/v1/hosts", nil), 200)
+	one := decode[api.HostDetail](t, h.do("GET", "/api/v1/hosts/h1", nil), 200)
+	if len(list.Hosts) != 1 || list.Hosts[0].DesiredVersion != whole.Version || one.DesiredVersion != whole.Version {
+		t.Fatalf("hosts list %+v and h1 %+v, want desired version %s", list.Hosts, one.Host, whole.Version)
+	}
 	lean := decode[contract.DesiredState](t, h.do("GET", "/api/v1/hosts/h1/desired-state?version=old&peers="+whole.PeersVersion, nil), 200)
 	if lean.Peers != nil || !lean.PeersOmitted || lean.PeersVersion != whole.PeersVersion || lean.Version != whole.Version ||
 		len(lean.Workloads) != 1 {

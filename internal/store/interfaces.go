@@ -39,6 +39,10 @@ type Statuses interface {
 	PutStatus(ctx context.Context, hostID string, report []byte, at time.Time) (previous []byte, err error)
 	// Status returns a host's latest report, or ErrNotFound.
 	Status(ctx context.Context, hostID string) (Status, error)
+	// AllStatuses returns the latest report of every host that sent one,
+	// sorted by host ID, in one read: for the work that looks at the whole
+	// fleet.
+	AllStatuses(ctx context.Context) ([]Status, error)
 	// Host returns one host, or ErrNotFound.
 	Host(ctx context.Context, id string) (Host, error)
 	HostList

@@ -65,6 +65,27 @@ func (s *Store) Status(ctx context.Context, hostID string) (store.Status, error)
 	return store.Status{HostID: hostID, Report: []byte(report), ReceivedAt: FromMillis(seen)}, nil
 }
 
+// AllStatuses returns the latest report of every host that sent one, sorted
+// by host ID, in one read.
+func (s *Store) AllStatuses(ctx context.Context) ([]store.Status, error) {
+	rows, err := s.db.Query(ctx, `SELECT id, status, last_seen FROM hosts WHERE status <> '' ORDER BY id`+s.d.ByteOrder)
+	if err != nil {
+		return nil, fmt.Errorf("statuses: %w", err)
+	}
+	out, err := collect(rows, func(row Row) (store.Status, error) {
+		var st store.Status
+		var report string
+		var seen int64
+		err := row.Scan(&st.HostID, &report, &seen)
+		st.Report, st.ReceivedAt = []byte(report), FromMillis(seen)
+		return st, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("statuses: %w", err)
+	}
+	return out, nil
+}
+
 // Host returns one host.
 func (s *Store) Host(ctx context.Context, id string) (store.Host, error) {
 	h, err := scanHost(s.db.QueryRow(ctx, `SELECT `+hostColumns+` FROM hosts WHERE id = $1`, id))

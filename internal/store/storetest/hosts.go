@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -146,6 +147,30 @@ func RunStatuses(t *testing.T, open Open) {
 		}
 		if st.HostID != "h1" || string(st.Report) != `{"n":2}` || !st.ReceivedAt.Equal(t0.Add(time.Second)) {
 			t.Fatalf("Status = %+v", st)
+		}
+	})
+
+	t.Run("every host's latest report is listed in one read, hosts without one left out", func(t *testing.T) {
+		s := open(t)
+		if err := s.CreateJoinToken(ctx(t), store.JoinToken{ID: "jt", Hash: "hash-jt", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour), MaxUses: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.JoinHost(ctx(t), "hash-jt", store.HostIdentity{ID: "h0", Name: "silent", TokenHash: "th", JoinedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+		putStatus(t, s, "h2", `{"n":2}`, t0)
+		putStatus(t, s, "h1", `{"n":1}`, t0)
+		putStatus(t, s, "h1", `{"n":3}`, t0.Add(time.Second))
+		all, err := s.AllStatuses(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, st := range all {
+			got = append(got, fmt.Sprintf("%s %s %d", st.HostID, st.Report, st.ReceivedAt.Sub(t0).Milliseconds()))
+		}
+		if want := []string{`h1 {"n":3} 1000`, `h2 {"n":2} 0`}; !slices.Equal(got, want) {
+			t.Fatalf("AllStatuses\n got %q\nwant %q", got, want)
 		}
 	})
 
