@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -75,10 +76,11 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	waiting := false
+	waiting, spread := false, false
 	defer func() {
 		if waiting {
 			s.metrics.waiters.Dec()
+			s.waiting.Add(-1)
 		}
 	}()
 	for {
@@ -92,6 +94,18 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if contract.CombineVersions(stored.Version, peersVersion) != known {
+			if !spread && peersAloneChanged(known, heldPeers, stored.Version, peersVersion) {
+				// The peer list alone changed for this host: answered after
+				// a while drawn from the spread, then with the latest list.
+				spread = true
+				select {
+				case <-time.After(s.peerSpread()):
+					continue
+				case <-s.closing:
+				case <-r.Context().Done():
+					return r.Context().Err()
+				}
+			}
 			peers, peersVersion, err := s.peers.get(r.Context(), s.deps.Desired, peersVersion)
 			if err != nil {
 				return err
@@ -110,6 +124,7 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 		if !waiting {
 			waiting = true
 			s.metrics.waiters.Inc()
+			s.waiting.Add(1)
 		}
 		select {
 		case <-changed:
@@ -128,6 +143,33 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 			return r.Context().Err()
 		}
 	}
+}
+
+// peerAnswerRate bounds how many answers a second one server sends for a
+// change of the peer list alone. Each carries the whole list, about 80
+// bytes a host, so a new list woke every host's poll at once: hosts squared
+// bytes in a burst (320 MB at 2,000 hosts), and the reports that follow,
+// which a fleet whose hosts all report new mesh addresses at once could not
+// get through. Those polls are answered spread over waiting/peerAnswerRate
+// seconds instead: 4 s for 1,000 hosts on one server. A change of a host's
+// own state is answered at once.
+const peerAnswerRate = 250
+
+// peersAloneChanged says whether a host's state (its stored content's
+// version and the peers') differs from the one its agent holds (known, with
+// the peers of version held) by the peers alone.
+func peersAloneChanged(known, held, content, peers string) bool {
+	return held != "" && held != peers && contract.CombineVersions(content, held) == known
+}
+
+// peerSpread draws how long a poll woken by a new peer list waits before it
+// is answered: uniformly under the spread this server's waiting polls need.
+func (s *Server) peerSpread() time.Duration {
+	spread := time.Duration(s.waiting.Load()) * time.Second / peerAnswerRate
+	if spread <= 0 {
+		return 0
+	}
+	return rand.N(spread)
 }
 
 // peerCache keeps the fleet's peer list decoded at its latest version: every

@@ -126,3 +126,34 @@ func TestALongPollNamingItsPeersGetsThemOnlyWhenTheyChange(t *testing.T) {
 		t.Fatal("a new peer list did not answer the held poll")
 	}
 }
+
+// Only a change of the peers alone is spread out; a change of the host's
+// own state, or an agent that holds no peers, is answered at once.
+func TestOnlyAPeerListChangeIsSpreadOut(t *testing.T) {
+	held := contract.CombineVersions("c1", "p1")
+	for _, tc := range []struct {
+		name                        string
+		known, held, content, peers string
+		want                        bool
+	}{
+		{"the peers alone changed", held, "p1", "c1", "p2", true},
+		{"the host's state changed too", held, "p1", "c2", "p2", false},
+		{"the host's state alone changed", held, "p1", "c2", "p1", false},
+		{"an agent naming no peers", held, "", "c1", "p2", false},
+		{"nothing changed", held, "p1", "c1", "p1", false},
+	} {
+		if got := peersAloneChanged(tc.known, tc.held, tc.content, tc.peers); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	var s Server
+	if d := s.peerSpread(); d != 0 {
+		t.Errorf("with no poll held the spread is %v", d)
+	}
+	s.waiting.Store(2 * peerAnswerRate) // two seconds' worth
+	for range 100 {
+		if d := s.peerSpread(); d < 0 || d >= 2*time.Second {
+			t.Fatalf("a wait of %v for %d polls held, want under 2s", d, 2*peerAnswerRate)
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -187,6 +188,8 @@ type Server struct {
 	// sessions pairs operators' streams with the ones agents open for them.
 	sessions *sessions.Broker
 	peers    peerCache
+	// waiting counts the desired-state polls held now (peerSpread).
+	waiting atomic.Int64
 
 	// closing is closed by Drain: long-polls and streams return when it is.
 	closing   chan struct{}
