@@ -372,15 +372,16 @@ func startSimAgents(tb testing.TB, st fleetStore, ids []agent.Identity) (agents 
 	}
 	stop = func() { cancel(); wg.Wait() }
 	n := len(ids)
-	ok := false
+	ok, up := false, 0
 	defer func() {
 		if !ok {
+			tb.Logf("%d of %d hosts were up", up, n)
 			stop()
 		}
 	}()
 	eventually(tb, time.Minute+time.Duration(n)*30*time.Millisecond, fmt.Sprintf("all %d hosts are up", n), func() bool {
 		hosts, err := st.ListHosts(tb.Context())
-		up := 0
+		up = 0
 		for _, h := range hosts {
 			if h.State == store.HostUp {
 				up++

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 
@@ -156,8 +157,13 @@ func (s *Service) Report(ctx context.Context, host string, report contract.Statu
 			prev = &p
 		}
 	}
-	if err := s.recordRollouts(ctx, host, prev, report, now); err != nil {
-		s.log.Warn("rollout events not recorded", zap.String("host", host), zap.Error(err))
+	// Rollout events come from changes of the containers: a report whose
+	// containers are the previous one's, as most are, gives none, and its
+	// host's desired state is not read.
+	if prev == nil || !reflect.DeepEqual(prev.Containers, report.Containers) {
+		if err := s.recordRollouts(ctx, host, prev, report, now); err != nil {
+			s.log.Warn("rollout events not recorded", zap.String("host", host), zap.Error(err))
+		}
 	}
 	if meshAddressesChanged(prev, report) {
 		s.reportedPeers.kick(func() {
