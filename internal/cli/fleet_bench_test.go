@@ -164,6 +164,7 @@ type fleetFigures struct {
 	delivery    []time.Duration // per agent and apply
 	serverMilli []float64       // the servers' CPU per agent, thousandths of a core
 	dbMilli     []float64       // PostgreSQL's CPU per agent (0 for SQLite)
+	agentMilli  []float64       // the simulated agents' own CPU per agent (this process's)
 	rssMB       []float64       // the servers' resident memory, summed
 	followed    []time.Duration // `hatch apply` following its rollout to the end, without --no-wait
 	status      []time.Duration // `hatch status` of the project on every host
@@ -179,6 +180,7 @@ func (f *fleetFigures) add(g fleetFigures) {
 	f.status = append(f.status, g.status...)
 	f.serverMilli = append(f.serverMilli, g.serverMilli...)
 	f.dbMilli = append(f.dbMilli, g.dbMilli...)
+	f.agentMilli = append(f.agentMilli, g.agentMilli...)
 	f.rssMB = append(f.rssMB, g.rssMB...)
 	f.applies += g.applies
 	f.appliesTook += g.appliesTook
@@ -201,6 +203,7 @@ func (f *fleetFigures) report(b *testing.B, prefix string) {
 	if m := mean(f.dbMilli); m > 0 {
 		b.ReportMetric(m, prefix+"-db-mcpu/agent")
 	}
+	b.ReportMetric(mean(f.agentMilli), prefix+"-simagent-mcpu/agent")
 	b.ReportMetric(mean(f.rssMB), prefix+"-server-rss-MB")
 	if f.applies > 0 {
 		b.ReportMetric(f.appliesPerSecond(), prefix+"-applies/s")
@@ -301,10 +304,11 @@ func runFleet(b *testing.B, bin string, n int, pg *pgtest.Cluster, throughput in
 	applyFleet(0)
 	time.Sleep(2 * fleetHeartbeat) // the apply's own reports are over
 
-	cpu0, db0 := cpuTicks(b, servers), pgTicks(b, pg)
+	cpu0, db0, self0 := cpuTicks(b, servers), pgTicks(b, pg), procTicks(b, os.Getpid(), false)
 	time.Sleep(fleetWindow)
-	cpu1, db1 := cpuTicks(b, servers), pgTicks(b, pg)
+	cpu1, db1, self1 := cpuTicks(b, servers), pgTicks(b, pg), procTicks(b, os.Getpid(), false)
 	fig.serverMilli = []float64{perAgentMilli(cpu1-cpu0, n)}
+	fig.agentMilli = []float64{perAgentMilli(self1-self0, n)}
 	if pg != nil {
 		fig.dbMilli = []float64{perAgentMilli(db1-db0, n)}
 	}
@@ -332,9 +336,9 @@ func runFleet(b *testing.B, bin string, n int, pg *pgtest.Cluster, throughput in
 	// On stderr at once: a benchmark's log shows only when it ends, and the
 	// applies below take minutes each on a large fleet.
 	fmt.Fprintf(os.Stderr, "BenchmarkFleet: %d agents on %d server(s): delivery p50 %v p99 %v, apply followed %v, status %v, "+
-		"server CPU %.3f mcore/agent, db %.3f, RSS %.0f MB, %d API joins in %v\n",
+		"server CPU %.3f mcore/agent, db %.3f, simulated agents %.3f, RSS %.0f MB, %d API joins in %v\n",
 		n, len(servers), percentile(fig.delivery, 50), percentile(fig.delivery, 99), fig.followed[0], fig.status[0],
-		mean(fig.serverMilli), mean(fig.dbMilli), rss, fig.joins, fig.joinsTook)
+		mean(fig.serverMilli), mean(fig.dbMilli), mean(fig.agentMilli), rss, fig.joins, fig.joinsTook)
 
 	// Applies per second of a 50-resource project, on this fleet: the
 	// first creates, the timed ones change every egg and secret.
