@@ -221,19 +221,14 @@ type txn struct {
 // break a deadlock or a serialisation conflict.
 const maxAttempts = 8
 
-// write runs fn in a transaction and, once it committed, wakes the waiters of
-// what it changed. fn's error rolls everything back. A transaction the
-// database aborted as a deadlock victim is run again from the start, so fn
-// must set (not add to) whatever it reports to its caller.
-func (s *Store) write(ctx context.Context, fn func(tx *txn) error) error {
-	return s.writeTx(ctx, true, fn)
-}
-
-// writeTx is write, with the check of ctx's fences (store.WithFence) or
-// without it (the lease operations). Each fence's lease must be held with its
-// token and not expired by the database's clock; the check shares the lease
-// row's lock until the commit: a takeover waits for the write, or the write
-// sees it.
+// writeTx runs fn in a transaction and, once it committed, wakes the
+// waiters of what it changed; fn's error rolls everything back. A
+// transaction the database aborted as a deadlock victim is run again from
+// the start, so fn must set (not add to) whatever it reports to its caller.
+// With fenced, ctx's fences (store.WithFence) are checked (not for the
+// lease operations): each fence's lease must be held with its token and not
+// expired by the database's clock; the check shares the lease row's lock
+// until the commit: a takeover waits for the write, or the write sees it.
 func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error) error {
 	var fences []store.Fence
 	if fenced {
@@ -289,7 +284,7 @@ func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO events (seq, at, type, project, host, resource, message, actor)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		seq, millis(e.Time), string(e.Type), e.Project, e.Host, e.Resource, text(e.Message), e.Actor); err != nil {
+		seq, sqlstore.Millis(e.Time), string(e.Type), e.Project, e.Host, e.Resource, text(e.Message), e.Actor); err != nil {
 		return 0, fmt.Errorf("append %s event: %w", e.Type, err)
 	}
 	tx.Events = true
@@ -300,9 +295,3 @@ func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
 // which a message quoting a container's log line may hold.
 func text(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
 
-// millis and fromMillis convert times to and from the stored form, as the
-// shared store does.
-var (
-	millis     = sqlstore.Millis
-	fromMillis = sqlstore.FromMillis
-)

@@ -148,7 +148,7 @@ func (s *Store) writeTx(ctx context.Context, fenced bool, fn func(tx *txn) error
 		for _, fence := range store.Fences(ctx) {
 			var one int
 			err := sqlTx.QueryRowContext(ctx, `SELECT 1 FROM leases WHERE project = $1 AND token = $2 AND expires_at > $3`,
-				fence.Project, fence.Token, millis(time.Now())).Scan(&one)
+				fence.Project, fence.Token, sqlstore.Millis(time.Now())).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
 				err = fmt.Errorf("lease %s: %w", fence.Project, store.ErrFenced)
 			}
@@ -178,7 +178,7 @@ func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
 	var seq int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO events (at, type, project, host, resource, message, actor)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq`,
-		millis(e.Time), string(e.Type), e.Project, e.Host, e.Resource, e.Message, e.Actor).Scan(&seq)
+		sqlstore.Millis(e.Time), string(e.Type), e.Project, e.Host, e.Resource, e.Message, e.Actor).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("append %s event: %w", e.Type, err)
 	}
@@ -186,9 +186,3 @@ func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
 	return seq, nil
 }
 
-// millis and fromMillis convert times to and from the stored form, as the
-// shared store does.
-var (
-	millis     = sqlstore.Millis
-	fromMillis = sqlstore.FromMillis
-)
