@@ -294,4 +294,3 @@ func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
 // text makes free text storable: PostgreSQL's text refuses the NUL character,
 // which a message quoting a container's log line may hold.
 func text(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
-

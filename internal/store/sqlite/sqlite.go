@@ -185,4 +185,3 @@ func (tx *txn) appendEvent(ctx context.Context, e store.Event) (int64, error) {
 	tx.Events = true
 	return seq, nil
 }
-
