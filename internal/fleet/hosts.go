@@ -49,21 +49,9 @@ func (s *Service) Hosts(ctx context.Context) ([]api.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	states, err := s.deps.Desired.AllDesiredStates(ctx)
+	desired, reports, err := s.statesAndReports(ctx)
 	if err != nil {
 		return nil, err
-	}
-	desired := make(map[string]store.DesiredState, len(states))
-	for _, d := range states {
-		desired[d.HostID] = d
-	}
-	statuses, err := s.deps.Statuses.AllStatuses(ctx)
-	if err != nil {
-		return nil, err
-	}
-	reports := make(map[string]*store.Status, len(statuses))
-	for i := range statuses {
-		reports[statuses[i].HostID] = &statuses[i]
 	}
 	out := make([]api.Host, 0, len(hosts))
 	for _, h := range hosts {
@@ -110,6 +98,28 @@ func (s *Service) Host(ctx context.Context, id string) (api.HostDetail, error) {
 		return api.HostDetail{}, err
 	}
 	return api.HostDetail{Host: v, Status: status}, nil
+}
+
+// statesAndReports reads every host's stored desired state and latest
+// report, by host ID: one read of each, not one a host.
+func (s *Service) statesAndReports(ctx context.Context) (map[string]store.DesiredState, map[string]*store.Status, error) {
+	states, err := s.deps.Desired.AllDesiredStates(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	desired := make(map[string]store.DesiredState, len(states))
+	for _, d := range states {
+		desired[d.HostID] = d
+	}
+	statuses, err := s.deps.Statuses.AllStatuses(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	reports := make(map[string]*store.Status, len(statuses))
+	for i := range statuses {
+		reports[statuses[i].HostID] = &statuses[i]
+	}
+	return desired, reports, nil
 }
 
 // hostIdentities returns the joined hosts by ID.

@@ -225,22 +225,9 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 	if err != nil {
 		return nil, err
 	}
-	// One read of the states and one of the reports, not one a host.
-	all, err := s.deps.Desired.AllDesiredStates(ctx)
+	desired, reports, err := s.statesAndReports(ctx)
 	if err != nil {
 		return nil, err
-	}
-	desired := make(map[string]store.DesiredState, len(all))
-	for _, d := range all {
-		desired[d.HostID] = d
-	}
-	statuses, err := s.deps.Statuses.AllStatuses(ctx)
-	if err != nil {
-		return nil, err
-	}
-	reports := make(map[string]store.Status, len(statuses))
-	for _, st := range statuses {
-		reports[st.HostID] = st
 	}
 	prefix := contract.WorkloadID(namespace, project, "")
 	out := make([]statusHost, 0, len(hosts))
@@ -253,7 +240,7 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 		if sh.Workloads, err = projectWorkloads(desired[h.ID], namespace, project); err != nil {
 			return nil, err
 		}
-		if st, ok := reports[h.ID]; ok {
+		if st := reports[h.ID]; st != nil {
 			report, err := contract.DecodeStatusReport(bytes.NewReader(st.Report))
 			if err != nil {
 				return nil, fmt.Errorf("host %s: stored report: %w", h.ID, err)

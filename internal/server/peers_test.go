@@ -9,19 +9,27 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 )
 
+// startedWithH1 is a started server whose one host, h1, reported and has a
+// desired state.
+func startedWithH1(t *testing.T) *harness {
+	t.Helper()
+	h := newHarness(t, DefaultConfig(), &clock{now: time.Now()})
+	if _, err := h.store.PutStatus(t.Context(), "h1", []byte(report("h1")), h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	h.publish("h1", 1, "x")
+	if err := h.srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 // The valid host set in every state follows the fleet: a host that joins is
 // listed (its peers' meshes accept it), its mesh addresses once it reports
 // them, and a removed host is gone at once (its peers close its connections).
 func TestEveryStatesValidHostSetFollowsJoinsReportsAndRemovals(t *testing.T) {
-	h := newHarness(t, DefaultConfig(), &clock{now: time.Now()})
+	h := startedWithH1(t)
 	ctx := t.Context()
-	if _, err := h.store.PutStatus(ctx, "h1", []byte(report("h1")), h.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	h.publish("h1", 1, "x")
-	if err := h.srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	peersOfH1 := func() []contract.Peer {
 		t.Helper()
 		return decode[contract.DesiredState](t, h.do("GET", "/api/v1/hosts/h1/desired-state", nil), 200).Peers
@@ -72,15 +80,8 @@ func TestEveryStatesValidHostSetFollowsJoinsReportsAndRemovals(t *testing.T) {
 // names the peers it holds gets the state without them while they are
 // unchanged, at the same version, and with them once they change.
 func TestALongPollNamingItsPeersGetsThemOnlyWhenTheyChange(t *testing.T) {
-	h := newHarness(t, DefaultConfig(), &clock{now: time.Now()})
+	h := startedWithH1(t)
 	ctx := t.Context()
-	if _, err := h.store.PutStatus(ctx, "h1", []byte(report("h1")), h.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	h.publish("h1", 1, "x")
-	if err := h.srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	whole := decode[contract.DesiredState](t, h.do("GET", "/api/v1/hosts/h1/desired-state", nil), 200)
 	if len(whole.Peers) != 1 || whole.PeersOmitted || whole.PeersVersion != contract.PeersVersion(whole.Peers) ||
 		whole.Version != whole.ComputeVersion() {
