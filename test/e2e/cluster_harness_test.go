@@ -368,6 +368,26 @@ func (c *cluster) hatchSecretly(args ...string) string {
 	return line
 }
 
+// eventMessages returns the messages of the events of type typ in the log
+// (its first 1,000), oldest first.
+func (c *cluster) eventMessages(typ string) []string {
+	c.t.Helper()
+	var out struct {
+		Events []struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"events"`
+	}
+	c.getJSON("/api/v1/events?limit=1000", &out)
+	var msgs []string
+	for _, e := range out.Events {
+		if e.Type == typ {
+			msgs = append(msgs, e.Message)
+		}
+	}
+	return msgs
+}
+
 // getJSON reads an API answer into out, recording it.
 func (c *cluster) getJSON(path string, out any) {
 	c.t.Helper()

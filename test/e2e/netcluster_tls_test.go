@@ -96,19 +96,7 @@ eggs:
 
 	// One order for the name, and pebble's validation went to h1's
 	// ingress (where its DNS sends the name) and was answered there.
-	var out struct {
-		Events []struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"events"`
-	}
-	c.getJSON("/api/v1/events?limit=1000", &out)
-	var issued []string
-	for _, e := range out.Events {
-		if e.Type == "certificate.issued" {
-			issued = append(issued, e.Message)
-		}
-	}
+	issued := c.eventMessages("certificate.issued")
 	if len(issued) != 1 {
 		t.Errorf("%d certificate.issued events, want one order for the cluster: %q", len(issued), issued)
 	}

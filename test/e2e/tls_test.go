@@ -326,22 +326,7 @@ eggs:
 		return err
 	})
 	ca.Stop()
-	failures := func() []string {
-		var out struct {
-			Events []struct {
-				Type    string `json:"type"`
-				Message string `json:"message"`
-			} `json:"events"`
-		}
-		c.getJSON("/api/v1/events?limit=1000", &out)
-		var msgs []string
-		for _, e := range out.Events {
-			if e.Type == "certificate.failed" {
-				msgs = append(msgs, e.Message)
-			}
-		}
-		return msgs
-	}
+	failures := func() []string { return c.eventMessages("certificate.failed") }
 	dockertest.Eventually(t, 40*time.Second, 500*time.Millisecond, func() error {
 		if len(failures()) == 0 {
 			return fmt.Errorf("no certificate.failed event yet")
