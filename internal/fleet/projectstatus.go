@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -66,7 +65,7 @@ func projectStatus(namespace, project string, hosts []statusHost, records []*res
 	for _, r := range records {
 		if r.Type == "egg" {
 			waiting, _ := r.Outputs["waiting"].(string)
-			tally(r.Name).addUnplaced(outputInt(r.Outputs["unplaced"]), waiting)
+			tally(r.Name).addUnplaced(resource.Int(r.Outputs["unplaced"]), waiting)
 		}
 	}
 	for _, t := range tallies {
@@ -95,7 +94,7 @@ func (t *eggTally) addHost(h statusHost, w contract.WorkloadSpec, now time.Time)
 			continue
 		}
 		view.Containers = append(view.Containers, api.ContainerStatus{Slot: c.Slot, State: c.State, Healthy: c.Healthy,
-			Current: atSpec(w, hash, c), Restarts: c.Restarts, CrashLoopUntil: c.CrashLoopUntil,
+			Current: w.Current(hash, c), Restarts: c.Restarts, CrashLoopUntil: c.CrashLoopUntil,
 			RolloutFailure: c.RolloutFailure, LogTail: c.LogTail})
 		t.Restarts += c.Restarts
 		if c.CrashLoopUntil.After(now) {
@@ -168,23 +167,6 @@ func (t *eggTally) worsen(p rolloutPhase) {
 	if rank[p] > rank[t.Rollout.State] {
 		t.Rollout.State = p
 	}
-}
-
-// outputInt reads a count from a record's outputs, as the provider wrote it
-// (int) or as it came back from the store (a JSON number).
-func outputInt(v any) int {
-	switch n := v.(type) {
-	case int:
-		return n
-	case int64:
-		return int(n)
-	case float64:
-		return int(n)
-	case json.Number:
-		i, _ := n.Int64()
-		return int(i)
-	}
-	return 0
 }
 
 // ProjectStatus works out where each egg of the project stands, from the

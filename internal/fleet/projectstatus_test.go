@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -218,19 +217,6 @@ func TestProjectStatusKeepsToItsProjectAndCountsHostsUp(t *testing.T) {
 	}
 	if empty := projectStatus("default", "none", nil, nil, statusNow); empty.Eggs == nil {
 		t.Fatal("eggs is null, want []")
-	}
-}
-
-func TestOutputIntReadsCountsAsWrittenAndAsStored(t *testing.T) {
-	for _, v := range []any{3, int64(3), float64(3), json.Number("3")} {
-		if got := outputInt(v); got != 3 {
-			t.Errorf("outputInt(%T %v) = %d, want 3", v, v, got)
-		}
-	}
-	for _, v := range []any{nil, "3", true} {
-		if got := outputInt(v); got != 0 {
-			t.Errorf("outputInt(%T %v) = %d, want 0", v, v, got)
-		}
 	}
 }
 

@@ -36,18 +36,11 @@ type progress struct {
 	logTail []string // the failing container's last log lines
 }
 
-// atSpec reports whether c is a container w should run at spec hash: at
-// that hash, in a slot below the replica count. Any other container of the
-// workload is on its way out.
-func atSpec(w contract.WorkloadSpec, hash string, c contract.ContainerStatus) bool {
-	return c.SpecHash == hash && c.Slot < w.Replicas
-}
-
 // assess compares a workload's containers with its desired spec (hash): done
 // when every slot has a ready container at the spec and nothing else of the
 // workload still runs; failed when the agent reports the rollout to this spec
-// failed; progressing otherwise. A slot is ready when its container runs
-// healthy, or, for a one-shot job, completed.
+// failed; progressing otherwise. A slot is ready by contract's one rule
+// (WorkloadSpec.ReplicaReady), the one the apply's readiness reads too.
 func assess(w contract.WorkloadSpec, hash string, containers []contract.ContainerStatus) progress {
 	p := progress{phase: phaseProgressing, want: w.Replicas}
 	ready := map[int]bool{}
@@ -55,12 +48,11 @@ func assess(w contract.WorkloadSpec, hash string, containers []contract.Containe
 		if c.WorkloadID != w.ID() {
 			continue
 		}
-		current := atSpec(w, hash, c)
+		current := w.Current(hash, c)
 		switch {
 		case current && c.RolloutFailure != "":
 			p.phase, p.reason, p.logTail = phaseFailed, c.RolloutFailure, c.LogTail
-		case current && (c.State == contract.StateRunning && c.Healthy ||
-			c.State == contract.StateCompleted && w.RestartPolicy() == contract.RestartNo):
+		case current && w.ReplicaReady(c):
 			ready[c.Slot] = true
 		case !current && !c.State.Exited():
 			p.others++

@@ -73,6 +73,21 @@ func TestRolloutEventsFollowTheReports(t *testing.T) {
 			t.Fatalf("events %v, want rollout.done", types(evs))
 		}
 	})
+
+	// The readiness bug of issue 25: the apply took a finished on-failure
+	// job as done while its rollout stayed progressing 0/1 for ever.
+	t.Run("an on-failure job that exited 0 is done", func(t *testing.T) {
+		job := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "report", Image: "r:1", Replicas: 1, Restart: contract.RestartOnFailure}
+		d := contract.DesiredState{HostID: "h1", Workloads: []contract.WorkloadSpec{job}}
+		done := contract.ContainerStatus{WorkloadID: job.ID(), Slot: 0, SpecHash: contract.SpecHash(job), State: contract.StateCompleted}
+		if p := assess(job, contract.SpecHash(job), []contract.ContainerStatus{done}); p.phase != phaseDone || p.ready != 1 {
+			t.Fatalf("assess = %s %d/%d, want done 1/1", p.phase, p.ready, p.want)
+		}
+		evs := newRolloutTracker().events("h1", d, nil, []contract.ContainerStatus{done}, time.Now())
+		if !slices.Equal(types(evs), []store.EventType{store.EventRolloutDone}) {
+			t.Fatalf("events %v, want rollout.done", types(evs))
+		}
+	})
 }
 
 func types(evs []store.Event) []store.EventType {

@@ -68,7 +68,10 @@ func (p eggProvider) Update(ctx context.Context, project string, prev, next *res
 
 // Delete removes the egg's workloads from every host.
 func (p eggProvider) Delete(ctx context.Context, project string, r *resource.Deployed) error {
-	id := workloadID(project, r.Name)
+	id, err := workloadID(project, r.Name)
+	if err != nil {
+		return err
+	}
 	return p.s.states.update(ctx, func(v *view) error {
 		v.setWorkload(id, nil)
 		return nil
@@ -207,19 +210,7 @@ func eggOutputs(e eggSpec, pl placed, previous *previousSpec) map[string]any {
 }
 
 // revisionOf reads the revision output (absent: 0).
-func revisionOf(outputs map[string]any) int { return intOf(outputs["revision"]) }
-
-// intOf reads a whole number output: an int as the provider wrote it, a
-// float64 as it comes back from a store.
-func intOf(v any) int {
-	switch n := v.(type) {
-	case float64:
-		return int(n)
-	case int:
-		return n
-	}
-	return 0
-}
+func revisionOf(outputs map[string]any) int { return resource.Int(outputs["revision"]) }
 
 // previousOf reads the previous output, if any.
 func previousOf(outputs map[string]any) *previousSpec {
@@ -319,16 +310,16 @@ func readiness(e eggSpec, entries map[string]contract.WorkloadSpec, reports map[
 		hash := contract.SpecHash(w)
 		seen := map[int]bool{}
 		for _, c := range reports[host] {
-			if c.WorkloadID != w.ID() || c.SpecHash != hash || c.Slot >= w.Replicas || seen[c.Slot] {
+			if !w.Current(hash, c) || seen[c.Slot] {
 				continue
 			}
 			switch {
 			case c.RolloutFailure != "":
 				return false, "", backoff.Permanent(fmt.Errorf("egg %s: rollout failed on host %s: %s", e.name, hostName(host), c.RolloutFailure))
-			case cond == resource.ConditionCompleted && c.State == contract.StateCrashed && w.RestartPolicy() == contract.RestartNo:
+			case cond == resource.ConditionCompleted && w.Failed(c):
 				return false, "", backoff.Permanent(fmt.Errorf("job %s failed on host %s (slot %d crashed)", e.name, hostName(host), c.Slot))
-			case cond == resource.ConditionCompleted && c.State == contract.StateCompleted,
-				cond != resource.ConditionCompleted && c.State == contract.StateRunning && c.Healthy:
+			case cond == resource.ConditionCompleted && w.Finished(c),
+				cond != resource.ConditionCompleted && w.ReplicaReady(c):
 				seen[c.Slot] = true
 				ready++
 			}

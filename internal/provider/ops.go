@@ -135,7 +135,7 @@ func (s *Set) NeedsPlacing(recs []*resource.Deployed, hosts []placement.Host, no
 		if r.Type != resource.Egg || r.Pending {
 			continue
 		}
-		if intOf(r.Outputs["unplaced"]) > 0 && anyLive {
+		if resource.Int(r.Outputs["unplaced"]) > 0 && anyLive {
 			return true
 		}
 		for _, h := range hostsOf(r.Outputs) {

@@ -94,7 +94,10 @@ func (p *preview) add(host, format string, args ...any) {
 }
 
 func (p *preview) egg(ctx context.Context, name string, c PlanChange) error {
-	id := workloadID(p.project, name)
+	id, err := workloadID(p.project, name)
+	if err != nil {
+		return err
+	}
 	current := p.v.workloadsOf(id)
 	switch c.Action {
 	case reconciler.ActionDelete:
@@ -227,7 +230,11 @@ func (p *preview) route(name string, c PlanChange) error {
 	if err != nil {
 		return err
 	}
-	current := slices.Sorted(maps.Keys(p.v.workloadsOf(workloadID(p.project, in.Egg))))
+	id, err := workloadID(p.project, in.Egg)
+	if err != nil {
+		return err
+	}
+	current := slices.Sorted(maps.Keys(p.v.workloadsOf(id)))
 	switch c.Action {
 	case reconciler.ActionDelete:
 		for _, host := range current {

@@ -168,7 +168,7 @@ func checkPlacement(rt *rapid.T, e *env, hosts []string, down map[string]bool, r
 		if r.Type != resource.Egg || r.Pending {
 			continue
 		}
-		want := intOf(r.Inputs["replicas"])
+		want := resource.Int(r.Inputs["replicas"])
 		got := 0
 		var on []string
 		for _, h := range hosts {

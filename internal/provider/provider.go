@@ -5,8 +5,10 @@ import (
 	"errors"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
@@ -121,8 +123,15 @@ func (s *Set) Registry(opts Options) reconciler.Registry {
 	}
 }
 
-// workloadID is an egg's workload ID, namespace/project/egg.
-func workloadID(project, egg string) string { return project + "/" + egg }
+// workloadID is the workload ID (contract.WorkloadID) of egg in project,
+// a "namespace/name" key.
+func workloadID(project, egg string) (string, error) {
+	ns, name, err := resource.SplitProject(project)
+	if err != nil {
+		return "", backoff.Permanent(err)
+	}
+	return contract.WorkloadID(ns, name, egg), nil
+}
 
 // event records an event; a failure is logged, not returned: the change it
 // describes has landed and is what matters.

@@ -49,7 +49,10 @@ func (p routeProvider) attach(ctx context.Context, project string, r *resource.D
 		}
 		cert = &c
 	}
-	id := workloadID(project, in.Egg)
+	id, err := workloadID(project, in.Egg)
+	if err != nil {
+		return nil, err
+	}
 	err = p.s.states.update(ctx, func(v *view) error {
 		if err := v.checkRoute(project, route); err != nil {
 			return err

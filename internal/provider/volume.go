@@ -116,7 +116,7 @@ func (s *Set) volumeHost(v *view, project, name string, in inputs.Volume) (strin
 	if in.Egg == "" {
 		consumer.Name = name // a volume no egg mounts yet
 	} else {
-		consumer.Current = v.slotsOf(workloadID(project, in.Egg))
+		consumer.Current = v.slotsOf(contract.WorkloadID(ns, proj, in.Egg))
 	}
 	choice, err := s.sched.ChooseVolumeHost(name, consumer, v.scheduled(), s.now())
 	var unplaceable *placement.UnplaceableError

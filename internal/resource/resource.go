@@ -193,3 +193,21 @@ func cloneValue(v any) any {
 		return v
 	}
 }
+
+// Int reads a count from a record's inputs or outputs, as a provider wrote
+// it (int, int64) or as it came back from the store (a JSON number, as
+// float64 or json.Number); anything else is 0.
+func Int(v any) int {
+	switch n := v.(type) {
+	case int:
+		return n
+	case int64:
+		return int(n)
+	case float64:
+		return int(n)
+	case json.Number:
+		i, _ := n.Int64()
+		return int(i)
+	}
+	return 0
+}

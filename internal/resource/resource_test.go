@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 )
@@ -60,6 +61,19 @@ func TestSplitProject(t *testing.T) {
 	for _, bad := range []string{"", "shop", "/shop", "default/", "a/b/c"} {
 		if _, _, err := SplitProject(bad); err == nil {
 			t.Errorf("SplitProject(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+func TestIntReadsCountsAsWrittenAndAsStored(t *testing.T) {
+	for _, v := range []any{3, int64(3), float64(3), json.Number("3")} {
+		if got := Int(v); got != 3 {
+			t.Errorf("Int(%T %v) = %d, want 3", v, v, got)
+		}
+	}
+	for _, v := range []any{nil, "3", true} {
+		if got := Int(v); got != 0 {
+			t.Errorf("Int(%T %v) = %d, want 0", v, v, got)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -301,4 +302,47 @@ func containerIDs(list []container.Summary) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// A job that restarts on failure and exited 0 is done: the apply walks on
+// to the egg that waits for it, `hatch apply`'s follow ends, and `hatch
+// status` says done. (The apply and the rollout status once read readiness
+// by two rules: the first walked on, the second said progressing 0/1 for
+// ever, so the follow never ended.)
+func TestClusterAFinishedOnFailureJobIsDoneForTheApplyAndTheStatus(t *testing.T) {
+	c := newCluster(t, clusterOptions{agents: []string{"a"}})
+	image := dockertest.Image(t, dockertest.ImageSpec{})
+	file := filepath.Join(writeProject(t, map[string]string{"hatch.yaml": fmt.Sprintf(`project: jobs
+eggs:
+  report:
+    image: %[1]s
+    restart: on-failure
+    env: {APP_JOB: "1"}
+  web:
+    image: %[1]s
+    port: 8080
+    env: {APP_VERSION: v1}
+    health: {http: /healthz, interval: 1s, timeout: 1s}
+    depends_on: {report: {condition: completed}}
+`, image)}), "hatch.yaml")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, "apply", "-f", file, "--yes")
+	cmd.Dir, cmd.Env = c.dir, c.cliEnv()
+	out, err := cmd.CombinedOutput()
+	c.record(string(out))
+	if ctx.Err() != nil {
+		t.Fatalf("hatch apply still followed the rollouts after 90 s:\n%s", out)
+	}
+	if err != nil || !strings.Contains(string(out), "default/jobs is ready") {
+		t.Fatalf("hatch apply: %v\n%s", err, out)
+	}
+	status := c.mustHatch(nil, "status", "jobs")
+	for _, egg := range []string{"report", "web"} {
+		if !regexp.MustCompile(`(?m)^\s*` + egg + `\s+1/1\s+done\b`).MatchString(status) {
+			t.Errorf("hatch status does not say %s is done:\n%s", egg, status)
+		}
+	}
+	c.mustHatch(nil, "destroy", "jobs", "--yes")
 }
