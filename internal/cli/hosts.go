@@ -34,7 +34,7 @@ func newHostsCmd() *cobra.Command {
 		},
 	}
 	af.register(cmd)
-	cmd.AddCommand(newHostsRemoveCmd())
+	cmd.AddCommand(newHostsRemoveCmd(), newHostsSetCmd())
 	return cmd
 }
 

@@ -42,6 +42,7 @@ type controlStore interface {
 	store.Plans
 	store.SecretValues
 	store.ServerRegistry
+	store.HostCapacities
 	io.Closer
 }
 
