@@ -94,8 +94,11 @@ func capacityProblem(name string, reported placement.Resources, b placement.Capa
 		return ""
 	}
 	why := "its first report's"
-	if !b.AboveBaseline {
-		why = "the server's cap (hatch server --max-host-memory, --max-host-cpus)"
+	switch {
+	case b.AboveCap && b.AboveBaseline:
+		why = "its first report's and within the server's caps (hatch server --max-host-memory, --max-host-cpus)"
+	case b.AboveCap:
+		why = "the server's caps (hatch server --max-host-memory, --max-host-cpus)"
 	}
 	return fmt.Sprintf("reports %s of capacity, but placement believes %s, %s, until an admin confirms it: "+
 		"if the host really has it, hatch hosts set %s --memory %s --cpus %s",
