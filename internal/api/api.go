@@ -91,6 +91,9 @@ type Host struct {
 	// Errors are the host's current problems as its agent last reported
 	// them (a desired state it cannot cache, a failed pull, a full disk).
 	Errors []string `json:"errors,omitempty"`
+	// Capacity is what the host reported of its capacity and what
+	// placement believes.
+	Capacity *HostCapacity `json:"capacity,omitempty"`
 }
 
 // HostList is GET /api/v1/hosts.

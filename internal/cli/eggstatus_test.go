@@ -2,6 +2,7 @@ package cli
 
 import (
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/contract"
 
 	"slices"
 	"strings"
@@ -133,5 +134,55 @@ func TestHostsShowsWhatTheAgentsReportWrong(t *testing.T) {
 	}
 	if strings.Contains(out, "b: ") {
 		t.Errorf("host b has no problem:\n%s", out)
+	}
+}
+
+func TestHostsShowsTheBelievedCapacityAndAJumpNotBelieved(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	eight := contract.HostCapacity{MemoryBytes: 8 << 30, MilliCPU: 4000}
+	hosts := []api.Host{
+		{ID: "h1", Name: "a", State: "up", LastSeen: now, Capacity: &api.HostCapacity{Reported: &eight, Believed: eight, Source: "reported"}},
+		{ID: "h2", Name: "b", State: "up", LastSeen: now, Capacity: &api.HostCapacity{Reported: &contract.HostCapacity{MemoryBytes: 1 << 40, MilliCPU: 64000},
+			Believed: eight, Source: "limited", Problem: "reports 1 TiB and 64 CPUs of capacity, but placement believes 8 GiB and 4 CPUs"}},
+		{ID: "h3", Name: "c", State: "up", LastSeen: now, Capacity: &api.HostCapacity{Believed: contract.HostCapacity{MemoryBytes: 16 << 30, MilliCPU: 8000}, Source: "pinned"}},
+	}
+	var b strings.Builder
+	if err := printHosts(&b, hosts, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"CAPACITY", "8 GiB and 4 CPUs  ", "8 GiB and 4 CPUs (limited)", "16 GiB and 8 CPUs (pinned)",
+		"b: reports 1 TiB and 64 CPUs of capacity, but placement believes 8 GiB and 4 CPUs\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "a: ") || strings.Contains(out, "c: ") {
+		t.Errorf("hosts a and c have no problem:\n%s", out)
+	}
+}
+
+func TestHostsSetReadsItsFlags(t *testing.T) {
+	req, err := setCapacityRequest(true, "64Gi", true, 16)
+	if err != nil || req != (api.SetHostCapacity{MemoryBytes: 64 << 30, MilliCPU: 16000}) {
+		t.Fatalf("--memory 64Gi --cpus 16 = %+v, %v", req, err)
+	}
+	if req, err = setCapacityRequest(false, "", true, 0.5); err != nil || req != (api.SetHostCapacity{MilliCPU: 500}) {
+		t.Fatalf("--cpus 0.5 = %+v, %v", req, err)
+	}
+	for _, bad := range []struct {
+		memSet  bool
+		mem     string
+		cpusSet bool
+		cpus    float64
+		want    string
+	}{{false, "", false, 0, "give --memory, --cpus or both"}, {true, "lots", false, 0, "--memory: \"lots\""},
+		{true, "0", false, 0, "above zero"}, {false, "", true, -1, "--cpus: -1"}} {
+		if _, err := setCapacityRequest(bad.memSet, bad.mem, bad.cpusSet, bad.cpus); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("setCapacityRequest(%+v) = %v, want an error containing %q", bad, err, bad.want)
+		}
+	}
+	if _, err := hostCapacityCaps("1Ti", 0); err == nil || !strings.Contains(err.Error(), "--max-host-cpus") {
+		t.Errorf("--max-host-cpus 0 = %v", err)
 	}
 }

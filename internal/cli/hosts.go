@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/hatchery/hatchery/internal/termsafe"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/placement"
 )
 
 func newHostsCmd() *cobra.Command {
@@ -34,7 +36,7 @@ func newHostsCmd() *cobra.Command {
 		},
 	}
 	af.register(cmd)
-	cmd.AddCommand(newHostsRemoveCmd())
+	cmd.AddCommand(newHostsRemoveCmd(), newHostsSetCmd())
 	return cmd
 }
 
@@ -45,7 +47,7 @@ func printHosts(w io.Writer, hosts []api.Host, now time.Time) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tID\tSTATE\tLAST SEEN\tPROBLEMS")
+	fmt.Fprintln(tw, "NAME\tID\tSTATE\tLAST SEEN\tCAPACITY\tPROBLEMS")
 	var problems []string
 	for _, h := range hosts {
 		state := h.State
@@ -56,12 +58,16 @@ func printHosts(w io.Writer, hosts []api.Host, now time.Time) error {
 		if !h.LastSeen.IsZero() {
 			seen = now.Sub(h.LastSeen).Round(time.Second).String() + " ago"
 		}
-		count := "-"
-		if len(h.Errors) > 0 {
-			count = strconv.Itoa(len(h.Errors))
+		errs := h.Errors
+		if h.Capacity != nil && h.Capacity.Problem != "" {
+			errs = append(slices.Clip(errs), h.Capacity.Problem)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termsafe.Line(h.Name), h.ID, state, seen, count)
-		for _, e := range h.Errors {
+		count := "-"
+		if len(errs) > 0 {
+			count = strconv.Itoa(len(errs))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.Line(h.Name), h.ID, state, seen, capacityCell(h.Capacity), count)
+		for _, e := range errs {
 			problems = append(problems, termsafe.Line(cmp.Or(h.Name, h.ID)+": "+e))
 		}
 	}
@@ -75,6 +81,20 @@ func printHosts(w io.Writer, hosts []api.Host, now time.Time) error {
 	// come from the hosts: termsafe keeps them from acting on the terminal.
 	_, err := fmt.Fprintf(w, "\nProblems the agents report:\n  %s\n", strings.Join(problems, "\n  "))
 	return err
+}
+
+// capacityCell shows the capacity placement believes of a host, and where
+// it comes from when that is not the host's own report: "8 GiB and 4 CPUs
+// (pinned)", "(limited)" when the report claims more than is believed.
+func capacityCell(c *api.HostCapacity) string {
+	if c == nil {
+		return "-"
+	}
+	text := placement.Resources{Memory: c.Believed.MemoryBytes, MilliCPU: c.Believed.MilliCPU}.String()
+	if c.Source != string(placement.CapacityReported) {
+		text += " (" + c.Source + ")"
+	}
+	return text
 }
 
 func newHostsRemoveCmd() *cobra.Command {

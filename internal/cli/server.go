@@ -27,6 +27,7 @@ import (
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
@@ -61,6 +62,10 @@ type serverOptions struct {
 	requestTimeout time.Duration
 	maxReplicas    int
 	keepApplies    int
+	// maxHostMemory and maxHostCPUs cap what a host's report of its
+	// capacity is believed at.
+	maxHostMemory string
+	maxHostCPUs   float64
 	// loopsLease and projectLease are the terms of the background loops'
 	// lease and of a project's (short ones for tests of takeovers).
 	loopsLease, projectLease time.Duration
@@ -88,6 +93,8 @@ func defaultServerOptions() serverOptions {
 		authFailureRefill: server.DefaultConfig().AuthFailureRefill,
 		requestTimeout:    server.DefaultConfig().RequestTimeout,
 		maxReplicas:       deploy.DefaultMaxReplicas,
+		maxHostMemory:     fleet.MemoryFlag(placement.DefaultMaxHostCapacity.Memory),
+		maxHostCPUs:       float64(placement.DefaultMaxHostCapacity.MilliCPU) / 1000,
 		keepApplies:       store.DefaultKeepApplies,
 		loopsLease:        leader.DefaultTTL,
 		projectLease:      deploy.DefaultConfig().LeaseTTL,
@@ -159,6 +166,10 @@ to the next server when theirs stops answering.`,
 	_ = f.MarkHidden("acme-check-interval") // for tests; the name exists, so this cannot fail
 	f.IntVar(&opts.maxReplicas, "max-replicas", opts.maxReplicas,
 		fmt.Sprintf("the most replicas a plan may ask for per egg (at most %d)", spec.MaxReplicas))
+	f.StringVar(&opts.maxHostMemory, "max-host-memory", opts.maxHostMemory,
+		"the most memory a host's report is believed to offer (a host reporting more is placed on as if it had this; hatch hosts set pins more)")
+	f.Float64Var(&opts.maxHostCPUs, "max-host-cpus", opts.maxHostCPUs,
+		"the most CPUs a host's report is believed to offer (as --max-host-memory)")
 	f.IntVar(&opts.keepApplies, "keep-applies", opts.keepApplies,
 		fmt.Sprintf("how many applies of each project the history keeps, with the build contexts they used: "+
 			"hatch rollback reaches that far back (1 to %d)", deploy.MaxKeepApplies))
@@ -193,6 +204,11 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	deployCfg.KeepApplies = opts.keepApplies
 	fleetCfg := fleet.DefaultConfig()
 	fleetCfg.LivenessTimeout = opts.liveness
+	caps, err := hostCapacityCaps(opts.maxHostMemory, opts.maxHostCPUs)
+	if err != nil {
+		return err
+	}
+	fleetCfg.MaxHostCapacity = caps
 	if err := fleetCfg.Validate(); err != nil {
 		return err
 	}
@@ -300,7 +316,8 @@ func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.
 	var certs *acme.Manager
 	providers, err := provider.New(provider.Deps{
 		Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet:     provider.StoreFleet{List: st, Identities: st, Reports: st},
+		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st, Capacities: st,
+			MaxCapacity: fleetCfg.MaxHostCapacity},
 		Box:       box,
 		ACME:      acmeOpts.ca != "",
 		OnTLSAuto: func() { certs.Kick() },
@@ -326,7 +343,7 @@ func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.
 	}
 	hosts, err := fleet.New(fleetCfg, fleet.Deps{
 		Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
-		JoinTokens: st, Members: st, AdminTokens: st, Blobs: blobs, Fingerprint: fingerprint, HostCA: hostCA, Peers: providers,
+		JoinTokens: st, Members: st, AdminTokens: st, Capacities: st, Blobs: blobs, Fingerprint: fingerprint, HostCA: hostCA, Peers: providers,
 		Logger: log, Now: time.Now,
 	})
 	if err != nil {

@@ -42,6 +42,7 @@ type controlStore interface {
 	store.Plans
 	store.SecretValues
 	store.ServerRegistry
+	store.HostCapacities
 	io.Closer
 }
 
@@ -66,19 +67,23 @@ func (l storeLocation) String() string {
 }
 
 // resolveStore reads the --store flag, else the HATCH_STORE variable's value
-// env, else takes the SQLite file in the data dir. A password is refused in
-// the flag, and no error repeats a URL.
+// env, else takes the SQLite file in the data dir. Schemes are matched
+// whatever their case. A password is refused in the flag, and no error repeats
+// the value: one that does not parse may be a URL with a typo in its scheme,
+// or a key=value connection string, either holding a password.
 func resolveStore(flag, env, dataDir string) (storeLocation, error) {
 	value, from := flag, "--store"
 	if value == "" {
 		value, from = env, storeEnv
 	}
+	const sqliteScheme = "sqlite:"
 	switch {
 	case value == "":
 		return storeLocation{sqlitePath: filepath.Join(dataDir, "hatch.db")}, nil
-	case strings.HasPrefix(value, "sqlite:") && len(value) > len("sqlite:"):
-		return storeLocation{sqlitePath: strings.TrimPrefix(value, "sqlite:")}, nil
+	case len(value) > len(sqliteScheme) && strings.EqualFold(value[:len(sqliteScheme)], sqliteScheme):
+		return storeLocation{sqlitePath: value[len(sqliteScheme):]}, nil
 	case postgres.IsURL(value):
+		value = postgres.CanonicalURL(value)
 		withPassword, err := postgres.HasPassword(value)
 		if err != nil {
 			return storeLocation{}, fmt.Errorf("%s: %w", from, err)
@@ -89,11 +94,11 @@ func resolveStore(flag, env, dataDir string) (storeLocation, error) {
 				"in a password file (PGPASSFILE, ~/.pgpass)")
 		}
 		return storeLocation{postgresURL: value}, nil
+	case strings.Contains(value, "="):
+		return storeLocation{}, errors.New(from + ": a key=value connection string is not read here: " +
+			"write it as a URL, postgres://user@host:port/database?option=value (the value is not repeated here)")
 	}
-	if from == storeEnv {
-		return storeLocation{}, errors.New(storeEnv + ": want sqlite:<path> or postgres://user@host:port/database")
-	}
-	return storeLocation{}, fmt.Errorf("--store %q: want sqlite:<path> or postgres://user@host:port/database", value)
+	return storeLocation{}, errors.New(from + ": want sqlite:<path> or postgres://user@host:port/database (the value is not repeated here)")
 }
 
 // openBlobs opens the blob store that goes with st: on PostgreSQL its chunk

@@ -23,6 +23,17 @@ func TestResolveStore(t *testing.T) {
 		{env: "mysql://u:secret@x", err: "HATCH_STORE: want"},
 		{flag: "sqlite:/a.db", env: "postgres://u:secret@db/hatch", sqlite: "/a.db"},
 		{flag: "mysql://x", err: "want sqlite:<path> or postgres://"},
+		// A scheme is matched whatever its case, so an upper-case URL is
+		// read as one (and its password refused) instead of being echoed
+		// whole as an unknown store.
+		{flag: "POSTGRESQL://alice:secret@db/hatch", err: "holds a password"},
+		{flag: "PostgreSQL://alice@db/hatch", postgres: "postgresql://alice@db/hatch"},
+		{env: "POSTGRES://alice:secret@db/hatch", postgres: "postgres://alice:secret@db/hatch"},
+		{flag: "SQLite:/x.db", sqlite: "/x.db"},
+		// A key=value connection string is not a form --store reads, and the
+		// error says so without repeating it.
+		{flag: "host=db user=alice password=secret dbname=hatch", err: "key=value"},
+		{flag: "secret", err: "want sqlite:<path> or postgres://"},
 	}
 	for _, tt := range tests {
 		got, err := resolveStore(tt.flag, tt.env, "data")

@@ -77,3 +77,12 @@ func (c *Client) RemoveHost(ctx context.Context, nameOrID string) (api.RemovedHo
 	err := c.Do(ctx, "DELETE", "/api/v1/hosts/"+url.PathEscape(nameOrID), nil, &out)
 	return out, err
 }
+
+// SetHostCapacity pins the capacity of the host with the name (or ID):
+// placement believes it from then on, whatever the host reports. It returns
+// the host as hatch hosts shows it.
+func (c *Client) SetHostCapacity(ctx context.Context, nameOrID string, req api.SetHostCapacity) (api.Host, error) {
+	var out api.Host
+	err := c.Do(ctx, "PUT", "/api/v1/hosts/"+url.PathEscape(nameOrID)+"/capacity", req, &out)
+	return out, err
+}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/blob"
+	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -30,11 +31,15 @@ type Config struct {
 	// its last HEAD, and BlobGCInterval how often unreferenced blobs are sought.
 	BlobGrace      time.Duration
 	BlobGCInterval time.Duration
+	// MaxHostCapacity caps what a host's report of its capacity is believed
+	// at (hatch server --max-host-memory, --max-host-cpus).
+	MaxHostCapacity placement.Resources
 }
 
 // DefaultConfig returns the defaults documented in docs/API.md.
 func DefaultConfig() Config {
-	return Config{LivenessTimeout: 6 * time.Second, BlobGrace: time.Hour, BlobGCInterval: 10 * time.Minute}
+	return Config{LivenessTimeout: 6 * time.Second, BlobGrace: time.Hour, BlobGCInterval: 10 * time.Minute,
+		MaxHostCapacity: placement.DefaultMaxHostCapacity}
 }
 
 // Validate reports every setting that cannot work.
@@ -47,6 +52,9 @@ func (c Config) Validate() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("fleet config: %s must be positive, not %v", d.name, d.v))
 		}
+	}
+	if c.MaxHostCapacity.Memory <= 0 || c.MaxHostCapacity.MilliCPU <= 0 {
+		errs = append(errs, fmt.Errorf("fleet config: the host capacity cap must be positive, not %v", c.MaxHostCapacity))
 	}
 	return errors.Join(errs...)
 }
@@ -73,6 +81,8 @@ type Deps struct {
 	Members    store.Members
 	// AdminTokens keeps the named admin tokens.
 	AdminTokens store.AdminTokens
+	// Capacities keeps the hosts' capacity baselines and pins.
+	Capacities store.HostCapacities
 	// Blobs are collected by CollectBlobs.
 	Blobs BlobCollector
 	// Fingerprint is the served CA's fingerprint, which every token the
@@ -92,7 +102,7 @@ type Deps struct {
 
 func (d Deps) validate() error {
 	if d.Liveness == nil || d.Statuses == nil || d.Desired == nil || d.Events == nil || d.Retention == nil ||
-		d.Applies == nil || d.Projects == nil || d.JoinTokens == nil || d.Members == nil || d.AdminTokens == nil || d.Blobs == nil ||
+		d.Applies == nil || d.Projects == nil || d.JoinTokens == nil || d.Members == nil || d.AdminTokens == nil || d.Capacities == nil || d.Blobs == nil ||
 		d.HostCA == nil || d.Peers == nil || d.Logger == nil || d.Now == nil {
 		return errors.New("fleet: every dependency must be set")
 	}
@@ -191,6 +201,9 @@ type Service struct {
 	// each new peer list goes to every host.
 	reportedPeers *coalescer
 	hosts         *hostsMetric
+	// baselines holds the IDs of the hosts this server knows have a
+	// capacity baseline, so a report records one once (recordBaseline).
+	baselines sync.Map
 }
 
 // New returns a fleet; nothing runs until Start.

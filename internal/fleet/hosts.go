@@ -54,12 +54,23 @@ func (s *Service) Hosts(ctx context.Context) ([]api.Host, error) {
 		return nil, err
 	}
 	out := make([]api.Host, 0, len(hosts))
+	reported := make(map[string]*contract.HostCapacity, len(hosts))
 	for _, h := range hosts {
-		v, _, err := hostView(h, identities[h.ID], desired[h.ID], peersVersion, reports[h.ID])
+		v, report, err := hostView(h, identities[h.ID], desired[h.ID], peersVersion, reports[h.ID])
 		if err != nil {
 			return nil, err
 		}
+		if report != nil {
+			reported[h.ID] = report.Capacity
+		}
 		out = append(out, v)
+	}
+	capacities, err := s.capacityViews(ctx, hosts, identities, reported)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Capacity = capacities[out[i].ID]
 	}
 	return out, nil
 }
@@ -95,6 +106,9 @@ func (s *Service) Host(ctx context.Context, id string) (api.HostDetail, error) {
 	}
 	v, status, err := hostView(h, identities[id], desired, peersVersion, report)
 	if err != nil {
+		return api.HostDetail{}, err
+	}
+	if v.Capacity, err = s.hostCapacityView(ctx, id, identities); err != nil {
 		return api.HostDetail{}, err
 	}
 	return api.HostDetail{Host: v, Status: status}, nil
@@ -145,6 +159,9 @@ func (s *Service) Report(ctx context.Context, host string, report contract.Statu
 		report.HostID = host
 	}
 	if err := validateReport(host, report); err != nil {
+		return err
+	}
+	if err := s.checkReportCapacity(ctx, host, report); err != nil {
 		return err
 	}
 	body, err := json.Marshal(report)

@@ -35,16 +35,22 @@ type HostLister interface {
 	ListHosts(ctx context.Context) ([]store.Host, error)
 }
 
-// DefaultCapacity is a host's capacity while agents do not report theirs: so
-// large that nothing is refused for lack of room, and the same for every host,
-// so "least loaded" still compares the memory and CPU the hosts' replicas
-// requested.
-var DefaultCapacity = placement.Resources{Memory: 1 << 50, MilliCPU: 1 << 30}
+// DefaultCapacity is what a host whose capacity nobody knows is taken to
+// offer when no host of the fleet reported one either (agents that do not
+// report it): the same for every host, so "least loaded" still compares the
+// memory and CPU the hosts' replicas requested, and large enough that
+// nothing is refused for lack of room.
+var DefaultCapacity = placement.DefaultMaxHostCapacity
+
+// CapacityLister lists the hosts' capacity baselines and pins, in one read.
+type CapacityLister interface {
+	AllHostCapacities(ctx context.Context) ([]store.HostCapacity, error)
+}
 
 // StoreFleet is the Fleet of a store: liveness from the hosts table (a down
 // host's StateSince is when it went down), names and removals from the joined
 // hosts' identities, capacities and mesh addresses from the hosts' latest
-// status reports.
+// status reports, each capacity as placement.BelieveCapacities believes it.
 type StoreFleet struct {
 	List HostLister
 	// Identities give hosts their names and say which were removed; nil, or a
@@ -54,7 +60,14 @@ type StoreFleet struct {
 	// report; nil, or a host whose agent did not report a capacity, means
 	// Capacity (and no mesh addresses).
 	Reports ReportLister
-	// Capacity of a host that reported none; zero means DefaultCapacity.
+	// Capacities are the hosts' baselines and pins; nil means none, and
+	// reports are then believed up to MaxCapacity only.
+	Capacities CapacityLister
+	// MaxCapacity caps what any report is believed at; zero means
+	// placement.DefaultMaxHostCapacity.
+	MaxCapacity placement.Resources
+	// Capacity of a host when no host's capacity is known; zero means
+	// DefaultCapacity.
 	Capacity placement.Resources
 }
 
@@ -80,13 +93,22 @@ func (f StoreFleet) Hosts(ctx context.Context) ([]FleetHost, error) {
 	if err != nil {
 		return nil, err
 	}
-	capacity := f.Capacity
-	if capacity == (placement.Resources{}) {
-		capacity = DefaultCapacity
+	records, err := f.capacities(ctx)
+	if err != nil {
+		return nil, err
 	}
+	claims := make([]placement.CapacityClaim, len(hosts))
+	for i, h := range hosts {
+		claims[i] = CapacityClaim(h.ID, reports[h.ID].Capacity, records[h.ID])
+	}
+	assumed := f.Capacity
+	if assumed == (placement.Resources{}) {
+		assumed = DefaultCapacity
+	}
+	beliefs := placement.BelieveCapacities(claims, f.MaxCapacity, assumed)
 	out := make([]FleetHost, 0, len(hosts))
-	for _, h := range hosts {
-		sh := FleetHost{Host: placement.Host{ID: h.ID, Name: h.ID, Capacity: capacity, State: placement.HostUnknown}}
+	for i, h := range hosts {
+		sh := FleetHost{Host: placement.Host{ID: h.ID, Name: h.ID, Capacity: beliefs[i].Believed, State: placement.HostUnknown}}
 		switch h.State {
 		case store.HostUp:
 			sh.State = placement.HostLive
@@ -96,12 +118,38 @@ func (f StoreFleet) Hosts(ctx context.Context) ([]FleetHost, error) {
 		if id, ok := ids[h.ID]; ok {
 			sh.Name, sh.Removed = id.Name, id.Removed()
 		}
-		rep := reports[h.ID]
-		if c := rep.Capacity; c != nil && c.MemoryBytes > 0 && c.MilliCPU > 0 {
-			sh.Capacity = placement.Resources{Memory: c.MemoryBytes, MilliCPU: c.MilliCPU}
-		}
-		sh.MeshAddresses = rep.MeshAddresses
+		sh.MeshAddresses = reports[h.ID].MeshAddresses
 		out = append(out, sh)
+	}
+	return out, nil
+}
+
+// CapacityClaim puts together what a host reported of its capacity (nil:
+// nothing) and the control plane's record of it, for
+// placement.BelieveCapacities.
+func CapacityClaim(hostID string, reported *contract.HostCapacity, rec store.HostCapacity) placement.CapacityClaim {
+	c := placement.CapacityClaim{HostID: hostID,
+		Baseline: placement.Resources{Memory: rec.Baseline.Memory, MilliCPU: rec.Baseline.MilliCPU},
+		Pinned:   placement.Resources{Memory: rec.Pinned.Memory, MilliCPU: rec.Pinned.MilliCPU}}
+	if reported != nil {
+		c.Reported = placement.Resources{Memory: reported.MemoryBytes, MilliCPU: reported.MilliCPU}
+	}
+	return c
+}
+
+// capacities reads every host's capacity record, by host ID (none without
+// Capacities).
+func (f StoreFleet) capacities(ctx context.Context) (map[string]store.HostCapacity, error) {
+	if f.Capacities == nil {
+		return nil, nil
+	}
+	all, err := f.Capacities.AllHostCapacities(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("host capacities: %w", err)
+	}
+	out := make(map[string]store.HostCapacity, len(all))
+	for _, c := range all {
+		out[c.HostID] = c
 	}
 	return out, nil
 }

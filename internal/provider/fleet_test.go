@@ -32,7 +32,8 @@ func TestReportedCapacityLimitsPlacement(t *testing.T) {
 		caps[h.ID] = h.Capacity
 	}
 	want := map[string]placement.Resources{"small": {Memory: 1 << 30, MilliCPU: 2000}, "large": {Memory: 8 << 30, MilliCPU: 8000},
-		"silent": DefaultCapacity}
+		// Silence must not draw replicas: as small as the smallest host.
+		"silent": {Memory: 1 << 30, MilliCPU: 2000}}
 	if !maps.Equal(caps, want) {
 		t.Fatalf("capacities %v, want %v", caps, want)
 	}

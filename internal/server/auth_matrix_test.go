@@ -55,9 +55,11 @@ var audiences = map[string]audience{
 	"GET /api/v1/admin-tokens":                          adminAudience,
 	"DELETE /api/v1/admin-tokens/{name}":                adminAudience,
 	"DELETE /api/v1/hosts/{id}":                         adminAudience,
-	"POST /api/v1/hosts/{id}/certificate":               selfHostAudience,
-	"GET /api/v1/hosts/{id}/sessions":                   selfHostAudience,
-	"GET /api/v1/hosts/{id}/sessions/{sid}/stream":      selfHostAudience,
+	// A host that could set its own capacity would draw every new replica.
+	"PUT /api/v1/hosts/{id}/capacity":              adminAudience,
+	"POST /api/v1/hosts/{id}/certificate":          selfHostAudience,
+	"GET /api/v1/hosts/{id}/sessions":              selfHostAudience,
+	"GET /api/v1/hosts/{id}/sessions/{sid}/stream": selfHostAudience,
 
 	"POST /api/v1/projects/{namespace}/{project}/plan":               adminAudience,
 	"POST /api/v1/projects/{namespace}/{project}/destroy":            adminAudience,
@@ -96,6 +98,7 @@ var admitted = map[string]int{
 	"GET /api/v1/admin-tokens":                          200,
 	"DELETE /api/v1/admin-tokens/{name}":                200,
 	"DELETE /api/v1/hosts/{id}":                         200,
+	"PUT /api/v1/hosts/{id}/capacity":                   200,
 	"POST /api/v1/hosts/{id}/certificate":               200,
 	"GET /api/v1/hosts/{id}/sessions":                   200,
 	"GET /api/v1/hosts/{id}/sessions/{sid}/stream":      404, // no such session
@@ -191,6 +194,8 @@ func (w *matrixWorld) request(pattern string) (method, path string, body io.Read
 		return method, path, strings.NewReader("FROM scratch\n")
 	case "POST /api/v1/hosts/{id}/certificate":
 		return method, path, strings.NewReader(w.csrBody)
+	case "PUT /api/v1/hosts/{id}/capacity":
+		return method, path, strings.NewReader(`{"memory_bytes": 8589934592, "milli_cpu": 4000}`)
 	case "POST /api/v1/join", "POST /api/v1/admin-tokens":
 		return method, path, strings.NewReader(`{"name": "n` + time.Now().Format("150405.000000000") + `"}`)
 	}

@@ -102,6 +102,7 @@ func securityRoutes(plain func(*http.Request) time.Duration, body int64, f fleet
 		{"GET /api/v1/admin-tokens", adminOnly, plain, 0, f.listAdminTokens},
 		{"DELETE /api/v1/admin-tokens/{name}", adminOnly, plain, 0, f.revokeAdminToken},
 		{"DELETE /api/v1/hosts/{id}", adminOnly, plain, 0, f.removeHost},
+		{"PUT /api/v1/hosts/{id}/capacity", adminOnly, plain, body, f.setHostCapacity},
 	}
 }
 

@@ -117,7 +117,8 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 		w.Auth = NewAdminToken(w.AdminHash)
 	}
 	set, err := provider.New(provider.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st}, Box: w.Box, Logger: w.Logger, Now: w.Now})
+		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st, Capacities: st, MaxCapacity: w.Fleet.MaxHostCapacity},
+		Box:   w.Box, Logger: w.Logger, Now: w.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 		t.Fatal(err)
 	}
 	fl, err := fleet.New(w.Fleet, fleet.Deps{Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st,
-		Applies: st, Projects: st, JoinTokens: st, Members: st, AdminTokens: st, Blobs: blobs, Fingerprint: w.Fingerprint,
+		Applies: st, Projects: st, JoinTokens: st, Members: st, AdminTokens: st, Capacities: st, Blobs: blobs, Fingerprint: w.Fingerprint,
 		HostCA: hostCA, Peers: set, Logger: w.Logger, Now: w.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -89,6 +89,10 @@ var sizeUnits = map[string]int64{
 
 var sizeRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)$`)
 
+// ParseSize reads a memory size as resources.memory does ("64Gi", "512m"),
+// for the flags that take one (hatch hosts set --memory).
+func ParseSize(s string) (int64, error) { return parseSize(s) }
+
 // parseSize reads a memory size: a number of bytes with an optional unit.
 func parseSize(s string) (int64, error) {
 	bad := fmt.Errorf("%q is not a size: write a number of bytes with an optional unit (Ki, Mi, Gi, or k, m, g as in Compose), for example 256Mi", s)

@@ -28,6 +28,8 @@ var Tables = []Table{
 	{"leases", []string{"project", "token", "holder", "server", "since", "expires_at"}},
 	{"plans", []string{"id", "project", "created_at", "expires_at", "doc"}},
 	{"secret_values", []string{"project", "name", "fingerprint", "sealed", "created_at"}},
+	{"host_capacities", []string{"host_id", "baseline_memory", "baseline_milli_cpu", "baseline_at",
+		"pinned_memory", "pinned_milli_cpu", "pinned_at", "pinned_by"}},
 }
 
 // Uncopied are the tables a copy leaves out: servers, the live servers'

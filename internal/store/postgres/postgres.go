@@ -73,9 +73,32 @@ var (
 	_ store.Events        = (*Store)(nil)
 )
 
-// IsURL reports whether s is a PostgreSQL connection URL.
+// urlSchemes are the schemes of a PostgreSQL connection URL, lower case.
+var urlSchemes = []string{"postgres://", "postgresql://"}
+
+// IsURL reports whether s is a PostgreSQL connection URL. The scheme is
+// matched whatever its case (URL schemes are case-insensitive), so
+// POSTGRESQL://... is read as the URL it is, its password checked, rather than
+// refused as an unknown store.
 func IsURL(s string) bool {
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+	for _, scheme := range urlSchemes {
+		if len(s) >= len(scheme) && strings.EqualFold(s[:len(scheme)], scheme) {
+			return true
+		}
+	}
+	return false
+}
+
+// CanonicalURL returns the PostgreSQL URL s with its scheme in lower case,
+// the only case pgx reads as a URL (it would take POSTGRES://... for a
+// key=value string). s is returned as is when it is not a PostgreSQL URL.
+func CanonicalURL(s string) string {
+	for _, scheme := range urlSchemes {
+		if len(s) >= len(scheme) && strings.EqualFold(s[:len(scheme)], scheme) {
+			return scheme + s[len(scheme):]
+		}
+	}
+	return s
 }
 
 // errBadURL refuses a connection string pgx cannot parse, without repeating it.

@@ -344,3 +344,23 @@ func TestFencesExpireByTheDatabaseClock(t *testing.T) {
 		t.Fatalf("a write past the lease's term by the database's clock: %v, want ErrFenced", err)
 	}
 }
+
+func TestIsURLMatchesTheSchemeWhateverItsCase(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u@db/x":      "postgres://u@db/x",
+		"POSTGRESQL://u:pw@db/x": "postgresql://u:pw@db/x",
+		"PostGres://u@DB/X":      "postgres://u@DB/X",
+		"host=db password=pw":    "",
+		"postgres:/u@db/x":       "",
+		"mysql://u@db/x":         "",
+		"postgresqlx://u@db/x":   "",
+		"POSTGRES":               "",
+	} {
+		if got := IsURL(in); got != (want != "") {
+			t.Errorf("IsURL(%q) = %v, want %v", in, got, want != "")
+		}
+		if want != "" && CanonicalURL(in) != want {
+			t.Errorf("CanonicalURL(%q) = %q, want %q", in, CanonicalURL(in), want)
+		}
+	}
+}

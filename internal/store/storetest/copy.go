@@ -87,6 +87,10 @@ func Fill(t *testing.T, s FullStore) {
 	must(s.PutPlan(c, store.StoredPlan{ID: "p1", Project: "default/shop", Created: t0, Expires: t0.Add(time.Hour),
 		Blobs: []string{digest("d")}, Doc: []byte(`{"steps":[]}`)}))
 	must(s.PutSecretValue(c, store.SecretValue{Project: "default/shop", Name: "key", Fingerprint: "fp", Sealed: "sealed-1", Created: t0}))
+	if _, err := s.RecordCapacityBaseline(c, "h1", store.Capacity{Memory: 8 << 30, MilliCPU: 4000}, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	must(s.PinCapacity(store.WithActor(c, "alice"), "h1", store.Capacity{Memory: 16 << 30, MilliCPU: 8000}, t0.Add(2*time.Minute)))
 	if _, err := s.AppendEvent(store.WithActor(c, "alice"), store.Event{Time: t0, Type: store.EventRolloutRestarted, Project: "default/shop",
 		Resource: "egg/web", Message: "web restarted"}); err != nil {
 		t.Fatal(err)
@@ -168,6 +172,12 @@ func AssertSameContents(t *testing.T, want, got FullStore) {
 	wv, werr := want.SecretValue(c, "default/shop", "key", "fp")
 	gv, gerr := got.SecretValue(c, "default/shop", "key", "fp")
 	same("secret value", wv, gv, werr, gerr)
+	wcap, werr := want.AllHostCapacities(c)
+	gcap, gerr := got.AllHostCapacities(c)
+	same("host capacities", wcap, gcap, werr, gerr)
+	if len(wcap) == 0 {
+		t.Fatal("the store filled has no host capacity to compare")
+	}
 	we := eventsSince(t, want, 0)
 	ge := eventsSince(t, got, 0)
 	same("events", we, ge, nil, nil)

@@ -39,6 +39,7 @@ type Store interface {
 	store.AdminTokens
 	store.JoinTokens
 	store.Members
+	store.HostCapacities
 }
 
 // Open returns a new, empty store for one test.
@@ -58,6 +59,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("Tokens", func(t *testing.T) { RunTokens(t, open) })
 	t.Run("JoinTokens", func(t *testing.T) { RunJoinTokens(t, open) })
 	t.Run("HostIdentities", func(t *testing.T) { RunHostIdentities(t, open) })
+	t.Run("HostCapacities", func(t *testing.T) { RunHostCapacities(t, open) })
 	t.Run("Actors", func(t *testing.T) { RunActors(t, open) })
 }
 
