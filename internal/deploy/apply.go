@@ -79,7 +79,7 @@ func (s *Service) Apply(ctx context.Context, project, planID string) (*Job, erro
 	}
 	l, err := s.acquire(ctx, project, "apply of "+planID)
 	if err != nil {
-		return nil, lockedError(err)
+		return nil, s.lockedError(err)
 	}
 	j, err := s.begin(l.fenced(ctx), project, planID, doc)
 	if err != nil {

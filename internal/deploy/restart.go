@@ -16,7 +16,7 @@ import (
 func (s *Service) RestartEgg(ctx context.Context, project, egg string) (api.RestartResult, error) {
 	l, err := s.acquire(ctx, project, "rollout restart of egg/"+egg)
 	if err != nil {
-		return api.RestartResult{}, lockedError(err)
+		return api.RestartResult{}, s.lockedError(err)
 	}
 	defer l.release()
 	ctx = l.fenced(ctx)

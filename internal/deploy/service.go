@@ -358,13 +358,24 @@ func randomID() string {
 }
 
 // lockedError tells the caller of an operation on a locked project who
-// holds it.
-func lockedError(err error) error {
+// holds it and, when the holder seems to have stopped, when the lock ends.
+// A holder renews its lease every third of a term (lease.renew), so a lease
+// with less than half a term left missed a renewal: its server died or lost
+// its database. The store hands such a lease over as soon as that server
+// leaves the live server list; at the latest it expires.
+func (s *Service) lockedError(err error) error {
 	var locked *store.LockedError
-	if errors.As(err, &locked) {
-		return api.Errorf(api.CodeLocked, "%s; try again when it is done", locked.Error())
+	if !errors.As(err, &locked) {
+		return err
 	}
-	return err
+	now := s.now()
+	if left := locked.Held.Expires.Sub(now); left < s.cfg.LeaseTTL/2 {
+		return api.Errorf(api.CodeLocked, "%s, and its server has not renewed the lock for %s: it seems to have stopped answering. "+
+			"The lock is taken over as soon as that server leaves the live server list, and expires at %s at the latest (in %s); "+
+			"run this again then", locked.Error(), (s.cfg.LeaseTTL - left).Round(time.Second),
+			locked.Held.Expires.UTC().Format(time.RFC3339), max(left, 0).Round(time.Second))
+	}
+	return api.Errorf(api.CodeLocked, "%s; try again when it is done", locked.Error())
 }
 
 // reconcilerFor returns a reconciler for one operation on the project.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,6 +180,52 @@ func TestServiceRefusesStaleLockedAndBadPlans(t *testing.T) {
 	wantCode(t, err, api.CodeBadRequest) // no value sent for the secret
 	_, err = s.Apply(ctx, "default/other", next.ID)
 	wantCode(t, err, api.CodeBadRequest) // a plan of another project
+}
+
+// A server that died mid-apply holds its project's lock until its lease
+// expires; before, every retry in that time failed with "try again when it
+// is done". Now the lock is taken over once the server has left the live
+// server list, and until then the refusal says the holder stopped renewing
+// it and when it expires.
+func TestALockOfAServerThatStoppedSaysSoAndIsTakenOverOnceItLeftTheServerList(t *testing.T) {
+	s, st := newService(t)
+	ctx := t.Context()
+	ttl := deploy.DefaultConfig().LeaseTTL
+	now := time.Now()
+	// The holder took the lock a term ago and last renewed it 25 s ago.
+	if err := st.RegisterServer(ctx, "srv-gone", "https://gone", 15*time.Second, now.Add(-ttl)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AcquireLease(ctx, store.Lease{Project: "default/shop", Token: "t", Holder: "apply of plan-1",
+		Server: "srv-gone", Since: now.Add(-ttl), Expires: now.Add(5 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	// While its registration lasts, the refusal says what is known.
+	if err := st.RegisterServer(ctx, "srv-gone", "https://gone", 15*time.Second, now.Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := s.Plan(ctx, "default/shop", request("one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Apply(ctx, "default/shop", plan.ID)
+	wantCode(t, err, api.CodeLocked)
+	for _, part := range []string{"apply of plan-1", "has not renewed the lock", "leaves the live server list", "expires at "} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("the refusal %q does not say %q", err, part)
+		}
+	}
+	// Once its registration ran out, the next apply takes the lock over.
+	if err := st.RegisterServer(ctx, "srv-gone", "https://gone", time.Millisecond, now.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	j, err := s.Apply(ctx, "default/shop", plan.ID)
+	if err != nil {
+		t.Fatalf("apply after the holder left the server list: %v", err)
+	}
+	if p := follow(t, j); p.Outcome != "succeeded" {
+		t.Fatalf("the apply ended %+v", p)
+	}
 }
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

@@ -60,8 +60,10 @@ func (e *LockedError) Unwrap() error { return ErrLocked }
 // Leases keeps one lease per project.
 type Leases interface {
 	// AcquireLease takes l.Project's lease for l.Token, from l.Since until
-	// l.Expires, if nobody holds it or its lease expired by l.Since. Taking it
-	// again with the same token renews it. Otherwise it returns a *LockedError
+	// l.Expires, if nobody holds it, its lease expired by l.Since, or its
+	// server's registration in the live server list (ServerRegistry) ran out
+	// by l.Since (the server died: its writes are fenced off from then on).
+	// Taking it again with the same token renews it. Otherwise it returns a *LockedError
 	// describing the lease held, and changes nothing.
 	AcquireLease(ctx context.Context, l Lease) (Lease, error)
 	// RenewLease moves the expiry of the lease held with token; a lease no

@@ -11,9 +11,15 @@ import (
 	"github.com/hatchery/hatchery/internal/store"
 )
 
-// AcquireLease takes a project's lease if it is free, expired, or already
-// held with the same token: one upsert whose condition is checked under the
-// row's lock, so of concurrent acquirers on any number of servers one wins.
+// AcquireLease takes a project's lease if it is free, expired, already held
+// with the same token, or held by a server whose registration in the live
+// server list (RegisterServer) has run out: a server killed mid-apply
+// leaves the list within its roster term, well before its lease expires,
+// and waiting for the lease would only make the user's retries fail. (The
+// dead holder's writes stay fenced off: the token is no longer its.) A
+// holder that never registered is waited for until its lease expires. It is
+// one upsert whose condition is checked under the row's lock, so of
+// concurrent acquirers on any number of servers one wins.
 // The lease's "since" is the caller's l.Since, or the database's clock if the
 // dialect measures terms by it: then whether the lease held expired, and
 // when this one does, is measured by one clock for every server.
@@ -31,6 +37,7 @@ func (s *Store) AcquireLease(ctx context.Context, l store.Lease) (store.Lease, e
 				server = excluded.server, expires_at = excluded.expires_at,
 				since = CASE WHEN leases.token = excluded.token THEN leases.since ELSE excluded.since END
 			WHERE leases.token = excluded.token OR leases.expires_at <= excluded.since
+				OR EXISTS (SELECT 1 FROM servers WHERE servers.id = leases.server AND servers.expires_at <= excluded.since)
 			RETURNING since, expires_at`,
 			l.Project, l.Token, l.Holder, l.Server, Millis(l.Since), term, s.d.DatabaseClock).Scan(&taken, &expires)
 		if err == nil {

@@ -10,9 +10,12 @@ import (
 	"github.com/hatchery/hatchery/internal/store"
 )
 
-// ApplyStore is what the apply protocol's suites exercise.
+// ApplyStore is what the apply protocol's suites exercise. Leases are
+// taken over from a server that left the live server list, so the suites
+// register servers too.
 type ApplyStore interface {
 	store.Leases
+	store.ServerRegistry
 	store.Plans
 	store.SecretValues
 	store.BlobRetention
@@ -234,6 +237,40 @@ func RunLeases(t *testing.T, open OpenApply) {
 		_, err := s.AcquireLease(ctx(t), lease("default/shop", "third", "apply 3", "srv-b", t0.Add(time.Minute+time.Second), time.Minute))
 		if !errors.Is(err, store.ErrLocked) {
 			t.Fatalf("the old token's release freed the new holder's lease: %v", err)
+		}
+	})
+
+	t.Run("a lease whose server left the live server list is taken over at once; a live or unregistered one's is not", func(t *testing.T) {
+		s := open(t)
+		for _, srv := range []string{"srv-dead", "srv-live"} {
+			if err := s.RegisterServer(ctx(t), srv, "https://"+srv, 15*time.Second, t0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, l := range []store.Lease{
+			lease("default/dead", "d", "apply 1", "srv-dead", t0, time.Minute),
+			lease("default/live", "l", "apply 2", "srv-live", t0, time.Minute),
+			lease("default/unlisted", "u", "apply 3", "srv-unlisted", t0, time.Minute),
+		} {
+			if _, err := s.AcquireLease(ctx(t), l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// srv-live renews its registration; srv-dead does not.
+		if err := s.RegisterServer(ctx(t), "srv-live", "https://srv-live", 15*time.Second, t0.Add(10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		at := t0.Add(16 * time.Second) // srv-dead's registration ran out; no lease expired
+		if _, err := s.AcquireLease(ctx(t), lease("default/dead", "new", "apply 4", "srv-b", at, time.Minute)); err != nil {
+			t.Fatalf("the lease of a server gone from the list: %v, want it taken over", err)
+		}
+		if err := s.RenewLease(ctx(t), "default/dead", "d", at.Add(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the dead server's token still renews: %v", err)
+		}
+		for _, p := range []string{"default/live", "default/unlisted"} {
+			if _, err := s.AcquireLease(ctx(t), lease(p, "new", "apply 5", "srv-b", at, time.Minute)); !errors.Is(err, store.ErrLocked) {
+				t.Fatalf("%s: %v, want it still locked", p, err)
+			}
 		}
 	})
 
