@@ -23,6 +23,12 @@ func ProjectPath(namespace, project, more string) string {
 // when the one it talks to stops answering.
 const HeaderServers = "Hatch-Servers"
 
+// HeaderError carries an error answer's body (its JSON, on one line) in a
+// header too, for the answers that cannot have a body: a HEAD's. Without
+// it a HEAD refused by a server whose database is down said only "503
+// Service Unavailable".
+const HeaderError = "Hatch-Error"
+
 // Error is every error answer's body, {"error": CODE, "message": TEXT}, and
 // the error a service returns for something its caller got wrong. Any other
 // error a service returns is the server's own failure.

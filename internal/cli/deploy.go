@@ -188,6 +188,11 @@ func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project st
 		}
 	}
 	id, err := d.c.Apply(ctx, opts.namespace, project, pl.ID)
+	if err != nil && ctx.Err() == nil && outcomeUnknown(err) {
+		return fmt.Errorf("%w\nNo server answered the apply request, so whether the apply was recorded is not known: "+
+			"`hatch history -n %s %s` lists the applies recorded, and running this again plans from what is there "+
+			"(no changes, if the apply went through)", err, opts.namespace, project)
+	}
 	if err != nil {
 		return err
 	}
@@ -207,7 +212,8 @@ func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project st
 		return ctx.Err()
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("the apply was recorded, but following it stopped: %w; it goes on on the server, "+
+			"and `hatch history -n %s %s` shows how it ends", err, opts.namespace, project)
 	}
 	if final.Outcome != "succeeded" {
 		fmt.Fprintf(d.out, "Apply failed: %s\n", termsafe.Line(final.Message))
@@ -215,6 +221,14 @@ func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project st
 	}
 	fmt.Fprintf(d.out, "Applied: %s.\n", termsafe.Line(final.Message))
 	return nil
+}
+
+// outcomeUnknown reports whether a request that failed with err may still
+// have been carried out: no server answered it (refused, cut, timed out on
+// the way), or the one that did gave up waiting on its own work.
+func outcomeUnknown(err error) bool {
+	var answered *client.APIError
+	return !errors.As(err, &answered) || answered.Code == string(api.CodeTimeout)
 }
 
 // stepLine is how an apply step is shown: a line per resource as it lands,
@@ -264,13 +278,20 @@ func (d *deployer) waitRollouts(ctx context.Context, namespace, project string, 
 			fmt.Fprintf(d.out, "Stopped following: the rollouts go on; `%s` shows them.\n", statusCommand(namespace, project))
 			return ctx.Err()
 		case err != nil:
+			// The outage is shown as it starts, not after a minute of
+			// silence: the rollouts go on on the hosts meanwhile.
 			if failingSince.IsZero() {
 				failingSince = time.Now()
+				fmt.Fprintf(d.out, "  … the control plane does not answer (%s); still following\n", termsafe.Line(err.Error()))
 			}
 			if time.Since(failingSince) > time.Minute {
-				return fmt.Errorf("following the rollouts: %w", err)
+				return fmt.Errorf("following the rollouts: no answer for a minute: %w; the rollouts go on on the hosts, "+
+					"and `%s` shows them once a server answers", err, statusCommand(namespace, project))
 			}
 		default:
+			if !failingSince.IsZero() {
+				fmt.Fprintf(d.out, "  … the control plane answers again after %s\n", time.Since(failingSince).Round(time.Second))
+			}
 			failingSince = time.Time{}
 			progress := rolloutProgress(status, eggs)
 			view.Show(progress)

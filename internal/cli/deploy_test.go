@@ -42,6 +42,21 @@ type fakeAPI struct {
 	hosts     [][]hostState // successive answers; the last one stays
 	hostPolls int
 	restarted []string
+	// cutApply cuts the apply request's connection without an answer, as
+	// a server killed during it does; outage cuts the status polls after
+	// the first, that many times.
+	cutApply bool
+	outage   int
+}
+
+// cut drops the request's connection without answering it.
+func cut(t *testing.T, w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	conn.Close()
 }
 
 func newFakeAPI(t *testing.T) (*fakeAPI, *client.Client) {
@@ -86,6 +101,10 @@ func newFakeAPI(t *testing.T) (*fakeAPI, *client.Client) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.applied = append(f.applied, req.Plan)
+		if f.cutApply {
+			cut(t, w)
+			return
+		}
 		writeTestJSON(w, http.StatusAccepted, map[string]any{"apply": map[string]any{"id": 7}})
 	})
 	mux.HandleFunc("GET /api/v1/projects/{ns}/{p}/applies/7/events", func(w http.ResponseWriter, r *http.Request) {
@@ -121,6 +140,11 @@ func newFakeAPI(t *testing.T) (*fakeAPI, *client.Client) {
 		defer f.mu.Unlock()
 		if len(f.statuses) == 0 || f.statuses[0].Namespace != r.PathValue("ns") || f.statuses[0].Project != r.PathValue("p") {
 			writeTestJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "no project"})
+			return
+		}
+		if f.polls > 0 && f.outage > 0 {
+			f.outage--
+			cut(t, w)
 			return
 		}
 		f.polls++
@@ -492,3 +516,41 @@ func TestDeployWithoutWaitingNamesItsNamespacesStatusCommand(t *testing.T) {
 		}
 	}
 }
+
+// A server killed during the apply request leaves its outcome unknown: the
+// CLI says so and how to find out, rather than a bare connection error.
+func TestAnApplyRequestNobodyAnsweredSaysItsOutcomeIsUnknown(t *testing.T) {
+	f, c := newFakeAPI(t)
+	f.cutApply = true
+	var out bytes.Buffer
+	err := testDeployer(c, &out).deploy(t.Context(), testProject(t), deployOptions{namespace: "default", yes: true})
+	if err == nil {
+		t.Fatalf("deploy succeeded\n%s", out.String())
+	}
+	for _, part := range []string{"whether the apply was recorded is not known", "hatch history -n default demo"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("the error %q does not say %q", err, part)
+		}
+	}
+}
+
+// An outage while following the rollouts is shown as it starts and when it
+// ends, not after a minute of silence.
+func TestFollowingShowsAnOutageAsItHappens(t *testing.T) {
+	f, c := newFakeAPI(t)
+	f.statuses = readyStatuses("web")
+	f.outage = 2
+	var out bytes.Buffer
+	if err := testDeployer(c, &out).waitRollouts(t.Context(), "default", "demo", []string{"web"}); err != nil {
+		t.Fatalf("waitRollouts = %v\n%s", err, out.String())
+	}
+	text := out.String()
+	down, back := strings.Index(text, "the control plane does not answer"), strings.Index(text, "the control plane answers again")
+	if down < 0 || back < down || !strings.Contains(text, "default/demo is ready") {
+		t.Fatalf("the outage is not shown as it starts and ends:\n%s", text)
+	}
+	if n := strings.Count(text, "does not answer"); n != 1 {
+		t.Errorf("the outage is said %d times, want once:\n%s", n, text)
+	}
+}
+

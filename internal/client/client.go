@@ -446,6 +446,8 @@ func ReadError(resp *http.Response) error {
 	var body api.Error
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body); err == nil {
 		e.Code, e.Message = string(body.Code), body.Message
+	} else if err := json.Unmarshal([]byte(resp.Header.Get(api.HeaderError)), &body); err == nil {
+		e.Code, e.Message = string(body.Code), body.Message // a HEAD's answer: no body
 	}
 	return e
 }

@@ -238,14 +238,14 @@ func (c *Client) HasBlob(ctx context.Context, digest string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	resp.Body.Close()
+	defer drainClose(resp.Body)
 	switch resp.StatusCode {
 	case http.StatusOK:
 		return true, nil
 	case http.StatusNotFound:
 		return false, nil
 	}
-	return false, &APIError{StatusCode: resp.StatusCode, Message: "checking for a build context: " + resp.Status}
+	return false, fmt.Errorf("checking for a build context: %w", ReadError(resp))
 }
 
 // PutBlob uploads a file as the blob with the digest.

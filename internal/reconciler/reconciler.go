@@ -21,10 +21,13 @@ var DefaultConcurrency = 10
 // Default retry policy, used when Reconciler.Backoff is nil: exponential, and
 // bounded so that a resource that never succeeds (or a parent that never
 // becomes ready) fails the run instead of hanging it. Ten minutes leaves room
-// for an egg's default five-minute progress deadline.
+// for an egg's default five-minute progress deadline. Tries are at most 2 s
+// apart (3 s with the jitter): what a step waits for (a database back, an
+// egg ready) is usually back within seconds, and a 10 s cap once left an
+// apply waiting 17 s after its database returned.
 const (
 	defaultInitialInterval = 200 * time.Millisecond
-	defaultMaxInterval     = 10 * time.Second
+	defaultMaxInterval     = 2 * time.Second
 	defaultMaxElapsedTime  = 10 * time.Minute
 )
 

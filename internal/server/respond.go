@@ -32,11 +32,18 @@ var statusOf = map[api.Code]int{
 	api.CodeGone:             http.StatusGone,
 }
 
+// maxErrorHeader bounds the error a header repeats: a longer one is in
+// the body only.
+const maxErrorHeader = 4 << 10
+
 // writeError answers with an error body, at its code's status.
 func writeError(w http.ResponseWriter, e *api.Error) {
 	status, ok := statusOf[e.Code]
 	if !ok {
 		status = http.StatusInternalServerError
+	}
+	if b, err := json.Marshal(e); err == nil && len(b) <= maxErrorHeader {
+		w.Header().Set(api.HeaderError, string(b)) // JSON escapes every control character
 	}
 	writeJSON(w, status, e)
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -37,5 +39,25 @@ func TestAnUnreachableDatabaseIsAnswered503(t *testing.T) {
 		if tt.status == http.StatusServiceUnavailable && rec.Header().Get("Retry-After") == "" {
 			t.Fatal("503 without Retry-After")
 		}
+	}
+}
+
+// A HEAD's answer has no body: the error's reason travels in a header,
+// which the client reads, so `hatch apply` checking for a build context on
+// a server whose database is down says why, not only "503 Service
+// Unavailable".
+func TestAHeadRefusedSaysWhyThroughTheClient(t *testing.T) {
+	b := BuildTestServer(t, DefaultConfig(), TestWiring{})
+	rec := httptest.NewRecorder()
+	path := "/api/v1/blobs/sha256:" + strings.Repeat("ab", 32)
+	b.Server.fail(rec, httptest.NewRequest(http.MethodHead, path, nil), "HEAD /api/v1/blobs/{digest}",
+		fmt.Errorf("has blob: %w: connection refused", store.ErrUnavailable))
+	resp := rec.Result()
+	resp.Body = http.NoBody // what a client reads of a HEAD
+	err := client.ReadError(resp)
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Code != string(api.CodeUnavailable) ||
+		!strings.Contains(apiErr.Message, "database") {
+		t.Fatalf("the client read %v (%+v), want 503 unavailable with the reason", err, apiErr)
 	}
 }
