@@ -553,4 +553,3 @@ func TestFollowingShowsAnOutageAsItHappens(t *testing.T) {
 		t.Errorf("the outage is said %d times, want once:\n%s", n, text)
 	}
 }
-
