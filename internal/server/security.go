@@ -29,9 +29,8 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal
 		return p, true
 	case errors.Is(err, ErrUnauthenticated):
 		s.refuse(w, r, err)
-	default:
-		s.log.Error("authentication failed", zap.String("path", r.URL.Path), zap.Error(err))
-		writeError(w, api.Errorf(api.CodeInternal, "the server failed; its log says why"))
+	default: // the server's failure (an unreachable database: 503), never the caller's
+		s.fail(w, r, "authenticate "+r.URL.Path, err)
 	}
 	return Principal{}, false
 }

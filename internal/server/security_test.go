@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -231,27 +232,28 @@ func TestAHostReadsOnlyTheBlobsItsDesiredStateReferences(t *testing.T) {
 }
 
 // brokenLookup is a token store that cannot be read.
-type brokenLookup struct{}
+// brokenLookup fails every token lookup with its error.
+type brokenLookup struct{ err error }
 
 var errStoreDown = errors.New("database is locked")
 
-func (brokenLookup) JoinTokenByHash(context.Context, string) (store.JoinToken, error) {
-	return store.JoinToken{}, errStoreDown
+func (b brokenLookup) JoinTokenByHash(context.Context, string) (store.JoinToken, error) {
+	return store.JoinToken{}, b.err
 }
 
-func (brokenLookup) HostByTokenHash(context.Context, string) (store.HostIdentity, error) {
-	return store.HostIdentity{}, errStoreDown
+func (b brokenLookup) HostByTokenHash(context.Context, string) (store.HostIdentity, error) {
+	return store.HostIdentity{}, b.err
 }
 
-func (brokenLookup) AdminTokenByHash(context.Context, string) (store.AdminToken, error) {
-	return store.AdminToken{}, errStoreDown
+func (b brokenLookup) AdminTokenByHash(context.Context, string) (store.AdminToken, error) {
+	return store.AdminToken{}, b.err
 }
 
 func TestAStoreFailureWhileAuthenticatingIsAServerErrorNotAFailedAuthentication(t *testing.T) {
 	sh := newSecureHarness(t, DefaultConfig())
 	sh.srv.limiter = newFailureLimiter(1, time.Hour) // one counted failure would lock the address out
 	adminHash := pki.HashSecret(strings.Split(sh.token, ".")[1])
-	sh.srv.deps.Auth = NewTokenAuth(adminHash, brokenLookup{}, sh.clock.Now)
+	sh.srv.deps.Auth = NewTokenAuth(adminHash, brokenLookup{errStoreDown}, sh.clock.Now)
 	hostTok := pki.NewToken(pki.KindHost, fingerprint()).String()
 	for range 3 {
 		wantError(t, sh.doAs(hostTok, "GET", "/api/v1/hosts/h1/desired-state", nil), http.StatusInternalServerError, "internal", "log")
@@ -264,3 +266,25 @@ func TestAStoreFailureWhileAuthenticatingIsAServerErrorNotAFailedAuthentication(
 	sh.remember(hostTok)
 	sh.checkNoSecretLeaked()
 }
+
+// While the database is unreachable an agent's request is answered 503
+// unavailable, as every other request then is, and logged as the
+// database's absence at WARN, never as a failed authentication at ERROR
+// (PostgreSQL down once logged every agent's report as one).
+func TestAnUnreachableDatabaseWhileAuthenticatingIsAnswered503(t *testing.T) {
+	sh := newSecureHarness(t, DefaultConfig())
+	adminHash := pki.HashSecret(strings.Split(sh.token, ".")[1])
+	sh.srv.deps.Auth = NewTokenAuth(adminHash, brokenLookup{fmt.Errorf("host by token: %w: connection refused", store.ErrUnavailable)}, sh.clock.Now)
+	hostTok := pki.NewToken(pki.KindHost, fingerprint()).String()
+	resp := sh.doAs(hostTok, "POST", "/api/v1/hosts/h1/status", strings.NewReader("{}"))
+	if resp.Header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+	wantError(t, resp, http.StatusServiceUnavailable, "unavailable", "database")
+	if logs := sh.logs.String(); strings.Contains(logs, "authentication failed") || !strings.Contains(logs, "the database is unreachable") {
+		t.Fatalf("the logs do not say the database is unreachable, or call it a failed authentication:\n%s", logs)
+	}
+	sh.remember(hostTok)
+	sh.checkNoSecretLeaked()
+}
+
