@@ -112,6 +112,10 @@ type Config struct {
 	ConvergeTimeout time.Duration
 	// HeartbeatInterval is the period of the status heartbeat (2s).
 	HeartbeatInterval time.Duration
+	// EngineProbeInterval is how often the Docker Engine is asked whether
+	// it answers (2s; 0: never), and EngineProbeTimeout how long it has to
+	// (3s): past it, the engine is reported unresponsive.
+	EngineProbeInterval, EngineProbeTimeout time.Duration
 	// PollWait is how long the server may hold a desired-state long poll (30s).
 	PollWait time.Duration
 	// PollRetryMin and PollRetryMax bound the jittered back-off between
@@ -140,6 +144,8 @@ func DefaultConfig() Config {
 		ConvergeInterval:     30 * time.Second,
 		ConvergeTimeout:      2 * time.Minute,
 		HeartbeatInterval:    2 * time.Second,
+		EngineProbeInterval:  2 * time.Second,
+		EngineProbeTimeout:   3 * time.Second,
 		PollWait:             30 * time.Second,
 		PollRetryMin:         500 * time.Millisecond,
 		PollRetryMax:         30 * time.Second,
@@ -245,7 +251,8 @@ type Agent struct {
 	// relayRoot holds one directory per relayed service, its socket inside.
 	relayRoot string
 
-	trust trustWatch
+	trust  trustWatch
+	engine engineWatch
 
 	// Owned by the loop goroutine (and by Close once the loop has ended).
 	memFile   memoryFile
@@ -321,6 +328,9 @@ func (a *Agent) Start() error {
 	a.goRun(func() { a.loop(ctx) })
 	a.goRun(func() { a.poll(ctx) })
 	a.goRun(func() { a.heartbeat(ctx) })
+	if p, ok := a.cfg.Docker.(enginePinger); ok && a.cfg.EngineProbeInterval > 0 {
+		a.goRun(func() { a.watchEngine(ctx, p) })
+	}
 	a.goRun(func() {
 		watchEvents(ctx, a.cfg.Events, a.cfg.HostID, a.log, a.onEvent, a.changes.Fire)
 	})
@@ -885,6 +895,7 @@ func (a *Agent) heartbeat(ctx context.Context) {
 			continue
 		}
 		r.Time = a.now()
+		r.Engine = a.engine.current()
 		rctx, cancel := context.WithTimeout(ctx, max(a.cfg.HeartbeatInterval, 5*time.Second))
 		err := a.cfg.ControlPlane.ReportStatus(rctx, r)
 		cancel()

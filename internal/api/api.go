@@ -100,6 +100,9 @@ type Host struct {
 	// Capacity is what the host reported of its capacity and what
 	// placement believes.
 	Capacity *HostCapacity `json:"capacity,omitempty"`
+	// Engine is set while the host's agent reports that its Docker Engine
+	// does not answer.
+	Engine *contract.EngineProblem `json:"engine,omitempty"`
 }
 
 // HostList is GET /api/v1/hosts.

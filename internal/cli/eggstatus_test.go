@@ -137,6 +137,21 @@ func TestHostsShowsWhatTheAgentsReportWrong(t *testing.T) {
 	}
 }
 
+func TestHostsShowsAnEngineThatDoesNotAnswer(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	hosts := []api.Host{{ID: "h1", Name: "a", State: "up", LastSeen: now.Add(-time.Second),
+		Engine: &contract.EngineProblem{Since: now.Add(-8 * time.Second), Reason: "ping the Docker Engine: context deadline exceeded"}}}
+	var b strings.Builder
+	if err := printHosts(&b, hosts, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"up, engine unresponsive", "a: the Docker Engine has not answered since", "context deadline exceeded"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
 func TestHostsShowsTheBelievedCapacityAndAJumpNotBelieved(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	eight := contract.HostCapacity{MemoryBytes: 8 << 30, MilliCPU: 4000}

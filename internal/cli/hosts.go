@@ -51,8 +51,11 @@ func printHosts(w io.Writer, hosts []api.Host, now time.Time) error {
 	var problems []string
 	for _, h := range hosts {
 		state := h.State
-		if !h.RemovedAt.IsZero() {
+		switch {
+		case !h.RemovedAt.IsZero():
 			state = "removed"
+		case h.Engine != nil && h.State == "up":
+			state = "up, engine unresponsive"
 		}
 		seen := "never"
 		if !h.LastSeen.IsZero() {
@@ -61,6 +64,10 @@ func printHosts(w io.Writer, hosts []api.Host, now time.Time) error {
 		errs := h.Errors
 		if h.Capacity != nil && h.Capacity.Problem != "" {
 			errs = append(slices.Clip(errs), h.Capacity.Problem)
+		}
+		if h.Engine != nil {
+			errs = append(slices.Clip(errs), fmt.Sprintf("the Docker Engine has not answered since %s (%s): its replicas count as not ready",
+				h.Engine.Since.Local().Format(time.TimeOnly), h.Engine.Reason))
 		}
 		count := "-"
 		if len(errs) > 0 {

@@ -341,6 +341,19 @@ type StatusReport struct {
 	// route with an ACME certificate lands on hosts not on 80 and 443.
 	HTTPPort  int `json:"http_port,omitempty"`
 	HTTPSPort int `json:"https_port,omitempty"`
+	// Engine is set while the host's Docker Engine does not answer the
+	// agent: the containers above are then the last ones it listed, and
+	// none of them can be taken as ready.
+	Engine *EngineProblem `json:"engine,omitempty"`
+}
+
+// EngineProblem is a Docker Engine that stopped answering its agent in
+// time (frozen, overloaded, or gone).
+type EngineProblem struct {
+	// Since is when the first call that went unanswered was made.
+	Since time.Time `json:"since"`
+	// Reason is that call's error.
+	Reason string `json:"reason"`
 }
 
 // HostCapacity is a host's total memory and CPU, as its Docker Engine reports.

@@ -30,7 +30,7 @@ func hostView(h store.Host, id store.HostIdentity, desired store.DesiredState, p
 	if err != nil {
 		return v, nil, fmt.Errorf("host %s: stored report: %w", h.ID, err)
 	}
-	v.ReportedVersion, v.Errors = report.Version, report.Errors
+	v.ReportedVersion, v.Errors, v.Engine = report.Version, report.Errors, report.Engine
 	return v, &report, nil
 }
 
@@ -192,6 +192,7 @@ func (s *Service) Report(ctx context.Context, host string, report contract.Statu
 			s.log.Warn("rollout events not recorded", zap.String("host", host), zap.Error(err))
 		}
 	}
+	s.recordEngineChange(ctx, host, prev, report, now)
 	if meshAddressesChanged(prev, report) {
 		s.reportedPeers.kick(func() {
 			// Not bound to this report's request: the run is for others' too.

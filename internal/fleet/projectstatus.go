@@ -33,6 +33,9 @@ type statusHost struct {
 	Containers []contract.ContainerStatus
 	// Errors are the problems its agent last reported.
 	Errors []string
+	// Engine is set while its agent reports that its Docker Engine does
+	// not answer: its containers are then not to be believed.
+	Engine *contract.EngineProblem
 }
 
 func (h statusHost) label() string { return cmp.Or(h.Name, h.ID) }
@@ -112,6 +115,13 @@ func (t *eggTally) addHost(h statusHost, w contract.WorkloadSpec, now time.Time)
 		t.notUp = append(t.notUp, fmt.Sprintf("waiting for host %s's first report", h.label()))
 	}
 	switch {
+	case up && h.Engine != nil:
+		// The containers are the last the agent could list: none counts.
+		if w.Replicas > 0 {
+			t.notUp = append(t.notUp, fmt.Sprintf("host %s's Docker Engine has not answered since %s", h.label(),
+				h.Engine.Since.UTC().Format(time.TimeOnly)))
+			t.worsen(phaseProgressing)
+		}
 	case !up && w.Replicas > 0:
 		t.notUp = append(t.notUp, fmt.Sprintf("host %s is %s", h.label(), h.State))
 		t.worsen(phaseProgressing)
@@ -227,7 +237,7 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 			if err != nil {
 				return nil, fmt.Errorf("host %s: stored report: %w", h.ID, err)
 			}
-			sh.Errors = report.Errors
+			sh.Errors, sh.Engine = report.Errors, report.Engine
 			for _, c := range report.Containers {
 				if strings.HasPrefix(c.WorkloadID, prefix) {
 					sh.Containers = append(sh.Containers, c)

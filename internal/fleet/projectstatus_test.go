@@ -115,6 +115,16 @@ func TestProjectStatusSumsEachEggOverItsHosts(t *testing.T) {
 				t.Errorf("host b = %+v, want its last report's figures and its state", e.Hosts[1])
 			}
 		}},
+		{"a host whose Docker Engine does not answer counts nothing ready and is named", []statusHost{
+			statusHostOf("a", store.HostUp, []contract.WorkloadSpec{web1}, runningAt(web1, 0, true)),
+			func() statusHost {
+				h := statusHostOf("b", store.HostUp, []contract.WorkloadSpec{web1}, runningAt(web1, 0, true))
+				h.Engine = &contract.EngineProblem{Since: statusNow.Add(-10 * time.Second), Reason: "context deadline exceeded"}
+				return h
+			}(),
+		}, nil, "web", func(t *testing.T, e api.EggStatus) {
+			wantEgg(t, e, 1, 2, phaseProgressing, "host b's Docker Engine has not answered since 11:59:50")
+		}},
 		{"a host without a name is shown by its ID", []statusHost{{ID: "h-9", State: store.HostUnknown, Workloads: []contract.WorkloadSpec{kv}}}, nil, "kv",
 			func(t *testing.T, e api.EggStatus) {
 				wantEgg(t, e, 0, 1, phaseProgressing, "waiting for host h-9's first report")

@@ -102,6 +102,9 @@ func (p eggProvider) Ready(ctx context.Context, project string, r *resource.Depl
 		if err != nil {
 			return false, "", err
 		}
+		if rep.Engine != nil {
+			continue // its containers are the last its agent could list: none counts
+		}
 		reports[host] = rep.Containers
 	}
 	waiting, _ := r.Outputs["waiting"].(string)

@@ -112,6 +112,11 @@ func (f StoreFleet) Hosts(ctx context.Context) ([]FleetHost, error) {
 		switch h.State {
 		case store.HostUp:
 			sh.State = placement.HostLive
+			if reports[h.ID].Engine != nil {
+				// Up, but its Docker Engine does not answer: it keeps its
+				// replicas and gets no new one (placement's unknown).
+				sh.State = placement.HostUnknown
+			}
 		case store.HostDown:
 			sh.State, sh.DownSince = placement.HostDown, h.StateSince
 		}

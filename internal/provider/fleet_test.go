@@ -3,10 +3,12 @@ package provider
 import (
 	"encoding/json"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/placement"
+	"github.com/hatchery/hatchery/internal/resource"
 )
 
 // upWith makes a host report with a capacity.
@@ -40,5 +42,37 @@ func TestReportedCapacityLimitsPlacement(t *testing.T) {
 	e.apply("default/shop", "project: shop\neggs:\n  w: {image: w:1, replicas: 7, placement: {hosts: [small, large]}, resources: {memory: 512Mi}}\n", nil)
 	if got := e.slots("default/shop/w", "small", "large", "silent"); !maps.Equal(got, map[string]int{"small": 2, "large": 5}) {
 		t.Fatalf("slots %v, want small full at 2 and the rest on large", got)
+	}
+}
+
+// A host up whose Docker Engine does not answer gets no new replica, keeps
+// those it has, and none of them is ready for the apply.
+func TestAHostWhoseEngineDoesNotAnswerGetsNoNewReplicaAndNoneOfItsIsReady(t *testing.T) {
+	e := newEnv(t)
+	e.up("a")
+	e.up("b")
+	e.apply("default/shop", "project: shop\neggs:\n  w: {image: w:1, replicas: 2}\n", nil)
+	if got := e.slots("default/shop/w", "a", "b"); !maps.Equal(got, map[string]int{"a": 1, "b": 1}) {
+		t.Fatalf("slots %v, want one on each host", got)
+	}
+	w, ok := e.state("b").Workload("default/shop/w")
+	if !ok {
+		t.Fatal("b has no workload w")
+	}
+	healthy := contract.ContainerStatus{WorkloadID: w.ID(), Slot: 0, SpecHash: contract.SpecHash(w), State: contract.StateRunning, Healthy: true}
+	rep, _ := json.Marshal(contract.StatusReport{HostID: "b", Time: e.clock.Now(), Containers: []contract.ContainerStatus{healthy},
+		Engine: &contract.EngineProblem{Since: e.clock.Now(), Reason: "context deadline exceeded"}})
+	if _, err := e.st.PutStatus(t.Context(), "b", rep, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	wa, _ := e.state("a").Workload("default/shop/w")
+	e.up("a", contract.ContainerStatus{WorkloadID: wa.ID(), Slot: 0, SpecHash: contract.SpecHash(wa), State: contract.StateRunning, Healthy: true})
+	ready, reason, err := (eggProvider{e.set}).Ready(t.Context(), "default/shop", e.record("default/shop", "egg/w"), resource.ConditionHealthy)
+	if err != nil || ready || !strings.Contains(reason, "1/2") {
+		t.Fatalf("ready = %v %q %v; want not ready, 1/2: b's containers are not to be believed", ready, reason, err)
+	}
+	e.apply("default/shop", "project: shop\neggs:\n  w: {image: w:1, replicas: 4}\n", nil)
+	if got := e.slots("default/shop/w", "a", "b"); !maps.Equal(got, map[string]int{"a": 3, "b": 1}) {
+		t.Fatalf("slots %v, want b to keep its one and get none more", got)
 	}
 }

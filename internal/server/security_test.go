@@ -287,4 +287,3 @@ func TestAnUnreachableDatabaseWhileAuthenticatingIsAnswered503(t *testing.T) {
 	sh.remember(hostTok)
 	sh.checkNoSecretLeaked()
 }
-

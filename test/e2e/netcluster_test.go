@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -568,4 +570,57 @@ func (c *cluster) demoContainers(egg string) []container.Summary {
 		all = append(all, c.demoContainersOn(a, egg)...)
 	}
 	return all
+}
+
+// A frozen Docker Engine is seen: within 10 s of its SIGSTOP `hatch hosts`
+// says the host's engine is unresponsive, `hatch status` counts none of its
+// replicas as ready and says why, and an event records it; thawed, the
+// egg is done again. (Before, the host stayed "up" and the egg "done"
+// while nothing on the host could be started or stopped.)
+func TestNetClusterAFrozenEngineIsSeenWithinTenSeconds(t *testing.T) {
+	c := newCluster(t, clusterOptions{hosts: 1})
+	h1 := c.agents["h1"]
+	dir := netSpreadProject(t, "frozen", 1, "")
+	c.mustHatch(nil, "apply", "-f", filepath.Join(dir, "hatch.yaml"), "--yes")
+
+	if err := h1.host.SignalEngine(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozenAt := time.Now()
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			if err := h1.host.SignalEngine(syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(thaw) // before the cluster's own clean-up, which needs the engine
+	dockertest.Eventually(t, 10*time.Second, 250*time.Millisecond, func() error {
+		out, err := c.hatch(nil, "hosts")
+		if err != nil || !strings.Contains(out, "up, engine unresponsive") {
+			return fmt.Errorf("hatch hosts (%v):\n%s", err, out)
+		}
+		return nil
+	})
+	t.Logf("the frozen engine was seen %v after its SIGSTOP", time.Since(frozenAt).Round(100*time.Millisecond))
+	status := c.mustHatch(nil, "status", "frozen")
+	if !regexp.MustCompile(`(?m)^\s*app\s+0/1\s`).MatchString(status) || !strings.Contains(status, "Docker Engine has not answered") {
+		t.Errorf("hatch status with the engine frozen:\n%s", status)
+	}
+	if msgs := c.eventMessages("host.engine_unresponsive"); len(msgs) != 1 {
+		t.Errorf("host.engine_unresponsive events: %q, want one", msgs)
+	}
+
+	thaw()
+	dockertest.Eventually(t, 30*time.Second, 250*time.Millisecond, func() error {
+		if out := c.mustHatch(nil, "status", "frozen"); !regexp.MustCompile(`(?m)^\s*app\s+1/1\s+done`).MatchString(out) {
+			return fmt.Errorf("hatch status after the thaw:\n%s", out)
+		}
+		return nil
+	})
+	if msgs := c.eventMessages("host.engine_answers"); len(msgs) != 1 {
+		t.Errorf("host.engine_answers events: %q, want one", msgs)
+	}
 }

@@ -284,3 +284,18 @@ func (h *Host) remove() error {
 	}
 	return errors.Join(errs...)
 }
+
+// SignalEngine sends sig to the host's Docker Engine (SIGSTOP freezes it,
+// SIGCONT thaws it), for tests of an engine that stops answering.
+func (h *Host) SignalEngine(sig syscall.Signal) error {
+	h.mu.Lock()
+	engine := h.engine
+	h.mu.Unlock()
+	if engine == nil {
+		return fmt.Errorf("netcluster: signal %s's engine: it is stopped", h.Name)
+	}
+	if err := engine.Process.Signal(sig); err != nil {
+		return fmt.Errorf("netcluster: signal %s's engine: %w", h.Name, err)
+	}
+	return nil
+}
