@@ -97,7 +97,7 @@
 // tls ("auto", "off", "secret", or absent for the server's default: auto
 // for a public DNS name when the server has an ACME CA), cert and key (with
 // tls: secret, ${secret/<name>.handle} of the secrets holding the PEM chain
-// and key; from {tls: {cert: ${secret.crt}, key: ${secret.key}}}), hsts
+// and key; from {tls: {cert: "${secret.crt}", key: "${secret.key}"}}), hsts
 // (absent unless true), hosts: [${egg/<egg>.hosts}]}. It depends on its egg,
 // and on the secrets of its certificate.
 //
