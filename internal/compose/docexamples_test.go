@@ -166,8 +166,12 @@ func TestDocExamplesLoad(t *testing.T) {
 			}
 			var node yaml.Node
 			if err := yaml.Unmarshal([]byte(span), &node); err != nil {
+				why := err.Error()
+				if _, hint, ok := spec.ExplainFlowReference([]byte(span)); ok {
+					why = hint
+				}
 				line := strings.Count(prose[:m[4]], "\n") + 1
-				t.Errorf("%s:%d: the inline example `%s` is not YAML (%v); quote its references, or make it a ```yaml block", doc, line, span, err)
+				t.Errorf("%s:%d: the inline example `%s` is not YAML (%s): write it so it parses, or make it a ```yaml block", doc, line, span, why)
 			}
 		}
 	}

@@ -1,7 +1,9 @@
 package compose
 
 import (
+	"context"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -76,5 +78,25 @@ func TestLoadKeepsComposeGosErrorForOtherYAMLProblems(t *testing.T) {
 	}
 	if _, ok := err.(*loadError); !ok {
 		t.Errorf("got %T %v, want compose-go's error wrapped with the file", err, err)
+	}
+}
+
+// Env files are the other place a Compose user writes ${VAR}; they are not
+// YAML, so braces there are text and the trap does not exist: a value like
+// {"a": "${X}"} in .env or an env_file is read as written, X substituted.
+// This pins that, so that the hint above is not needed there.
+func TestEnvFilesHaveNoFlowCollectionTrap(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"compose.yaml": "services:\n  web:\n    image: nginx\n    env_file: [web.env]\n    environment:\n      B: ${JSON}\n",
+		".env":         "X=1\nJSON={\"a\": \"${X}\", \"b\": [${X}]}\n",
+		"web.env":      "C={c: ${X}}\nD=[${X}]\n",
+	})
+	p, err := Load(context.Background(), []string{filepath.Join(dir, "compose.yaml")}, Options{})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := map[string]string{"B": `{"a": "1", "b": [1]}`, "C": "{c: 1}", "D": "[1]"}
+	if got := p.Eggs[0].Env; !reflect.DeepEqual(got, want) {
+		t.Errorf("env = %q, want %q", got, want)
 	}
 }
