@@ -15,7 +15,9 @@
 // published ports claimed twice, stateful eggs with several replicas, cycles
 // (with their path). Problems that do not stop a deploy, such as a bind mount,
 // are warnings. Parse does no I/O; CheckSources checks the files and
-// variables the project reads at deploy time.
+// variables the project reads at deploy time. A YAML syntax error keeps the
+// parser's words, except the one a ${...} unquoted inside {...} or [...]
+// causes, which says so and shows the quoted form (ExplainFlowReference).
 //
 // ${env.NAME} and ${env.NAME:-default} are substituted while loading, from
 // Options.LookupEnv. References to outputs are translated to the canonical

@@ -11,10 +11,10 @@ import (
 // "{" and "}" are indicators, so an unquoted ${secret.crt} there is not a
 // scalar but "$" followed by a mapping, and the parser answers "did not find
 // expected ',' or '}'", a message that names neither the cause nor the fix.
-// Block style (cert: ${secret.crt} on its own line) has no such trap, which
-// is why Compose users quote references in flow collections. Both the
-// hatch.yaml loader and the Compose loader (whose files hold ${VAR}) turn
-// that parser error into one that shows the quoted form.
+// In block style (cert: ${secret.crt} on its own line) a "{" inside a scalar
+// is text, so the trap is only in flow collections, where Compose files meet
+// it too. Both the hatch.yaml loader and the Compose loader (whose files
+// hold ${VAR}) turn that parser error into one that shows the quoted form.
 
 // flowReference is a ${...} written unquoted inside a flow collection.
 type flowReference struct {
@@ -48,7 +48,7 @@ func (r flowReference) String() string {
 // another (a later problem of the file); if the same error stays, the file
 // has a problem of its own before them and the parser's message is the
 // right one. It runs only on a file the parser refused, and parses it at
-// most once per reference found.
+// most once per reference found, for the first maxFlowReferences of them.
 func ExplainFlowReference(data []byte) (line int, message string, ok bool) {
 	text := strings.ReplaceAll(string(data), "\r\n", "\n")
 	before := yamlError(text)
@@ -59,14 +59,23 @@ func ExplainFlowReference(data []byte) (line int, message string, ok bool) {
 	if !found {
 		return 0, "", false
 	}
-	for r := first; found; r, found = firstFlowReference(text) {
+	r := first
+	for range maxFlowReferences {
 		text = text[:r.from] + r.quoted + text[r.to:]
 		if yamlError(text) != before {
 			return first.line, first.String(), true
 		}
+		if r, found = firstFlowReference(text); !found {
+			break
+		}
 	}
 	return 0, "", false
 }
+
+// maxFlowReferences bounds the parses of a refused file ExplainFlowReference
+// makes: a file with more unquoted references than that, none of which
+// changes the parser's error, keeps the parser's message.
+const maxFlowReferences = 100
 
 // yamlError is the parser's error for text, "" if it parses.
 func yamlError(text string) string {
@@ -107,10 +116,11 @@ type flowScan struct {
 	// quote is the quote character of a quoted scalar continued on the next
 	// line, 0 if none.
 	quote byte
-	// blockIndent is, inside a block scalar (| or >), the column its content
-	// must be indented beyond; -1 outside one.
-	blockIndent int
+	// inBlock is set inside a block scalar (| or >), whose content lines are
+	// those indented beyond blockIndent, the column of the key or "-" it
+	// belongs to.
 	inBlock     bool
+	blockIndent int
 }
 
 // line scans one line; it returns the first trapped reference it finds.
