@@ -63,7 +63,9 @@ func (p *Project) CheckSources(env spec.Environment) []spec.Diagnostic {
 // and maps to exactly the resources of the hatch.yaml `hatch convert` prints.
 //
 // A Compose file that compose-go refuses gives its error, wrapped with the
-// files' names. Problems of the mapping, and of the converted project, are
+// files' names; one whose YAML is refused for a ${VAR} unquoted inside
+// {...} or [...] gives instead an *spec.Error at that line showing the
+// quoted form, as a hatch.yaml does. Problems of the mapping, and of the converted project, are
 // an *spec.Error listing every one at its line of a Compose file (errors
 // found in the converted project point at the service and setting they come
 // from); warnings are in the Project, or in the *spec.Error with the errors.
@@ -73,6 +75,9 @@ func Load(ctx context.Context, files []string, opts Options) (*Project, error) {
 	}
 	cp, findings, err := loadCompose(ctx, files, opts)
 	if err != nil {
+		if d, ok := flowReferenceError(files); ok {
+			return nil, &spec.Error{Errors: []spec.Diagnostic{d}}
+		}
 		return nil, &loadError{files, err}
 	}
 	return fromCompose(cp, findings, files, opts)
@@ -170,6 +175,32 @@ func (m *mapper) convert(p *spec.Project) (*spec.Project, func(spec.Diagnostic) 
 		m.adopt(move, nil, parsed.Warnings)
 	}
 	return parsed, move, nil
+}
+
+// flowReferenceError explains why compose-go refused the files when the
+// reason is the first of them that is not valid YAML, and the reason there is
+// a ${VAR} (or $${output}) written unquoted inside a flow collection, the
+// trap spec.ExplainFlowReference explains: compose-go's own message for it is
+// the parser's "did not find expected ',' or '}'", with a line counted from
+// 0. compose-go reads the files in order, so a later file is never the one it
+// refused when an earlier one is not YAML.
+func flowReferenceError(files []string) (spec.Diagnostic, bool) {
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return spec.Diagnostic{}, false
+		}
+		var doc yaml.Node
+		if yaml.Unmarshal(data, &doc) == nil {
+			continue
+		}
+		line, hint, ok := spec.ExplainFlowReference(data)
+		if !ok {
+			return spec.Diagnostic{}, false
+		}
+		return spec.Diagnostic{File: f, Line: line, Message: "not valid YAML: " + hint}, true
+	}
+	return spec.Diagnostic{}, false
 }
 
 // loadError is an error of compose-go's, on one line (some of its messages

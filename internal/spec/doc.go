@@ -15,7 +15,9 @@
 // published ports claimed twice, stateful eggs with several replicas, cycles
 // (with their path). Problems that do not stop a deploy, such as a bind mount,
 // are warnings. Parse does no I/O; CheckSources checks the files and
-// variables the project reads at deploy time.
+// variables the project reads at deploy time. A YAML syntax error keeps the
+// parser's words, except the one a ${...} unquoted inside {...} or [...]
+// causes, which says so and shows the quoted form (ExplainFlowReference).
 //
 // ${env.NAME} and ${env.NAME:-default} are substituted while loading, from
 // Options.LookupEnv. References to outputs are translated to the canonical
@@ -97,7 +99,7 @@
 // tls ("auto", "off", "secret", or absent for the server's default: auto
 // for a public DNS name when the server has an ACME CA), cert and key (with
 // tls: secret, ${secret/<name>.handle} of the secrets holding the PEM chain
-// and key; from {tls: {cert: ${secret.crt}, key: ${secret.key}}}), hsts
+// and key; from {tls: {cert: "${secret.crt}", key: "${secret.key}"}}), hsts
 // (absent unless true), hosts: [${egg/<egg>.hosts}]}. It depends on its egg,
 // and on the secrets of its certificate.
 //

@@ -450,7 +450,7 @@ func (ed *eggDecoder) routes(n *yaml.Node, what string) {
 		r.Line = item.Line
 		switch {
 		case r.TLS == TLSAuto && !PublicName(r.Host):
-			ed.errorf(item.Line, "%s: tls: auto needs a public DNS name, and %s is not one (localhost, an IP address or a single label): an ACME CA cannot validate it; write tls: off, or give your own certificate with tls: {cert: ${secret.crt}, key: ${secret.key}}", what, r.Host)
+			ed.errorf(item.Line, "%s: tls: auto needs a public DNS name, and %s is not one (localhost, an IP address or a single label): an ACME CA cannot validate it; write tls: off, or give your own certificate with tls: {cert: \"${secret.crt}\", key: \"${secret.key}\"}", what, r.Host)
 		case r.HSTS && r.TLS == TLSOff:
 			ed.errorf(item.Line, "%s: hsts needs TLS, and this route has tls: off: remove hsts, or serve the route over HTTPS", what)
 		}
@@ -462,10 +462,12 @@ func (ed *eggDecoder) routes(n *yaml.Node, what string) {
 // certificate and key are given.
 var secretRefRE = regexp.MustCompile(`^\$\{secret\.([A-Za-z0-9_.-]+)\}$`)
 
-// routeTLS reads a route's tls: auto, off, or {cert: ${secret.crt}, key:
-// ${secret.key}}: the user's PEM certificate chain and private key.
+// routeTLS reads a route's tls: auto, off, or {cert: "${secret.crt}", key:
+// "${secret.key}"}: the user's PEM certificate chain and private key. The
+// example its errors give quotes the references, as a flow mapping needs
+// (see ExplainFlowReference), so that it can be copied as it is.
 func (ed *eggDecoder) routeTLS(n *yaml.Node, what string, r *Route) {
-	const example = "write tls: auto, tls: off, or tls: {cert: ${secret.crt}, key: ${secret.key}}"
+	const example = `write tls: auto, tls: off, or tls: {cert: "${secret.crt}", key: "${secret.key}"}`
 	if resolve(n).Kind == yaml.MappingNode {
 		r.TLS = TLSSecret
 		bad := false

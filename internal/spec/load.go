@@ -92,6 +92,9 @@ func (d *decoder) document(data []byte) *yaml.Node {
 		} else {
 			msg = strings.TrimPrefix(msg, "yaml: ")
 		}
+		if at, hint, ok := ExplainFlowReference(data); ok {
+			line, msg = at, hint
+		}
 		d.errorf(line, "not valid YAML: %s", msg)
 		return nil
 	}

@@ -100,6 +100,34 @@ eggs:
 	})
 }
 
+func TestRouteTLSErrorsGiveAnExampleThatLoads(t *testing.T) {
+	// The certificate form an error shows is copied as it is: written into
+	// a route, with the secrets it names, it must load (an unquoted
+	// ${secret.crt} inside {...} is not YAML).
+	src := "project: shop\neggs:\n  web:\n    image: nginx\n    port: 80\n    routes:\n" +
+		"      - {host: shop.localhost, tls: auto}\n      - {host: b.example.com, tls: sometimes}\n      - {host: c.example.com, tls: {cert: \"${secret.crt}\"}}\n" +
+		"secrets:\n  crt: {file: ./shop.crt}\n"
+	_, err := parse(src)
+	var perr *Error
+	if !errors.As(err, &perr) || len(perr.Errors) != 3 {
+		t.Fatalf("err = %v, want three errors", err)
+	}
+	for _, d := range perr.Errors {
+		i := strings.LastIndex(d.Message, "tls: {")
+		if i < 0 {
+			t.Errorf("%s: shows no certificate form", d)
+			continue
+		}
+		example := d.Message[i:]
+		file := "project: shop\neggs:\n  web:\n    image: nginx\n    port: 80\n    routes:\n" +
+			"      - {host: own.example.com, " + example + "}\n" +
+			"secrets:\n  crt: {file: ./own.crt}\n  key: {file: ./own.key}\n"
+		if _, err := parse(file); err != nil {
+			t.Errorf("the form %q of %s does not load:\n%v", example, d, err)
+		}
+	}
+}
+
 func TestPublicName(t *testing.T) {
 	for host, want := range map[string]bool{
 		"shop.example.com": true, "example.com.": true,
