@@ -140,6 +140,10 @@ func ended(h *holds.Hold) error {
 	return api.Errorf(api.CodeUnauthorized, "%v", cause)
 }
 
+// pollingHosts is how many distinct hosts (and admin tokens) hold a
+// desired-state poll on this server: what the peer-answer spread counts.
+func (s *Server) pollingHosts() int { return s.holds.Holders(endpointDesiredState) }
+
 // replaced reports whether a hold was ended by a newer one of its principal.
 func replaced(h *holds.Hold) bool { return errors.Is(h.Cause(), holds.ErrReplaced) }
 

@@ -110,7 +110,7 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 				// a while drawn from the spread, then with the latest list.
 				spread, first = true, false
 				select {
-				case <-time.After(peerSpread(s.holds.Holders(endpointDesiredState))):
+				case <-time.After(peerSpread(s.pollingHosts())):
 					continue
 				case <-held.Done():
 					return s.heldEnded(w, held)
