@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/api"
@@ -138,6 +139,14 @@ func ended(h *holds.Hold) error {
 		return apiErr
 	}
 	return api.Errorf(api.CodeUnauthorized, "%v", cause)
+}
+
+// heldOpenGauge is hatch_held_open: what the registry holds now.
+func heldOpenGauge(r *holds.Registry) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hatch_held_open",
+		Help: "Long-polls and streams held open now, over every principal and endpoint.",
+	}, func() float64 { return float64(r.Len()) })
 }
 
 // pollingHosts is how many distinct hosts (and admin tokens) hold a

@@ -150,6 +150,9 @@ func TestAHostHoldsAtMostTwoDesiredStatePolls(t *testing.T) {
 	if n := sh.srv.pollingHosts(); n != 1 {
 		t.Fatalf("the peer spread counts %d polling hosts, want 1", n)
 	}
+	if m := readAll(t, sh.do("GET", "/metrics", nil).Body); !strings.Contains(m, "\nhatch_held_open 2\n") {
+		t.Fatalf("/metrics does not say 2 held open:\n%s", m)
+	}
 }
 
 // Finding 6, the spread: what spreads the answers to a new peer list counts

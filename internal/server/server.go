@@ -229,6 +229,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		closing:  make(chan struct{}),
 		limiter:  newFailureLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRefill),
 	}
+	s.metrics.registry.MustRegister(heldOpenGauge(held))
 	s.handler = s.routes()
 	return s, nil
 }
