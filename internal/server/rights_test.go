@@ -7,14 +7,17 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
 )
@@ -354,4 +357,88 @@ func TestATokensEventStreamsAreBounded(t *testing.T) {
 		return sh.srv.holds.Len() == eventStreamsPerToken
 	})
 	endsWithout(t, streams[0], 5*time.Second)
+}
+
+// execPair opens an exec session of web as opToken and pairs it with the
+// host's stream; it returns both ends, live (a message crossed).
+func (sh *secureHarness) execPair(ctx context.Context, opToken, hostID, hostToken string) (op, agent *websocket.Conn) {
+	t := sh.t
+	t.Helper()
+	opClient, hostClient := sh.client(opToken), sh.client(hostToken)
+	op, err := opClient.Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { op.CloseNow() })
+	var offers contract.SessionOffers
+	if err := hostClient.Do(ctx, "GET", "/api/v1/hosts/"+hostID+"/sessions?wait=0s", nil, &offers); err != nil || len(offers.Sessions) != 1 {
+		t.Fatalf("the host's offers: %+v, %v", offers, err)
+	}
+	agent, err = hostClient.Dial(ctx, streamPath(hostID, offers.Sessions[0].ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agent.CloseNow() })
+	if err := agent.Write(ctx, websocket.MessageBinary, []byte("$ ")); err != nil {
+		t.Fatal(err)
+	}
+	if _, data, err := op.Read(ctx); err != nil || string(data) != "$ " {
+		t.Fatalf("the operator read %q, %v", data, err)
+	}
+	return op, agent
+}
+
+// client is an API client with the token.
+func (sh *secureHarness) client(token string) *client.Client {
+	sh.t.Helper()
+	c, err := client.New(client.Config{Server: sh.http.URL, Token: token})
+	if err != nil {
+		sh.t.Fatal(err)
+	}
+	sh.t.Cleanup(c.Close)
+	return c
+}
+
+// closedWithin reads a WebSocket until it ends, failing if it is still open
+// after d; it returns how it ended.
+func closedWithin(t *testing.T, c *websocket.Conn, d time.Duration, what string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	for {
+		if _, _, err := c.Read(ctx); err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("%s still open %v after the right ended", what, d)
+			}
+			return err
+		}
+	}
+}
+
+// Finding 7, sessions: a revoked token's exec session ends, both ways; a
+// removed host's session stream is closed with 1008, and the operator's
+// session with it.
+func TestSessionsEndWithTheirRight(t *testing.T) {
+	sh := newRightsHarness(t, nil, "srv-a")
+	id, hostToken, _ := sh.joinedHost("alpha")
+	report := `{"host_id": "` + id + `", "containers": [{"workload": "default/shop/web", "slot": 0, "container_id": "c1", "state": "running"}]}`
+	if resp := sh.doAs(hostToken, "POST", "/api/v1/hosts/"+id+"/status", strings.NewReader(report)); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("the host's report: %d", resp.StatusCode)
+	}
+	ci := sh.createAdminToken(sh.token, "ci")
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+
+	op, agent := sh.execPair(ctx, ci, id, hostToken)
+	decode[api.AdminToken](t, sh.do("DELETE", "/api/v1/admin-tokens/ci", nil), http.StatusOK)
+	closedWithin(t, op, 5*time.Second, "the revoked token's exec session")
+	closedWithin(t, agent, 5*time.Second, "the host's stream of the revoked token's session")
+
+	op, agent = sh.execPair(ctx, sh.token, id, hostToken)
+	decode[api.RemovedHost](t, sh.do("DELETE", "/api/v1/hosts/"+id, nil), http.StatusOK)
+	if err := closedWithin(t, agent, 5*time.Second, "the removed host's session stream"); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+		t.Fatalf("the removed host's session stream ended with %v, want 1008", err)
+	}
+	closedWithin(t, op, 5*time.Second, "the operator's session with a removed host")
+	eventually(t, "nothing held", func() bool { return sh.srv.holds.Len() == 0 })
 }
