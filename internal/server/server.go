@@ -14,6 +14,10 @@
 //     write timeout that would cut them.
 //   - Close (and Serve's shutdown) lets requests in flight finish and makes
 //     long-polls and streams return at once.
+//   - Every long-poll and stream is held under its principal (package
+//     holds): a host holds at most pollsPerHost polls per endpoint, and what
+//     a revoked token or a removed host holds ends (watchRights); a long-poll
+//     that waited checks its token again before it answers.
 package server
 
 import (
