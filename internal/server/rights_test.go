@@ -442,3 +442,32 @@ func TestSessionsEndWithTheirRight(t *testing.T) {
 	closedWithin(t, op, 5*time.Second, "the operator's session with a removed host")
 	eventually(t, "nothing held", func() bool { return sh.srv.holds.Len() == 0 })
 }
+
+// The fleet's answer to "whose right ended" that the rights check acts on:
+// revoked and unknown tokens, removed and unknown hosts; never the first
+// admin token, a live token or a member host.
+func TestEndedRightsAreTheRevokedRemovedAndUnknown(t *testing.T) {
+	sh := newRightsHarness(t, nil, "srv-a")
+	sh.createAdminToken(sh.token, "ci")
+	sh.createAdminToken(sh.token, "ops")
+	decode[api.AdminToken](t, sh.do("DELETE", "/api/v1/admin-tokens/ci", nil), http.StatusOK)
+	member, _, _ := sh.joinedHost("alpha")
+	gone, _, _ := sh.joinedHost("beta")
+	decode[api.RemovedHost](t, sh.do("DELETE", "/api/v1/hosts/"+gone, nil), http.StatusOK)
+
+	got, err := sh.fleet.EndedRights(t.Context(), []string{"admin", "ci", "ops", "nobody"}, []string{member, gone, "h-unknown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ended []string
+	for _, g := range got {
+		ended = append(ended, g.AdminToken+g.Host)
+		if g.Reason == "" {
+			t.Errorf("%+v: no reason to tell its holder", g)
+		}
+	}
+	want := []string{"ci", "nobody", gone, "h-unknown"}
+	if strings.Join(ended, ",") != strings.Join(want, ",") {
+		t.Fatalf("ended rights %v, want %v", ended, want)
+	}
+}
