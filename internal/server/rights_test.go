@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/holds"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
 )
 
@@ -469,5 +471,62 @@ func TestEndedRightsAreTheRevokedRemovedAndUnknown(t *testing.T) {
 	want := []string{"ci", "nobody", gone, "h-unknown"}
 	if strings.Join(ended, ",") != strings.Join(want, ",") {
 		t.Fatalf("ended rights %v, want %v", ended, want)
+	}
+}
+
+// Finding 7, an apply's progress stream: followed with a token revoked
+// meanwhile, it ends though the apply goes on.
+func TestARevokedTokensApplyProgressStreamEnds(t *testing.T) {
+	sh := newRightsHarness(t, nil, "srv-a")
+	id, hostToken, _ := sh.joinedHost("alpha")
+	if resp := sh.doAs(hostToken, "POST", "/api/v1/hosts/"+id+"/status", strings.NewReader(`{"host_id": "`+id+`"}`)); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("the host's report: %d", resp.StatusCode)
+	}
+	ci := sh.createAdminToken(sh.token, "ci")
+	// web waits for db to be healthy, which the host never reports: the
+	// apply goes on.
+	plan := decode[api.Plan](t, sh.doAs(ci, "POST", "/api/v1/projects/default/shop/plan", bytes.NewReader(planBody(t, waitingYAML, nil))),
+		http.StatusCreated)
+	started := decode[api.ApplyStarted](t, sh.doAs(ci, "POST", "/api/v1/projects/default/shop/apply", strings.NewReader(`{"plan":"`+plan.ID+`"}`)),
+		http.StatusAccepted)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", sh.http.URL+started.Events, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+ci)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("follow the apply: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	eventually(t, "the stream held", func() bool { return sh.srv.holds.Count(holds.AdminTokenNamed("ci"), endpointApplyProgress) == 1 })
+	decode[api.AdminToken](t, sh.do("DELETE", "/api/v1/admin-tokens/ci", nil), http.StatusOK)
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				last := decode[api.ApplyStatus](t, sh.do("GET", "/api/v1/projects/default/shop/applies/"+fmt.Sprint(started.Apply.ID), nil), http.StatusOK)
+				if !last.Apply.Finished.IsZero() {
+					t.Fatalf("the apply finished (%s): the stream may have ended with it, not with the token", last.Apply.Outcome)
+				}
+				return
+			}
+			if strings.HasPrefix(line, "event: done") {
+				t.Fatal("the apply finished: the test proves nothing")
+			}
+		case <-timeout:
+			t.Fatal("the revoked token's apply stream was still open 5s after the revocation")
+		}
 	}
 }
