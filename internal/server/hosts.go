@@ -11,6 +11,7 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/holds"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -58,6 +59,12 @@ func (h fleetAPI) postStatus(w http.ResponseWriter, r *http.Request) error {
 // until either changes (200) or the wait passes (304). A caller that names
 // the peers' version it holds (peers=) and still holds the current one gets
 // the state without them (contract.DesiredState.PeersOmitted).
+//
+// The poll is held under its caller (pollsPerHost per host): a newer one
+// beyond that answers the oldest 304 at once. Before it answers with a
+// state it checks its token again, so that a host removed while it waited
+// gets 401, never its new state; and its right ending while it waits ends
+// it with 401 too.
 func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 	host := r.PathValue("id")
 	q := r.URL.Query()
@@ -69,6 +76,11 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 			return api.BadRequest("wait: %q is not a duration between 0s and %v (for example 30s)", v, s.cfg.MaxWait)
 		}
 	}
+	held, err := s.hold(r, endpointDesiredState)
+	if err != nil {
+		return err
+	}
+	defer held.Release()
 	servers, serversChanged := s.deps.Servers.Servers()
 	if len(servers) > 0 {
 		// Every answer, "not modified" too, names the live servers.
@@ -76,11 +88,10 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	waiting, spread := false, false
+	waiting, spread, first := false, false, true
 	defer func() {
 		if waiting {
 			s.metrics.waiters.Dec()
-			s.waiting.Add(-1)
 		}
 	}()
 	for {
@@ -97,13 +108,22 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 			if !spread && peersAloneChanged(known, heldPeers, stored.Version, peersVersion) {
 				// The peer list alone changed for this host: answered after
 				// a while drawn from the spread, then with the latest list.
-				spread = true
+				spread, first = true, false
 				select {
-				case <-time.After(s.peerSpread()):
+				case <-time.After(peerSpread(s.pollingHosts())):
 					continue
+				case <-held.Done():
+					return s.heldEnded(w, held)
 				case <-s.closing:
 				case <-r.Context().Done():
 					return r.Context().Err()
+				}
+			}
+			if !first {
+				// It waited: its host may have been removed meanwhile (the
+				// token was checked as the request came in).
+				if err := s.recheck(r); err != nil {
+					return err
 				}
 			}
 			peers, peersVersion, err := s.peers.get(r.Context(), s.deps.Desired, peersVersion)
@@ -121,10 +141,10 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 			writeJSON(w, http.StatusOK, d)
 			return nil
 		}
+		first = false
 		if !waiting {
 			waiting = true
 			s.metrics.waiters.Inc()
-			s.waiting.Add(1)
 		}
 		select {
 		case <-changed:
@@ -136,6 +156,8 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set(api.HeaderServers, strings.Join(servers, ","))
 			w.WriteHeader(http.StatusNotModified)
 			return nil
+		case <-held.Done():
+			return s.heldEnded(w, held)
 		case <-s.closing:
 			w.WriteHeader(http.StatusNotModified)
 			return nil
@@ -145,14 +167,27 @@ func (s *Server) getDesiredState(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
+// heldEnded answers a desired-state poll whose hold ended: replaced by a
+// newer poll of its host, as if its wait had passed (304); its right
+// ended, 401.
+func (s *Server) heldEnded(w http.ResponseWriter, held *holds.Hold) error {
+	if replaced(held) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	return ended(held)
+}
+
 // peerAnswerRate bounds how many answers a second one server sends for a
 // change of the peer list alone. Each carries the whole list, about 80
 // bytes a host, so a new list woke every host's poll at once: hosts squared
 // bytes in a burst (320 MB at 2,000 hosts), and the reports that follow,
 // which a fleet whose hosts all report new mesh addresses at once could not
-// get through. Those polls are answered spread over waiting/peerAnswerRate
-// seconds instead: 4 s for 1,000 hosts on one server. A change of a host's
-// own state is answered at once.
+// get through. Those polls are answered spread over hosts/peerAnswerRate
+// seconds instead, counting the distinct hosts polling this server (a host
+// holding many polls counts once, so it cannot stretch the spread that
+// delays every other host's new list): 4 s for 1,000 hosts on one server. A
+// change of a host's own state is answered at once.
 const peerAnswerRate = 250
 
 // peersAloneChanged says whether a host's state (its stored content's
@@ -163,9 +198,9 @@ func peersAloneChanged(known, held, content, peers string) bool {
 }
 
 // peerSpread draws how long a poll woken by a new peer list waits before it
-// is answered: uniformly under the spread this server's waiting polls need.
-func (s *Server) peerSpread() time.Duration {
-	spread := time.Duration(s.waiting.Load()) * time.Second / peerAnswerRate
+// is answered: uniformly under the spread the hosts polling need.
+func peerSpread(hosts int) time.Duration {
+	spread := time.Duration(hosts) * time.Second / peerAnswerRate
 	if spread <= 0 {
 		return 0
 	}

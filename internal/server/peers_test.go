@@ -147,13 +147,11 @@ func TestOnlyAPeerListChangeIsSpreadOut(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	var s Server
-	if d := s.peerSpread(); d != 0 {
+	if d := peerSpread(0); d != 0 {
 		t.Errorf("with no poll held the spread is %v", d)
 	}
-	s.waiting.Store(2 * peerAnswerRate) // two seconds' worth
 	for range 100 {
-		if d := s.peerSpread(); d < 0 || d >= 2*time.Second {
+		if d := peerSpread(2 * peerAnswerRate); d < 0 || d >= 2*time.Second { // two seconds' worth
 			t.Fatalf("a wait of %v for %d polls held, want under 2s", d, 2*peerAnswerRate)
 		}
 	}

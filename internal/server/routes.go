@@ -56,7 +56,7 @@ func (s *Server) routeTable() []route {
 	plain, body := s.fixed(s.cfg.RequestTimeout), s.cfg.MaxBodyBytes
 	blobs := s.fixed(s.cfg.BlobTimeout)
 	const p = "/api/v1/projects/{namespace}/{project}"
-	st := streams{keepAlive: s.cfg.KeepAlive, closing: s.closing}
+	st := streams{keepAlive: s.cfg.KeepAlive, closing: s.closing, hold: s.holdChecked, recheck: s.recheck}
 	d, f := deployAPI{svc: s.deps.Deploy, streams: st}, fleetAPI{svc: s.deps.Fleet, streams: st}
 	metricsHandler := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
 	routes := []route{
@@ -188,7 +188,7 @@ func (s *Server) wrap(rt route) http.Handler {
 			writeError(w, api.Errorf(api.CodeForbidden, "this token may not call %s", rt.pattern))
 			return
 		}
-		ctx := r.Context()
+		ctx := withPrincipal(r.Context(), p) // what it holds open is registered under it
 		if p.Admin {
 			// Whatever this request records says which admin token asked.
 			ctx = store.WithActor(ctx, p.Name)

@@ -14,6 +14,10 @@
 //     write timeout that would cut them.
 //   - Close (and Serve's shutdown) lets requests in flight finish and makes
 //     long-polls and streams return at once.
+//   - Every long-poll and stream is held under its principal (package
+//     holds): a host holds at most pollsPerHost polls per endpoint, and what
+//     a revoked token or a removed host holds ends (watchRights); a long-poll
+//     that waited checks its token again before it answers.
 package server
 
 import (
@@ -23,7 +27,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,6 +34,7 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/holds"
 	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/sessions"
@@ -188,15 +192,16 @@ type Server struct {
 	// sessions pairs operators' streams with the ones agents open for them.
 	sessions *sessions.Broker
 	peers    peerCache
-	// waiting counts the desired-state polls held now (peerSpread).
-	waiting atomic.Int64
+	// holds are the streams and long-polls held open, by principal: bounded
+	// per host, ended when a right ends (watchRights).
+	holds *holds.Registry
 
 	// closing is closed by Drain: long-polls and streams return when it is.
 	closing   chan struct{}
 	drainOnce sync.Once
 	started   bool // set by Start: Close stops the services only then
-	// stopLoops ends the elector's run, and loopsDone is closed once it
-	// (and the loops) returned; both set by Start.
+	// stopLoops ends the elector's run and the rights check, and loopsDone
+	// is closed once they returned; both set by Start.
 	stopLoops context.CancelFunc
 	loopsDone chan struct{}
 }
@@ -213,8 +218,13 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	held, err := holds.New(holdLimits())
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		sessions: broker,
+		holds:    held,
 		cfg:      cfg,
 		deps:     deps,
 		log:      deps.Logger,
@@ -223,6 +233,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		closing:  make(chan struct{}),
 		limiter:  newFailureLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRefill),
 	}
+	s.metrics.registry.MustRegister(heldOpenGauge(held))
 	s.handler = s.routes()
 	return s, nil
 }
@@ -234,7 +245,8 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // protocol, which recovers from the server's previous life (releasing its
 // leases, the loops' among them), then the election of the one server that
 // runs the background loops, which runs them here while this server holds
-// their lease.
+// their lease; and the check that ends what revoked tokens and removed hosts
+// hold open (watchRights), on every server.
 func (s *Server) Start(ctx context.Context) error {
 	if err := s.deps.Fleet.Start(ctx); err != nil {
 		return fmt.Errorf("start the fleet: %w", err)
@@ -246,7 +258,10 @@ func (s *Server) Start(ctx context.Context) error {
 	s.stopLoops, s.loopsDone = stop, make(chan struct{})
 	go func() {
 		defer close(s.loopsDone)
+		var wg sync.WaitGroup
+		wg.Go(func() { s.watchRights(loopsCtx) })
 		s.deps.Loops.Run(loopsCtx, s.beginLoops)
+		wg.Wait()
 	}()
 	s.started = true
 	// The first try settles before the server answers: on SQLite (one

@@ -26,16 +26,30 @@ import (
 
 // getSessionOffers is GET /api/v1/hosts/{id}/sessions?wait=D: the sessions
 // offered to the host not yet handed to it, at once if any, else at the
-// first within the wait (an empty list after it).
+// first within the wait (an empty list after it). Held under the host
+// (pollsPerHost): a newer poll beyond that answers the oldest an empty list
+// at once; a host removed while it waits gets 401, never an offer.
 func (s *Server) getSessionOffers(w http.ResponseWriter, r *http.Request) error {
 	host := r.PathValue("id")
 	wait, err := s.parseWait(r)
 	if err != nil {
 		return err
 	}
+	held, err := s.hold(r, endpointSessionOffers)
+	if err != nil {
+		return err
+	}
+	defer held.Release()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	for {
+	none := contract.SessionOffers{Sessions: []contract.SessionOffer{}}
+	for waited := false; ; waited = true {
+		if waited {
+			// Its host may have been removed while it waited.
+			if err := s.recheck(r); err != nil {
+				return err
+			}
+		}
 		offers, more := s.sessions.Offers(host)
 		if len(offers) > 0 {
 			writeJSON(w, http.StatusOK, contract.SessionOffers{Sessions: offers})
@@ -44,10 +58,16 @@ func (s *Server) getSessionOffers(w http.ResponseWriter, r *http.Request) error 
 		select {
 		case <-more:
 		case <-timer.C:
-			writeJSON(w, http.StatusOK, contract.SessionOffers{Sessions: []contract.SessionOffer{}})
+			writeJSON(w, http.StatusOK, none)
 			return nil
+		case <-held.Done():
+			if replaced(held) {
+				writeJSON(w, http.StatusOK, none)
+				return nil
+			}
+			return ended(held)
 		case <-s.closing:
-			writeJSON(w, http.StatusOK, contract.SessionOffers{Sessions: []contract.SessionOffer{}})
+			writeJSON(w, http.StatusOK, none)
 			return nil
 		case <-r.Context().Done():
 			return nil
@@ -74,6 +94,11 @@ func (s *Server) parseWait(r *http.Request) (time.Duration, error) {
 // for no such session). The handler holds the stream until the session ends.
 func (s *Server) getSessionStream(w http.ResponseWriter, r *http.Request) error {
 	host, id := r.PathValue("id"), r.PathValue("sid")
+	held, err := s.holdChecked(r, endpointSessionStream)
+	if err != nil {
+		return err
+	}
+	defer held.Release()
 	sess, err := s.sessions.Claim(host, id)
 	if err != nil {
 		return api.NotFound("no session %s for host %s (it ended, was served already, or is another host's)", short(id), host)
@@ -89,6 +114,9 @@ func (s *Server) getSessionStream(w http.ResponseWriter, r *http.Request) error 
 		// session ended before it began (the operator gone while waiting
 		// for it), this is the agent's only word (a no-op otherwise).
 		_ = conn.Close(websocket.StatusGoingAway, "the session ended before it began")
+	case <-held.Done():
+		// The host was removed: its stream ends (and with it the relay).
+		_ = conn.Close(websocket.StatusPolicyViolation, truncateReason(held.Cause().Error()))
 	case <-s.closing:
 		conn.CloseNow()
 	}
@@ -100,16 +128,28 @@ func (s *Server) getSessionStream(w http.ResponseWriter, r *http.Request) error 
 func short(id string) string { return id[:min(len(id), 6)] + "…" }
 
 // sessionContext is a stream's context: it says who asked and ends when
-// the server drains. It does not end with the request: net/http may cancel
+// the server drains or the operator's token is revoked (the stream is held
+// under it). It does not end with the request: net/http may cancel
 // a hijacked request's context as the operator's connection closes, and a
 // relay reading under it would then cut the agent's stream with no close
 // frame. The operator leaving is seen by reading its stream instead, and
 // told to the agent as a close with a reason.
 func (s *Server) sessionContext(r *http.Request) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	held, err := s.holdChecked(r, endpointSession)
+	if err != nil {
+		// Revoked since the request came in (or the store is away): the
+		// stream, upgraded already, ends at once.
+		s.log.Info("session ended as it began: its token no longer holds", zap.Error(err))
+		cancel()
+		return ctx, cancel
+	}
 	go func() {
+		defer held.Release()
 		select {
 		case <-s.closing:
+			cancel()
+		case <-held.Done():
 			cancel()
 		case <-ctx.Done():
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/holds"
 )
 
 // streams are the server-sent event plumbing: the event log's stream and
@@ -19,6 +20,11 @@ type streams struct {
 	keepAlive time.Duration
 	// closing is closed when the server drains: every stream returns.
 	closing <-chan struct{}
+	// hold registers a stream under its principal (Server.holdChecked); a stream
+	// returns when its hold ends. recheck checks the request's token again
+	// (Server.recheck).
+	hold    func(*http.Request, holds.Endpoint) (*holds.Hold, error)
+	recheck func(*http.Request) error
 }
 
 func acceptsEventStream(r *http.Request) bool {
@@ -45,7 +51,16 @@ func writeEvent(w http.ResponseWriter, id int64, name string, v any) error {
 // streamEvents streams the event log after since until the client or the
 // server goes; a read that fails ends the stream (headers are sent), and the
 // client reconnects.
+//
+// A revoked token's stream ends: its hold is ended by the rights check, and
+// before each batch is written the token is checked again, so that nothing
+// recorded after the revocation reaches it.
 func (st streams) events(w http.ResponseWriter, r *http.Request, f *fleet.Service, since int64) error {
+	held, err := st.hold(r, endpointEvents)
+	if err != nil {
+		return err
+	}
+	defer held.Release()
 	rc := startStream(w)
 	if err := rc.Flush(); err != nil {
 		return nil // the connection cannot stream; nothing more to say on it
@@ -57,6 +72,9 @@ func (st streams) events(w http.ResponseWriter, r *http.Request, f *fleet.Servic
 		evs, err := f.Events(r.Context(), since, defaultEventLimit)
 		if err != nil {
 			return nil
+		}
+		if len(evs) > 0 && st.recheck(r) != nil {
+			return nil // revoked (or the store is away): the client reconnects and is told
 		}
 		for _, e := range evs {
 			if err := writeEvent(w, e.Seq, e.Type, e); err != nil {
@@ -78,6 +96,8 @@ func (st streams) events(w http.ResponseWriter, r *http.Request, f *fleet.Servic
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
 				return nil
 			}
+		case <-held.Done():
+			return nil
 		case <-st.closing:
 			return nil
 		case <-r.Context().Done():
@@ -98,6 +118,11 @@ func (st streams) progress(w http.ResponseWriter, r *http.Request, j *deploy.Job
 		}
 		seq = n
 	}
+	held, err := st.hold(r, endpointApplyProgress)
+	if err != nil {
+		return err
+	}
+	defer held.Release()
 	rc := startStream(w)
 	keepAlive := time.NewTicker(st.keepAlive)
 	defer keepAlive.Stop()
@@ -122,6 +147,8 @@ func (st streams) progress(w http.ResponseWriter, r *http.Request, j *deploy.Job
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return nil
 			}
+		case <-held.Done():
+			return nil
 		case <-st.closing:
 			return nil
 		case <-r.Context().Done():
