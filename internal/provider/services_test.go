@@ -209,6 +209,7 @@ func TestEveryHostServesTheClustersRoutesAndWhatItsWorkloadsUse(t *testing.T) {
 	dbHost := e.record("default/data", "volume/pgdata").Outputs["host"].(string)
 	appHosts := hostsOf(e.record("default/data", "egg/app").Outputs)
 	reaches := map[string][]string{}
+	streams := map[string][]contract.Reach{}
 	for _, h := range []string{"h1", "h2", "h3"} {
 		d := e.state(h)
 		site := contract.Service{Namespace: "default", Project: "site", Egg: "web", Port: 80, Hosts: []string{"h2"},
@@ -226,14 +227,25 @@ func TestEveryHostServesTheClustersRoutesAndWhatItsWorkloadsUse(t *testing.T) {
 		if !reflect.DeepEqual(d.Services, want) {
 			t.Fatalf("services of %s\n got %+v\nwant %+v", h, d.Services, want)
 		}
+		// Each host streams to site's routes (HTTP), and to db's port
+		// where its relay stands for db; web's own host's relay for web
+		// adds web's port there.
 		for _, s := range want {
 			reaches[h] = append(reaches[h], s.ID())
+			ports := []int{5432}
+			if s.Egg == "web" {
+				ports = []int{0}
+				if h == "h2" {
+					ports = []int{0, 80}
+				}
+			}
+			streams[h] = append(streams[h], contract.Reach{Workload: s.ID(), Ports: ports})
 		}
 	}
 	wantPeers := []contract.Peer{
-		{HostID: "h1", Name: "h1", Reaches: reaches["h1"]},
-		{HostID: "h2", Name: "h2", Addresses: []string{"10.0.0.2:7702", "[fd00::2]:7702"}, Reaches: reaches["h2"]},
-		{HostID: "h3", Name: "h3", Reaches: reaches["h3"]},
+		{HostID: "h1", Name: "h1", Reaches: reaches["h1"], Streams: streams["h1"]},
+		{HostID: "h2", Name: "h2", Addresses: []string{"10.0.0.2:7702", "[fd00::2]:7702"}, Reaches: reaches["h2"], Streams: streams["h2"]},
+		{HostID: "h3", Name: "h3", Reaches: reaches["h3"], Streams: streams["h3"]},
 	}
 	for _, h := range []string{"h1", "h2", "h3"} {
 		if got := e.state(h).Peers; !reflect.DeepEqual(got, wantPeers) {
