@@ -10,9 +10,13 @@
 //   - A peer is accepted only while it is in the valid host set the control
 //     plane sends with each desired state; when it leaves the set, its open
 //     connections, both directions, are closed at once.
-//   - A peer may open a stream only to the workloads its entry in the set
-//     says it reaches (403 otherwise); the workload is dialled on this host
-//     through the Dialer (503 when no healthy replica is there).
+//   - A peer may open a stream only to the workloads, and on the ports, its
+//     entry in the set says it streams to (contract.Peer.MayOpen: HTTP where
+//     it routes the egg, a published port's target, the egg's port for its
+//     relays; 403 otherwise, before anything is dialled); the workload is
+//     dialled on this host through the Dialer (503 when no healthy replica
+//     is there), which holds the port to the egg's own too. A stream whose
+//     workload or port leaves the peer's entry is reset at once.
 //   - A dead peer is found by HTTP/2 pings: one after KeepAlive without a
 //     frame, the connection closed when it goes unanswered KeepAliveTimeout,
 //     so about two seconds with the defaults; and by a failed dial.
