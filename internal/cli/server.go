@@ -259,6 +259,9 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// Agents on this machine advertise loopback mesh addresses; a server
+	// reached over the network refuses them (fleet.Config.LoopbackMesh).
+	fleetCfg.LoopbackMesh = onLoopback(ln.Addr())
 	url := localURL(ln.Addr(), transport)
 	servers, err := newRoster(st, opts, url, log)
 	if err != nil {

@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/contract"
 )
 
 // DefaultPort is the mesh's port unless told otherwise.
@@ -118,7 +120,10 @@ func (c Config) Validate() error {
 
 // DefaultAdvertise returns host:port for every non-loopback unicast address
 // of this host (link-local IPv6 addresses, which need a zone, left out),
-// IPv4 first: what peers try, in order, when --advertise is not given.
+// IPv4 first, in the order of the interfaces: what peers try, in order,
+// when --advertise is not given. It returns at most
+// contract.MaxMeshAddresses, the most a report may carry: a Docker host has
+// an address on every bridge network, one per project network.
 func DefaultAdvertise(port int) ([]string, error) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
@@ -137,5 +142,6 @@ func DefaultAdvertise(port int) ([]string, error) {
 			v6 = append(v6, hp)
 		}
 	}
-	return append(v4, v6...), nil
+	all := append(v4, v6...)
+	return all[:min(len(all), contract.MaxMeshAddresses)], nil
 }
