@@ -320,7 +320,7 @@ func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.
 	providers, err := provider.New(provider.Deps{
 		Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
 		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st, Capacities: st,
-			MaxCapacity: fleetCfg.MaxHostCapacity},
+			MaxCapacity: fleetCfg.MaxHostCapacity, LoopbackMesh: fleetCfg.LoopbackMesh},
 		Box:       box,
 		ACME:      acmeOpts.ca != "",
 		OnTLSAuto: func() { certs.Kick() },

@@ -179,6 +179,23 @@ func TestNetworkOfInvertsNetworkName(t *testing.T) {
 	}
 }
 
+// A report stored with mesh addresses no peer may dial (before the fleet
+// checked them at intake: issue 24, finding 8) gives its host no address in
+// the peer list; a good one is handed on as it came.
+func TestStoredMeshAddressesNoPeerMayDialAreNotHandedOn(t *testing.T) {
+	e := newEnv(t, "h1", "h2", "h3")
+	e.report("h1", "10.0.0.1:7702", "169.254.169.254:80")
+	e.report("h2", "127.0.0.1:2375")
+	e.report("h3", "10.0.0.3:7702", "[fd00::3]:7702")
+	e.apply("default/site", siteYAML, nil)
+	for _, p := range e.state("h1").Peers {
+		want := map[string][]string{"h3": {"10.0.0.3:7702", "[fd00::3]:7702"}}[p.HostID]
+		if !slices.Equal(p.Addresses, want) {
+			t.Errorf("peer %s is handed %v, want %v", p.HostID, p.Addresses, want)
+		}
+	}
+}
+
 // report makes a host report, with the mesh addresses given.
 func (e *env) report(host string, mesh ...string) {
 	e.t.Helper()
