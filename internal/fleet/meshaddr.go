@@ -21,7 +21,7 @@ func (s *Service) checkMeshAddresses(report contract.StatusReport) error {
 	if err := contract.CheckMeshAddresses(report.MeshAddresses, s.cfg.LoopbackMesh); err != nil {
 		s.log.Warn("status report refused: a mesh address no peer may dial",
 			zap.String("host", report.HostID), zap.Error(err))
-		return api.BadRequest("mesh_addresses: %v", err)
+		return api.BadRequest("mesh_addresses: %v (advertise addresses peers can reach: hatch agent --advertise)", err)
 	}
 	return nil
 }
