@@ -215,6 +215,7 @@ func TestRoutingTable(t *testing.T) {
 			Name:         "default/shop/web",
 			Routes:       []ingress.Route{{Host: "shop.localhost"}, {Host: "api.localhost", PathPrefix: "/v1"}},
 			Ports:        []ingress.Port{{Published: 8088, Target: 8080}},
+			Port:         8080,
 			DrainTimeout: 3e9,
 			Backends: []ingress.Backend{
 				{ContainerID: "c1", Addr: "10.0.0.1:8080", Healthy: true},

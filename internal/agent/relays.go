@@ -36,10 +36,10 @@ const (
 func isRelay(workloadID string) bool { return strings.Contains(workloadID, relayMark) }
 
 // needsRelay reports whether consumers on this host reach the service by
-// name: the desired state gives the names and the networks to carry them on.
-func needsRelay(s contract.Service) bool {
-	return len(s.Names) > 0 && len(s.Networks) > 0 && s.Port > 0
-}
+// name: the desired state gives the names and the networks to carry them on
+// (contract.Service.Relayed: the rule by which the control plane also lets
+// this host's mesh streams reach the service's port).
+func needsRelay(s contract.Service) bool { return s.Relayed() }
 
 // relayDir returns the directory of a service's socket on this host, under
 // the agent's relay directory: one per service, so that bind-mounting it

@@ -69,7 +69,7 @@ func routingTable(desired contract.DesiredState, actual []containers.Container, 
 			continue
 		}
 		seen[s.ID()] = true
-		e := ingress.Egg{Name: s.ID(), DrainTimeout: s.DrainTimeout, Routes: ingressRoutes(s.Routes), Ports: ingressPorts(s.Ports)}
+		e := ingress.Egg{Name: s.ID(), DrainTimeout: s.DrainTimeout, Routes: ingressRoutes(s.Routes), Ports: ingressPorts(s.Ports), Port: s.Port}
 		for _, h := range s.Hosts {
 			if h != desired.HostID {
 				e.Remote = append(e.Remote, h)
@@ -96,7 +96,7 @@ func routingTable(desired contract.DesiredState, actual []containers.Container, 
 		}
 		seen[w.ID()] = true
 		t.Eggs = append(t.Eggs, ingress.Egg{
-			Name: w.ID(), DrainTimeout: w.DrainTimeout(), Routes: ingressRoutes(w.Routes), Ports: ingressPorts(w.Ports),
+			Name: w.ID(), DrainTimeout: w.DrainTimeout(), Routes: ingressRoutes(w.Routes), Ports: ingressPorts(w.Ports), Port: w.Port,
 			Backends: backends(byWorkload[w.ID()], servingPort(w), history, w.HealthRetries()),
 		})
 	}

@@ -114,7 +114,7 @@ func TestRoutingTableFromServices(t *testing.T) {
 		{
 			name:    "without services, the workloads with routes or ports, local backends only, as before",
 			desired: contract.DesiredState{HostID: testHost, Workloads: []contract.WorkloadSpec{webW, api}},
-			want: ingress.Table{Eggs: []ingress.Egg{{Name: "default/shop/api", DrainTimeout: api.DrainTimeout(),
+			want: ingress.Table{Eggs: []ingress.Egg{{Name: "default/shop/api", DrainTimeout: api.DrainTimeout(), Port: 9000,
 				Routes:   []ingress.Route{{Host: "api.localhost"}},
 				Backends: []ingress.Backend{{ContainerID: "a1", Addr: "10.0.0.2:9000", Healthy: true}}}}},
 		},
@@ -123,16 +123,16 @@ func TestRoutingTableFromServices(t *testing.T) {
 			desired: contract.DesiredState{HostID: testHost, Workloads: []contract.WorkloadSpec{webW, api},
 				Services: []contract.Service{webSvc, dbSvc, kvSvc}},
 			want: ingress.Table{Eggs: []ingress.Egg{
-				{Name: "default/shop/web", DrainTimeout: 7 * time.Second, Routes: []ingress.Route{{Host: "shop.localhost", PathPrefix: "/v1", UpstreamTimeout: time.Minute}},
+				{Name: "default/shop/web", DrainTimeout: 7 * time.Second, Port: 8080, Routes: []ingress.Route{{Host: "shop.localhost", PathPrefix: "/v1", UpstreamTimeout: time.Minute}},
 					Remote:   []string{"host-0", "host-z"},
 					Backends: []ingress.Backend{{ContainerID: "w1", Addr: "10.0.0.1:8080", Healthy: true}}},
 				// Not run here: remote only, its published port's target carried for the mesh.
 				{Name: "default/shop/db", Ports: []ingress.Port{{Published: 15432, Target: 5432}}, Remote: []string{"host-z"}},
 				// Referenced here: in the table without routes or ports, its relays' socket served.
-				{Name: "default/shop/kv", Remote: []string{"host-0"},
+				{Name: "default/shop/kv", Remote: []string{"host-0"}, Port: 6379,
 					Sockets: []ingress.Socket{{Path: relaySocket("/relays", kvSvc), Target: 6379}}},
 				// A routed workload no service lists (a control plane before services): as before.
-				{Name: "default/shop/api", DrainTimeout: api.DrainTimeout(), Routes: []ingress.Route{{Host: "api.localhost"}},
+				{Name: "default/shop/api", DrainTimeout: api.DrainTimeout(), Port: 9000, Routes: []ingress.Route{{Host: "api.localhost"}},
 					Backends: []ingress.Backend{{ContainerID: "a1", Addr: "10.0.0.2:9000", Healthy: true}}},
 			}},
 		},
@@ -146,7 +146,7 @@ func TestRoutingTableFromServices(t *testing.T) {
 			name: "the containers of a workload not desired here are no backend of its service",
 			desired: contract.DesiredState{HostID: testHost,
 				Services: []contract.Service{{Namespace: "default", Project: "shop", Egg: "old", Port: 80, Hosts: []string{"host-0"}}}},
-			want: ingress.Table{Eggs: []ingress.Egg{{Name: "default/shop/old", Remote: []string{"host-0"}}}},
+			want: ingress.Table{Eggs: []ingress.Egg{{Name: "default/shop/old", Port: 80, Remote: []string{"host-0"}}}},
 		},
 	}
 	for _, tt := range tests {

@@ -62,8 +62,9 @@ func (d ingressDialer) DialWorkload(ctx context.Context, w mesh.Workload) (net.C
 }
 
 // listenMesh holds the mesh port and works out the addresses to advertise:
-// those given, else the listening IP when it is a specific one, else every
-// non-loopback address of the host, each with the port listened on.
+// those given (checked by contract.CheckMeshAddresses), else the listening
+// IP when it is a specific one, else every non-loopback address of the host,
+// each with the port listened on.
 func listenMesh(addr string, advertise []string) (net.Listener, []string, error) {
 	if addr == "" {
 		return nil, nil, errors.New("no mesh address (--mesh-addr)")
@@ -73,6 +74,13 @@ func listenMesh(addr string, advertise []string) (net.Listener, []string, error)
 		return nil, nil, fmt.Errorf("mesh listen: %w", err)
 	}
 	if len(advertise) > 0 {
+		// The control plane refuses a report with an address no peer may
+		// dial: say so now, not in every report. Loopback is the control
+		// plane's to judge (it takes it when it listens on loopback).
+		if err := contract.CheckMeshAddresses(advertise, true); err != nil {
+			_ = ln.Close()
+			return nil, nil, fmt.Errorf("--advertise: %w", err)
+		}
 		return ln, advertise, nil
 	}
 	tcp := ln.Addr().(*net.TCPAddr)

@@ -259,6 +259,9 @@ func runServer(ctx context.Context, opts serverOptions, stdout, stderr io.Writer
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// Agents on this machine advertise loopback mesh addresses; a server
+	// reached over the network refuses them (fleet.Config.LoopbackMesh).
+	fleetCfg.LoopbackMesh = onLoopback(ln.Addr())
 	url := localURL(ln.Addr(), transport)
 	servers, err := newRoster(st, opts, url, log)
 	if err != nil {
@@ -317,7 +320,7 @@ func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.
 	providers, err := provider.New(provider.Deps{
 		Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
 		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st, Capacities: st,
-			MaxCapacity: fleetCfg.MaxHostCapacity},
+			MaxCapacity: fleetCfg.MaxHostCapacity, LoopbackMesh: fleetCfg.LoopbackMesh},
 		Box:       box,
 		ACME:      acmeOpts.ca != "",
 		OnTLSAuto: func() { certs.Kick() },

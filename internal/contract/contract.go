@@ -138,6 +138,34 @@ type Service struct {
 // ID returns the service's workload ID, "namespace/project/egg".
 func (s Service) ID() string { return WorkloadID(s.Namespace, s.Project, s.Egg) }
 
+// Relayed reports whether the host serving s stands for it on its Docker
+// networks with a relay: consumers there reach it by name, on a network,
+// at its port.
+func (s Service) Relayed() bool {
+	return len(s.Names) > 0 && len(s.Networks) > 0 && s.Port > 0
+}
+
+// StreamPorts are the ports of the mesh streams a host serving s opens to
+// s's replicas on other hosts, sorted (see Reach.Ports): 0 when it routes
+// s (HTTP), each published port's target, and s's port when a relay there
+// stands for it. Nothing else: a host that only routes an egg's HTTP may
+// not open a raw TCP stream to the port its routes reach.
+func (s Service) StreamPorts() []int {
+	var ports []int
+	if len(s.Routes) > 0 {
+		ports = append(ports, 0)
+	}
+	for _, p := range s.Ports {
+		if p.ContainerPort > 0 {
+			ports = append(ports, p.ContainerPort)
+		}
+	}
+	if s.Relayed() {
+		ports = append(ports, s.Port)
+	}
+	return slices.Compact(slices.Sorted(slices.Values(ports)))
+}
+
 // Peer is a host of the cluster as another host's mesh sees it.
 type Peer struct {
 	HostID string `json:"host_id"`
@@ -145,11 +173,44 @@ type Peer struct {
 	// Addresses are the host's mesh addresses ("ip:port"), to be tried in
 	// order.
 	Addresses []string `json:"addresses,omitempty"`
-	// Reaches are the workloads (IDs, namespace/project/egg) this peer may
-	// open mesh streams to: those a consumer on the peer references or its
-	// ingress routes, as the peer's own desired state lists them. The mesh
-	// refuses a stream to any other.
+	// Reaches are the workloads (IDs, namespace/project/egg) of Streams,
+	// sorted: what agents from before Streams check a stream against
+	// (workload only). Newer agents go by Streams (see MayOpen).
 	Reaches []string `json:"reaches,omitempty"`
+	// Streams are what this peer may open mesh streams to, per workload
+	// and port: what its own desired state serves (Service.StreamPorts),
+	// sorted by workload. The mesh refuses any other stream, and closes an
+	// open one whose workload or port leaves it.
+	Streams []Reach `json:"streams,omitempty"`
+}
+
+// Reach is one workload a peer may open mesh streams to, and on which
+// ports.
+type Reach struct {
+	Workload string `json:"workload"`
+	// Ports are the streams' ports, sorted: 0 is an HTTP stream (the
+	// peer's ingress routes the egg; the serving ingress holds each of its
+	// requests to the egg's routes), n > 0 a TCP stream to port n inside a
+	// replica (a published port's target, or the egg's port for the
+	// peer's relays).
+	Ports []int `json:"ports"`
+}
+
+// MayOpen reports whether the peer may open a mesh stream to the workload
+// on port (0: an HTTP stream). A peer without Streams but with Reaches was
+// written by a control plane from before ports: it is held to the workload
+// alone, and the serving ingress still refuses a port that is not the
+// egg's own (ingress.DialLocal).
+func (p Peer) MayOpen(workload string, port int) bool {
+	if len(p.Streams) == 0 {
+		return slices.Contains(p.Reaches, workload)
+	}
+	for _, r := range p.Streams {
+		if r.Workload == workload {
+			return slices.Contains(r.Ports, port)
+		}
+	}
+	return false
 }
 
 // VolumeSpec is a named volume kept on, or to be deleted from, this host.
@@ -205,8 +266,8 @@ func (d DesiredState) ContentVersion() string {
 	return hashJSON(c)
 }
 
-// PeersVersion returns the hash of a peer list, ignoring the order of peers
-// and of each one's reaches; "" for none.
+// PeersVersion returns the hash of a peer list, ignoring the order of peers,
+// of each one's reaches and streams, and of a stream's ports; "" for none.
 func PeersVersion(peers []Peer) string {
 	if len(peers) == 0 {
 		return ""
@@ -214,6 +275,11 @@ func PeersVersion(peers []Peer) string {
 	c := make([]Peer, len(peers))
 	for i, p := range peers {
 		p.Reaches = slices.Sorted(slices.Values(p.Reaches))
+		p.Streams = slices.Clone(p.Streams)
+		for j, r := range p.Streams {
+			p.Streams[j].Ports = slices.Sorted(slices.Values(r.Ports))
+		}
+		slices.SortStableFunc(p.Streams, func(a, b Reach) int { return strings.Compare(a.Workload, b.Workload) })
 		c[i] = p
 	}
 	slices.SortStableFunc(c, func(a, b Peer) int { return strings.Compare(a.HostID, b.HostID) })

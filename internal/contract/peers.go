@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -18,24 +19,42 @@ type PeerHost struct {
 
 // ValidPeers is the valid host set every desired state carries (Peers):
 // every host not removed, in ID order, down hosts included (a host that
-// comes back is not refused), each with the workloads it may reach, which
-// reaches gives from that host's own desired state. It is pure: the control
-// plane calls it whenever it writes desired states, and when the host set
-// changes (a join, a removal, new mesh addresses) it writes every host's
-// state anew with it.
-func ValidPeers(hosts []PeerHost, reaches func(hostID string) []string) []Peer {
+// comes back is not refused), each with the streams it may open, which
+// reaches gives from that host's own desired state (merged by workload,
+// sorted, those without a port left out) and their workloads as Reaches.
+// It is pure: the control plane calls it whenever it writes desired states,
+// and when the host set changes (a join, a removal, new mesh addresses) it
+// writes every host's state anew with it.
+func ValidPeers(hosts []PeerHost, reaches func(hostID string) []Reach) []Peer {
 	var out []Peer
 	for _, h := range hosts {
 		if h.Removed {
 			continue
 		}
 		p := Peer{HostID: h.ID, Name: h.Name, Addresses: slices.Clone(h.MeshAddresses)}
-		if r := reaches(h.ID); len(r) > 0 {
-			p.Reaches = slices.Compact(slices.Sorted(slices.Values(r)))
+		p.Streams = mergeReach(reaches(h.ID))
+		for _, r := range p.Streams {
+			p.Reaches = append(p.Reaches, r.Workload)
 		}
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b Peer) int { return strings.Compare(a.HostID, b.HostID) })
+	return out
+}
+
+// mergeReach returns rs with one entry per workload, sorted, each with its
+// ports sorted once, and without entries of no port; nil if none is left.
+func mergeReach(rs []Reach) []Reach {
+	byWorkload := map[string][]int{}
+	for _, r := range rs {
+		byWorkload[r.Workload] = append(byWorkload[r.Workload], r.Ports...)
+	}
+	var out []Reach
+	for _, w := range slices.Sorted(maps.Keys(byWorkload)) {
+		if ports := slices.Compact(slices.Sorted(slices.Values(byWorkload[w]))); len(ports) > 0 {
+			out = append(out, Reach{Workload: w, Ports: ports})
+		}
+	}
 	return out
 }
 

@@ -34,6 +34,11 @@ type Config struct {
 	// MaxHostCapacity caps what a host's report of its capacity is believed
 	// at (hatch server --max-host-memory, --max-host-cpus).
 	MaxHostCapacity placement.Resources
+	// LoopbackMesh accepts loopback mesh addresses in reports: set when
+	// the server itself listens on loopback, so its agents share its
+	// machine (`hatch up`, tests). Otherwise a loopback address could only
+	// make every peer dial its own machine (see CheckMeshAddresses).
+	LoopbackMesh bool
 }
 
 // DefaultConfig returns the defaults documented in docs/API.md.

@@ -164,6 +164,9 @@ func (s *Service) Report(ctx context.Context, host string, report contract.Statu
 	if err := s.checkReportCapacity(ctx, host, report); err != nil {
 		return err
 	}
+	if err := s.checkMeshAddresses(report); err != nil {
+		return err
+	}
 	body, err := json.Marshal(report)
 	if err != nil {
 		return err

@@ -211,6 +211,11 @@ type egg struct {
 	backends     []*backend // as listed by the last Update
 	remotes      []*backend // as listed by the last Update, one per host
 	drainTimeout time.Duration
+	// routed says the egg has routes: only then may a peer open an HTTP
+	// stream to it. peerPorts are the ports a peer's TCP stream may reach
+	// (see peerPorts). Both as the last Update gave them.
+	routed    bool
+	peerPorts []int
 }
 
 // maxAcquireTries bounds acquire's loop: each further try follows a drain

@@ -284,6 +284,7 @@ func (in *Ingress) updateEgg(spec Egg, listed map[string]bool) *egg {
 	if e.drainTimeout == 0 {
 		e.drainTimeout = in.cfg.DrainTimeout
 	}
+	e.routed, e.peerPorts = len(spec.Routes) > 0, peerPorts(spec)
 	e.backends = make([]*backend, 0, len(spec.Backends))
 	for _, s := range spec.Backends {
 		b := in.backends[s.ContainerID]

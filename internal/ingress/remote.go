@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -152,17 +153,51 @@ func (in *Ingress) newLocalProxy(e *egg) http.Handler {
 	}
 }
 
+// ErrNotServedToPeers is DialLocal's refusal of a stream to a port (or, for
+// HTTP, an egg without routes) that no peer's ingress or relay streams to:
+// only a host acting beyond what was placed on it asks for one.
+var ErrNotServedToPeers = errors.New("not served to peers")
+
+// peerPorts are the ports of an egg a TCP stream from a peer may reach:
+// the egg's own port (other hosts' relays), and the targets of its
+// published ports and relay sockets; sorted, each once.
+func peerPorts(spec Egg) []int {
+	var ports []int
+	if spec.Port > 0 {
+		ports = append(ports, spec.Port)
+	}
+	for _, p := range spec.Ports {
+		if p.Target > 0 {
+			ports = append(ports, p.Target)
+		}
+	}
+	for _, so := range spec.Sockets {
+		ports = append(ports, so.Target)
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports)
+}
+
 // DialLocal is the ingress's entry for streams from peers (the mesh
 // server's Dialer): a connection to the egg (its workload ID) served by this
 // host's replicas only, never passed on to a third host. With port zero it
 // is an HTTP connection whose every request goes to a healthy, undrained
-// local replica, picked per request; otherwise a TCP connection to port of
-// one local replica, tracked like a published port's (Gone cuts it, Drain
-// leaves it to the container's stop). It fails, wrapping a "no healthy
-// backend" error, when the egg has no local replica that can take it.
+// local replica, picked per request, and must be one this host's routes
+// send to the egg (serveStream); otherwise a TCP connection to port of one
+// local replica, tracked like a published port's (Gone cuts it, Drain
+// leaves it to the container's stop). Whatever the mesh allowed, it refuses
+// (ErrNotServedToPeers) an HTTP stream to an egg without routes and a port
+// that is not the egg's own nor a published port's or relay's target: a
+// replica's other ports (an admin or debug port) are never reached from
+// another host. It fails, wrapping a "no healthy backend" error, when the
+// egg has no local replica that can take it.
 func (in *Ingress) DialLocal(ctx context.Context, workloadID string, port int) (net.Conn, error) {
 	in.mu.Lock()
 	e, lis, closed := in.eggs[workloadID], in.streamLn, in.closed
+	var served bool
+	if e != nil {
+		served = (port == 0 && e.routed) || (port > 0 && slices.Contains(e.peerPorts, port))
+	}
 	in.mu.Unlock()
 	switch {
 	case closed:
@@ -171,6 +206,10 @@ func (in *Ingress) DialLocal(ctx context.Context, workloadID string, port int) (
 		return nil, fmt.Errorf("egg %q is not in the table: %w", workloadID, errNoBackend)
 	case port < 0 || port > 65535:
 		return nil, fmt.Errorf("egg %q: port %d out of range", workloadID, port)
+	case !served && port == 0:
+		return nil, fmt.Errorf("egg %q has no route: an HTTP stream to it is %w", workloadID, ErrNotServedToPeers)
+	case !served:
+		return nil, fmt.Errorf("egg %q: port %d is %w (neither its port nor a published or relayed one)", workloadID, port, ErrNotServedToPeers)
 	case port == 0:
 		if lis == nil {
 			return nil, errors.New("ingress not started")
@@ -262,11 +301,21 @@ type streamConn struct {
 
 type streamEggKey struct{}
 
-// serveStream serves a request of an HTTP stream from a peer.
+// serveStream serves a request of an HTTP stream from a peer: only one this
+// host's routes send to the stream's egg (its host and path prefix), so a
+// peer cannot reach a path of the egg that no route exposes; any other is
+// refused 403.
 func (in *Ingress) serveStream(w http.ResponseWriter, r *http.Request) {
 	e, _ := r.Context().Value(streamEggKey{}).(*egg)
 	if e == nil { // cannot happen: every connection of the stream server is a streamConn
 		http.Error(w, "hatch ingress: stream without an egg", http.StatusInternalServerError)
+		return
+	}
+	if route := in.routes.Load().match(r.Host, r.URL.Path); route == nil || route.egg != e {
+		in.m.unrouted.Inc()
+		in.log.Warn("request of a peer's stream refused: no route of the egg serves it",
+			zap.String("egg", e.name), zap.String("host", r.Host), zap.String("path", r.URL.Path))
+		http.Error(w, fmt.Sprintf("hatch ingress: egg %q serves no route for %q", e.name, r.Host+r.URL.Path), http.StatusForbidden)
 		return
 	}
 	start := time.Now()

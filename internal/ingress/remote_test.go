@@ -249,7 +249,9 @@ func TestStreamsFromPeersNeverTravelOn(t *testing.T) {
 	b, c := m.host(t, "B"), m.host(t, "C")
 	c1 := newTestBackend(t, "c1")
 	mustUpdate(t, c, Table{Eggs: []Egg{webEgg(nil, c1)}})
-	mustUpdate(t, b, Table{Eggs: []Egg{webEgg([]string{"C"})}})
+	onB := webEgg([]string{"C"})
+	onB.Port = 5432
+	mustUpdate(t, b, Table{Eggs: []Egg{onB}})
 	for _, port := range []int{0, 5432} {
 		if _, err := b.DialLocal(context.Background(), "p/s/web", port); !IsNoBackend(err) {
 			t.Errorf("port %d: DialLocal on a host without replicas: %v, want no healthy backend", port, err)
@@ -271,7 +273,7 @@ func TestRemotePublishedPortConnection(t *testing.T) {
 	port := freePort(t)
 	var tp int
 	fmt.Sscan(target, &tp)
-	mustUpdate(t, b, Table{Eggs: []Egg{{Name: "p/s/db", Backends: []Backend{{ContainerID: "db1", Addr: db.addr(), Healthy: true}}}}})
+	mustUpdate(t, b, Table{Eggs: []Egg{{Name: "p/s/db", Port: tp, Backends: []Backend{{ContainerID: "db1", Addr: db.addr(), Healthy: true}}}}})
 	mustUpdate(t, a, Table{Eggs: []Egg{{Name: "p/s/db", Ports: []Port{{Published: port, Target: tp}}, Remote: []string{"B"}}}})
 
 	name, conn, r := whoAnswers(t, port)
@@ -324,7 +326,7 @@ func TestSocketIsServedLikeAPublishedPort(t *testing.T) {
 	stale.(*net.UnixListener).SetUnlinkOnClose(false)
 	stale.Close() // as an agent killed before it could remove it
 
-	mustUpdate(t, b, Table{Eggs: []Egg{{Name: "p/s/kv", Backends: []Backend{{ContainerID: "b1", Addr: far.addr(), Healthy: true}}}}})
+	mustUpdate(t, b, Table{Eggs: []Egg{{Name: "p/s/kv", Port: tp, Backends: []Backend{{ContainerID: "b1", Addr: far.addr(), Healthy: true}}}}})
 	egg := Egg{Name: "p/s/kv", Sockets: []Socket{{Path: path, Target: tp}}, Remote: []string{"B"},
 		Backends: []Backend{{ContainerID: "a1", Addr: local.addr(), Healthy: true}}}
 	mustUpdate(t, a, Table{Eggs: []Egg{egg}})
@@ -426,7 +428,7 @@ func TestRemotePublishedPortSkipsADeadPeer(t *testing.T) {
 	var tp int
 	fmt.Sscan(target, &tp)
 	port := freePort(t)
-	mustUpdate(t, c, Table{Eggs: []Egg{{Name: "p/s/db", Backends: []Backend{{ContainerID: "c1", Addr: db.addr(), Healthy: true}}}}})
+	mustUpdate(t, c, Table{Eggs: []Egg{{Name: "p/s/db", Port: tp, Backends: []Backend{{ContainerID: "c1", Addr: db.addr(), Healthy: true}}}}})
 	mustUpdate(t, a, Table{Eggs: []Egg{{Name: "p/s/db", Ports: []Port{{Published: port, Target: tp}}, Remote: []string{"B", "C"}}}})
 	for range 4 {
 		if name, conn, _ := whoAnswers(t, port); name != "c1" {
@@ -556,5 +558,112 @@ func TestAPeerThatHadNoReplicaIsTheLastResort(t *testing.T) {
 	}
 	if n := m.dialsTo("B") - dials; n != 0 {
 		t.Errorf("%d dials to dead B, want none", n)
+	}
+}
+
+// A peer's TCP stream reaches only the egg's own port and its published and
+// relayed targets: a replica's other ports (an admin or debug port, neither
+// routed nor published) are refused, whatever the mesh let through (issue
+// 24, finding 4). An HTTP stream needs an egg with routes.
+func TestAPeersStreamReachesOnlyThePortsTheEggServes(t *testing.T) {
+	m := newFakeMesh()
+	b := m.host(t, "B")
+	kv := newLineServer(t, "kv1")
+	admin := newLineServer(t, "admin") // another port of the same replica (same IP)
+	port := func(addr string) int {
+		_, p, _ := net.SplitHostPort(addr)
+		var n int
+		fmt.Sscan(p, &n)
+		return n
+	}
+	kvPort, adminPort := port(kv.addr()), port(admin.addr())
+	mustUpdate(t, b, Table{Eggs: []Egg{{Name: "p/s/kv", Port: kvPort,
+		Backends: []Backend{{ContainerID: "kv1", Addr: kv.addr(), Healthy: true}}}}})
+
+	for _, p := range []int{adminPort, 0} {
+		c, err := b.DialLocal(context.Background(), "p/s/kv", p)
+		if err == nil {
+			reply, _ := exchange(c, bufio.NewReader(c), "hi")
+			c.Close()
+			t.Fatalf("port %d of the replica was reached from a peer (it answered %q)", p, reply)
+		}
+		if !errors.Is(err, ErrNotServedToPeers) {
+			t.Errorf("port %d: %v, want ErrNotServedToPeers", p, err)
+		}
+	}
+	if n := admin.open.Load(); n != 0 {
+		t.Fatalf("the admin port got %d connections", n)
+	}
+	c, err := b.DialLocal(context.Background(), "p/s/kv", kvPort)
+	if err != nil {
+		t.Fatalf("the egg's own port: %v", err)
+	}
+	defer c.Close()
+	if reply, err := exchange(c, bufio.NewReader(c), "hi"); err != nil || reply != "kv1: hi" {
+		t.Fatalf("the egg's own port answered %q, %v", reply, err)
+	}
+}
+
+// The requests of a peer's HTTP stream are held to the routes that send to
+// its egg on this host: a path outside the route's prefix, another host
+// name, or a route of another egg are refused 403 and reach no replica
+// (issue 24, finding 4).
+func TestAPeersHTTPStreamIsHeldToTheEggsRoutes(t *testing.T) {
+	m := newFakeMesh()
+	b := m.host(t, "B")
+	web, api := newTestBackend(t, "web1"), newTestBackend(t, "api1")
+	mustUpdate(t, b, Table{Eggs: []Egg{
+		{Name: "p/s/web", Routes: []Route{{Host: "shop.localhost", PathPrefix: "/shop"}},
+			Backends: []Backend{{ContainerID: "web1", Addr: web.addr(), Healthy: true}}},
+		{Name: "p/s/api", Routes: []Route{{Host: "shop.localhost", PathPrefix: "/shop/api"}},
+			Backends: []Backend{{ContainerID: "api1", Addr: api.addr(), Healthy: true}}},
+	}})
+	conn, err := b.DialLocal(context.Background(), "p/s/web", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	ask := func(host, path string) int {
+		t.Helper()
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		req, _ := http.NewRequest("GET", "http://"+host+path, nil)
+		if err := req.Write(conn); err != nil {
+			t.Fatalf("%s%s: %v", host, path, err)
+		}
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			t.Fatalf("%s%s: %v", host, path, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		host, path string
+		want       int
+	}{
+		{"shop.localhost", "/shop/cart", 200},
+		{"Shop.localhost:8080", "/shop", 200},
+		{"shop.localhost", "/admin", 403},      // outside the route's prefix
+		{"shop.localhost", "/shopping", 403},   // a prefix matches whole segments
+		{"other.localhost", "/shop", 403},      // another host name
+		{"shop.localhost", "/shop/api/x", 403}, // api's route, not web's
+	} {
+		if got := ask(tc.host, tc.path); got != tc.want {
+			t.Errorf("%s%s on web's stream: %d, want %d", tc.host, tc.path, got, tc.want)
+		}
+	}
+	if n := api.hits.Load(); n != 0 {
+		t.Errorf("api's replica got %d requests through web's stream", n)
+	}
+	if n := web.hits.Load(); n != 2 {
+		t.Errorf("web's replica got %d requests, want the 2 its routes serve", n)
+	}
+	// An egg without routes takes no HTTP stream.
+	mustUpdate(t, b, Table{Eggs: []Egg{{Name: "p/s/web", Port: 8080,
+		Backends: []Backend{{ContainerID: "web1", Addr: web.addr(), Healthy: true}}}}})
+	if _, err := b.DialLocal(context.Background(), "p/s/web", 0); !errors.Is(err, ErrNotServedToPeers) {
+		t.Fatalf("an HTTP stream to an egg without routes: %v, want ErrNotServedToPeers", err)
 	}
 }

@@ -49,6 +49,10 @@ type Egg struct {
 	// published port's: those of the egg's relays on this host's Docker
 	// networks, which stand for it under its name.
 	Sockets []Socket
+	// Port is the egg's own port inside its containers (zero: none), which
+	// other hosts' relays stream to. With the targets of Ports and Sockets
+	// it is the only port a TCP stream from a peer may reach (DialLocal).
+	Port int
 	// DrainTimeout bounds Drain for the egg's backends; zero means
 	// Config.DrainTimeout.
 	DrainTimeout time.Duration
@@ -182,6 +186,9 @@ func validate(t Table) (Table, error) {
 		eggs[e.Name] = true
 		if e.DrainTimeout < 0 {
 			bad("negative drain timeout %s", e.DrainTimeout)
+		}
+		if e.Port < 0 || e.Port > 65535 {
+			bad("port %d out of range", e.Port)
 		}
 		e.Routes = append([]Route(nil), e.Routes...)
 		for j, r := range e.Routes {

@@ -10,9 +10,13 @@
 //   - A peer is accepted only while it is in the valid host set the control
 //     plane sends with each desired state; when it leaves the set, its open
 //     connections, both directions, are closed at once.
-//   - A peer may open a stream only to the workloads its entry in the set
-//     says it reaches (403 otherwise); the workload is dialled on this host
-//     through the Dialer (503 when no healthy replica is there).
+//   - A peer may open a stream only to the workloads, and on the ports, its
+//     entry in the set says it streams to (contract.Peer.MayOpen: HTTP where
+//     it routes the egg, a published port's target, the egg's port for its
+//     relays; 403 otherwise, before anything is dialled); the workload is
+//     dialled on this host through the Dialer (503 when no healthy replica
+//     is there), which holds the port to the egg's own too. A stream whose
+//     workload or port leaves the peer's entry is reset at once.
 //   - A dead peer is found by HTTP/2 pings: one after KeepAlive without a
 //     frame, the connection closed when it goes unanswered KeepAliveTimeout,
 //     so about two seconds with the defaults; and by a failed dial.
@@ -32,6 +36,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/contract"
 )
 
 // DefaultPort is the mesh's port unless told otherwise.
@@ -114,7 +120,10 @@ func (c Config) Validate() error {
 
 // DefaultAdvertise returns host:port for every non-loopback unicast address
 // of this host (link-local IPv6 addresses, which need a zone, left out),
-// IPv4 first: what peers try, in order, when --advertise is not given.
+// IPv4 first, in the order of the interfaces: what peers try, in order,
+// when --advertise is not given. It returns at most
+// contract.MaxMeshAddresses, the most a report may carry: a Docker host has
+// an address on every bridge network, one per project network.
 func DefaultAdvertise(port int) ([]string, error) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
@@ -133,5 +142,6 @@ func DefaultAdvertise(port int) ([]string, error) {
 			v6 = append(v6, hp)
 		}
 	}
-	return append(v4, v6...), nil
+	all := append(v4, v6...)
+	return all[:min(len(all), contract.MaxMeshAddresses)], nil
 }

@@ -135,8 +135,23 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
+// testTCPPort is the TCP stream port newPair lets the client open to each
+// workload it reaches, besides HTTP streams (port 0).
+const testTCPPort = 5432
+
+// streamsTo returns the reach of a peer streaming to each workload on
+// ports.
+func streamsTo(ports []int, workloads ...string) []contract.Reach {
+	var out []contract.Reach
+	for _, w := range workloads {
+		out = append(out, contract.Reach{Workload: w, Ports: ports})
+	}
+	return out
+}
+
 // pair is a server host ("h-srv") and a client host ("h-cli") of one
-// cluster, the server reaching backends, the client allowed reaches.
+// cluster, the server reaching backends, the client allowed reaches: HTTP
+// streams and TCP streams to testTCPPort.
 type pair struct {
 	cluster *cluster
 	server  *Server
@@ -177,7 +192,7 @@ func newPair(t testing.TB, reaches ...string) *pair {
 	p.server, p.client = srv, cli
 	p.peers = []contract.Peer{
 		{HostID: "h-srv", Addresses: []string{ln.Addr().String()}},
-		{HostID: "h-cli", Addresses: []string{"127.0.0.1:1"}, Reaches: reaches},
+		{HostID: "h-cli", Addresses: []string{"127.0.0.1:1"}, Reaches: reaches, Streams: streamsTo([]int{0, testTCPPort}, reaches...)},
 	}
 	srv.SetPeers(p.peers)
 	cli.SetPeers(p.peers)

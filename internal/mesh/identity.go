@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -61,6 +62,14 @@ func ParseWorkload(id string, port int) (Workload, error) {
 
 // ID is the workload ID, namespace/project/egg, as desired states write it.
 func (w Workload) ID() string { return contract.WorkloadID(w.Namespace, w.Project, w.Egg) }
+
+// portName names the stream's port in messages: "HTTP" or "port <n>".
+func (w Workload) portName() string {
+	if w.Port == 0 {
+		return "HTTP"
+	}
+	return "port " + strconv.Itoa(w.Port)
+}
 
 func (w Workload) validate() error {
 	for _, part := range []string{w.Namespace, w.Project, w.Egg} {

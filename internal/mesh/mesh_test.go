@@ -61,7 +61,7 @@ func TestStreamCarriesBytesBothWaysAndHalfCloses(t *testing.T) {
 func TestStreamCarriesItsPortToTheDialer(t *testing.T) {
 	p := newPair(t, shopWeb)
 	p.dialer.add(t, shopWeb, echo)
-	for _, port := range []int{0, 5432} {
+	for _, port := range []int{0, testTCPPort} {
 		conn, err := p.client.DialStream(context.Background(), "h-srv", shopWeb, port)
 		if err != nil {
 			t.Fatalf("port %d: %v", port, err)
@@ -71,7 +71,7 @@ func TestStreamCarriesItsPortToTheDialer(t *testing.T) {
 	p.dialer.mu.Lock()
 	asked := slices.Clone(p.dialer.asked)
 	p.dialer.mu.Unlock()
-	if len(asked) != 2 || asked[0].Port != 0 || asked[1].Port != 5432 || asked[1].ID() != shopWeb {
+	if len(asked) != 2 || asked[0].Port != 0 || asked[1].Port != testTCPPort || asked[1].ID() != shopWeb {
 		t.Fatalf("the dialer was asked %+v, want %s for HTTP then port 5432", asked, shopWeb)
 	}
 	for _, bad := range []struct {
@@ -197,6 +197,95 @@ func TestStreamToAnotherProjectsEggIsRefused(t *testing.T) {
 		t.Fatalf("the allowed workload: %v", err)
 	} else {
 		conn.Close()
+	}
+}
+
+// A peer reaches a workload only on the ports its own desired state streams
+// to (issue 24, finding 4: a host reached port 38241, neither routed nor
+// published, of another project's replica): any other port is refused
+// before the workload is dialled, and so is HTTP where it was given TCP.
+func TestStreamToAPortOutsideThePeersReachIsRefused(t *testing.T) {
+	p := newPair(t) // reaches nothing yet
+	p.dialer.add(t, shopWeb, echo)
+	p.dialer.add(t, "default/shop/db", echo)
+	peers := slices.Clone(p.peers)
+	peers[1].Reaches = []string{"default/shop/db", shopWeb}
+	peers[1].Streams = []contract.Reach{{Workload: "default/shop/db", Ports: []int{5432}}, {Workload: shopWeb, Ports: []int{0}}}
+	p.server.SetPeers(peers)
+	p.client.SetPeers(peers)
+	for _, bad := range []struct {
+		id   string
+		port int
+	}{{shopWeb, 38241}, {shopWeb, 8080}, {"default/shop/db", 38241}, {"default/shop/db", 0}} {
+		if _, err := p.client.DialStream(context.Background(), "h-srv", bad.id, bad.port); !errors.Is(err, ErrForbidden) {
+			t.Errorf("%s port %d: err %v, want ErrForbidden", bad.id, bad.port, err)
+		}
+	}
+	if n := p.dialer.dials.Load(); n != 0 {
+		t.Fatalf("a refused stream dialled the workload (%d dials)", n)
+	}
+	for _, good := range []struct {
+		id   string
+		port int
+	}{{shopWeb, 0}, {"default/shop/db", 5432}} {
+		conn, err := p.client.DialStream(context.Background(), "h-srv", good.id, good.port)
+		if err != nil {
+			t.Fatalf("%s port %d: %v", good.id, good.port, err)
+		}
+		conn.Close()
+	}
+}
+
+// A stream whose workload or port leaves the peer's reach ends at once, the
+// peer staying valid and its other streams open (issue 24, finding 7: a
+// mesh stream stayed open after its workload left the peer's reach).
+func TestAStreamEndsWhenItsWorkloadOrPortLeavesThePeersReach(t *testing.T) {
+	p := newPair(t, shopWeb, "default/shop/db")
+	p.dialer.add(t, shopWeb, echo)
+	p.dialer.add(t, "default/shop/db", echo)
+	open := func(id string, port int) net.Conn {
+		t.Helper()
+		conn, err := p.client.DialStream(context.Background(), "h-srv", id, port)
+		if err != nil {
+			t.Fatalf("%s port %d: %v", id, port, err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		roundTrip(t, conn)
+		return conn
+	}
+	web, dbTCP, dbHTTP := open(shopWeb, testTCPPort), open("default/shop/db", testTCPPort), open("default/shop/db", 0)
+
+	// web leaves the reach; db keeps HTTP but loses its TCP port.
+	peers := slices.Clone(p.peers)
+	peers[1].Reaches = []string{"default/shop/db"}
+	peers[1].Streams = []contract.Reach{{Workload: "default/shop/db", Ports: []int{0}}}
+	start := time.Now()
+	p.server.SetPeers(peers)
+	for name, conn := range map[string]net.Conn{"web's stream": web, "db's TCP stream": dbTCP} {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := conn.Read(make([]byte, 1)); err == nil || isTimeout(err) || errors.Is(err, io.EOF) {
+			t.Errorf("%s, read after it left the reach: %v, want the stream reset", name, err)
+		}
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the streams ended %v after the change", took)
+	}
+	roundTrip(t, dbHTTP) // still in reach: untouched
+	if _, err := p.client.DialStream(context.Background(), "h-srv", shopWeb, testTCPPort); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("a new stream to web: %v, want ErrForbidden", err)
+	}
+}
+
+// roundTrip sends a byte on an echo stream and reads it back.
+func roundTrip(t *testing.T, conn net.Conn) {
+	t.Helper()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	defer conn.SetDeadline(time.Time{})
+	if _, err := conn.Write([]byte("x")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if _, err := io.ReadFull(conn, make([]byte, 1)); err != nil {
+		t.Fatalf("read: %v", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -58,12 +59,16 @@ type Server struct {
 	h2     *http.Server
 	authed *handoff
 
-	mu sync.Mutex // guards ln, conns and closed
+	mu sync.Mutex // guards ln, conns, streams and closed
 	ln net.Listener
 	// conns are the open connections and their peer's host ID, closed when
 	// the host leaves the valid set.
-	conns  map[net.Conn]string
-	closed bool
+	conns map[net.Conn]string
+	// streams are the open streams, each ended when the valid set no
+	// longer lets its peer open it (its workload or port left the peer's
+	// reach).
+	streams map[*openStream]struct{}
+	closed  bool
 
 	ctx    context.Context // ends at Close: every connection's and stream's
 	cancel context.CancelFunc
@@ -85,7 +90,7 @@ func NewServer(cfg Config, creds Credentials, dialer Dialer) (*Server, error) {
 		return nil, errors.New("mesh: the server needs a workload dialer")
 	}
 	s := &Server{cfg: cfg, creds: creds, dialer: dialer, log: cfg.Logger.With(zap.String("component", "mesh-server")),
-		conns: map[net.Conn]string{}}
+		conns: map[net.Conn]string{}, streams: map[*openStream]struct{}{}}
 	// What net/http has to say (a panicking handler, a broken connection)
 	// goes to our log.
 	errLog, err := zap.NewStdLogAt(s.log, zap.WarnLevel)
@@ -131,11 +136,18 @@ func NewServer(cfg Config, creds Credentials, dialer Dialer) (*Server, error) {
 	return s, nil
 }
 
-// SetPeers installs the valid host set (from the latest desired state) and
-// closes at once every open connection of a host that left it: its streams
-// end.
+// SetPeers installs the valid host set (from the latest desired state),
+// closes at once every open connection of a host that left it (its streams
+// end), and resets every open stream its peer may no longer open: its
+// workload or port left the peer's reach.
 func (s *Server) SetPeers(peers []contract.Peer) {
 	gone := s.peers.replace(peers)
+	s.closeConnsOf(gone)
+	s.endStreamsOutOfReach()
+}
+
+// closeConnsOf closes the connections of the hosts gone.
+func (s *Server) closeConnsOf(gone []string) {
 	if len(gone) == 0 {
 		return
 	}
@@ -152,6 +164,51 @@ func (s *Server) SetPeers(peers []contract.Peer) {
 	}
 	if len(closing) > 0 {
 		s.log.Info("closed the mesh connections of removed hosts", zap.Strings("hosts", gone), zap.Int("connections", len(closing)))
+	}
+}
+
+// endStreamsOutOfReach ends the open streams the current valid set no
+// longer allows. A stream registers before it is authorized, and the set is
+// replaced before this scan, so a stream authorized against the old set is
+// always seen here.
+func (s *Server) endStreamsOutOfReach() {
+	s.mu.Lock()
+	var ending []*openStream
+	for st := range s.streams {
+		if !s.authorized(st.peer, st.w) {
+			ending = append(ending, st)
+		}
+	}
+	s.mu.Unlock()
+	for _, st := range ending {
+		st.revoked.Store(true)
+		st.cancel()
+		s.log.Info("mesh stream ended: its workload or port left the peer's reach",
+			zap.String("peer", st.peer), zap.String("workload", st.w.ID()), zap.Int("port", st.w.Port))
+	}
+}
+
+// openStream is a stream being served, as SetPeers sees it.
+type openStream struct {
+	peer string
+	w    Workload
+	// cancel ends the stream: its workload's connection is closed.
+	cancel context.CancelFunc
+	// revoked says the stream was ended by SetPeers: it is reset, not
+	// ended as if the workload had finished.
+	revoked atomic.Bool
+}
+
+// register adds a stream to those SetPeers checks; the returned function
+// removes it.
+func (s *Server) register(st *openStream) (unregister func()) {
+	s.mu.Lock()
+	s.streams[st] = struct{}{}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.streams, st)
+		s.mu.Unlock()
 	}
 }
 
@@ -354,22 +411,34 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	st := &openStream{peer: peer, w: wl, cancel: cancel}
+	defer s.register(st)() // before the check: see endStreamsOutOfReach
 	if !s.authorized(peer, wl) {
-		s.log.Warn("mesh stream refused: the peer's desired state does not reach the workload",
-			zap.String("peer", peer), zap.String("workload", wl.ID()))
-		http.Error(w, fmt.Sprintf("host %s may not reach %s", peer, wl.ID()), http.StatusForbidden)
+		s.log.Warn("mesh stream refused: the peer's desired state does not stream to the workload on this port",
+			zap.String("peer", peer), zap.String("workload", wl.ID()), zap.Int("port", wl.Port))
+		http.Error(w, fmt.Sprintf("host %s may not reach %s on %s", peer, wl.ID(), wl.portName()), http.StatusForbidden)
 		return
 	}
-	dctx, cancel := context.WithTimeout(r.Context(), s.cfg.DialWorkloadTimeout)
+	dctx, dcancel := context.WithTimeout(ctx, s.cfg.DialWorkloadTimeout)
 	backend, err := s.dialer.DialWorkload(dctx, wl)
-	cancel()
+	dcancel()
 	if err != nil {
 		http.Error(w, fmt.Sprintf("%s: no healthy replica here: %v", wl.ID(), err), http.StatusServiceUnavailable)
 		return
 	}
 	defer backend.Close()
-	stop := context.AfterFunc(r.Context(), func() { _ = backend.Close() }) // the stream or its connection ended
+	// The stream or its connection ended, or SetPeers ended the stream.
+	stop := context.AfterFunc(ctx, func() { _ = backend.Close() })
 	defer stop()
+	defer func() {
+		if st.revoked.Load() {
+			// Reset the stream (RST_STREAM), so the caller sees it cut
+			// rather than a workload that finished its output.
+			panic(http.ErrAbortHandler)
+		}
+	}()
 
 	rc := http.NewResponseController(w)
 	w.WriteHeader(http.StatusOK)
@@ -407,9 +476,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authorized reports whether the peer's entry in the valid host set reaches
-// the workload.
+// authorized reports whether the peer's entry in the valid host set lets it
+// open a stream to the workload on the stream's port (contract.Peer.MayOpen).
 func (s *Server) authorized(peer string, w Workload) bool {
 	p, ok := s.peers.get(peer)
-	return ok && slices.Contains(p.Reaches, w.ID())
+	return ok && p.MayOpen(w.ID(), w.Port)
 }

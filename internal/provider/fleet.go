@@ -69,6 +69,12 @@ type StoreFleet struct {
 	// Capacity of a host when no host's capacity is known; zero means
 	// DefaultCapacity.
 	Capacity placement.Resources
+	// LoopbackMesh is fleet.Config.LoopbackMesh: whether loopback mesh
+	// addresses may be handed to peers. A report whose mesh addresses
+	// fail contract.CheckMeshAddresses (one stored before the fleet
+	// checked them, or by a server listening on loopback) gives its host
+	// no address: peers are never handed what they must not dial.
+	LoopbackMesh bool
 }
 
 var _ Fleet = StoreFleet{}
@@ -123,7 +129,9 @@ func (f StoreFleet) Hosts(ctx context.Context) ([]FleetHost, error) {
 		if id, ok := ids[h.ID]; ok {
 			sh.Name, sh.Removed = id.Name, id.Removed()
 		}
-		sh.MeshAddresses = reports[h.ID].MeshAddresses
+		if rep := reports[h.ID]; contract.CheckMeshAddresses(rep.MeshAddresses, f.LoopbackMesh) == nil {
+			sh.MeshAddresses = rep.MeshAddresses
+		}
 		out = append(out, sh)
 	}
 	return out, nil

@@ -138,11 +138,15 @@ func checkPlacement(rt *rapid.T, e *env, hosts []string, down map[string]bool, r
 		}
 		for _, p := range d.Peers {
 			var ids []string
+			var streams []contract.Reach
 			for _, s := range services[p.HostID] {
-				ids = append(ids, s.ID())
+				if ports := s.StreamPorts(); len(ports) > 0 {
+					ids = append(ids, s.ID())
+					streams = append(streams, contract.Reach{Workload: s.ID(), Ports: ports})
+				}
 			}
-			if !slices.Equal(p.Reaches, ids) {
-				rt.Fatalf("in %s's state, peer %s reaches %v, want %v", h, p.HostID, p.Reaches, ids)
+			if !slices.Equal(p.Reaches, ids) || !reflect.DeepEqual(p.Streams, streams) {
+				rt.Fatalf("in %s's state, peer %s reaches %v by %+v, want %v by %+v", h, p.HostID, p.Reaches, p.Streams, ids, streams)
 			}
 		}
 	}

@@ -23,7 +23,8 @@ func (s *Set) SyncPeers(ctx context.Context) error {
 }
 
 // derive sets every state's Services (servicesByHost) and the fleet's peers
-// (the valid host set, each peer reaching its own state's services).
+// (the valid host set, each peer reaching its own state's services on the
+// ports its ingress and relays stream to: Service.StreamPorts).
 func (v *view) derive() {
 	workloads := make(map[string][]contract.WorkloadSpec, len(v.states))
 	for id, d := range v.states {
@@ -34,12 +35,12 @@ func (v *view) derive() {
 	for i, h := range v.hosts {
 		peers[i] = contract.PeerHost{ID: h.ID, Name: h.Name, Removed: h.Removed, MeshAddresses: v.mesh[h.ID]}
 	}
-	valid := contract.ValidPeers(peers, func(host string) []string {
-		ids := make([]string, len(services[host]))
+	valid := contract.ValidPeers(peers, func(host string) []contract.Reach {
+		reach := make([]contract.Reach, len(services[host]))
 		for i, s := range services[host] {
-			ids[i] = s.ID()
+			reach[i] = contract.Reach{Workload: s.ID(), Ports: s.StreamPorts()}
 		}
-		return ids
+		return reach
 	})
 	for id, d := range v.states {
 		d.Services = services[id]

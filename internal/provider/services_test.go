@@ -179,6 +179,23 @@ func TestNetworkOfInvertsNetworkName(t *testing.T) {
 	}
 }
 
+// A report stored with mesh addresses no peer may dial (before the fleet
+// checked them at intake: issue 24, finding 8) gives its host no address in
+// the peer list; a good one is handed on as it came.
+func TestStoredMeshAddressesNoPeerMayDialAreNotHandedOn(t *testing.T) {
+	e := newEnv(t, "h1", "h2", "h3")
+	e.report("h1", "10.0.0.1:7702", "169.254.169.254:80")
+	e.report("h2", "127.0.0.1:2375")
+	e.report("h3", "10.0.0.3:7702", "[fd00::3]:7702")
+	e.apply("default/site", siteYAML, nil)
+	for _, p := range e.state("h1").Peers {
+		want := map[string][]string{"h3": {"10.0.0.3:7702", "[fd00::3]:7702"}}[p.HostID]
+		if !slices.Equal(p.Addresses, want) {
+			t.Errorf("peer %s is handed %v, want %v", p.HostID, p.Addresses, want)
+		}
+	}
+}
+
 // report makes a host report, with the mesh addresses given.
 func (e *env) report(host string, mesh ...string) {
 	e.t.Helper()
@@ -209,6 +226,7 @@ func TestEveryHostServesTheClustersRoutesAndWhatItsWorkloadsUse(t *testing.T) {
 	dbHost := e.record("default/data", "volume/pgdata").Outputs["host"].(string)
 	appHosts := hostsOf(e.record("default/data", "egg/app").Outputs)
 	reaches := map[string][]string{}
+	streams := map[string][]contract.Reach{}
 	for _, h := range []string{"h1", "h2", "h3"} {
 		d := e.state(h)
 		site := contract.Service{Namespace: "default", Project: "site", Egg: "web", Port: 80, Hosts: []string{"h2"},
@@ -226,14 +244,25 @@ func TestEveryHostServesTheClustersRoutesAndWhatItsWorkloadsUse(t *testing.T) {
 		if !reflect.DeepEqual(d.Services, want) {
 			t.Fatalf("services of %s\n got %+v\nwant %+v", h, d.Services, want)
 		}
+		// Each host streams to site's routes (HTTP), and to db's port
+		// where its relay stands for db; web's own host's relay for web
+		// adds web's port there.
 		for _, s := range want {
 			reaches[h] = append(reaches[h], s.ID())
+			ports := []int{5432}
+			if s.Egg == "web" {
+				ports = []int{0}
+				if h == "h2" {
+					ports = []int{0, 80}
+				}
+			}
+			streams[h] = append(streams[h], contract.Reach{Workload: s.ID(), Ports: ports})
 		}
 	}
 	wantPeers := []contract.Peer{
-		{HostID: "h1", Name: "h1", Reaches: reaches["h1"]},
-		{HostID: "h2", Name: "h2", Addresses: []string{"10.0.0.2:7702", "[fd00::2]:7702"}, Reaches: reaches["h2"]},
-		{HostID: "h3", Name: "h3", Reaches: reaches["h3"]},
+		{HostID: "h1", Name: "h1", Reaches: reaches["h1"], Streams: streams["h1"]},
+		{HostID: "h2", Name: "h2", Addresses: []string{"10.0.0.2:7702", "[fd00::2]:7702"}, Reaches: reaches["h2"], Streams: streams["h2"]},
+		{HostID: "h3", Name: "h3", Reaches: reaches["h3"], Streams: streams["h3"]},
 	}
 	for _, h := range []string{"h1", "h2", "h3"} {
 		if got := e.state(h).Peers; !reflect.DeepEqual(got, wantPeers) {

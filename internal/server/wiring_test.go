@@ -117,8 +117,9 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 		w.Auth = NewAdminToken(w.AdminHash)
 	}
 	set, err := provider.New(provider.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st, Capacities: st, MaxCapacity: w.Fleet.MaxHostCapacity},
-		Box:   w.Box, Logger: w.Logger, Now: w.Now})
+		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st, Capacities: st, MaxCapacity: w.Fleet.MaxHostCapacity,
+			LoopbackMesh: w.Fleet.LoopbackMesh},
+		Box: w.Box, Logger: w.Logger, Now: w.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
