@@ -143,30 +143,3 @@ func (s *Service) RecordExec(ctx context.Context, namespace, project, egg string
 		s.log.Warn("exec event not recorded", zap.Error(err))
 	}
 }
-
-// LogHosts returns the IDs of the hosts a `hatch logs` of the project asks:
-// every host not removed and not down (a roll may start replicas on any),
-// or the one named by only (an ID or a name), which must be such a host.
-func (s *Service) LogHosts(ctx context.Context, namespace, project, only string) ([]string, error) {
-	hosts, err := s.statusHosts(ctx, namespace, project)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, h := range hosts {
-		if only != "" && only != h.ID && only != h.Name {
-			continue
-		}
-		if h.State == store.HostDown {
-			if only != "" {
-				return nil, api.Errorf(api.CodeConflict, "host %s is down: its logs cannot be read until it reports again", only)
-			}
-			continue
-		}
-		out = append(out, h.ID)
-	}
-	if len(out) == 0 && only != "" {
-		return nil, api.NotFound("no host %q: `hatch hosts` lists them", only)
-	}
-	return out, nil
-}
