@@ -116,7 +116,7 @@ func (s *Service) ExecHost(ctx context.Context, namespace, project, egg string, 
 		}
 	}
 	if best == nil && execOff != "" {
-		return ExecTarget{}, api.Errorf(api.CodeConflict, "host %s runs its agent with --no-exec: exec is turned off there", execOff)
+		return ExecTarget{}, api.Errorf(api.CodeConflict, "exec is turned off on host %s (hatch agent --no-exec)", execOff)
 	}
 	if best == nil {
 		where := egg
