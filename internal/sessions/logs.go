@@ -37,6 +37,10 @@ type LogSource interface {
 	Changed(ctx context.Context) <-chan struct{}
 }
 
+// rejoinGap spaces a follow's reads of its targets: a host placed on joins
+// within about this long of the change.
+const rejoinGap = 500 * time.Millisecond
+
 // EventUnavailable is the Event of a record the server writes itself into
 // a logs stream: a host could not be read (its Line says why).
 const EventUnavailable = "unavailable"
@@ -98,6 +102,7 @@ func (l *Logs) Serve(ctx context.Context, operator *websocket.Conn, req contract
 		said := "" // the last failure told, said once however often it recurs
 		for {
 			changed := src.Changed(opCtx)
+			read := time.Now()
 			if t, err := src.Targets(opCtx); err == nil {
 				f.join(opCtx, t, late)
 				said = ""
@@ -107,6 +112,11 @@ func (l *Logs) Serve(ctx context.Context, operator *websocket.Conn, req contract
 			}
 			select {
 			case <-changed:
+			case <-opCtx.Done():
+			}
+			// A burst of changes (a busy event log) costs one read per gap.
+			select {
+			case <-time.After(rejoinGap - time.Since(read)):
 			case <-opCtx.Done():
 			}
 			if opCtx.Err() != nil {
