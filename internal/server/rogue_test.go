@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"testing"
@@ -116,6 +118,28 @@ func (h *rogueHost) poll() contract.DesiredState {
 	return d
 }
 
+// pollAt is the host's desired-state long-poll from version, held up to
+// wait: the state and the answer's status (304: no change within wait).
+func (h *rogueHost) pollAt(ctx context.Context, version string, wait time.Duration) (contract.DesiredState, int, error) {
+	var d contract.DesiredState
+	q := url.Values{"version": {version}, "wait": {wait.String()}}
+	resp, err := h.C.Send(ctx, "GET", "/api/v1/hosts/"+h.ID+"/desired-state?"+q.Encode(), nil, "")
+	if err != nil {
+		return d, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		err = json.NewDecoder(resp.Body).Decode(&d)
+	}
+	return d, resp.StatusCode, err
+}
+
+// tlsCertificate is the host's mesh certificate with its key, as its agent
+// presents it to peers.
+func (h *rogueHost) tlsCertificate() tls.Certificate {
+	return tls.Certificate{Certificate: [][]byte{h.Cert.Raw}, PrivateKey: h.Key, Leaf: h.Cert}
+}
+
 // report sends a status report of these containers, at the version of the
 // host's desired state (as an agent that converged would), through edit
 // (nil: as it is).
@@ -198,5 +222,47 @@ func readRecords(ctx context.Context, t *testing.T, op *websocket.Conn) ([]contr
 			t.Fatalf("a record %q: %v", data, err)
 		}
 		out = append(out, r)
+	}
+}
+
+// TestTheRogueHarnessJoinsForReal checks the harness itself: a host's
+// certificate names it and chains to the server's host CA, its poll is held
+// until its state changes, and what it reports is what the server stores.
+func TestTheRogueHarnessJoinsForReal(t *testing.T) {
+	w := newRogueWorld(t, DefaultConfig())
+	h := w.joinHost("rogue")
+	cert := h.tlsCertificate()
+	if id, err := pki.HostIDFromCert(cert.Leaf); err != nil || id != h.ID {
+		t.Fatalf("the certificate names %q (%v), want %s", id, err, h.ID)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(h.CAPEM)) {
+		t.Fatal("no host CA in the join's answer")
+	}
+	if _, err := cert.Leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		t.Fatalf("the certificate does not chain to the host CA: %v", err)
+	}
+	first := h.poll()
+	if _, status, err := h.pollAt(t.Context(), first.Version, 10*time.Millisecond); err != nil || status != http.StatusNotModified {
+		t.Fatalf("an unchanged state's poll: %d %v, want 304", status, err)
+	}
+	type answer struct {
+		d      contract.DesiredState
+		status int
+		err    error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		d, status, err := h.pollAt(t.Context(), first.Version, 10*time.Second)
+		got <- answer{d, status, err}
+	}()
+	w.place(h, webOf("web", 1))
+	if a := <-got; a.err != nil || a.status != http.StatusOK || len(a.d.Workloads) != 1 || a.d.Workloads[0].Egg != "web" {
+		t.Fatalf("the poll after a placement: %d %v %+v, want web", a.status, a.err, a.d.Workloads)
+	}
+	h.report(nil, running("default/shop/web", 0))
+	rep, err := w.admin.HostReport(t.Context(), h.ID)
+	if err != nil || len(rep.Containers) != 1 || rep.Version != h.poll().Version {
+		t.Fatalf("the stored report %+v (%v), want web's container at the current version", rep, err)
 	}
 }
