@@ -104,6 +104,9 @@ type Config struct {
 
 	// Capacity, if known, is reported with every status for placement.
 	Capacity *contract.HostCapacity
+	// NoExec is reported with every status: the host's sessions refuse
+	// exec (`hatch agent --no-exec`), and the control plane refuses it first.
+	NoExec bool
 
 	// ConvergeInterval is the period of the timer converge (30s).
 	ConvergeInterval time.Duration
@@ -497,7 +500,7 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		lines = append(lines, p)
 	}
 	report := buildReport(desired, withoutRelays(actual), a.mem, lines, now)
-	report.Capacity = a.cfg.Capacity
+	report.Capacity, report.NoExec = a.cfg.Capacity, a.cfg.NoExec
 	report.MeshAddresses = a.cfg.MeshAddresses
 	report.HTTPPort, report.HTTPSPort = a.cfg.HTTPPort, a.cfg.HTTPSPort
 	report.Challenges = slices.Sorted(slices.Values(a.cfg.Router.Challenges()))
@@ -740,7 +743,8 @@ func (a *Agent) attachCrashLogs(ctx context.Context, r *contract.StatusReport) {
 // containers: the last report's containers stay, with the new errors.
 func (a *Agent) setErrorStatus(errs ...error) {
 	a.mu.Lock()
-	r := contract.StatusReport{HostID: a.cfg.HostID, Time: a.now(), Capacity: a.cfg.Capacity, MeshAddresses: a.cfg.MeshAddresses}
+	r := contract.StatusReport{HostID: a.cfg.HostID, Time: a.now(), Capacity: a.cfg.Capacity, MeshAddresses: a.cfg.MeshAddresses,
+		NoExec: a.cfg.NoExec}
 	if a.status != nil {
 		r = *a.status
 	}

@@ -155,6 +155,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	cfg.Mesh, cfg.MeshAddresses, cfg.RelayImage = m, advertise, relayImage
 	cfg.HTTPPort, cfg.HTTPSPort = portOf(in.HTTPAddr()), portOf(in.HTTPSAddr())
 	cfg.Capacity = hostCapacity(ctx, dc, hostLog)
+	cfg.NoExec = opts.NoExec
 	if opts.ConvergeInterval > 0 {
 		cfg.ConvergeInterval = opts.ConvergeInterval
 	}

@@ -170,7 +170,10 @@ type logPrinter struct {
 var palette = []int{31, 32, 33, 34, 35, 36, 91, 92, 93, 94, 95, 96}
 
 func (p *logPrinter) print(r contract.LogRecord) {
-	host := cmp.Or(p.hosts[r.Host], r.Host)
+	// Every field comes from a host: each goes through termsafe, the
+	// container's too (a host's escape sequence must not reach the
+	// terminal). The server's own records name no host.
+	host := cmp.Or(p.hosts[r.Host], r.Host, "server")
 	prefix := fmt.Sprintf("%s/%d %s", r.Egg, r.Slot, host)
 	if r.Egg == "" {
 		prefix = host
@@ -184,9 +187,9 @@ func (p *logPrinter) print(r contract.LogRecord) {
 	var text string
 	switch r.Event {
 	case "started":
-		text = "-- replica started (container " + shortID(r.Container) + ")"
+		text = "-- replica started (container " + termsafe.Line(shortID(r.Container)) + ")"
 	case "stopped":
-		text = "-- replica stopped (container " + shortID(r.Container) + ")"
+		text = "-- replica stopped (container " + termsafe.Line(shortID(r.Container)) + ")"
 	case "":
 		text = termsafe.Line(r.Line)
 		if r.Stream == "stderr" && !p.color {

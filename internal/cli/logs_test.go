@@ -24,3 +24,20 @@ func TestLogLinesArePrefixedWithEggSlotAndHostNameAndEscaped(t *testing.T) {
 		t.Fatal("an escape reached the output")
 	}
 }
+
+func TestEveryFieldOfALogRecordIsEscaped(t *testing.T) {
+	var b bytes.Buffer
+	p := &logPrinter{out: &b, hosts: map[string]string{}}
+	at := time.Now()
+	// A host writes each field: none may reach the terminal raw.
+	p.print(contract.LogRecord{Time: at, Host: "h\x1b[2J", Egg: "w\x1b[2J", Slot: 0, Container: "\x1b[2J\x1b[H", Event: "started"})
+	p.print(contract.LogRecord{Time: at, Host: "h", Egg: "w", Container: "\x1b]0;title\a", Event: "stopped"})
+	p.print(contract.LogRecord{Time: at, Host: "h", Egg: "w", Event: "odd\x1b[2J", Line: "\x1b[2J"})
+	p.print(contract.LogRecord{Time: at, Event: "unavailable", Line: "host h did not open its stream"})
+	if strings.ContainsRune(b.String(), 0x1b) || strings.ContainsRune(b.String(), 0x07) {
+		t.Fatalf("a control character reached the output:\n%q", b.String())
+	}
+	if !strings.Contains(b.String(), "server | -- unavailable: host h did not open its stream") {
+		t.Fatalf("the server's own record:\n%s", b.String())
+	}
+}

@@ -407,6 +407,10 @@ type StatusReport struct {
 	// route with an ACME certificate lands on hosts not on 80 and 443.
 	HTTPPort  int `json:"http_port,omitempty"`
 	HTTPSPort int `json:"https_port,omitempty"`
+	// NoExec: the agent runs with --no-exec and refuses every exec
+	// session; the control plane refuses `hatch exec` there first, so the
+	// event log never records an exec that did not run.
+	NoExec bool `json:"no_exec,omitempty"`
 	// Engine is set while the host's Docker Engine does not answer the
 	// agent: the containers above are then the last ones it listed, and
 	// none of them can be taken as ready.

@@ -31,6 +31,13 @@ func hostView(h store.Host, id store.HostIdentity, desired store.DesiredState, p
 		return v, nil, fmt.Errorf("host %s: stored report: %w", h.ID, err)
 	}
 	v.ReportedVersion, v.Errors, v.Engine = report.Version, report.Errors, report.Engine
+	problem, err := unplacedProblem(desired, v.DesiredVersion, report)
+	if err != nil {
+		return v, nil, err
+	}
+	if problem != "" {
+		v.Errors = append(slices.Clip(v.Errors), problem)
+	}
 	return v, &report, nil
 }
 

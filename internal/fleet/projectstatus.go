@@ -29,13 +29,16 @@ type statusHost struct {
 	State    store.HostState
 	// Workloads are the project's workloads in the host's desired state.
 	Workloads []contract.WorkloadSpec
-	// Containers are those its agent last reported; nil before a report.
+	// Containers are those its agent last reported of Workloads; nil
+	// before a report.
 	Containers []contract.ContainerStatus
 	// Errors are the problems its agent last reported.
 	Errors []string
 	// Engine is set while its agent reports that its Docker Engine does
 	// not answer: its containers are then not to be believed.
 	Engine *contract.EngineProblem
+	// NoExec: its agent last reported it refuses exec (--no-exec).
+	NoExec bool
 }
 
 func (h statusHost) label() string { return cmp.Or(h.Name, h.ID) }
@@ -206,8 +209,9 @@ func (s *Service) ProjectStatus(ctx context.Context, ns, name string) (api.Proje
 }
 
 // statusHosts reads every host not removed: its liveness, the project's
-// workloads in its desired state and the project's containers in its last
-// report.
+// workloads in its desired state and, of its last report, the containers of
+// those workloads only (a host is trusted with what is placed on it: a
+// container it claims for a workload placed elsewhere is acted on nowhere).
 func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([]statusHost, error) {
 	hosts, err := s.deps.Statuses.ListHosts(ctx)
 	if err != nil {
@@ -221,7 +225,6 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 	if err != nil {
 		return nil, err
 	}
-	prefix := contract.WorkloadID(namespace, project, "")
 	out := make([]statusHost, 0, len(hosts))
 	for _, h := range hosts {
 		id := identities[h.ID]
@@ -237,12 +240,8 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 			if err != nil {
 				return nil, fmt.Errorf("host %s: stored report: %w", h.ID, err)
 			}
-			sh.Errors, sh.Engine = report.Errors, report.Engine
-			for _, c := range report.Containers {
-				if strings.HasPrefix(c.WorkloadID, prefix) {
-					sh.Containers = append(sh.Containers, c)
-				}
-			}
+			sh.Errors, sh.NoExec, sh.Engine = report.Errors, report.NoExec, report.Engine
+			sh.Containers = placedOnly(sh.Workloads, report.Containers)
 		}
 		out = append(out, sh)
 	}

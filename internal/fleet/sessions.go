@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -17,29 +18,58 @@ import (
 // the program and how many arguments it had, never the arguments or input.
 const EventExec store.EventType = "exec.started"
 
-// LogHosts returns the IDs of the hosts a `hatch logs` of the project asks:
-// every host not removed and not down (a roll may start replicas on any),
-// or the one named by only (an ID or a name), which must be such a host.
-func (s *Service) LogHosts(ctx context.Context, namespace, project, only string) ([]string, error) {
+// LogTarget is a host a project's logs are read from, and the eggs of the
+// project its desired state places on it: the only eggs whose records it
+// may send (a host is trusted with what is placed on it, nothing more).
+type LogTarget struct {
+	Host string
+	Eggs []string
+}
+
+// LogScope is where a `hatch logs` reads now: its Targets; and Hosts, every
+// host not removed, whose desired states a follow watches, since a roll may
+// place the project on any of them.
+type LogScope struct {
+	Targets []LogTarget
+	Hosts   []string
+}
+
+// LogTargets returns the hosts a `hatch logs` of the project reads: those
+// not down whose desired state places an egg of the project (egg, if not
+// "": that egg), sorted by ID; only (an ID or a name) restricts them to one
+// host, which must exist and not be down. A follow calls it again when a
+// desired state changes: a host placed on later joins then.
+func (s *Service) LogTargets(ctx context.Context, namespace, project, egg, only string) (LogScope, error) {
 	hosts, err := s.statusHosts(ctx, namespace, project)
 	if err != nil {
-		return nil, err
+		return LogScope{}, err
 	}
-	var out []string
+	var out LogScope
+	named := false
 	for _, h := range hosts {
+		out.Hosts = append(out.Hosts, h.ID)
 		if only != "" && only != h.ID && only != h.Name {
 			continue
 		}
+		named = true
 		if h.State == store.HostDown {
 			if only != "" {
-				return nil, api.Errorf(api.CodeConflict, "host %s is down: its logs cannot be read until it reports again", only)
+				return LogScope{}, api.Errorf(api.CodeConflict, "host %s is down: its logs cannot be read until it reports again", only)
 			}
 			continue
 		}
-		out = append(out, h.ID)
+		t := LogTarget{Host: h.ID}
+		for _, w := range h.Workloads {
+			if (egg == "" || w.Egg == egg) && !slices.Contains(t.Eggs, w.Egg) {
+				t.Eggs = append(t.Eggs, w.Egg)
+			}
+		}
+		if len(t.Eggs) > 0 {
+			out.Targets = append(out.Targets, t)
+		}
 	}
-	if len(out) == 0 && only != "" {
-		return nil, api.NotFound("no host %q: `hatch hosts` lists them", only)
+	if !named && only != "" {
+		return LogScope{}, api.NotFound("no host %q: `hatch hosts` lists them", only)
 	}
 	return out, nil
 }
@@ -52,8 +82,11 @@ type ExecTarget struct {
 }
 
 // ExecHost finds the host running the egg's slot (slot < 0: the lowest slot
-// running anywhere), from the hosts' last reports; only, a host's name or
-// ID, restricts it to that host (slots are numbered per host).
+// running anywhere), from the hosts' last reports, of hosts whose desired
+// state places the egg only: a host's claim to run a replica placed
+// elsewhere would hand it the operator's command line and input. only, a
+// host's name or ID, restricts it to that host (slots are numbered per
+// host).
 func (s *Service) ExecHost(ctx context.Context, namespace, project, egg string, slot int, only string) (ExecTarget, error) {
 	hosts, err := s.statusHosts(ctx, namespace, project)
 	if err != nil {
@@ -61,6 +94,7 @@ func (s *Service) ExecHost(ctx context.Context, namespace, project, egg string, 
 	}
 	workload := contract.WorkloadID(namespace, project, egg)
 	var best *ExecTarget
+	execOff := "" // a host running the replica that refuses exec
 	for _, h := range hosts {
 		if h.State == store.HostDown {
 			continue
@@ -72,10 +106,17 @@ func (s *Service) ExecHost(ctx context.Context, namespace, project, egg string, 
 			if c.WorkloadID != workload || c.State != contract.StateRunning || (slot >= 0 && c.Slot != slot) {
 				continue
 			}
+			if h.NoExec {
+				execOff = cmp.Or(execOff, h.label())
+				continue
+			}
 			if best == nil || c.Slot < best.Slot {
 				best = &ExecTarget{Host: h.ID, HostName: cmp.Or(h.Name, h.ID), Slot: c.Slot}
 			}
 		}
+	}
+	if best == nil && execOff != "" {
+		return ExecTarget{}, api.Errorf(api.CodeConflict, "exec is turned off on host %s (hatch agent --no-exec)", execOff)
 	}
 	if best == nil {
 		where := egg

@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/sessions"
 	"github.com/hatchery/hatchery/internal/store"
@@ -167,59 +170,88 @@ func (s *Server) openSession(ctx context.Context, host string, offer contract.Se
 }
 
 // getLogs is GET /api/v1/projects/{namespace}/{project}/logs: a WebSocket of
-// contract.LogRecord messages from every host the project may run on (or
-// --host's), merged as they come.
+// contract.LogRecord messages from every host the project's desired states
+// place it on (or --host's), merged as they come; following, from hosts
+// placed on later too. It is one session against the admin's limit.
 func (s *Server) getLogs(w http.ResponseWriter, r *http.Request) error {
 	ns, project := r.PathValue("namespace"), r.PathValue("project")
 	req, only, err := parseLogsRequest(r, resource.Project(ns, project))
 	if err != nil {
 		return err
 	}
-	hosts, err := s.deps.Fleet.LogHosts(r.Context(), ns, project, only)
+	src := &logSource{fleet: s.deps.Fleet, desired: s.deps.Desired, ns: ns, project: project, egg: req.Egg, only: only}
+	targets, err := src.Targets(r.Context())
 	if err != nil {
 		return err
 	}
-	var open []*sessions.Session
-	defer func() {
-		for _, sess := range open {
-			sess.Close()
-		}
-	}()
-	for _, h := range hosts {
-		sess, err := s.openSession(r.Context(), h, contract.SessionOffer{Kind: contract.SessionLogs, Logs: &req})
-		if err != nil {
-			return err
-		}
-		open = append(open, sess)
+	logs, err := s.sessions.OpenLogs(store.ActorOf(r.Context()))
+	if errors.Is(err, sessions.ErrLimit) {
+		return api.Errorf(api.CodeRateLimited, "%v: wait for one to end", err)
 	}
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return nil
 	}
 	ctx, cancel := s.sessionContext(r)
 	defer cancel()
-	agents := make([]*websocket.Conn, len(open))
-	errs := make([]error, len(open))
-	waited := make(chan int)
-	for i, sess := range open {
-		go func() {
-			agents[i], errs[i] = sess.Wait(ctx.Done())
-			waited <- i
-		}()
-	}
-	var streams []*websocket.Conn
-	for range open {
-		i := <-waited
-		if errs[i] != nil {
-			// Said in the stream: the other hosts' logs still come.
-			msg, _ := json.Marshal(contract.LogRecord{Time: s.now(), Host: open[i].Host, Event: "unavailable", Line: errs[i].Error()})
-			_ = conn.Write(ctx, websocket.MessageText, msg)
-			continue
-		}
-		streams = append(streams, agents[i])
-	}
-	s.sessions.FanIn(ctx, conn, streams)
+	logs.Serve(ctx, conn, req, targets, src)
 	return nil
+}
+
+// logSource is the fleet as a logs request sees it (sessions.LogSource):
+// the hosts whose desired state places the project (its egg), and a
+// wake-up when a desired state changes.
+type logSource struct {
+	fleet                  *fleet.Service
+	desired                DesiredStates
+	ns, project, egg, only string
+	mu                     sync.Mutex // guards hosts
+	hosts                  []string   // every host not removed, at the last Targets
+}
+
+var _ sessions.LogSource = (*logSource)(nil)
+
+// Targets reads where the request reads now.
+func (src *logSource) Targets(ctx context.Context) (map[string][]string, error) {
+	scope, err := src.fleet.LogTargets(ctx, src.ns, src.project, src.egg, src.only)
+	if err != nil {
+		return nil, err
+	}
+	src.mu.Lock()
+	src.hosts = scope.Hosts
+	src.mu.Unlock()
+	out := make(map[string][]string, len(scope.Targets))
+	for _, t := range scope.Targets {
+		out[t.Host] = t.Eggs
+	}
+	return out, nil
+}
+
+// Changed is closed at the next change of a known host's desired state (a
+// roll placing the project there) or the next event (a host joining, which
+// is then known), or when ctx ends. It waits in one goroutine whatever the
+// number of hosts.
+func (src *logSource) Changed(ctx context.Context) <-chan struct{} {
+	src.mu.Lock()
+	hosts := slices.Clone(src.hosts)
+	src.mu.Unlock()
+	cases := make([]reflect.SelectCase, 0, len(hosts)+2)
+	for _, ch := range []<-chan struct{}{ctx.Done(), src.fleet.WatchEvents()} {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+	}
+	for _, h := range hosts {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(src.desired.WatchDesiredState(h))})
+	}
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		reflect.Select(cases)
+	}()
+	return out
 }
 
 // parseLogsRequest reads the logs query: egg, slot, follow, since (a

@@ -19,8 +19,8 @@ import (
 	"github.com/hatchery/hatchery/internal/store"
 )
 
-// sessionWorld is a server whose hosts alpha and beta joined, alpha running
-// web's slot 0 of default/shop, reached over plain HTTP (the secure
+// sessionWorld is a server whose hosts alpha and beta joined, alpha placed
+// with web of default/shop and running its slot 0, reached over plain HTTP (the secure
 // harness's recorder cannot be hijacked for a WebSocket).
 type sessionWorld struct {
 	sh                 *secureHarness
@@ -33,6 +33,7 @@ func newSessionWorld(t *testing.T, cfg Config) *sessionWorld {
 	joinTok, _ := sh.createJoinToken(time.Hour, 2)
 	alphaID, alphaTok := sh.join(joinTok, "alpha")
 	betaID, betaTok := sh.join(joinTok, "beta")
+	sh.setDesired(alphaID, "") // web of default/shop, one replica
 	report := `{"host_id": "` + alphaID + `", "containers": [{"workload": "default/shop/web", "slot": 0, "container_id": "c1", "state": "running"}]}`
 	if resp := sh.doAs(alphaTok, "POST", "/api/v1/hosts/"+alphaID+"/status", strings.NewReader(report)); resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("alpha's report: %d", resp.StatusCode)
@@ -211,6 +212,7 @@ func TestLogsAndExecRequestsAreChecked(t *testing.T) {
 func TestExecHostPicksTheReplicaOnThatHost(t *testing.T) {
 	w := newSessionWorld(t, DefaultConfig())
 	// beta runs a slot 0 of web too: slots are numbered per host.
+	w.sh.setDesired(w.betaID, "")
 	report := `{"host_id": "` + w.betaID + `", "containers": [{"workload": "default/shop/web", "slot": 0, "container_id": "c2", "state": "running"}]}`
 	if err := w.beta.Do(t.Context(), "POST", "/api/v1/hosts/"+w.betaID+"/status", json.RawMessage(report), nil); err != nil {
 		t.Fatal(err)

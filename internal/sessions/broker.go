@@ -2,8 +2,8 @@
 // the stream a host's agent opens for it, in the control plane. The control
 // plane never connects to a host: it offers each session to its host on a
 // long-poll of its own (Offers), the agent opens a WebSocket naming the
-// session (Attach), and the server relays messages between the two (Relay,
-// FanIn) under the limits of Config.
+// session (Attach), and the server relays messages between the two (Relay;
+// a logs request's many hosts: Logs) under the limits of Config.
 //
 // A session is bound to the host it was offered to and to an unguessable ID
 // (32 random bytes): a stream from any other host is refused, since it would
@@ -33,7 +33,7 @@ type Config struct {
 	// PerHost is how many sessions one host serves at once.
 	PerHost int
 	// PerActor is how many sessions one admin token has open at once (a
-	// `hatch logs` across N hosts counts once per host).
+	// `hatch logs` counts once, however many hosts it reads).
 	PerActor int
 	// IdleTimeout ends a session no byte crossed, either way, for this long.
 	IdleTimeout time.Duration
@@ -104,6 +104,7 @@ type Session struct {
 	Actor string
 	Offer contract.SessionOffer
 
+	ofActor  bool            // counts against Actor's limit (not a logs request's host session)
 	attached chan attachment // one slot: the agent's stream
 	taken    bool            // an agent's stream was attached; guarded by Broker.mu
 	done     chan struct{}   // closed by Close: the agent's handler returns
@@ -117,6 +118,12 @@ type attachment struct {
 // Open makes a session for host on behalf of actor and offers it to the
 // host's agent. Whoever opens it must Close it.
 func (b *Broker) Open(host, actor string, offer contract.SessionOffer) (*Session, error) {
+	return b.open(host, actor, offer, true)
+}
+
+// open is Open; a session that is part of a logs request (counted once,
+// by OpenLogs) does not count against its actor's limit again (ofActor).
+func (b *Broker) open(host, actor string, offer contract.SessionOffer, ofActor bool) (*Session, error) {
 	id, err := newID()
 	if err != nil {
 		return nil, err
@@ -127,13 +134,15 @@ func (b *Broker) Open(host, actor string, offer contract.SessionOffer) (*Session
 	if b.perHost[host] >= b.cfg.PerHost {
 		return nil, fmt.Errorf("host %s serves %d sessions already (the limit): %w", host, b.perHost[host], ErrLimit)
 	}
-	if b.perActor[actor] >= b.cfg.PerActor {
+	if ofActor && b.perActor[actor] >= b.cfg.PerActor {
 		return nil, fmt.Errorf("admin token %q has %d sessions open already (the limit): %w", actor, b.perActor[actor], ErrLimit)
 	}
-	s := &Session{b: b, Host: host, Actor: actor, Offer: offer, attached: make(chan attachment, 1), done: make(chan struct{})}
+	s := &Session{b: b, Host: host, Actor: actor, Offer: offer, ofActor: ofActor, attached: make(chan attachment, 1), done: make(chan struct{})}
 	b.byID[id] = s
 	b.perHost[host]++
-	b.perActor[actor]++
+	if ofActor {
+		b.perActor[actor]++
+	}
 	b.queued[host] = append(b.queued[host], id)
 	if ch, ok := b.wake[host]; ok {
 		close(ch)
@@ -213,13 +222,20 @@ func (s *Session) Close() {
 		if b.perHost[s.Host] <= 0 {
 			delete(b.perHost, s.Host)
 		}
-		b.perActor[s.Actor]--
-		if b.perActor[s.Actor] <= 0 {
-			delete(b.perActor, s.Actor)
+		if s.ofActor {
+			b.release(s.Actor)
 		}
 		b.mu.Unlock()
 		close(s.done)
 	})
+}
+
+// release gives back one of actor's sessions; b.mu is held.
+func (b *Broker) release(actor string) {
+	b.perActor[actor]--
+	if b.perActor[actor] <= 0 {
+		delete(b.perActor, actor)
+	}
 }
 
 // Count returns how many sessions are open.

@@ -3,7 +3,6 @@ package sessions
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -93,44 +92,4 @@ func (b *Broker) Relay(ctx context.Context, operator, agent *websocket.Conn) {
 			return
 		}
 	}
-}
-
-// FanIn passes the messages of many agents' streams to the operator's, each
-// message whole, until every agent's stream ended (then the operator's is
-// closed normally) or the operator went away (then every agent's is).
-// Each agent's stream is held to BytesPerSecond.
-func (b *Broker) FanIn(ctx context.Context, operator *websocket.Conn, agents []*websocket.Conn) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// The operator sends nothing on a logs stream: reading only notices
-	// its close, which ends the fan-in.
-	opCtx := operator.CloseRead(ctx)
-	var wg sync.WaitGroup
-	for _, a := range agents {
-		a.SetReadLimit(MaxMessage)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lim := rate.NewLimiter(rate.Limit(b.cfg.BytesPerSecond), max(b.cfg.BytesPerSecond, MaxMessage))
-			for {
-				typ, data, err := a.Read(opCtx)
-				if err != nil {
-					if r := reasonOf(err, "the operator"); opCtx.Err() != nil {
-						_ = a.Close(websocket.StatusGoingAway, r.reason)
-					}
-					a.CloseNow()
-					return
-				}
-				if lim.WaitN(opCtx, len(data)) != nil || operator.Write(opCtx, typ, data) != nil {
-					a.CloseNow()
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if opCtx.Err() == nil {
-		_ = operator.Close(websocket.StatusNormalClosure, "")
-	}
-	operator.CloseNow()
 }

@@ -198,8 +198,32 @@ func TestLogsFollowsEveryReplicaThroughARollAndExecRunsInOne(t *testing.T) {
 		a.proc.stop(t)
 		c.runAgent(a, "--no-exec")
 		c.waitHostUp(a, 30*time.Second)
+		// The host stayed up through the restart: wait for a report of the
+		// new agent, which says --no-exec (the server refuses on it).
+		dockertest.Eventually(t, 30*time.Second, 200*time.Millisecond, func() error {
+			hosts, err := c.api.Hosts(t.Context())
+			if err != nil {
+				return err
+			}
+			for _, h := range hosts {
+				if h.Name != a.name {
+					continue
+				}
+				rep, err := c.api.HostReport(t.Context(), h.ID)
+				if err != nil {
+					return err
+				}
+				if rep == nil || !rep.NoExec {
+					return fmt.Errorf("host %s's report does not say --no-exec yet", a.name)
+				}
+				return nil
+			}
+			return fmt.Errorf("no host %s", a.name)
+		})
 		out, err := c.hatch(nil, "exec", "ticks", "app/1", "--", "/app", "-version")
-		if err == nil || !strings.Contains(out, "exec is turned off on this host (hatch agent --no-exec)") {
+		// The server refuses it first (the host's reports say --no-exec),
+		// so no exec.started is recorded for it.
+		if err == nil || !strings.Contains(out, "exec is turned off on host a (hatch agent --no-exec)") {
 			t.Fatalf("exec on a --no-exec host: %v\n%s", err, out)
 		}
 		if out := c.mustHatch(nil, "logs", "ticks", "app/1", "--tail", "1", "--host", "a"); !strings.Contains(out, "app/1 a | tick") {
@@ -210,7 +234,7 @@ func TestLogsFollowsEveryReplicaThroughARollAndExecRunsInOne(t *testing.T) {
 			t.Fatalf("exec in b's app/0: %v\n%s", err, out)
 		}
 		out, err = c.hatch(nil, "exec", "ticks", "app/0", "--host", "a", "--", "/app", "-check")
-		if err == nil || !strings.Contains(out, "exec is turned off on this host") {
+		if err == nil || !strings.Contains(out, "exec is turned off on host a") {
 			t.Fatalf("exec in a's app/0 (a runs --no-exec): %v\n%s", err, out)
 		}
 	})
@@ -218,6 +242,11 @@ func TestLogsFollowsEveryReplicaThroughARollAndExecRunsInOne(t *testing.T) {
 	events := c.mustHatch(nil, "events")
 	if !strings.Contains(events, "exec of app (1 arguments) in app/0") || !strings.Contains(events, "(by admin)") {
 		t.Errorf("no exec event naming the program, its argument count and the admin:\n%s", events)
+	}
+	// Three execs ran (-prompt, -sleep, b's -check); the two --no-exec
+	// refused are not in the event log: the server refused them first.
+	if n := strings.Count(events, "exec of app ("); n != 3 {
+		t.Errorf("%d exec events, want the 3 that ran:\n%s", n, events)
 	}
 }
 
