@@ -177,7 +177,8 @@ func (in *Ingress) DialLocal(ctx context.Context, workloadID string, port int) (
 		}
 		// As acquire's last resort would: a replica out after one failed
 		// dial still counts, so that peers do not eject this host for it.
-		if leastLoaded(*e.pool.Load(), 0, nil, in.now, true) == nil {
+		// A stateful egg between replicas holds the stream's requests.
+		if leastLoaded(*e.pool.Load(), 0, nil, in.now, true) == nil && !e.holding() {
 			return nil, fmt.Errorf("egg %q: %w here", workloadID, errNoBackend)
 		}
 		mine, theirs := net.Pipe()
@@ -191,7 +192,11 @@ func (in *Ingress) DialLocal(ctx context.Context, workloadID string, port int) (
 	for range 2 {
 		b := e.acquire(failed, in.now, true)
 		if b == nil {
-			break
+			// A stateful egg between replicas: held as long as the
+			// peer waits for the stream, within the hold window.
+			if b, _ = e.await(ctx, failed, in.now, true); b == nil {
+				break
+			}
 		}
 		d := net.Dialer{Timeout: in.cfg.DialTimeout, KeepAlive: 30 * time.Second}
 		up, err := d.DialContext(ctx, "tcp", net.JoinHostPort(b.ip, strconv.Itoa(port)))
