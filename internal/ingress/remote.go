@@ -159,7 +159,10 @@ func (in *Ingress) newLocalProxy(e *egg) http.Handler {
 // local replica, picked per request; otherwise a TCP connection to port of
 // one local replica, tracked like a published port's (Gone cuts it, Drain
 // leaves it to the container's stop). It fails, wrapping a "no healthy
-// backend" error, when the egg has no local replica that can take it.
+// backend" error, when the egg has no local replica that can take it,
+// except while a stateful egg's hold window is open: then an HTTP stream is
+// accepted and its requests are held, and a TCP stream waits for a replica
+// as long as ctx allows.
 func (in *Ingress) DialLocal(ctx context.Context, workloadID string, port int) (net.Conn, error) {
 	in.mu.Lock()
 	e, lis, closed := in.eggs[workloadID], in.streamLn, in.closed
