@@ -254,3 +254,69 @@ func TestStatefulEggHoldsPublishedPortConnections(t *testing.T) {
 	}
 	noGoroutineAwaits(t)
 }
+
+// Restarts of a stateful replica are held like a roll: a crash (Gone, then
+// the same container back healthy) and a restart for failed checks (the
+// table calls it unhealthy, the restart drains it, it is gone, then back).
+func TestStatefulEggHoldsThroughRestarts(t *testing.T) {
+	in := startIngress(t, nil)
+	kv := newTestBackend(t, "kv")
+	up := Table{Eggs: []Egg{kvEgg(nil, kv)}}
+	down := Table{Eggs: []Egg{{Name: "p/s/kv", Routes: []Route{{Host: "kv.localhost"}}, Stateful: true,
+		Backends: []Backend{{ContainerID: "kv", Addr: kv.addr(), Healthy: false}}}}}
+	mustUpdate(t, in, up)
+	c, _ := newClient(t)
+	for _, tc := range []struct {
+		name string
+		gap  func()
+	}{
+		{"crashed", func() { in.Gone("kv") }},
+		{"failing its checks", func() {
+			mustUpdate(t, in, down)
+			if err := in.Drain(context.Background(), "kv"); err != nil {
+				t.Fatal(err)
+			}
+			in.Gone("kv")
+		}},
+	} {
+		if code, _, _ := get(t, c, in, "kv.localhost", "/"); code != 200 {
+			t.Fatalf("%s: before the restart: %d", tc.name, code)
+		}
+		tc.gap()
+		ch := sendAsync(c, in, http.MethodPost, "kv.localhost", "/", "incr")
+		eventually(t, tc.name+": the request held", func() bool { return held(in, "p/s/kv") == 1 })
+		mustUpdate(t, in, up) // restarted: the same container, healthy again
+		if a := <-ch; a.code != 200 || a.who != "kv" {
+			t.Errorf("%s: held request: %d from %q (%s), want 200 from the restarted replica", tc.name, a.code, a.who, a.body)
+		}
+	}
+	noGoroutineAwaits(t)
+}
+
+// A replica that never turns healthy after its window ended (a crash loop)
+// opens no new window: its requests are answered at once, not held again
+// and again.
+func TestACrashLoopIsHeldOnce(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	in := startIngress(t, func(c *Config) { c.HoldTimeout = bound })
+	kv := newTestBackend(t, "kv")
+	mustUpdate(t, in, Table{Eggs: []Egg{kvEgg(nil, kv)}})
+	c, _ := newClient(t)
+	in.Gone("kv")
+	if code, _, body := get(t, c, in, "kv.localhost", "/"); code != http.StatusServiceUnavailable || !strings.Contains(body, "held") {
+		t.Fatalf("held past the bound: %d %q, want 503 saying it was held", code, body)
+	}
+	// It comes back unhealthy and dies, again and again.
+	for range 3 {
+		mustUpdate(t, in, Table{Eggs: []Egg{{Name: "p/s/kv", Routes: []Route{{Host: "kv.localhost"}}, Stateful: true,
+			Backends: []Backend{{ContainerID: "kv", Addr: kv.addr(), Healthy: false}}}}})
+		in.Gone("kv")
+		start := time.Now()
+		if code, _, _ := get(t, c, in, "kv.localhost", "/"); code != http.StatusServiceUnavailable {
+			t.Fatalf("crash loop: %d, want 503", code)
+		}
+		if took := time.Since(start); took >= bound {
+			t.Fatalf("a request to a crash-looping replica waited %s: held again", took)
+		}
+	}
+}
