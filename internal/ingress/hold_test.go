@@ -98,6 +98,9 @@ func TestStatefulEggHoldsRequestsUntilTheNewReplicaJoins(t *testing.T) {
 		}
 	}
 	eventually(t, fmt.Sprintf("%d requests held", n), func() bool { return held(in, "p/s/kv") == n })
+	if v := counterValue(t, in, "hatch_ingress_held", "p/s/kv"); v != n {
+		t.Errorf("hatch_ingress_held is %v, want %d", v, n)
+	}
 	// The old container stops and the new one starts unhealthy: still held.
 	in.Gone("old")
 	mustUpdate(t, in, Table{Eggs: []Egg{{Name: "p/s/kv", Routes: []Route{{Host: "kv.localhost"}}, Stateful: true,
