@@ -323,3 +323,24 @@ func TestACrashLoopIsHeldOnce(t *testing.T) {
 		}
 	}
 }
+
+// Closing the ingress answers what it holds at once rather than waiting
+// for the hold to end.
+func TestCloseReleasesHeldRequests(t *testing.T) {
+	in := startIngress(t, func(c *Config) { c.HoldTimeout = time.Minute })
+	kv := newTestBackend(t, "kv")
+	mustUpdate(t, in, Table{Eggs: []Egg{kvEgg(nil, kv)}})
+	c, _ := newClient(t)
+	in.Gone("kv")
+	ch := sendAsync(c, in, http.MethodGet, "kv.localhost", "/", "")
+	eventually(t, "the request held", func() bool { return held(in, "p/s/kv") == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := in.Close(ctx); err != nil {
+		t.Fatalf("Close with a request held: %v", err)
+	}
+	if a := <-ch; a.code != http.StatusServiceUnavailable {
+		t.Errorf("held request at Close: %d %q, want 503", a.code, a.body)
+	}
+	noGoroutineAwaits(t)
+}

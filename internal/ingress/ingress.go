@@ -499,6 +499,11 @@ func (in *Ingress) Close(ctx context.Context) error {
 	}
 	in.closed = true
 	in.closing.Store(true)
+	for _, e := range in.eggs {
+		// What is held would keep the shutdown waiting for a replica that
+		// this ingress will no longer route to: 503 now.
+		e.closeHold(false)
+	}
 	listeners := make([]*portListener, 0, len(in.ports)+len(in.sockets))
 	for _, pl := range in.ports {
 		listeners = append(listeners, pl)
