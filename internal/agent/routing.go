@@ -40,7 +40,8 @@ var _ Router = (*ingress.Ingress)(nil)
 // a workload not desired here (the converge drains and stops them). A
 // service that consumers here reach by name gets its relays' socket, under
 // relayRoot. history is the converge engine's memory of each container's
-// health. Pure.
+// health. A stateful workload with a replica desired here is marked so:
+// the ingress holds its requests through its gaps. Pure.
 func routingTable(desired contract.DesiredState, actual []containers.Container, history *converge.History, relayRoot string) ingress.Table {
 	byWorkload := make(map[string][]containers.Container)
 	for _, c := range actual {
@@ -87,6 +88,7 @@ func routingTable(desired contract.DesiredState, actual []containers.Container, 
 				port = servingPort(w)
 			}
 			e.Backends = backends(byWorkload[w.ID()], port, history, w.HealthRetries())
+			e.Stateful = holds(w)
 		}
 		t.Eggs = append(t.Eggs, e)
 	}
@@ -98,9 +100,18 @@ func routingTable(desired contract.DesiredState, actual []containers.Container, 
 		t.Eggs = append(t.Eggs, ingress.Egg{
 			Name: w.ID(), DrainTimeout: w.DrainTimeout(), Routes: ingressRoutes(w.Routes), Ports: ingressPorts(w.Ports), Port: w.Port,
 			Backends: backends(byWorkload[w.ID()], servingPort(w), history, w.HealthRetries()),
+			Stateful: holds(w),
 		})
 	}
 	return t
+}
+
+// holds says whether the ingress holds the workload's requests while it has
+// no backend here: a stateful workload with a replica desired here, whose
+// gaps (the stop-first window of a roll, a restart) end by themselves. A
+// cold one, or one leaving the host, has nothing coming back to wait for.
+func holds(w contract.WorkloadSpec) bool {
+	return w.Stateful() && w.Replicas > 0
 }
 
 // backends are the ingress backends of a workload's running containers, at

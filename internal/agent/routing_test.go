@@ -143,6 +143,16 @@ func TestRoutingTableFromServices(t *testing.T) {
 			want: ingress.Table{Eggs: []ingress.Egg{{Name: "default/shop/db", DrainTimeout: db.DrainTimeout()}}},
 		},
 		{
+			name: "a stateful workload desired here is held through its gaps; a cold one is not",
+			desired: contract.DesiredState{HostID: testHost, Workloads: []contract.WorkloadSpec{withVolume(db, 1), withVolume(api, 0)},
+				Services: []contract.Service{{Namespace: "default", Project: "shop", Egg: "db", Hosts: []string{testHost}}}},
+			want: ingress.Table{Eggs: []ingress.Egg{
+				{Name: "default/shop/db", DrainTimeout: db.DrainTimeout(), Stateful: true},
+				{Name: "default/shop/api", DrainTimeout: api.DrainTimeout(), Routes: []ingress.Route{{Host: "api.localhost"}},
+					Backends: []ingress.Backend{{ContainerID: "a1", Addr: "10.0.0.2:9000", Healthy: true}}},
+			}},
+		},
+		{
 			name: "the containers of a workload not desired here are no backend of its service",
 			desired: contract.DesiredState{HostID: testHost,
 				Services: []contract.Service{{Namespace: "default", Project: "shop", Egg: "old", Port: 80, Hosts: []string{"host-0"}}}},
@@ -157,4 +167,11 @@ func TestRoutingTableFromServices(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withVolume returns w with a named volume (stateful) and replicas here.
+func withVolume(w contract.WorkloadSpec, replicas int) contract.WorkloadSpec {
+	w.Volumes = []contract.VolumeMount{{Name: "data", Target: "/data"}}
+	w.Replicas = replicas
+	return w
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/agent"
 	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/ingress"
 	"github.com/hatchery/hatchery/internal/mesh"
 )
 
@@ -60,6 +61,8 @@ func newAgentCmd() *cobra.Command {
 	f.StringArrayVar(&opts.TrustedProxies, "trusted-proxy", nil, "an address or CIDR of a TLS-terminating proxy in front whose X-Forwarded-Proto: https is believed, so its requests are not redirected to HTTPS (repeatable)")
 	f.StringVar(&opts.AdminAddr, "admin-addr", "127.0.0.1:7701", "where /healthz and /metrics are served")
 	f.StringVar(&opts.PublishAddr, "publish-addr", "0.0.0.0", "the IP address published ports listen on")
+	f.DurationVar(&opts.HoldTimeout, "hold-timeout", ingress.DefaultConfig().HoldTimeout,
+		"how long the ingress holds the requests of an egg with a volume while its replica is replaced or restarted (then 503)")
 	f.StringVar(&opts.MeshAddr, "mesh-addr", mesh.DefaultConfig().Addr, "where the mesh port listens for the other hosts' agents")
 	f.StringSliceVar(&opts.Advertise, "advertise", nil, "ip:port where the other hosts reach this one's mesh port, tried in order (default: every non-loopback address of the host)")
 	f.StringVar(&opts.SecretDir, "secret-dir", "", "the tmpfs directory for secret files (default /dev/shm/hatch/<host ID>)")

@@ -46,6 +46,9 @@ type agentOptions struct {
 	// X-Forwarded-Proto it believes.
 	HTTPSAddr      string
 	TrustedProxies []string
+	// HoldTimeout overrides ingress.DefaultConfig's bound on holding a
+	// stateful egg's requests while it has no replica, when non-zero.
+	HoldTimeout time.Duration
 	// MeshAddr is where the mesh port listens (host:port), and Advertise
 	// where peers reach it, tried in order (default: the listening IP if it
 	// is a specific one, else every non-loopback address of the host).
@@ -239,6 +242,12 @@ func startIngress(opts agentOptions, peers ingress.Peers, log *zap.Logger) (*ing
 	cfg := ingress.DefaultConfig()
 	cfg.HTTPAddr, cfg.AdminAddr, cfg.PublishAddr = opts.IngressAddr, opts.AdminAddr, opts.PublishAddr
 	cfg.HTTPSAddr = opts.HTTPSAddr
+	switch {
+	case opts.HoldTimeout < 0:
+		return nil, fmt.Errorf("--hold-timeout %s: want a positive duration", opts.HoldTimeout)
+	case opts.HoldTimeout > 0:
+		cfg.HoldTimeout = opts.HoldTimeout
+	}
 	trusted, err := parsePrefixes(opts.TrustedProxies)
 	if err != nil {
 		return nil, fmt.Errorf("--trusted-proxy: %w", err)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // backend is one container as the ingress knows it. Its identity (container,
@@ -207,6 +209,13 @@ type egg struct {
 	localProxy http.Handler
 	m          *eggMetrics
 
+	log *zap.Logger
+	// window is the open hold window (see hold.go), or nil, or one that
+	// ended by its bound; replaced under Ingress.mu, read without a lock.
+	window atomic.Pointer[holdWindow]
+	// waiting counts the requests and connections waiting in a window.
+	waiting atomic.Int64
+
 	// Guarded by Ingress.mu.
 	backends     []*backend // as listed by the last Update
 	remotes      []*backend // as listed by the last Update, one per host
@@ -216,6 +225,9 @@ type egg struct {
 	// (see peerPorts). Both as the last Update gave them.
 	routed    bool
 	peerPorts []int
+	// holdFor is how long a window holds requests: Config.HoldTimeout for
+	// a stateful egg, zero (no holding) for the others.
+	holdFor time.Duration
 }
 
 // maxAcquireTries bounds acquire's loop: each further try follows a drain
@@ -270,8 +282,11 @@ func acquireFrom(pool *atomic.Pointer[[]*backend], next *atomic.Uint32, exclude 
 	return nil
 }
 
-// rebuildPool publishes the backends that may be picked. The caller holds
-// Ingress.mu.
+// rebuildPool publishes the backends that may be picked. A stateful egg
+// whose last backend leaves the pool opens a hold window first, so that a
+// request finding the pool empty finds the window too; a backend joining
+// ends the window after it is published, so that the released requests
+// find it. The caller holds Ingress.mu.
 func (e *egg) rebuildPool(fenced map[string]bool) {
 	pool := make([]*backend, 0, len(e.backends))
 	for _, b := range e.backends {
@@ -279,7 +294,16 @@ func (e *egg) rebuildPool(fenced map[string]bool) {
 			pool = append(pool, b)
 		}
 	}
+	if prev := e.pool.Load(); len(pool) == 0 && prev != nil && len(*prev) > 0 {
+		e.openHold()
+	}
 	e.pool.Store(&pool)
+	switch {
+	case len(pool) > 0:
+		e.closeHold(true)
+	case e.holdFor <= 0:
+		e.closeHold(false) // no longer stateful here: nothing is coming back
+	}
 }
 
 // tracker holds the connections that outlive a request (TCP pipes, upgraded

@@ -46,6 +46,10 @@ type Config struct {
 	RemoteDialTimeout time.Duration
 	// DrainTimeout is the drain timeout of an egg whose table entry gives none.
 	DrainTimeout time.Duration
+	// HoldTimeout bounds how long a stateful egg's requests are held while
+	// it has no backend (Egg.Stateful), counted from the moment its last
+	// backend left the pool; then they get 503.
+	HoldTimeout time.Duration
 	// Logger receives the ingress's logs. Required.
 	Logger *zap.Logger
 	// Peers reaches the eggs' replicas on other hosts (the mesh). Required:
@@ -68,6 +72,7 @@ func DefaultConfig() Config {
 		UpstreamTimeout:   30 * time.Second,
 		RemoteDialTimeout: time.Second,
 		DrainTimeout:      10 * time.Second,
+		HoldTimeout:       10 * time.Second,
 	}
 }
 
@@ -100,7 +105,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"DialTimeout", c.DialTimeout}, {"EjectFor", c.EjectFor}, {"UpstreamTimeout", c.UpstreamTimeout}, {"RemoteDialTimeout", c.RemoteDialTimeout}, {"DrainTimeout", c.DrainTimeout}} {
+	}{{"DialTimeout", c.DialTimeout}, {"EjectFor", c.EjectFor}, {"UpstreamTimeout", c.UpstreamTimeout}, {"RemoteDialTimeout", c.RemoteDialTimeout}, {"DrainTimeout", c.DrainTimeout}, {"HoldTimeout", c.HoldTimeout}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}

@@ -43,6 +43,11 @@
 //   - A request that got no response from a backend is retried once on another
 //     backend when that is safe: the dial failed (nothing was sent), or the
 //     request has no body. Everything else gets a 502.
+//   - A stateful egg (Egg.Stateful) whose last backend leaves the pool holds
+//     what then finds no backend (requests, connections, streams from
+//     peers) for at most Config.HoldTimeout from that moment, and sends it to
+//     the first backend to join; what is still held then gets 503. The window
+//     opens before the empty pool is published, so no request falls between.
 //
 // Per-request work is a map lookup, a scan of the egg's few backends, atomic
 // counters and httputil.ReverseProxy; nothing is logged per request.

@@ -246,6 +246,7 @@ func (in *Ingress) Update(t Table) error {
 		if eggs[name] == nil {
 			empty := []*backend{}
 			e.pool.Store(&empty)
+			e.closeHold(false) // what it held gets 503: the egg is gone from here
 			in.updateRemotes(e, nil)
 			in.m.dropEgg(name)
 		}
@@ -285,6 +286,10 @@ func (in *Ingress) updateEgg(spec Egg, listed map[string]bool) *egg {
 		e.drainTimeout = in.cfg.DrainTimeout
 	}
 	e.routed, e.peerPorts = len(spec.Routes) > 0, peerPorts(spec)
+	e.holdFor = 0
+	if spec.Stateful {
+		e.holdFor = in.cfg.HoldTimeout
+	}
 	e.backends = make([]*backend, 0, len(spec.Backends))
 	for _, s := range spec.Backends {
 		b := in.backends[s.ContainerID]
@@ -307,7 +312,7 @@ func (in *Ingress) updateEgg(spec Egg, listed map[string]bool) *egg {
 }
 
 func (in *Ingress) newEgg(name string) *egg {
-	e := &egg{name: name, m: in.m.forEgg(name)}
+	e := &egg{name: name, m: in.m.forEgg(name), log: in.log.With(zap.String("egg", name))}
 	empty := []*backend{}
 	e.pool.Store(&empty)
 	e.proxy = in.newProxy(e)
@@ -358,8 +363,11 @@ func (in *Ingress) Drain(ctx context.Context, containerID string) error {
 	var timeout time.Duration
 	if b != nil {
 		timeout = b.drainTimeout
-		b.startDrain()
+		// Out of the pool (and a stateful egg's hold window open) before
+		// the drain starts, so that a request that sees it draining finds
+		// the window; one that picked it just before is waited for.
 		b.egg.rebuildPool(in.fenced)
+		b.startDrain()
 	}
 	in.mu.Unlock()
 	if b == nil {
@@ -398,7 +406,6 @@ func (in *Ingress) Gone(containerID string) {
 	b := in.backends[containerID]
 	if b != nil {
 		delete(in.backends, containerID)
-		b.markGone()
 		kept := b.egg.backends[:0:0]
 		for _, o := range b.egg.backends {
 			if o != b {
@@ -406,7 +413,10 @@ func (in *Ingress) Gone(containerID string) {
 			}
 		}
 		b.egg.backends = kept
+		// As in Drain: the pool (and a hold window) first, then the mark
+		// that makes a concurrent pick back off.
 		b.egg.rebuildPool(in.fenced)
+		b.markGone()
 	}
 	in.mu.Unlock()
 	if b == nil {
@@ -436,6 +446,9 @@ type EggStatus struct {
 	// InFlight counts requests and TCP connections open to listed backends,
 	// remote ones included.
 	InFlight int64
+	// Held counts the requests and connections waiting for a stateful
+	// egg's backend to come back (see Egg.Stateful).
+	Held int64
 }
 
 // Status returns the state of every egg in the table, sorted by name.
@@ -448,7 +461,7 @@ func (in *Ingress) snapshot() []EggStatus {
 	defer in.mu.Unlock()
 	out := make([]EggStatus, 0, len(in.eggs))
 	for _, e := range in.eggs {
-		s := EggStatus{Egg: e.name}
+		s := EggStatus{Egg: e.name, Held: e.waiting.Load()}
 		for _, b := range e.backends {
 			s.InFlight += b.inflight.Load()
 			switch {
@@ -487,6 +500,11 @@ func (in *Ingress) Close(ctx context.Context) error {
 	}
 	in.closed = true
 	in.closing.Store(true)
+	for _, e := range in.eggs {
+		// What is held would keep the shutdown waiting for a replica that
+		// this ingress will no longer route to: 503 now.
+		e.closeHold(false)
+	}
 	listeners := make([]*portListener, 0, len(in.ports)+len(in.sockets))
 	for _, pl := range in.ports {
 		listeners = append(listeners, pl)

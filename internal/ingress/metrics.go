@@ -134,6 +134,9 @@ var (
 	inflightDesc = prometheus.NewDesc("hatch_ingress_in_flight",
 		"Requests and TCP connections open to an egg's backends.",
 		[]string{"egg"}, nil)
+	heldDesc = prometheus.NewDesc("hatch_ingress_held",
+		"Requests and TCP connections waiting for a stateful egg's replica to come back (a roll's or a restart's gap).",
+		[]string{"egg"}, nil)
 )
 
 // stateCollector reports the pool's state at scrape time.
@@ -142,6 +145,7 @@ type stateCollector struct{ in *Ingress }
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- backendsDesc
 	ch <- inflightDesc
+	ch <- heldDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -154,5 +158,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(backendsDesc, prometheus.GaugeValue, float64(st.n), s.Egg, st.name)
 		}
 		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(s.InFlight), s.Egg)
+		ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(s.Held), s.Egg)
 	}
 }

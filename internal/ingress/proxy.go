@@ -109,7 +109,12 @@ func (in *Ingress) newProxy(e *egg) http.Handler {
 
 // proxyError answers a request that got no response from a backend.
 func (in *Ingress) proxyError(e *egg, w http.ResponseWriter, r *http.Request, err error) {
+	var held *holdExpiredError
 	switch {
+	case errors.As(err, &held):
+		e.m.requests[class5xx].Inc()
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "hatch ingress: "+held.Error(), http.StatusServiceUnavailable)
 	case errors.Is(err, errNoBackend):
 		e.m.requests[class5xx].Inc()
 		w.Header().Set("Retry-After", "1")
@@ -142,7 +147,10 @@ type eggTransport struct {
 func (t *eggTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	b := t.e.acquire(nil, t.in.now, t.localOnly)
 	if b == nil {
-		return nil, errNoBackend
+		var err error
+		if b, err = t.e.await(req.Context(), nil, t.in.now, t.localOnly); err != nil {
+			return nil, err
+		}
 	}
 	timeout := t.upstreamTimeout(req)
 	resp, err := t.send(b, req, timeout)
@@ -151,7 +159,11 @@ func (t *eggTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	other := t.e.acquire(b, t.in.now, t.localOnly)
 	if other == nil {
-		return nil, err
+		// A stateful egg's only replica died under the request: it may be
+		// held until the next one is up.
+		if other, _ = t.e.await(req.Context(), b, t.in.now, t.localOnly); other == nil {
+			return nil, err
+		}
 	}
 	t.e.m.retries.Inc()
 	return t.send(other, req, timeout)

@@ -190,7 +190,9 @@ func peerPorts(spec Egg) []int {
 // that is not the egg's own nor a published port's or relay's target: a
 // replica's other ports (an admin or debug port) are never reached from
 // another host. It fails, wrapping a "no healthy backend" error, when the
-// egg has no local replica that can take it.
+// egg has no local replica that can take it, except while a stateful egg's
+// hold window is open: then an HTTP stream is accepted and its requests are
+// held, and a TCP stream waits for a replica as long as ctx allows.
 func (in *Ingress) DialLocal(ctx context.Context, workloadID string, port int) (net.Conn, error) {
 	in.mu.Lock()
 	e, lis, closed := in.eggs[workloadID], in.streamLn, in.closed
@@ -216,7 +218,8 @@ func (in *Ingress) DialLocal(ctx context.Context, workloadID string, port int) (
 		}
 		// As acquire's last resort would: a replica out after one failed
 		// dial still counts, so that peers do not eject this host for it.
-		if leastLoaded(*e.pool.Load(), 0, nil, in.now, true) == nil {
+		// A stateful egg between replicas holds the stream's requests.
+		if leastLoaded(*e.pool.Load(), 0, nil, in.now, true) == nil && !e.holding() {
 			return nil, fmt.Errorf("egg %q: %w here", workloadID, errNoBackend)
 		}
 		mine, theirs := net.Pipe()
@@ -230,7 +233,11 @@ func (in *Ingress) DialLocal(ctx context.Context, workloadID string, port int) (
 	for range 2 {
 		b := e.acquire(failed, in.now, true)
 		if b == nil {
-			break
+			// A stateful egg between replicas: held as long as the
+			// peer waits for the stream, within the hold window.
+			if b, _ = e.await(ctx, failed, in.now, true); b == nil {
+				break
+			}
 		}
 		d := net.Dialer{Timeout: in.cfg.DialTimeout, KeepAlive: 30 * time.Second}
 		up, err := d.DialContext(ctx, "tcp", net.JoinHostPort(b.ip, strconv.Itoa(port)))

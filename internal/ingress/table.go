@@ -56,6 +56,13 @@ type Egg struct {
 	// DrainTimeout bounds Drain for the egg's backends; zero means
 	// Config.DrainTimeout.
 	DrainTimeout time.Duration
+	// Stateful says the egg's replica here rolls and restarts stop-first
+	// (one writer of a volume), so that losing its last backend is a gap
+	// that ends by itself: requests and connections that find no backend
+	// then are held, up to Config.HoldTimeout, and sent to the next one
+	// to join, rather than failed. Requests from peers' ingresses are held
+	// here too. The agent sets it only while a replica is desired here.
+	Stateful bool
 	// Backends are the egg's local containers, healthy or not.
 	Backends []Backend
 	// Remote are the IDs of the other hosts running the egg's replicas,

@@ -209,7 +209,11 @@ func (in *Ingress) serveTCP(t *portTarget, client net.Conn) {
 	for range 2 {
 		b := t.egg.acquire(failed, in.now, t.port == 0)
 		if b == nil {
-			break
+			// A stateful egg between replicas: wait for the next one
+			// (bounded by its hold window, or the ingress's Close).
+			if b, _ = t.egg.await(in.ctx, failed, in.now, t.port == 0); b == nil {
+				break
+			}
 		}
 		up, err := in.dialTCP(b, t.port)
 		if err != nil {

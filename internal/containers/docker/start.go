@@ -16,10 +16,11 @@ import (
 )
 
 // Start begins creating and starting a container for a slot (see
-// containers.Client). The work runs as a task: get the image; with req.Replace,
-// stop and remove the replaced container only now that the image is ready;
-// create the networks and volumes it lacks; write its secret files; create
-// the container on its first network, connect it to the others, start it.
+// containers.Client). The work runs as a task: get the image; create the
+// networks and volumes it lacks; write its secret files; with req.Replace,
+// drain, stop and remove the replaced container only now that all of that is
+// ready; create the container on its first network, connect it to the
+// others, start it.
 // A failure after the create removes the half-made container and its
 // secrets, and is kept in Failures.
 func (e *Engine) Start(ctx context.Context, req containers.StartRequest) error {
@@ -52,12 +53,10 @@ func (e *Engine) startSlot(ctx context.Context, req containers.StartRequest, nam
 	if err != nil {
 		return err
 	}
-	if req.Replace != "" {
-		log.Info("image ready, stopping the container it replaces", zap.String("replaced", short(req.Replace)))
-		if err := e.stopAndRemove(ctx, req.Replace, w.EffectiveStopTimeout()); err != nil {
-			return fmt.Errorf("replace %s: %w", short(req.Replace), err)
-		}
-	}
+	// Networks, volumes and secret files before the replaced container
+	// goes: a stateful egg has no replica from its drain until the new one
+	// is healthy, so that gap holds only what needs the old one gone, and
+	// a failure here leaves it serving.
 	if err := e.ensureNetworks(ctx, w); err != nil {
 		return err
 	}
@@ -68,6 +67,13 @@ func (e *Engine) startSlot(ctx context.Context, req containers.StartRequest, nam
 	if err != nil {
 		e.secrets().remove(name)
 		return err
+	}
+	if req.Replace != "" {
+		log.Info("image ready, draining and stopping the container it replaces", zap.String("replaced", short(req.Replace)))
+		if err := e.replace(ctx, req); err != nil {
+			e.secrets().remove(name)
+			return fmt.Errorf("replace %s: %w", short(req.Replace), err)
+		}
 	}
 	plan := planCreate(req, ref, name, e.labels(containers.Labels(e.cfg.HostID, w, req.Slot, req.SpecHash)), secretFiles)
 	id, err := e.create(ctx, plan)
@@ -81,6 +87,23 @@ func (e *Engine) startSlot(ctx context.Context, req containers.StartRequest, nam
 	}
 	log.Info("started container", zap.String("id", short(id)), zap.String("spec", req.SpecHash))
 	return nil
+}
+
+// replace drains the container a stop-first start supersedes, as Drain
+// does, then stops and removes it: out of the ingress (which holds a
+// stateful egg's new requests from then on), its requests in flight
+// finished or the drain timeout passed, then the stop signal. Stopping it
+// undrained cut the requests in flight, and a write among them could leave
+// the volume half-written. It leaves traffic (Gone) once stopped, and also
+// when the stop failed: the agent retries it, out of traffic.
+func (e *Engine) replace(ctx context.Context, req containers.StartRequest) error {
+	c, err := e.inspectOwned(ctx, "replace", req.Replace)
+	if c == nil {
+		return err // gone already (nothing to drain), or foreign
+	}
+	e.drainRunning(ctx, c, req.Spec.ID(), req.Slot, req.Spec.DrainTimeout())
+	defer e.leaveTraffic(c.ID)
+	return e.stopAndRemove(ctx, c.ID, req.Spec.EffectiveStopTimeout())
 }
 
 // create creates the container on its first network and connects it to the

@@ -206,3 +206,40 @@ func TestRestartDrainsFirstAndRestartsAPausedContainer(t *testing.T) {
 	}
 	ing.waitCalls(t, "drain "+before.ID, "gone "+before.ID)
 }
+
+// A stop-first start drains the container it replaces before its stop
+// signal, as Drain does: the old container runs until the ingress says its
+// requests in flight are done, and the ingress hears it is gone once it
+// stopped. Stopping it undrained cut those requests (and a write on its
+// volume among them).
+func TestAStopFirstReplaceDrainsTheOldContainerFirst(t *testing.T) {
+	ing := &recordingIngress{idle: make(chan struct{})}
+	v := newEnv(t, func(c *Config) { c.Ingress = ing })
+	ing.running = func(id string) bool {
+		c, err := v.s.Client.ContainerInspect(context.Background(), id)
+		return err == nil && c.State != nil && c.State.Running
+	}
+	w := v.spec("db")
+	w.Rollout.DrainTimeout = 20 * time.Second
+	v.start(w, 0, "")
+	old := v.waitFor("healthy", func(cs []containers.Container) bool { return allHealthy(cs, "db", 1) })[0]
+
+	w2 := w
+	w2.Env = map[string]string{"APP_VERSION": "v2"}
+	v.start(w2, 0, old.ID)
+	dockertest.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if !slices.Contains(ing.log(), "drain "+old.ID) {
+			return fmt.Errorf("ingress calls %v, want a drain of the replaced container", ing.log())
+		}
+		return nil
+	})
+	if !ing.running(old.ID) {
+		t.Fatal("the replaced container was stopped before the ingress said its requests were done")
+	}
+	close(ing.idle)
+	v.gone(old.ID)
+	v.waitFor("the new container healthy", func(cs []containers.Container) bool {
+		return allHealthy(cs, "db", 1) && cs[0].ID != old.ID
+	})
+	ing.waitCalls(t, "drain "+old.ID, "gone "+old.ID)
+}
