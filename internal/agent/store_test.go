@@ -28,7 +28,7 @@ func TestCacheRoundTripsWithSecretsSealed(t *testing.T) {
 	d.Certificates = []contract.Certificate{{Host: "shop.example.com", Chain: "CHAIN", Key: "tls private key", Source: "acme"}}
 	d.Seal()
 	written := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	if err := c.Save(d, written); err != nil {
+	if err := c.Save(d, written, 0); err != nil {
 		t.Fatal(err)
 	}
 	if d.Workloads[0].Secrets[0].Value != "correct horse" {
@@ -74,7 +74,7 @@ func TestACacheSealedWithAnotherKeyIsRefused(t *testing.T) {
 	c, _ := OpenCache(dir)
 	w := web(1)
 	w.Secrets = []contract.SecretFile{{Name: "db", Handle: "h", Value: "v"}}
-	if err := c.Save(desiredState(w), time.Now()); err != nil {
+	if err := c.Save(desiredState(w), time.Now(), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(dir, sealKeyFile)); err != nil {
