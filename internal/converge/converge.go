@@ -114,6 +114,10 @@ type Step struct {
 	StartedAt time.Time
 	// Reason says why, for logs: "missing", "stale", "crashed", "scale-down"...
 	Reason string
+	// NeverStarted marks a restart that is the container's first start (it
+	// was created, and the agent killed before it started it): it is not
+	// counted as a restart after a crash.
+	NeverStarted bool
 }
 
 func (s Step) String() string {

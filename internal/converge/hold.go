@@ -111,7 +111,8 @@ func HoldNewer(plan Plan, actual []containers.Container, hostID string, generati
 	}
 	for i := range newer {
 		c := &newer[i]
-		if c.Placeholder() || c.State != contract.StateCrashed || restarting[c.ID] {
+		never := neverStarted(c)
+		if c.Placeholder() || (c.State != contract.StateCrashed && !never) || restarting[c.ID] {
 			continue
 		}
 		if next := nextRestart(c, history.container(c.ID)); now.Before(next) {
@@ -122,7 +123,7 @@ func HoldNewer(plan Plan, actual []containers.Container, hostID string, generati
 		}
 		out.Steps = append(out.Steps, Step{Action: ActionRestart, WorkloadID: c.WorkloadID, BlobID: c.BlobID,
 			ContainerID: c.ID, ReplicaIndex: c.Slot, SpecHash: c.SpecHash, StartedAt: c.StartedAt,
-			Reason: "crashed (newer than the cached state)"})
+			Reason: "crashed (newer than the cached state)", NeverStarted: never})
 	}
 	return out
 }
