@@ -266,6 +266,20 @@ type Agent struct {
 	cachedVersion string
 	cacheWritten  time.Time
 	cacheFailing  bool
+	// stamp is the desired state being converged to and its generation,
+	// written on every container the converge creates; topGeneration is the
+	// highest generation seen on a container, and listed whether the
+	// containers have been listed since Start. A new desired state gets a
+	// generation above both the last one and every container's, so it is
+	// never mistaken for an older one, and the count survives a cache that
+	// could not be written: the containers carry it (see
+	// containers.StateStamp).
+	stamp         containers.StateStamp
+	topGeneration int64
+	listed        bool
+	// holdingNewer is set while a converge from the cache holds back from
+	// containers of a later state (logged when it starts and ends).
+	holdingNewer bool
 }
 
 // crashLog is the log tail of one crash of a container, told apart from the
@@ -309,8 +323,9 @@ func New(cfg Config) (*Agent, error) {
 	case ok:
 		a.desired = &d
 		a.cachedVersion, a.cacheWritten = d.Version, cached.Written
+		a.stamp = containers.StateStamp{Version: d.Version, Generation: cached.Generation}
 		log.Info("desired state loaded from the cache", zap.String("version", d.Version), zap.Int("workloads", len(d.Workloads)),
-			zap.Time("written", cached.Written))
+			zap.Time("written", cached.Written), zap.Int64("generation", cached.Generation))
 	}
 	return a, nil
 }
@@ -443,7 +458,7 @@ func (a *Agent) convergeSafely(ctx context.Context) (wakeAt time.Time) {
 // plan's WakeAt.
 func (a *Agent) converge(ctx context.Context) time.Time {
 	now := a.now()
-	desired, known, hold := a.desiredAndHold(now)
+	desired, known, hold, fromCache := a.desiredAndHold(now)
 	if !known {
 		// Never heard of a desired state: change nothing, report what is.
 		desired = contract.DesiredState{HostID: a.cfg.HostID}
@@ -457,18 +472,32 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		ws.SetWorkloads(withRelays.Workloads)
 	}
 	var plan converge.Plan
+	var newerErr error
 	if known {
-		cacheErr := a.keepCache(desired, now)
+		stamp, err := a.stampFor(ctx, desired.Version)
+		if err != nil {
+			// Without the containers' generations a new state's cannot be
+			// told: converging now could stamp it below what runs.
+			errs = append(errs, err)
+			a.log.Warn("converge failed", zap.Error(errors.Join(errs...)))
+			a.setErrorStatus(errs...)
+			return time.Time{}
+		}
+		cacheErr := a.keepCache(desired, stamp.Generation, now)
 		errs = append(errs, cacheErr)
-		var err error
 		plan, err = converge.Converge(ctx, a.docker, withRelays, a.mem.History, now,
-			converge.Options{Logger: a.log, HoldCreatedAfter: hold})
+			converge.Options{Logger: a.log, HoldCreatedAfter: hold, Stamp: stamp, FromCache: fromCache})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("converge: %w", err))
 		}
 		a.noteFailures(ctx, plan)
-		errs = append(errs, a.housekeep(ctx, withRelays))
-		if len(plan.Held) > 0 {
+		newerErr = a.noteNewer(plan, stamp)
+		if newerErr == nil {
+			// A cache older than what runs may mark for deletion a volume
+			// the newer state uses again: housekeeping waits too.
+			errs = append(errs, a.housekeep(ctx, withRelays))
+		}
+		if len(plan.Held) > 0 && len(plan.Newer) == 0 {
 			a.log.Info("converging from the cache: containers created after it was written are left alone until the control plane answers",
 				zap.Time("cache_written", hold), zap.Strings("held", stepStrings(plan.Held)))
 			plan.WakeAt = earliest(plan.WakeAt, a.holdEnd())
@@ -484,6 +513,7 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		a.setErrorStatus(errs...)
 		return plan.WakeAt
 	}
+	a.noteGenerations(actual)
 	if known {
 		a.cfg.Mesh.SetPeers(desired.Peers)
 	}
@@ -492,7 +522,7 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 	errs = append(errs, a.route(desired, actual))
 	errs = append(errs, a.memFile.save(a.mem))
 
-	lines := errorLines(errs...)
+	lines := errorLines(append(errs, newerErr)...)
 	if tr, ok := a.cfg.Docker.(taskReporter); ok {
 		lines = append(lines, taskErrors(tr.Failures())...)
 	}
@@ -545,11 +575,11 @@ func withSafeNames(d contract.DesiredState) (contract.DesiredState, []error) {
 // wakes for it): a cache left stale would be converged to at the next start.
 // The error is logged when writing starts failing and when it works again;
 // meanwhile it is in every status report.
-func (a *Agent) keepCache(d contract.DesiredState, now time.Time) error {
+func (a *Agent) keepCache(d contract.DesiredState, generation int64, now time.Time) error {
 	if d.Version == a.cachedVersion {
 		return nil
 	}
-	if err := a.cache.Save(d, now); err != nil {
+	if err := a.cache.Save(d, now, generation); err != nil {
 		if !a.cacheFailing {
 			a.log.Error("cannot cache the desired state; retrying", zap.Error(err),
 				zap.String("version", d.Version), zap.Duration("retry_every", a.cfg.CacheRetryInterval))
@@ -567,23 +597,82 @@ func (a *Agent) keepCache(d contract.DesiredState, now time.Time) error {
 }
 
 // desiredAndHold returns the desired state to converge towards, if any,
-// and, when that state is the cache's (the control plane has not answered
-// and StaleCacheWait has not passed since Start), when the cache was
-// written: containers created after that are left alone (see
-// converge.Hold). Zero otherwise. Both are read under one lock: read apart,
+// whether it is the cache's (the control plane has not answered: containers
+// of a later generation are left alone, see converge.HoldNewer) and, when
+// it is and StaleCacheWait has not passed since Start, when the cache was
+// written: containers created after that are left alone too (see
+// converge.Hold; for containers of older agents, which carry no
+// generation). All are read under one lock: read apart,
 // a poll answered between the two reads lifted the hold of a converge
 // towards the cache's state (seen: a stateful replica newer than the cache
 // replaced at a restart, then replaced again by the next converge).
-func (a *Agent) desiredAndHold(now time.Time) (d contract.DesiredState, known bool, holdSince time.Time) {
+func (a *Agent) desiredAndHold(now time.Time) (d contract.DesiredState, known bool, holdSince time.Time, fromCache bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.desired == nil {
-		return contract.DesiredState{}, false, time.Time{}
+		return contract.DesiredState{}, false, time.Time{}, false
 	}
 	if !a.heard && now.Before(a.holdUntil) {
 		holdSince = a.cacheWritten
 	}
-	return *a.desired, true, holdSince
+	return *a.desired, true, holdSince, !a.heard
+}
+
+// stampFor returns the stamp of the desired state version: the current one
+// if it is that version's, else a new generation, above the last one and
+// above every container's (listed first if they have not been since Start:
+// a container may carry a generation the cache never recorded).
+func (a *Agent) stampFor(ctx context.Context, version string) (containers.StateStamp, error) {
+	if version == a.stamp.Version {
+		return a.stamp, nil
+	}
+	if !a.listed {
+		actual, err := a.cfg.Docker.List(ctx)
+		if err != nil {
+			return containers.StateStamp{}, fmt.Errorf("list containers for the generation of version %s: %w", version, err)
+		}
+		a.noteGenerations(actual)
+	}
+	a.stamp = containers.StateStamp{Version: version, Generation: max(a.stamp.Generation, a.topGeneration) + 1}
+	return a.stamp, nil
+}
+
+// noteGenerations records the highest generation on the containers.
+func (a *Agent) noteGenerations(actual []containers.Container) {
+	a.listed = true
+	for _, c := range actual {
+		a.topGeneration = max(a.topGeneration, c.Stamp.Generation)
+	}
+}
+
+// noteNewer turns a plan held back from containers newer than the cached
+// state into an error for the status report (the host's problem, in `hatch
+// hosts`), logged when the hold begins and when it ends. The hold lasts
+// until the control plane answers, however long: only it knows the state
+// those containers were made for.
+func (a *Agent) noteNewer(plan converge.Plan, stamp containers.StateStamp) error {
+	if len(plan.Newer) == 0 {
+		if a.holdingNewer {
+			a.log.Info("no container is newer than the desired state any more; converging", zap.String("version", stamp.Version))
+			a.holdingNewer = false
+		}
+		return nil
+	}
+	top := plan.Newer[0]
+	for _, c := range plan.Newer {
+		if c.Stamp.Generation > top.Stamp.Generation {
+			top = c
+		}
+	}
+	if !a.holdingNewer {
+		a.log.Warn("the cached desired state is older than the containers running: holding every change until the control plane answers",
+			zap.String("cached_version", stamp.Version), zap.Int64("cached_generation", stamp.Generation),
+			zap.String("newer_version", top.Stamp.Version), zap.Int64("newer_generation", top.Stamp.Generation),
+			zap.Int("newer_containers", len(plan.Newer)), zap.Strings("held", stepStrings(plan.Held)))
+		a.holdingNewer = true
+	}
+	return fmt.Errorf("desired-state cache holds version %s (generation %d), older than %d containers created for version %s (generation %d) (its write failed?): holding %d changes until the control plane answers; restarts in place go on",
+		stamp.Version, stamp.Generation, len(plan.Newer), top.Stamp.Version, top.Stamp.Generation, len(plan.Held))
 }
 
 func (a *Agent) holdEnd() time.Time {

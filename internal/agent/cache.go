@@ -34,6 +34,9 @@ type cachedState struct {
 	// Written is the agent's clock at the write (absent in files of older
 	// agents: the file's modification time stands in).
 	Written time.Time `json:"written,omitzero"`
+	// Generation is the state's generation (see containers.StateStamp);
+	// zero in files of older agents.
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // Cached is a desired state read back from the cache, with the time it was
@@ -41,6 +44,9 @@ type cachedState struct {
 type Cached struct {
 	State   contract.DesiredState
 	Written time.Time
+	// Generation orders the state among those the agent converged to: a
+	// container stamped with a later one is newer than this cache.
+	Generation int64
 }
 
 const cacheFormat = 1
@@ -59,13 +65,13 @@ func OpenCache(dataDir string) (*Cache, error) {
 }
 
 // Save writes d, its secret values sealed, replacing the previous state
-// atomically, and records written as the time of the write. d is not
-// modified.
-func (c *Cache) Save(d contract.DesiredState, written time.Time) error {
+// atomically, and records written as the time of the write and generation
+// as the state's (see containers.StateStamp). d is not modified.
+func (c *Cache) Save(d contract.DesiredState, written time.Time, generation int64) error {
 	sealed := withSecrets(d, func(v contract.SecretValue) (contract.SecretValue, error) {
 		return contract.SecretValue(c.box.Seal([]byte(v))), nil
 	})
-	data, err := json.Marshal(cachedState{Format: cacheFormat, State: sealed.state, Written: written})
+	data, err := json.Marshal(cachedState{Format: cacheFormat, State: sealed.state, Written: written, Generation: generation})
 	if err != nil {
 		return fmt.Errorf("encode desired-state cache: %w", err)
 	}
@@ -104,7 +110,7 @@ func (c *Cache) Load() (cached Cached, ok bool, err error) {
 	if opened.err != nil {
 		return Cached{}, false, fmt.Errorf("desired-state cache %s: %w", c.path, opened.err)
 	}
-	return Cached{State: opened.state, Written: cs.Written}, true, nil
+	return Cached{State: opened.state, Written: cs.Written, Generation: cs.Generation}, true, nil
 }
 
 type transformed struct {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,7 +34,7 @@ func staleCacheHost(t *testing.T, f *fake.Fake, dir string) (v1, v2 contract.Des
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Save(v1, f.Now().Add(-time.Minute)); err != nil {
+	if err := c.Save(v1, f.Now().Add(-time.Minute), 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range v2.Workloads {
@@ -239,4 +240,142 @@ func TestAStaleCacheRollsNothingBackWhenTheControlPlaneAnswersMidConverge(t *tes
 	if ev := changes(f, before); len(ev) != 0 {
 		t.Fatalf("a converge from the cache, answered mid-way, changed containers newer than the cache: %+v", ev)
 	}
+}
+
+// Issue 26's finding: the cache write of v2 fails (a full disk), the host
+// rolls to v2 anyway, and the agent restarts with the control plane down.
+// However long it stays down (no StaleCacheWait at all here), the agent
+// converges nothing of v1, the older cache: v2's containers carry a later
+// generation than the cache, so every change is held and the report says
+// why; a crashed v2 replica is still restarted in place. Once the control
+// plane answers, the hold ends and the state it sends is cached at a
+// generation above every container's.
+func TestACacheOlderThanTheContainersRollsNothingBackHoweverLongTheControlPlaneIsDown(t *testing.T) {
+	f, cp, dir := newFake(t), newFakeControlPlane(), t.TempDir()
+	w1 := web(3)
+	cp.set(desiredState(w1))
+	a1, err := New(testConfig(t, f, cp, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a1.Start(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, cacheFile)
+	var v1Cache []byte
+	eventually(t, "v1 running and cached", func() error {
+		a1.Notify() // the fake's instant tasks fire no change signal
+		if n := running(f.All(), w1); n != 3 {
+			return fmt.Errorf("%d of v1 running", n)
+		}
+		v1Cache, err = os.ReadFile(path)
+		return err
+	})
+
+	// The cache can no longer be replaced (a directory stands in its way,
+	// as a full disk would): v2 rolls all the same.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(path, "blocker"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	w2 := w1
+	w2.Image = "web:2"
+	v2 := desiredState(w2)
+	cp.set(v2)
+	eventually(t, "v2 rolled", func() error {
+		a1.Notify()
+		for _, c := range f.All() {
+			if c.SpecHash != contract.SpecHash(w2) || c.State != contract.StateRunning {
+				return fmt.Errorf("%s: spec %s, %s", c.ID, c.SpecHash, c.State)
+			}
+		}
+		if n := running(f.All(), w2); n != 3 {
+			return fmt.Errorf("%d of v2 running", n)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The agent is gone; the disk holds the cache the failed write left.
+	if err := os.RemoveAll(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, v1Cache, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v2Containers := f.All()
+
+	cp.setDown(true)
+	cfg := testConfig(t, f, cp, dir)
+	cfg.StaleCacheWait = 0
+	before := len(f.Events())
+	a2 := startAgent(t, cfg)
+	holding := func() error {
+		r, ok := a2.Status()
+		if !ok || !slices.ContainsFunc(r.Errors, func(e string) bool {
+			return strings.Contains(e, "older than 3 containers created for version "+v2.Version)
+		}) {
+			return fmt.Errorf("report errors %q", r.Errors)
+		}
+		return nil
+	}
+	eventually(t, "the hold in the report", holding)
+	// Ten more converges, each seen as a new report.
+	for range 10 {
+		last, _ := a2.Status()
+		a2.Notify()
+		eventually(t, "one more converge", func() error {
+			if r, _ := a2.Status(); !r.Time.After(last.Time) {
+				return errors.New("no new report yet")
+			}
+			return holding()
+		})
+	}
+	if ev := changes(f, before); len(ev) != 0 {
+		t.Fatalf("converging from the older cache changed containers: %+v", ev)
+	}
+
+	// A crashed v2 replica comes back in place, still v2.
+	if err := f.Crash(v2Containers[1].ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the crashed v2 replica restarted in place", func() error {
+		a2.Notify()
+		if n := running(f.All(), w2); n != 3 {
+			return fmt.Errorf("%d of v2 running", n)
+		}
+		return nil
+	})
+	for _, e := range changes(f, before) {
+		if e.Kind != fake.EventRestart {
+			t.Errorf("while holding: %+v", e)
+		}
+	}
+	if n := running(f.All(), w1); n != 0 {
+		t.Fatalf("%d of v1 running", n)
+	}
+
+	cp.set(v2)
+	cp.setDown(false)
+	eventually(t, "v2 cached above the containers' generation, the hold over", func() error {
+		a2.Notify()
+		c, err := OpenCache(dir)
+		if err != nil {
+			return err
+		}
+		got, ok, err := c.Load()
+		if err != nil || !ok || got.State.Version != v2.Version || got.Generation <= v2Containers[0].Stamp.Generation {
+			return fmt.Errorf("cache holds %q at generation %d (containers at %d; %v)", got.State.Version, got.Generation,
+				v2Containers[0].Stamp.Generation, err)
+		}
+		if r, _ := a2.Status(); len(r.Errors) != 0 {
+			return fmt.Errorf("report errors %q", r.Errors)
+		}
+		return nil
+	})
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"go.uber.org/zap"
+
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/pki"
@@ -25,9 +27,20 @@ const (
 // PrepareDataDir makes the data directory its owner's only (0700), before
 // anything is written there: made if missing, tightened if it is open and
 // the agent's (it holds one of the agent's files, or nothing), refused
-// otherwise (fsutil.PrivateDir).
-func PrepareDataDir(dataDir string) error {
-	return fsutil.PrivateDir(dataDir, identityFile, cacheFile, stateFile, sealKeyFile)
+// otherwise (fsutil.PrivateDir). It then removes the temporary files that
+// writes of the agent's files left when the agent was killed mid-write
+// (fsutil.RemoveTemps), logged: nothing writes them yet, and on a small
+// data dir they take the space the next write of the cache needs.
+func PrepareDataDir(dataDir string, log *zap.Logger) error {
+	if err := fsutil.PrivateDir(dataDir, identityFile, cacheFile, stateFile, sealKeyFile); err != nil {
+		return err
+	}
+	removed, err := fsutil.RemoveTemps(dataDir, identityFile, caFile, cacheFile, stateFile, sealKeyFile,
+		hostKeyFile, hostCertFile, hostCAFile)
+	if len(removed) > 0 {
+		log.Info("removed temporary files a killed write left in the data dir", zap.Strings("files", removed))
+	}
+	return err
 }
 
 // Identity is who this agent is to the control plane, as the join gave it.

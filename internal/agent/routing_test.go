@@ -148,7 +148,7 @@ func TestRoutingTableFromServices(t *testing.T) {
 				Services: []contract.Service{{Namespace: "default", Project: "shop", Egg: "db", Hosts: []string{testHost}}}},
 			want: ingress.Table{Eggs: []ingress.Egg{
 				{Name: "default/shop/db", DrainTimeout: db.DrainTimeout(), Stateful: true},
-				{Name: "default/shop/api", DrainTimeout: api.DrainTimeout(), Routes: []ingress.Route{{Host: "api.localhost"}},
+				{Name: "default/shop/api", DrainTimeout: api.DrainTimeout(), Routes: []ingress.Route{{Host: "api.localhost"}}, Port: 9000,
 					Backends: []ingress.Backend{{ContainerID: "a1", Addr: "10.0.0.2:9000", Healthy: true}}},
 			}},
 		},

@@ -4,9 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap/zaptest"
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/converge"
@@ -28,7 +31,7 @@ func TestCacheRoundTripsWithSecretsSealed(t *testing.T) {
 	d.Certificates = []contract.Certificate{{Host: "shop.example.com", Chain: "CHAIN", Key: "tls private key", Source: "acme"}}
 	d.Seal()
 	written := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	if err := c.Save(d, written); err != nil {
+	if err := c.Save(d, written, 0); err != nil {
 		t.Fatal(err)
 	}
 	if d.Workloads[0].Secrets[0].Value != "correct horse" {
@@ -74,7 +77,7 @@ func TestACacheSealedWithAnotherKeyIsRefused(t *testing.T) {
 	c, _ := OpenCache(dir)
 	w := web(1)
 	w.Secrets = []contract.SecretFile{{Name: "db", Handle: "h", Value: "v"}}
-	if err := c.Save(desiredState(w), time.Now()); err != nil {
+	if err := c.Save(desiredState(w), time.Now(), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(dir, sealKeyFile)); err != nil {
@@ -142,5 +145,33 @@ func TestMemoryIsWrittenOnlyWhenItChanges(t *testing.T) {
 	}
 	if f := back.History.FailedRollouts["a/b/c"]; f.SpecHash != "h2" || back.FailureLogs["a/b/c"].Lines[0] != "boom" {
 		t.Errorf("reloaded memory %+v", back)
+	}
+}
+
+// Issue 26: a kill between the create and the rename of an atomic write
+// leaves a temporary file as big as the state it stood for; on a small,
+// full data dir those eat the space the next cache write needs. The next
+// start sweeps them.
+func TestPrepareDataDirSweepsTemporaryFilesOfKilledWrites(t *testing.T) {
+	dir := t.TempDir()
+	leftover := []string{".agent-state.json.tmp-2113977414", ".desired-state.json.tmp-8", ".host.pem.tmp-1"}
+	kept := []string{stateFile, cacheFile, "relays"}
+	for _, name := range append(slices.Clone(leftover), kept...) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := PrepareDataDir(dir, zaptest.NewLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range leftover {
+		if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+			t.Errorf("%s left behind (%v)", name, err)
+		}
+	}
+	for _, name := range kept {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

@@ -230,7 +230,7 @@ const (
 	RolloutFailed      RolloutState = "failed"
 	RolloutDone        RolloutState = "done"
 	// RolloutWaiting is an egg's as a whole: some of its replicas could not
-	// be placed on any host.
+	// be placed on any host, or their host is down.
 	RolloutWaiting RolloutState = "waiting"
 )
 

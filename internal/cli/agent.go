@@ -31,8 +31,11 @@ func newAgentCmd() *cobra.Command {
 			"starts need only --data-dir. The agent keeps the last desired state there too: if\n" +
 			"the control plane is unreachable, containers keep running and the agent converges\n" +
 			"from its cache. A cache older than the containers (its write failed) rolls nothing\n" +
-			"back: until the control plane answers, or --stale-cache-wait, the containers created\n" +
-			"after it was written are left alone.",
+			"back: every container is labelled with the generation of the desired state that made\n" +
+			"it, and while one is newer than the cache, nothing but restarts in place happens until\n" +
+			"the control plane answers, however long that takes (the report says so). Containers of\n" +
+			"older agents, which carry no generation, are left alone if created after the cache was\n" +
+			"written, until the control plane answers or --stale-cache-wait passes.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := parseLabels(labels)
@@ -70,7 +73,7 @@ func newAgentCmd() *cobra.Command {
 	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE put on every Docker object the agent creates (repeatable)")
 	f.DurationVar(&opts.ConvergeInterval, "converge-interval", 0, "the timer converge's period (default 30s)")
 	f.DurationVar(&opts.StaleCacheWait, "stale-cache-wait", agent.DefaultConfig().StaleCacheWait,
-		"at start, how long to leave alone the containers created after the desired-state cache was written, until the control plane answers")
+		"at start, how long to leave alone the containers of older agents (no generation label) created after the desired-state cache was written, until the control plane answers; containers of a later generation than the cache are left alone with no time limit")
 	f.BoolVar(&debug, "debug", false, "log at debug level")
 	for _, hidden := range []string{"secret-dir", "label", "converge-interval"} {
 		_ = f.MarkHidden(hidden) // for tests and unusual hosts; the names exist, so this cannot fail

@@ -81,7 +81,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	if opts.DataDir == "" {
 		return errors.New("no data directory (--data-dir)")
 	}
-	if err := agent.PrepareDataDir(opts.DataDir); err != nil {
+	if err := agent.PrepareDataDir(opts.DataDir, log); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
 	id, err := ensureIdentity(ctx, opts, log)

@@ -73,6 +73,9 @@ type StartRequest struct {
 	// roll, stopped (with Spec's stop timeout) once the new image is ready and
 	// before the new container is created. Empty for a start-first start.
 	Replace string
+	// Stamp names the desired state the container is created for, written
+	// into its labels (see StateStamp).
+	Stamp StateStamp
 }
 
 // StopRequest asks for a container to be drained or stopped, then removed.
@@ -117,6 +120,9 @@ type Container struct {
 	Slot       int
 	SpecHash   string
 	LabelError string
+	// Stamp is the desired state the container was created for, from its
+	// labels (zero for a container of an older agent).
+	Stamp StateStamp
 
 	State contract.ContainerState
 	// IP is the container's address on its workload's first network (the one

@@ -19,6 +19,10 @@ const (
 	LabelSlot      = LabelPrefix + "slot"
 	LabelSpec      = LabelPrefix + "spec"
 	LabelBlob      = LabelPrefix + "blob"
+	// LabelState and LabelGeneration say which desired state the agent was
+	// converging towards when it created the container (see StateStamp).
+	LabelState      = LabelPrefix + "state"
+	LabelGeneration = LabelPrefix + "generation"
 	// LabelTestRun marks objects created by tests, so that a test's cleanup,
 	// and CI's sweep of leftovers, remove only those.
 	LabelTestRun = LabelPrefix + "test-run"
@@ -54,6 +58,45 @@ func Labels(hostID string, spec contract.WorkloadSpec, slot int, specHash string
 	return out
 }
 
+// StateStamp names the desired state a container was created for: its
+// Version (a content hash: it says which state, not which came first) and
+// its Generation, the agent's count of the desired states it has converged
+// towards, which orders them. The stamp is written on every container the
+// agent creates, so the containers themselves say how recent the state that
+// made them is: a desired-state cache whose generation is lower is older
+// than they are (its write failed), whatever the clocks say.
+//
+// A counter rather than a time: the agent's clock and the engine's can
+// disagree (a remote engine, or a clock stepped by NTP at boot, which is
+// when an agent restarts), and a stamp compared across a restart must not
+// depend on either. Zero is "unknown" (a container of an older agent).
+type StateStamp struct {
+	Version    string
+	Generation int64
+}
+
+// AddTo writes the stamp into labels (a zero stamp writes nothing) and
+// returns them.
+func (s StateStamp) AddTo(labels map[string]string) map[string]string {
+	if s.Version != "" {
+		labels[LabelState] = s.Version
+	}
+	if s.Generation > 0 {
+		labels[LabelGeneration] = strconv.FormatInt(s.Generation, 10)
+	}
+	return labels
+}
+
+// StampFromLabels reads a container's stamp. A missing or malformed
+// generation reads as zero: unknown, so never newer than anything.
+func StampFromLabels(labels map[string]string) StateStamp {
+	s := StateStamp{Version: labels[LabelState]}
+	if n, err := strconv.ParseInt(labels[LabelGeneration], 10, 64); err == nil && n > 0 {
+		s.Generation = n
+	}
+	return s
+}
+
 // FromLabels returns a Container with its identity read from labels. A missing
 // or malformed workload, slot or spec label is recorded in LabelError (and the
 // slot defaults to 0) rather than refused: the caller must still be able to see,
@@ -65,6 +108,7 @@ func FromLabels(id, name string, labels map[string]string) Container {
 		WorkloadID: labels[LabelWorkload],
 		BlobID:     labels[LabelBlob],
 		SpecHash:   labels[LabelSpec],
+		Stamp:      StampFromLabels(labels),
 		Labels:     labels,
 	}
 	var problems []string

@@ -331,7 +331,7 @@ func (ts *Tasks) Overlay(listed []Container) []Container {
 // StartTask returns the task that carries out req, its placeholder showing the
 // container-to-be under name with the labels it will have.
 func StartTask(req StartRequest, name string, began time.Time) Task {
-	labels := Labels(req.HostID, req.Spec, req.Slot, req.SpecHash)
+	labels := req.Stamp.AddTo(Labels(req.HostID, req.Spec, req.Slot, req.SpecHash))
 	return Task{
 		Kind:        TaskStart,
 		Container:   req.Replace,

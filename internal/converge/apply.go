@@ -29,6 +29,16 @@ type Options struct {
 	// created after it (see Hold): the agent sets it while it converges from
 	// a cache written then, before the control plane has answered.
 	HoldCreatedAfter time.Time
+	// Stamp is written on every container Apply creates: the desired state
+	// it is created for (see containers.StateStamp).
+	Stamp containers.StateStamp
+	// FromCache says the desired state was read from the agent's cache, at
+	// Stamp's generation, and no control plane has confirmed it: if a
+	// container was created for a later generation, the cache is older than
+	// what runs and Converge holds every step but restarts in place (see
+	// HoldNewer). Unlike HoldCreatedAfter, this guard has no time limit and
+	// reads no clock.
+	FromCache bool
 }
 
 // Validate reports options Apply and Converge cannot work with.
@@ -85,7 +95,7 @@ func Apply(ctx context.Context, client containers.Client, desired contract.Desir
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			err := applyStep(ctx, client, desired.HostID, specs[s.WorkloadID], s)
+			err := applyStep(ctx, client, desired.HostID, opts.Stamp, specs[s.WorkloadID], s)
 			if err != nil {
 				err = fmt.Errorf("%s %s/%d: %w", s.Action, s.WorkloadID, s.ReplicaIndex, err)
 				mu.Lock()
@@ -106,7 +116,7 @@ func Apply(ctx context.Context, client containers.Client, desired contract.Desir
 
 // applyStep makes the one client call a step stands for. spec is the step's
 // workload, nil when it is no longer desired.
-func applyStep(ctx context.Context, client containers.Client, hostID string, spec *contract.WorkloadSpec, s Step) error {
+func applyStep(ctx context.Context, client containers.Client, hostID string, stamp containers.StateStamp, spec *contract.WorkloadSpec, s Step) error {
 	drainTimeout, stopTimeout := contract.DefaultDrainTimeout, contract.DefaultStopTimeout
 	if spec != nil {
 		drainTimeout, stopTimeout = spec.DrainTimeout(), spec.EffectiveStopTimeout()
@@ -119,7 +129,7 @@ func applyStep(ctx context.Context, client containers.Client, hostID string, spe
 			return errors.New("workload is not desired")
 		}
 		return client.Start(ctx, containers.StartRequest{HostID: hostID, Spec: *spec, SpecHash: s.SpecHash,
-			Slot: s.ReplicaIndex, Replace: s.ContainerID})
+			Slot: s.ReplicaIndex, Replace: s.ContainerID, Stamp: stamp})
 	case ActionStop:
 		return client.Stop(ctx, stop)
 	case ActionRoll, ActionDrain:
@@ -151,6 +161,9 @@ func Converge(ctx context.Context, client containers.Client, desired contract.De
 	}
 	history.Observe(desired, actual, now)
 	plan := Diff(desired, actual, history, now)
+	if opts.FromCache {
+		plan = HoldNewer(plan, actual, desired.HostID, opts.Stamp.Generation, history, now)
+	}
 	if !opts.HoldCreatedAfter.IsZero() {
 		plan = Hold(plan, actual, desired.HostID, opts.HoldCreatedAfter)
 	}

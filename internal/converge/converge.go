@@ -61,6 +61,8 @@ package converge
 import (
 	"fmt"
 	"time"
+
+	"github.com/hatchery/hatchery/internal/containers"
 )
 
 // Action names a single convergence step, for structured logging.
@@ -112,6 +114,10 @@ type Step struct {
 	StartedAt time.Time
 	// Reason says why, for logs: "missing", "stale", "crashed", "scale-down"...
 	Reason string
+	// NeverStarted marks a restart that is the container's first start (it
+	// was created, and the agent killed before it started it): it is not
+	// counted as a restart after a crash.
+	NeverStarted bool
 }
 
 func (s Step) String() string {
@@ -140,9 +146,13 @@ type Plan struct {
 	// passes. Zero if nothing waits on the clock. The agent converges again
 	// then, instead of on its next periodic tick.
 	WakeAt time.Time
-	// Held are the steps Hold took out of the plan (Diff never sets it):
-	// they wait until the guard is lifted.
+	// Held are the steps Hold or HoldNewer took out of the plan (Diff never
+	// sets it): they wait until the guard is lifted.
 	Held []Step
+	// Newer are the containers HoldNewer found created for a later desired
+	// state than the one converged to (a cache older than what runs).
+	// While there are any, every step but restarts in place is Held.
+	Newer []containers.Container
 }
 
 // Empty reports whether the plan does nothing now (it may still wait for

@@ -230,14 +230,26 @@ func (d *differ) remove(m member, reason string) {
 }
 
 // restart restarts an up-to-date container in place once its crash-loop
-// back-off allows; until then the status shows it crash-looping.
+// back-off allows; until then the status shows it crash-looping. A
+// container that never started (an agent killed between Docker's create
+// and start) is started, for the reason "never started": it did not crash.
 func (d *differ) restart(m member, reason string) {
 	if next := nextRestart(m.c, d.hist(m)); d.now.Before(next) {
 		d.wakeAt(next)
 		return
 	}
+	never := neverStarted(m.c)
+	if never {
+		reason = "never started"
+	}
 	d.add(Step{Action: ActionRestart, WorkloadID: m.c.WorkloadID, BlobID: m.c.BlobID, ContainerID: m.c.ID,
-		ReplicaIndex: m.c.Slot, SpecHash: m.c.SpecHash, StartedAt: m.c.StartedAt, Reason: reason})
+		ReplicaIndex: m.c.Slot, SpecHash: m.c.SpecHash, StartedAt: m.c.StartedAt, Reason: reason, NeverStarted: never})
+}
+
+// neverStarted reports whether c was created and never started: it holds
+// no start time (Docker's is zero until the first start).
+func neverStarted(c *containers.Container) bool {
+	return c.State == contract.StateStopped && c.StartedAt.IsZero()
 }
 
 func (d *differ) start(w *contract.WorkloadSpec, id, hash string, slot int, replace, reason string) {

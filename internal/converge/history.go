@@ -130,10 +130,11 @@ func (h *History) Observe(desired contract.DesiredState, actual []containers.Con
 }
 
 // Record notes a step that was carried out: a restart counts towards the
-// crash-loop back-off.
+// crash-loop back-off, unless it was the first start of a container that
+// never ran (NeverStarted): that is no crash, and must not show as one.
 func (h *History) Record(s Step, now time.Time) {
 	h.init()
-	if s.Action == ActionRestart {
+	if s.Action == ActionRestart && !s.NeverStarted {
 		ch := h.Containers[s.ContainerID]
 		ch.Restarts++
 		ch.LastRestart = now

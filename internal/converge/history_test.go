@@ -128,3 +128,31 @@ func TestStatus(t *testing.T) {
 		t.Errorf("serving: %+v", st[1])
 	}
 }
+
+// Issue 26: an agent killed between Docker's create and start leaves a
+// container that never ran. Starting it is its first start, not a restart
+// after a crash: no restart is counted (the status said RESTARTS 1), no
+// back-off follows, and the reason says what happened.
+func TestAContainerThatNeverStartedIsStartedNotCountedAsACrash(t *testing.T) {
+	w := wl("web", 1)
+	c := ctr("n", w, 0, up(w), contract.StateStopped, func(c *containers.Container) { c.StartedAt, c.FinishedAt = time.Time{}, time.Time{} })
+	h := NewHistory()
+	plan := Diff(desiredOf(w), []containers.Container{c}, h, t0)
+	equalSteps(t, plan, []string{"restart web/0 n"})
+	if s := plan.Steps[0]; s.Reason != "never started" || !s.NeverStarted {
+		t.Errorf("step %+v: want reason \"never started\", marked so", s)
+	}
+	h.Record(plan.Steps[0], t0)
+	if n := h.Containers["n"].Restarts; n != 0 {
+		t.Errorf("restarts = %d, want 0: it never ran, so it never crashed", n)
+	}
+
+	// One that ran and stopped is restarted, and counted, as before.
+	ran := ctr("r", w, 0, up(w), contract.StateCrashed)
+	plan = Diff(desiredOf(w), []containers.Container{ran}, h, t0)
+	equalSteps(t, plan, []string{"restart web/0 r"})
+	h.Record(plan.Steps[0], t0)
+	if s, n := plan.Steps[0], h.Containers["r"].Restarts; s.Reason != "crashed" || n != 1 {
+		t.Errorf("a crash: reason %q, restarts %d; want crashed, 1", s.Reason, n)
+	}
+}

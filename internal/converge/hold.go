@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/contract"
 )
 
 // Hold returns plan without the steps that could roll back a container
@@ -38,7 +39,8 @@ func Hold(plan Plan, actual []containers.Container, hostID string, since time.Ti
 	if len(young) == 0 {
 		return plan
 	}
-	out := Plan{WakeAt: plan.WakeAt, Held: plan.Held}
+	out := plan
+	out.Steps, out.Failures = nil, nil
 	heldWorkloads := map[string]bool{}
 	for _, s := range plan.Steps {
 		var hold bool
@@ -61,6 +63,67 @@ func Hold(plan Plan, actual []containers.Container, hostID string, since time.Ti
 		if !heldWorkloads[f.WorkloadID] {
 			out.Failures = append(out.Failures, f)
 		}
+	}
+	return out
+}
+
+// HoldNewer returns plan with every step but restarts in place moved to
+// Held, and no failures, when some container this host owns was created
+// for a later desired state than generation, the one converged to (see
+// containers.StateStamp); the containers found are in the result's Newer.
+// Otherwise plan is returned as it is.
+//
+// This is the agent's guard for a cache that is provably older than what
+// runs: its write failed (a full disk) while the host converged to a newer
+// state, and the agent restarted with no control plane to ask. Such a cache
+// must roll nothing back, however long the control plane stays away.
+//
+// All of the plan is held, not only the workloads with a newer container:
+// the newer state may have removed a workload or scaled one down, and
+// nothing on the host tells which, so any start or stop the older cache asks
+// for may undo it. A restart in place brings back the very container that
+// ran, at its own spec, and is kept; and a newer container that crashed,
+// which Diff would replace (its spec is not the cache's), is restarted in
+// place instead, under the same crash-loop back-off as any other (history
+// and now give it): a replica that crashes while the control plane is away
+// still comes back, at its newer spec. Generations, not creation times:
+// they order states without any clock. Pure, like Diff.
+func HoldNewer(plan Plan, actual []containers.Container, hostID string, generation int64, history *History, now time.Time) Plan {
+	var newer []containers.Container
+	for _, c := range actual {
+		if containers.Owned(c.Labels, hostID) && c.Stamp.Generation > generation {
+			newer = append(newer, c)
+		}
+	}
+	if len(newer) == 0 {
+		return plan
+	}
+	out := plan
+	out.Steps, out.Failures, out.Newer = nil, nil, newer
+	restarting := map[string]bool{}
+	for _, s := range plan.Steps {
+		if s.Action == ActionRestart {
+			out.Steps = append(out.Steps, s)
+			restarting[s.ContainerID] = true
+			continue
+		}
+		out.Held = append(out.Held, s)
+	}
+	for i := range newer {
+		c := &newer[i]
+		never := neverStarted(c)
+		if c.Placeholder() || (c.State != contract.StateCrashed && !never) || restarting[c.ID] {
+			continue
+		}
+		if next := nextRestart(c, history.container(c.ID)); now.Before(next) {
+			if out.WakeAt.IsZero() || next.Before(out.WakeAt) {
+				out.WakeAt = next
+			}
+			continue
+		}
+		out.Steps = append(out.Steps, Step{Action: ActionRestart, WorkloadID: c.WorkloadID, BlobID: c.BlobID,
+			ContainerID: c.ID, ReplicaIndex: c.Slot, SpecHash: c.SpecHash, StartedAt: c.StartedAt,
+			Reason: "crashed (newer than the cached state)", NeverStarted: never})
 	}
 	return out
 }

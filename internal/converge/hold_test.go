@@ -1,6 +1,7 @@
 package converge
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/containers/fake"
 	"github.com/hatchery/hatchery/internal/contract"
 )
 
@@ -138,4 +140,122 @@ func TestPropertyHoldNeverTouchesYoungContainers(t *testing.T) {
 			t.Fatalf("WakeAt %v, want the plan's %v", got.WakeAt, plan.WakeAt)
 		}
 	})
+}
+
+// stamped labels a container as created for the desired state of
+// generation gen.
+func stamped(gen int64) ctrOpt {
+	return func(c *containers.Container) {
+		c.Labels = containers.StateStamp{Version: "v" + strconv.FormatInt(gen, 10), Generation: gen}.AddTo(c.Labels)
+		c.Stamp = containers.StampFromLabels(c.Labels)
+	}
+}
+
+// The finding of issue 26: the cache (generation 5) holds v1, the host runs
+// containers made for v2 (generation 6), and they look older than the cache
+// by the clock (here: created before it was written, as after a clock step
+// or a StaleCacheWait long past). HoldNewer keeps every one of them, starts
+// no v1 replica in any slot and no workload v2 removed, and still restarts
+// a crashed container in place.
+func TestHoldNewerKeepsContainersOfALaterStateWhateverTheirAge(t *testing.T) {
+	v1web, v1db := wl("web", 3), wl("db", 1, stateful)
+	gone := wl("gone", 1) // in the cache; v2 removed it
+	v2web, v2db := v1web, v1db
+	v2web.Image, v2db.Image = "img:web-v3", "img:db-v3"
+	v2web.Replicas = 2 // v2 scaled down: the cache would start slot 2 at v1
+	old := created(time.Hour)
+	actual := []containers.Container{
+		ctr("w0", v2web, 0, up(v2web), contract.StateRunning, old, stamped(6)),
+		ctr("w1", v2web, 1, up(v2web), contract.StateCrashed, old, stamped(6)),
+		ctr("d0", v2db, 0, up(v2db), contract.StateRunning, old, stamped(6)),
+	}
+	h := healthySince(time.Hour, "w0", "d0")
+	plan := Diff(desiredOf(v1web, v1db, gone), actual, h, t0)
+	if len(plan.Steps) < 4 {
+		t.Fatalf("Diff plans %q against the stale cache: the test shows nothing", render(plan))
+	}
+
+	held := HoldNewer(plan, actual, host, 5, h, t0)
+	equalSteps(t, held, []string{"restart web/1 w1"})
+	if len(held.Held) != len(plan.Steps) || len(held.Failures) != 0 {
+		t.Errorf("held %d of %d steps, failures %+v", len(held.Held), len(plan.Steps), held.Failures)
+	}
+	if len(held.Newer) != 3 {
+		t.Errorf("newer containers %d, want 3", len(held.Newer))
+	}
+
+	// The cache at generation 6 knew these containers: nothing is held.
+	same := HoldNewer(plan, actual, host, 6, h, t0)
+	equalSteps(t, same, render(plan))
+	if len(same.Held) != 0 || len(same.Newer) != 0 {
+		t.Errorf("held %v, newer %v at the containers' own generation", same.Held, same.Newer)
+	}
+	// Containers of an older agent (no stamp) or another host never hold.
+	unstamped := []containers.Container{ctr("w0", v2web, 0, up(v2web), contract.StateRunning)}
+	equalSteps(t, HoldNewer(plan, unstamped, "h2", 0, h, t0), render(plan))
+	equalSteps(t, HoldNewer(plan, unstamped, host, 0, h, t0), render(plan))
+}
+
+// Converge end to end on the fake: the host converged to v2 (generation 6),
+// then a converge from a cache of v1 (generation 5) runs for ten minutes of
+// simulated time, through a crash: no v1 container is ever created, the v2
+// replicas stay (the crashed one restarted in place), and every container
+// carries the stamp of the state that made it.
+func TestConvergeFromAnOlderCacheStartsNothingOfIt(t *testing.T) {
+	v1 := wl("web", 3)
+	v2 := v1
+	v2.Image = "img:web-v3"
+	s := newSim(t, v2)
+	opts := testOptions(t)
+	opts.Stamp = containers.StateStamp{Version: "v2", Generation: 6}
+	for range 60 {
+		if _, err := Converge(context.Background(), s.f, s.desired, s.h, s.f.Now(), opts); err != nil {
+			t.Fatal(err)
+		}
+		s.f.Advance(time.Second)
+	}
+	before := s.list()
+	if len(before) != 3 {
+		t.Fatalf("%d containers after the v2 roll, want 3", len(before))
+	}
+	for _, c := range before {
+		if c.Stamp != opts.Stamp || c.SpecHash != up(v2) {
+			t.Fatalf("container %s: stamp %+v, spec %s; want %+v, %s", c.ID, c.Stamp, c.SpecHash, opts.Stamp, up(v2))
+		}
+	}
+	if err := s.f.Crash(before[1].ID, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	cached := desiredOf(v1)
+	cacheOpts := testOptions(t)
+	cacheOpts.Stamp, cacheOpts.FromCache = containers.StateStamp{Version: "v1", Generation: 5}, true
+	seen := 0
+	for range 600 {
+		plan, err := Converge(context.Background(), s.f, cached, s.h, s.f.Now(), cacheOpts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(plan.Newer) > 0 {
+			seen++
+		}
+		s.f.Advance(time.Second)
+	}
+	for _, e := range s.f.Events() {
+		if e.Kind == fake.EventCreate && e.SpecHash == up(v1) {
+			t.Fatalf("a v1 container was created from the older cache: %+v", e)
+		}
+	}
+	if seen != 600 {
+		t.Errorf("%d converges of 600 found the containers newer than the cache", seen)
+	}
+	after := s.list()
+	if len(after) != 3 {
+		t.Fatalf("%d containers, want the 3 of v2", len(after))
+	}
+	for i, c := range after {
+		if c.ID != before[i].ID || c.SpecHash != up(v2) || c.State != contract.StateRunning {
+			t.Errorf("slot %d: %s %s %s, want %s of v2 running", c.Slot, c.ID, c.SpecHash, c.State, before[i].ID)
+		}
+	}
 }

@@ -89,7 +89,7 @@ type eggTally struct {
 }
 
 // addHost counts the egg's workload w on host h. A host not up counts no
-// replica as ready and keeps the rollout from being done.
+// replica as ready and keeps the egg waiting for it.
 func (t *eggTally) addHost(h statusHost, w contract.WorkloadSpec, now time.Time) {
 	hash := contract.SpecHash(w)
 	p := assess(w, hash, h.Containers)
@@ -126,8 +126,10 @@ func (t *eggTally) addHost(h statusHost, w contract.WorkloadSpec, now time.Time)
 			t.worsen(phaseProgressing)
 		}
 	case !up && w.Replicas > 0:
+		// Nothing rolls on a host that is down: its replicas wait for it
+		// (shown as "rolling", an egg whose only host was down looked busy).
 		t.notUp = append(t.notUp, fmt.Sprintf("host %s is %s", h.label(), h.State))
-		t.worsen(phaseProgressing)
+		t.worsen(phaseWaiting)
 	case p.phase == phaseFailed:
 		t.Ready += p.ready
 		if t.Rollout.State != phaseFailed { // the first failure found says why

@@ -103,11 +103,18 @@ func TestProjectStatusSumsEachEggOverItsHosts(t *testing.T) {
 				t.Errorf("hosts = %+v, want a then b, one ready of one each", e.Hosts)
 			}
 		}},
+		// Issue 26: nothing rolls on a host that is down; its replicas wait
+		// for it (hatch status said "rolling").
+		{"an egg whose only host is down waits for it, and does not roll", []statusHost{
+			statusHostOf("a", store.HostDown, []contract.WorkloadSpec{web1}, runningAt(web1, 0, true)),
+		}, nil, "web", func(t *testing.T, e api.EggStatus) {
+			wantEgg(t, e, 0, 1, phaseWaiting, "host a is down")
+		}},
 		{"a host down counts nothing ready and is named", []statusHost{
 			statusHostOf("a", store.HostUp, []contract.WorkloadSpec{web1}, runningAt(web1, 0, true)),
 			statusHostOf("b", store.HostDown, []contract.WorkloadSpec{web1}, runningAt(web1, 0, true), stale),
 		}, nil, "web", func(t *testing.T, e api.EggStatus) {
-			wantEgg(t, e, 1, 2, phaseProgressing, "host b is down")
+			wantEgg(t, e, 1, 2, phaseWaiting, "host b is down")
 			if e.Previous != 0 {
 				t.Errorf("previous = %d: a host down's containers are old news", e.Previous)
 			}

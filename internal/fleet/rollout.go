@@ -19,7 +19,7 @@ const (
 	phaseFailed      = api.RolloutFailed
 	phaseDone        = api.RolloutDone
 	// phaseWaiting is an egg's as a whole (never one host's): some of its
-	// replicas could not be placed on any host.
+	// replicas could not be placed on any host, or their host is down.
 	phaseWaiting = api.RolloutWaiting
 )
 

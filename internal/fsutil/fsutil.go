@@ -14,9 +14,11 @@ import (
 // WriteFileAtomic writes data to path through a temporary file in the same
 // directory, fsynced, renamed over path, then the directory fsynced: readers
 // and a restart after a crash see the old content or the new, never a part.
+// A process killed between the temporary file's creation and the rename
+// leaves it behind: RemoveTemps sweeps such files at the next start.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	f, err := os.CreateTemp(dir, tempPrefix(filepath.Base(path))+"*")
 	if err != nil {
 		return err
 	}
@@ -46,6 +48,51 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// tempPrefix is how the temporary files of WriteFileAtomic for the file
+// name begin: hidden, and named after the file they stand in for.
+func tempPrefix(name string) string { return "." + name + ".tmp-" }
+
+// RemoveTemps removes from dir the temporary files WriteFileAtomic left
+// there for the files named (names, not paths), and returns the paths it
+// removed. Each killed write leaves one, as big as the file it was to
+// replace: on a small disk (a full data dir is when writes fail and
+// processes get killed) they would eat the space the next write needs.
+// Call it at start, before anything writes the named files: a write in
+// flight would lose its temporary file and fail. Other files are left
+// alone, and a missing dir holds nothing to remove.
+func RemoveTemps(dir string, names ...string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sweep temporary files: %w", err)
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		for _, name := range names {
+			if !strings.HasPrefix(e.Name(), tempPrefix(name)) {
+				continue
+			}
+			path := filepath.Join(dir, e.Name())
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			} else {
+				removed = append(removed, path)
+			}
+			break
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return removed, fmt.Errorf("sweep temporary files: %w", err)
+	}
+	return removed, nil
 }
 
 // PrivateDir makes dir a data directory only its owner can enter (0700): the

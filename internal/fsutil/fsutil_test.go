@@ -105,3 +105,45 @@ func perm(t *testing.T, path string) os.FileMode {
 	}
 	return fi.Mode().Perm()
 }
+
+// A write killed before its rename leaves its temporary file: RemoveTemps
+// sweeps those of the named files, and nothing else.
+func TestRemoveTempsSweepsWhatKilledWritesLeftAndNothingElse(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]bool{ // name -> swept
+		"state.json":                     false,
+		".state.json.tmp-123456":         true,
+		".state.json.tmp-9":              true,
+		".cache.json.tmp-77":             true,
+		".other.json.tmp-1":              false, // not named
+		"notes.state.json.tmp-1":         false,
+		".state.json.tmp-but-a-dir-here": false, // a directory: not ours
+	}
+	for name := range files {
+		var err error
+		if strings.Contains(name, "dir") {
+			err = os.Mkdir(filepath.Join(dir, name), 0o700)
+		} else {
+			err = os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := RemoveTemps(dir, "state.json", "cache.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 3 {
+		t.Errorf("removed %q, want the 3 temporary files", removed)
+	}
+	for name, swept := range files {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if gone := os.IsNotExist(err); gone != swept {
+			t.Errorf("%s: gone %v, want %v", name, gone, swept)
+		}
+	}
+	if removed, err := RemoveTemps(filepath.Join(dir, "missing"), "state.json"); err != nil || len(removed) != 0 {
+		t.Errorf("a missing dir: removed %q, %v", removed, err)
+	}
+}

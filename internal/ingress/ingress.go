@@ -163,8 +163,8 @@ func (in *Ingress) Start() error {
 		in.adminSrv = &http.Server{Handler: in.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
 		in.serve(in.adminSrv, adminLn)
 	}
-	in.log.Info("ingress started", zap.Stringer("http", addrOf(httpLn)), zap.Stringer("https", addrOf(in.httpsLn)),
-		zap.Stringer("admin", addrOf(adminLn)))
+	in.log.Info("ingress started", listenerField("http", httpLn), listenerField("https", in.httpsLn),
+		listenerField("admin", adminLn))
 	return nil
 }
 
@@ -201,6 +201,15 @@ func (in *Ingress) AdminAddr() net.Addr {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return addrOf(in.adminLn)
+}
+
+// listenerField logs where ln listens, or "off" when there is none: a nil
+// net.Addr given to zap.Stringer logs a recovered panic, not the address.
+func listenerField(key string, ln net.Listener) zap.Field {
+	if ln == nil {
+		return zap.String(key, "off")
+	}
+	return zap.String(key, ln.Addr().String())
 }
 
 func addrOf(ln net.Listener) net.Addr {

@@ -19,10 +19,11 @@ type HostList interface {
 // Statuses).
 type Liveness interface {
 	HostList
-	// MarkAllHostsUnknown sets every host that is not unknown to unknown,
-	// recording a host.unknown event for each. The server calls it when it
-	// starts: it has not heard from anyone yet, and a restart of the server is
-	// not an outage of the fleet.
+	// MarkAllHostsUnknown sets every host that is up to unknown, recording
+	// a host.unknown event for each; a host down stays down. The server
+	// calls it when it starts: it has not heard from anyone yet, and a
+	// restart of the server is not an outage of the fleet (so the next
+	// report of a host that was up records no host.up: see PutStatus).
 	MarkAllHostsUnknown(ctx context.Context, at time.Time) error
 	// MarkHostDown sets the host down, with a host.down event, only if it is
 	// not down already and was last seen before notSeenSince (or never), so a
@@ -35,7 +36,9 @@ type Liveness interface {
 type Statuses interface {
 	// PutStatus stores a host's latest report and is its heartbeat: the host
 	// is created if new, LastSeen becomes at, and a host that was not up goes
-	// up with a host.up event. It returns the report it replaced (nil if none).
+	// up, with a host.up event if it was down or had never reported (not if
+	// it was unknown only because the server restarted). It returns the
+	// report it replaced (nil if none).
 	PutStatus(ctx context.Context, hostID string, report []byte, at time.Time) (previous []byte, err error)
 	// Status returns a host's latest report, or ErrNotFound.
 	Status(ctx context.Context, hostID string) (Status, error)

@@ -275,6 +275,84 @@ func TestChaosAFullDataDirRollsNothingBackAtRestart(t *testing.T) {
 	step("cached once space was freed")
 }
 
+// Chaos, issue 26: as above, but the control plane is gone when the agent
+// restarts, and --stale-cache-wait is 1 ms (any wait ends some time). The
+// cache holds v1, the containers were made for v2: no container of v1 is
+// ever created, the v2 replicas keep running, untouched, through converges
+// well past the wait, and the agent logs why it holds.
+func TestChaosAFullDataDirRollsNothingBackWithTheServerDown(t *testing.T) {
+	e := newEnv(t, envOptions{convergeInterval: 500 * time.Millisecond})
+	if err := os.MkdirAll(e.agent.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", e.agent.dataDir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
+		t.Fatalf("mount a tmpfs for the agent's data dir (the test needs CAP_SYS_ADMIN): %v", err)
+	}
+	t.Cleanup(func() {
+		e.agent.signal(syscall.SIGKILL) // before the unmount: the agent writes there
+		if err := syscall.Unmount(e.agent.dataDir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount the agent's data dir: %v", err)
+		}
+	})
+	e.startJoined()
+	web := e.workload("web", 3, "v1")
+	v1 := e.set(web)
+	e.waitServing(web, "v1", time.Minute)
+	fill(t, filepath.Join(e.agent.dataDir, "filler"))
+	web2 := withEnv(web, "APP_VERSION", "v2")
+	v2 := e.set(web2)
+	before := e.waitServing(web2, "v2", time.Minute)
+	if v := cachedVersion(t, e.agent.dataDir); v != v1.Version {
+		t.Fatalf("the cache holds %q, want v1's %q: the test shows nothing", v, v1.Version)
+	}
+
+	e.cp.stop()
+	e.agent.signal(syscall.SIGKILL)
+	e.agent.args = append(e.agent.args, "--stale-cache-wait", "1ms") // 0 is the default's 10 s
+	converges := func() int {
+		return e.agent.logCount("converged") + e.agent.logCount("converged: nothing to do") + e.agent.logCount("converged with errors")
+	}
+	base := converges()
+	v1Hash := contract.SpecHash(web)
+	s := startSampler(100*time.Millisecond, func(ctx context.Context) []string {
+		cs, err := e.containers(ctx, &web)
+		if err != nil {
+			return []string{err.Error()}
+		}
+		var bad []string
+		for _, c := range cs {
+			if c.SpecHash == v1Hash {
+				bad = append(bad, fmt.Sprintf("a v1 container %s in slot %d: %s", c.ID[:12], c.Slot, c.Status))
+			}
+		}
+		return bad
+	})
+	e.agent.start()
+	// Twenty converges from the cache (10 s at the 500 ms timer), all past
+	// the wait.
+	dockertest.Eventually(t, time.Minute, 100*time.Millisecond, func() error {
+		if n := converges() - base; n < 20 {
+			return fmt.Errorf("%d converges since the restart", n)
+		}
+		return nil
+	})
+	samples, problems := s.finish()
+	for _, p := range problems {
+		t.Error(p)
+	}
+	after := e.waitServing(web2, "v2", 10*time.Second)
+	for i := range before {
+		if after[i].ID != before[i].ID || after[i].StartedAt != before[i].StartedAt {
+			t.Errorf("slot %d was replaced at the restart: %s, was %s", i, after[i].ID[:12], before[i].ID[:12])
+		}
+	}
+	if n := e.agent.logCount("the cached desired state is older than the containers running: holding every change until the control plane answers",
+		v2.Version); n != 1 {
+		t.Errorf("the agent logged the hold %d times, want once", n)
+	}
+	t.Logf("%d samples, the v2 replicas untouched", samples)
+}
+
 // fill writes path until the file system is full.
 func fill(t *testing.T, path string) {
 	t.Helper()

@@ -75,7 +75,7 @@ func (e *Engine) startSlot(ctx context.Context, req containers.StartRequest, nam
 			return fmt.Errorf("replace %s: %w", short(req.Replace), err)
 		}
 	}
-	plan := planCreate(req, ref, name, e.labels(containers.Labels(e.cfg.HostID, w, req.Slot, req.SpecHash)), secretFiles)
+	plan := planCreate(req, ref, name, e.labels(req.Stamp.AddTo(containers.Labels(e.cfg.HostID, w, req.Slot, req.SpecHash))), secretFiles)
 	id, err := e.create(ctx, plan)
 	if err != nil {
 		e.secrets().remove(name)

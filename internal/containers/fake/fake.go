@@ -348,7 +348,7 @@ func (f *Fake) Start(ctx context.Context, req containers.StartRequest) error {
 		return nil
 	}
 	create := func() {
-		k := f.newCtr("", name, containers.Labels(req.HostID, req.Spec, req.Slot, req.SpecHash))
+		k := f.newCtr("", name, req.Stamp.AddTo(containers.Labels(req.HostID, req.Spec, req.Slot, req.SpecHash)))
 		k.created = f.now
 		f.start(k)
 		f.record(EventCreate, k)

@@ -15,9 +15,10 @@ func (s *Store) PutStatus(ctx context.Context, hostID string, report []byte, at 
 	var previous []byte
 	err := s.write(ctx, func(tx Tx) error {
 		previous = nil
-		selectHost := `SELECT state, status FROM hosts WHERE id = $1` + s.d.LockRow
+		selectHost := `SELECT state, status, last_seen FROM hosts WHERE id = $1` + s.d.LockRow
 		var state, status string
-		err := tx.QueryRow(ctx, selectHost, hostID).Scan(&state, &status)
+		var seen int64
+		err := tx.QueryRow(ctx, selectHost, hostID).Scan(&state, &status, &seen)
 		if errors.Is(err, ErrNoRows) {
 			// A new host; another server may be adding it at the same time,
 			// so take the row it added, locked, if there is one.
@@ -26,7 +27,7 @@ func (s *Store) PutStatus(ctx context.Context, hostID string, report []byte, at 
 				hostID, string(store.HostUnknown), Millis(at)); err != nil {
 				return err
 			}
-			err = tx.QueryRow(ctx, selectHost, hostID).Scan(&state, &status)
+			err = tx.QueryRow(ctx, selectHost, hostID).Scan(&state, &status, &seen)
 		}
 		if err != nil {
 			return err
@@ -39,7 +40,11 @@ func (s *Store) PutStatus(ctx context.Context, hostID string, report []byte, at 
 			WHERE id = $1`, hostID, Millis(at), string(report), string(store.HostUp)); err != nil {
 			return err
 		}
-		if store.HostState(state) == store.HostUp {
+		// host.up follows a host.down, or is a host's first report: a host
+		// unknown since a server started, that reported before, was up then
+		// (MarkAllHostsUnknown leaves a down host down) and the restart of
+		// the server was no outage of it.
+		if st := store.HostState(state); st == store.HostUp || (st == store.HostUnknown && seen != 0) {
 			return nil
 		}
 		_, err = tx.AppendEvent(ctx, hostEvent(store.EventHostUp, hostID, at, "host "+hostID+" is up"))
@@ -108,14 +113,15 @@ func (s *Store) ListHosts(ctx context.Context) ([]store.Host, error) {
 	return out, nil
 }
 
-// MarkAllHostsUnknown sets every host unknown, with an event for each that
-// changed, in the order of their IDs.
+// MarkAllHostsUnknown sets every host up unknown, with an event for each
+// that changed, in the order of their IDs. A host down stays down: it was
+// down before the server started, and its next report says it is up again.
 func (s *Store) MarkAllHostsUnknown(ctx context.Context, at time.Time) error {
 	err := s.write(ctx, func(tx Tx) error {
 		// One statement locks every row it changes; the events come after,
 		// as every event does.
-		rows, err := tx.Query(ctx, `UPDATE hosts SET state = $1, state_since = $2 WHERE state <> $1 RETURNING id`,
-			string(store.HostUnknown), Millis(at))
+		rows, err := tx.Query(ctx, `UPDATE hosts SET state = $1, state_since = $2 WHERE state <> $1 AND state <> $3 RETURNING id`,
+			string(store.HostUnknown), Millis(at), string(store.HostDown))
 		if err != nil {
 			return err
 		}

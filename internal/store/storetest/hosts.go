@@ -71,6 +71,39 @@ func RunLiveness(t *testing.T, open Open) {
 		}
 	})
 
+	// Issue 26: after a server restart every report of a host that was up
+	// made a host.up event, with no host.down before it. A restart of the
+	// server is not an outage of the host: only a host that was down, or has
+	// never reported, comes up with an event.
+	t.Run("a host up before a server restart reports again without a host.up; one down comes up with one", func(t *testing.T) {
+		s := open(t)
+		putStatus(t, s, "up", `{}`, t0)
+		putStatus(t, s, "down", `{}`, t0)
+		if _, err := s.MarkHostDown(ctx(t), "down", t0.Add(time.Second), t0.Add(7*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkAllHostsUnknown(ctx(t), t0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		start := lastSeq(t, s)
+		putStatus(t, s, "up", `{}`, t0.Add(time.Minute+time.Second))
+		putStatus(t, s, "down", `{}`, t0.Add(time.Minute+time.Second))
+		putStatus(t, s, "new", `{}`, t0.Add(time.Minute+time.Second))
+		for _, id := range []string{"up", "down", "new"} {
+			if h := host(t, s, id); h.State != store.HostUp {
+				t.Fatalf("host %s = %+v, want up", id, h)
+			}
+		}
+		evs := eventsSince(t, s, start)
+		var got []string
+		for _, e := range evs {
+			got = append(got, string(e.Type)+" "+e.Host)
+		}
+		if want := []string{"host.up down", "host.up new"}; !slices.Equal(got, want) {
+			t.Fatalf("events %q, want %q", got, want)
+		}
+	})
+
 	t.Run("a report that lands before the cutoff keeps the host up", func(t *testing.T) {
 		s := open(t)
 		putStatus(t, s, "h1", `{}`, t0.Add(5*time.Second))
@@ -91,7 +124,7 @@ func RunLiveness(t *testing.T, open Open) {
 		}
 	})
 
-	t.Run("a server start makes every host unknown, with an event each", func(t *testing.T) {
+	t.Run("a server start makes every host not down unknown, with an event each", func(t *testing.T) {
 		s := open(t)
 		putStatus(t, s, "h1", `{}`, t0)
 		putStatus(t, s, "h2", `{}`, t0)
@@ -105,14 +138,16 @@ func RunLiveness(t *testing.T, open Open) {
 		if err := s.MarkAllHostsUnknown(ctx(t), t0.Add(2*time.Minute)); err != nil { // already unknown: no events
 			t.Fatal(err)
 		}
-		for _, id := range []string{"h1", "h2"} {
-			if h := host(t, s, id); h.State != store.HostUnknown || !h.StateSince.Equal(t0.Add(time.Minute)) || !h.LastSeen.Equal(t0) {
-				t.Fatalf("host = %+v, want unknown since t0+1m, last seen kept", h)
-			}
+		if h := host(t, s, "h1"); h.State != store.HostUnknown || !h.StateSince.Equal(t0.Add(time.Minute)) || !h.LastSeen.Equal(t0) {
+			t.Fatalf("host = %+v, want unknown since t0+1m, last seen kept", h)
+		}
+		// A host down stays down: the server's restart tells nothing new of it.
+		if h := host(t, s, "h2"); h.State != store.HostDown || !h.StateSince.Equal(t0.Add(7*time.Second)) {
+			t.Fatalf("host = %+v, want still down since t0+7s", h)
 		}
 		evs := eventsSince(t, s, start)
-		if !slices.Equal(types(evs), []store.EventType{store.EventHostUnknown, store.EventHostUnknown}) {
-			t.Fatalf("events %v, want two host.unknown", types(evs))
+		if !slices.Equal(types(evs), []store.EventType{store.EventHostUnknown}) || evs[0].Host != "h1" {
+			t.Fatalf("events %+v, want one host.unknown, of h1", evs)
 		}
 		// From unknown a host goes down like from up.
 		if down, err := s.MarkHostDown(ctx(t), "h1", t0.Add(2*time.Minute), t0.Add(2*time.Minute)); err != nil || !down {
