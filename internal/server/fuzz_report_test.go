@@ -5,18 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/fleet"
-	"github.com/hatchery/hatchery/internal/store/sqlite"
 )
 
 // FuzzReportAPI posts any status report as a joined host (the rogue's),
@@ -54,25 +50,10 @@ type reportFuzz struct {
 
 func newReportFuzz(f *testing.F) *reportFuzz {
 	f.Helper()
-	dir := f.TempDir()
-	st, err := sqlite.Open(f.Context(), filepath.Join(dir, "hatch.db"), zap.NewNop())
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { st.Close() })
-	hash, admin, err := EnsureAdminToken(f.Context(), st, filepath.Join(dir, "admin-token"), fingerprint(), time.Now())
-	if err != nil {
-		f.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.MaxWait, cfg.AuthFailureBurst = 10*time.Millisecond, 1<<30
-	b := BuildTestServer(f, cfg, TestWiring{Dir: dir, Store: st, Auth: NewTokenAuth(hash, st, time.Now)})
-	if err := b.Server.Start(f.Context()); err != nil {
-		f.Fatal(err)
-	}
-	rf := &reportFuzz{fuzzServer: &fuzzServer{h: b.Server.Handler(), admin: admin}, fleet: b.Fleet}
+	fs, b, st := startFuzzServer(f)
+	rf := &reportFuzz{fuzzServer: fs, fleet: b.Fleet}
 	var jt api.JoinToken
-	rf.setup(f, admin, "POST", "/api/v1/join-tokens", `{"uses":10,"ttl":"24h"}`, &jt)
+	rf.setup(f, fs.admin, "POST", "/api/v1/join-tokens", `{"uses":10,"ttl":"24h"}`, &jt)
 	var rogue, honest api.JoinResponse
 	rf.setup(f, jt.Token, "POST", "/api/v1/join", `{"name":"rogue"}`, &rogue)
 	rf.setup(f, jt.Token, "POST", "/api/v1/join", `{"name":"honest"}`, &honest)

@@ -33,6 +33,21 @@ type fuzzServer struct {
 
 func newFuzzServer(f *testing.F) *fuzzServer {
 	f.Helper()
+	fs, _, _ := startFuzzServer(f)
+	var jt api.JoinToken
+	fs.setup(f, fs.admin, "POST", "/api/v1/join-tokens", `{"uses":1000,"ttl":"24h"}`, &jt)
+	fs.join = jt.Token
+	var joined api.JoinResponse
+	fs.setup(f, fs.join, "POST", "/api/v1/join", `{"name":"fuzz-host"}`, &joined)
+	fs.host, fs.id = joined.Token, joined.HostID
+	return fs
+}
+
+// startFuzzServer starts a server on a new SQLite store with real token
+// authentication, answering long-polls at once and never rate limiting:
+// the fuzz targets' server, with its wiring and store.
+func startFuzzServer(f *testing.F) (*fuzzServer, Built, *sqlite.Store) {
+	f.Helper()
 	dir := f.TempDir()
 	st, err := sqlite.Open(f.Context(), filepath.Join(dir, "hatch.db"), zap.NewNop())
 	if err != nil {
@@ -49,14 +64,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 	if err := b.Server.Start(f.Context()); err != nil {
 		f.Fatal(err)
 	}
-	fs := &fuzzServer{h: b.Server.Handler(), admin: admin}
-	var jt api.JoinToken
-	fs.setup(f, fs.admin, "POST", "/api/v1/join-tokens", `{"uses":1000,"ttl":"24h"}`, &jt)
-	fs.join = jt.Token
-	var joined api.JoinResponse
-	fs.setup(f, fs.join, "POST", "/api/v1/join", `{"name":"fuzz-host"}`, &joined)
-	fs.host, fs.id = joined.Token, joined.HostID
-	return fs
+	return &fuzzServer{h: b.Server.Handler(), admin: admin}, b, st
 }
 
 // setup sends a request the fuzz target needs to have been made, and decodes its answer.
