@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/placement"
-	"github.com/hatchery/hatchery/internal/store/sqlite"
 )
 
 // capacityWorld is a started server with real token authentication, two
@@ -30,21 +28,13 @@ type capacityWorld struct {
 
 func newCapacityWorld(t *testing.T, caps placement.Resources) *capacityWorld {
 	t.Helper()
-	dir := t.TempDir()
 	log := zaptest.NewLogger(t)
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "hatch.db"), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	clk := &clock{now: time.Now().UTC().Truncate(time.Millisecond)}
-	hash, admin, err := EnsureAdminToken(t.Context(), st, filepath.Join(dir, "admin-token"), fingerprint(), clk.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ts := newTokenStore(t, log, clk.Now())
+	dir, st, admin := ts.dir, ts.st, ts.admin
 	fc := fleet.DefaultConfig()
 	fc.MaxHostCapacity = caps
-	b := BuildTestServer(t, DefaultConfig(), TestWiring{Dir: dir, Store: st, Auth: NewTokenAuth(hash, st, clk.Now),
+	b := BuildTestServer(t, DefaultConfig(), TestWiring{Dir: dir, Store: st, Auth: NewTokenAuth(ts.hash, st, clk.Now),
 		Logger: log, Now: clk.Now, Fleet: fc})
 	if err := b.Server.Start(t.Context()); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -48,23 +47,14 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 // the fuzz targets' server, with its wiring and store.
 func startFuzzServer(f *testing.F) (*fuzzServer, Built, *sqlite.Store) {
 	f.Helper()
-	dir := f.TempDir()
-	st, err := sqlite.Open(f.Context(), filepath.Join(dir, "hatch.db"), zap.NewNop())
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { st.Close() })
-	hash, admin, err := EnsureAdminToken(f.Context(), st, filepath.Join(dir, "admin-token"), fingerprint(), time.Now())
-	if err != nil {
-		f.Fatal(err)
-	}
+	ts := newTokenStore(f, zap.NewNop(), time.Now())
 	cfg := DefaultConfig()
 	cfg.MaxWait, cfg.AuthFailureBurst = 10*time.Millisecond, 1<<30
-	b := BuildTestServer(f, cfg, TestWiring{Dir: dir, Store: st, Auth: NewTokenAuth(hash, st, time.Now)})
+	b := BuildTestServer(f, cfg, TestWiring{Dir: ts.dir, Store: ts.st, Auth: NewTokenAuth(ts.hash, ts.st, time.Now)})
 	if err := b.Server.Start(f.Context()); err != nil {
 		f.Fatal(err)
 	}
-	return &fuzzServer{h: b.Server.Handler(), admin: admin}, b, st
+	return &fuzzServer{h: b.Server.Handler(), admin: ts.admin}, b, ts.st
 }
 
 // setup sends a request the fuzz target needs to have been made, and decodes its answer.

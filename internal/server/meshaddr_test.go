@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/fleet"
-	"github.com/hatchery/hatchery/internal/store/sqlite"
 )
 
 // newReportingServer is a server as `hatch server` wires it (tokens from
@@ -26,20 +24,12 @@ import (
 // runServer sets from its listener).
 func newReportingServer(t *testing.T, loopbackMesh bool) *harness {
 	t.Helper()
-	dir := t.TempDir()
 	log := zaptest.NewLogger(t)
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "hatch.db"), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	hash, admin, err := EnsureAdminToken(t.Context(), st, filepath.Join(dir, "admin-token"), fingerprint(), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ts := newTokenStore(t, log, time.Now())
+	st, admin := ts.st, ts.admin
 	fc := fleet.DefaultConfig()
 	fc.LoopbackMesh = loopbackMesh
-	b := BuildTestServer(t, DefaultConfig(), TestWiring{Dir: dir, Store: st, Auth: NewTokenAuth(hash, st, time.Now),
+	b := BuildTestServer(t, DefaultConfig(), TestWiring{Dir: ts.dir, Store: st, Auth: NewTokenAuth(ts.hash, st, time.Now),
 		Fleet: fc, Logger: log})
 	hs := httptest.NewServer(b.Server.Handler())
 	t.Cleanup(hs.Close)

@@ -62,22 +62,37 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
+// tokenStore is a new SQLite store in a directory of its own with the
+// admin token made in it, as `hatch server` makes them: where every
+// harness with real token authentication starts.
+type tokenStore struct {
+	dir         string
+	st          *sqlite.Store
+	hash, admin string // the admin token's hash, and the token
+}
+
+func newTokenStore(tb testing.TB, log *zap.Logger, now time.Time) tokenStore {
+	tb.Helper()
+	ts := tokenStore{dir: tb.TempDir()}
+	var err error
+	if ts.st, err = sqlite.Open(tb.Context(), filepath.Join(ts.dir, "hatch.db"), log); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ts.st.Close() })
+	if ts.hash, ts.admin, err = EnsureAdminToken(tb.Context(), ts.st, filepath.Join(ts.dir, "admin-token"), fingerprint(), now); err != nil {
+		tb.Fatal(err)
+	}
+	return ts
+}
+
 func newSecureHarness(t *testing.T, cfg Config) *secureHarness {
 	t.Helper()
-	dir := t.TempDir()
 	logs := &lockedBuffer{}
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zap.DebugLevel))
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "hatch.db"), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	clk := &clock{now: time.Now().UTC().Truncate(time.Millisecond)}
-	hash, admin, err := EnsureAdminToken(t.Context(), st, filepath.Join(dir, "admin-token"), fingerprint(), clk.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := BuildTestServer(t, cfg, TestWiring{Dir: dir, Store: st, Auth: NewTokenAuth(hash, st, clk.Now), ServerID: "srv-matrix",
+	ts := newTokenStore(t, log, clk.Now())
+	st, admin := ts.st, ts.admin
+	b := BuildTestServer(t, cfg, TestWiring{Dir: ts.dir, Store: st, Auth: NewTokenAuth(ts.hash, st, clk.Now), ServerID: "srv-matrix",
 		Logger: log, Now: clk.Now})
 	srv := b.Server
 	sh := &secureHarness{t: t, clock: clk, logs: logs, hostCA: b.HostCA}
