@@ -16,34 +16,22 @@ import (
 	"github.com/hatchery/hatchery/internal/ingress"
 	"github.com/hatchery/hatchery/internal/mesh"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/testutil/nettest"
 )
 
 // lineEcho serves TCP on loopback, answering each line with name and the
 // line: a replica's port.
 func lineEcho(t *testing.T, name string) (addr string, port int) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	ln := nettest.Serve(t, "tcp", "127.0.0.1:0", func(c net.Conn) {
+		defer c.Close()
+		sc := bufio.NewScanner(c)
+		for sc.Scan() {
+			if _, err := fmt.Fprintf(c, "%s: %s\n", name, sc.Text()); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					if _, err := fmt.Fprintf(c, "%s: %s\n", name, sc.Text()); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
+	})
 	return ln.Addr().String(), ln.Addr().(*net.TCPAddr).Port
 }
 

@@ -203,18 +203,7 @@ func (e *env) dbCount(db contract.WorkloadSpec) string {
 // state); once space is freed the cache is written with the new state.
 func TestChaosAFullDataDirRollsNothingBackAtRestart(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	if err := os.MkdirAll(e.agent.dataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", e.agent.dataDir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
-		t.Fatalf("mount a tmpfs for the agent's data dir (the test needs CAP_SYS_ADMIN): %v", err)
-	}
-	t.Cleanup(func() {
-		e.agent.signal(syscall.SIGKILL) // before the unmount: the agent writes there
-		if err := syscall.Unmount(e.agent.dataDir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount the agent's data dir: %v", err)
-		}
-	})
+	mountSmallDataDir(t, e)
 	began := time.Now()
 	step := func(what string) { t.Logf("%s: %s", what, time.Since(began).Round(time.Millisecond)) }
 	e.startJoined()
@@ -282,18 +271,7 @@ func TestChaosAFullDataDirRollsNothingBackAtRestart(t *testing.T) {
 // well past the wait, and the agent logs why it holds.
 func TestChaosAFullDataDirRollsNothingBackWithTheServerDown(t *testing.T) {
 	e := newEnv(t, envOptions{convergeInterval: 500 * time.Millisecond})
-	if err := os.MkdirAll(e.agent.dataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", e.agent.dataDir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
-		t.Fatalf("mount a tmpfs for the agent's data dir (the test needs CAP_SYS_ADMIN): %v", err)
-	}
-	t.Cleanup(func() {
-		e.agent.signal(syscall.SIGKILL) // before the unmount: the agent writes there
-		if err := syscall.Unmount(e.agent.dataDir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount the agent's data dir: %v", err)
-		}
-	})
+	mountSmallDataDir(t, e)
 	e.startJoined()
 	web := e.workload("web", 3, "v1")
 	v1 := e.set(web)
@@ -483,4 +461,23 @@ func TestChaosFrozenReplicasLeaveThePoolAndAreRestarted(t *testing.T) {
 	if n := e.agent.logCount("converge step", `"action":"restart"`, `"reason":"unhealthy"`); n < 2 {
 		t.Errorf("%d restarts for failed checks in the agent's log, want the two frozen replicas", n)
 	}
+}
+
+// mountSmallDataDir puts the agent's data dir on a 1 MiB tmpfs, which
+// fill can then fill; the agent is killed and the tmpfs unmounted when the
+// test ends.
+func mountSmallDataDir(t *testing.T, e *env) {
+	t.Helper()
+	if err := os.MkdirAll(e.agent.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", e.agent.dataDir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
+		t.Fatalf("mount a tmpfs for the agent's data dir (the test needs CAP_SYS_ADMIN): %v", err)
+	}
+	t.Cleanup(func() {
+		e.agent.signal(syscall.SIGKILL) // before the unmount: the agent writes there
+		if err := syscall.Unmount(e.agent.dataDir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount the agent's data dir: %v", err)
+		}
+	})
 }
