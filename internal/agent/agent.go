@@ -486,7 +486,8 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		cacheErr := a.keepCache(desired, stamp.Generation, now)
 		errs = append(errs, cacheErr)
 		plan, err = converge.Converge(ctx, a.docker, withRelays, a.mem.History, now,
-			converge.Options{Logger: a.log, HoldCreatedAfter: hold, Stamp: stamp, FromCache: fromCache})
+			converge.Options{Logger: a.log, HoldCreatedAfter: hold, Stamp: stamp, FromCache: fromCache,
+				BeforeApply: func(actual []containers.Container) { a.routeBeforeSteps(desired, actual) }})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("converge: %w", err))
 		}
@@ -773,6 +774,19 @@ func (a *Agent) route(desired contract.DesiredState, actual []containers.Contain
 		return fmt.Errorf("update ingress: %w", err)
 	}
 	return a.removeStaleRelayDirs(desired)
+}
+
+// routeBeforeSteps gives the ingress the routing table for what runs as a
+// converge's steps are about to start. A replica first seen healthy in this
+// pass joins the pool here, before the same plan drains the container it
+// replaces: were the table updated only after the pass, the egg would have
+// no backend on this host between the drain and that update, and with every
+// host rolling at once (a restart of the egg), none anywhere. A table that
+// fails to apply is reported by the route after the pass.
+func (a *Agent) routeBeforeSteps(desired contract.DesiredState, actual []containers.Container) {
+	if err := a.cfg.Router.Update(routingTable(desired, actual, a.mem.History, a.relayRoot)); err != nil {
+		a.log.Debug("routing table before the converge steps not applied", zap.Error(err))
+	}
 }
 
 // removeStaleRelayDirs removes the socket directories of services that no

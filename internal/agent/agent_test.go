@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -271,18 +273,7 @@ func TestAFailedRolloutIsNotRetriedAfterARestart(t *testing.T) {
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// tick moves the clock and waits for a converge that saw the new time.
-	tick := func(a *Agent) {
-		f.Advance(time.Second)
-		target := f.Now()
-		a.Notify()
-		eventually(t, "a converge at "+target.Format(time.TimeOnly), func() error {
-			if r, _ := a.Status(); !r.Time.Equal(target) {
-				return fmt.Errorf("last converge at %s", r.Time.Format(time.TimeOnly))
-			}
-			return nil
-		})
-	}
+	tick := func(a *Agent) { tickAndConverge(t, f, a) }
 	healthyV1 := func() string {
 		for _, c := range f.All() {
 			if c.SpecHash == contract.SpecHash(v1) && c.State == contract.StateRunning && c.Healthy {
@@ -627,4 +618,86 @@ func TestAWorkloadWithAnUnsafeNameIsRefused(t *testing.T) {
 			t.Errorf("container %s of %s started", c.Name, c.WorkloadID)
 		}
 	}
+}
+
+// TestANewReplicaIsRoutedBeforeTheOneItReplacesDrains rolls a replica on
+// the fake, a second of its clock per converge: each time the old
+// container's drain begins, the ingress's table already has its
+// replacement as a healthy backend. Updating the table only after the pass
+// that drains left the egg without a backend on the host for a moment, and
+// a restart of an egg on two hosts answered 503 when both rolled at once.
+func TestANewReplicaIsRoutedBeforeTheOneItReplacesDrains(t *testing.T) {
+	f := fake.New(testHost, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), fake.DefaultTiming())
+	cp := newFakeControlPlane()
+	v1 := web(1)
+	v1.Routes = []contract.Route{{Host: "shop.localhost"}}
+	cp.set(desiredState(v1))
+	cfg := testConfig(t, f, cp, t.TempDir())
+	spy := &drainSpy{Fake: f, router: cfg.Router.(*fakeRouter)}
+	cfg.Docker, cfg.Now = spy, f.Now
+	a := startAgent(t, cfg)
+	runs := func(w contract.WorkloadSpec) bool {
+		for _, c := range f.All() {
+			if c.SpecHash == contract.SpecHash(w) && c.State == contract.StateRunning && c.Healthy {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < 20 && !runs(v1); i++ {
+		tickAndConverge(t, f, a)
+	}
+	v2 := v1
+	v2.Image = "web:2"
+	cp.set(desiredState(v2))
+	for i := 0; i < 30 && (runs(v1) || !runs(v2)); i++ {
+		tickAndConverge(t, f, a)
+	}
+	if runs(v1) || !runs(v2) {
+		t.Fatal("the roll to web:2 did not finish")
+	}
+	drains, unrouted := spy.seen()
+	if drains == 0 {
+		t.Fatal("the roll drained nothing")
+	}
+	if len(unrouted) > 0 {
+		t.Errorf("drains began with no other healthy backend in the ingress: %v", unrouted)
+	}
+}
+
+// drainSpy is the fake Docker host, looking at the ingress's table as each
+// drain begins.
+type drainSpy struct {
+	*fake.Fake
+	router *fakeRouter
+
+	mu       sync.Mutex
+	drains   int
+	unrouted []string // the drains that began with no other healthy backend
+}
+
+func (s *drainSpy) Drain(ctx context.Context, req containers.StopRequest) error {
+	table, _ := s.router.snapshot()
+	other := false
+	for _, e := range table.Eggs {
+		if e.Name != req.WorkloadID {
+			continue
+		}
+		for _, b := range e.Backends {
+			other = other || (b.Healthy && b.ContainerID != req.ID)
+		}
+	}
+	s.mu.Lock()
+	s.drains++
+	if !other {
+		s.unrouted = append(s.unrouted, req.ID)
+	}
+	s.mu.Unlock()
+	return s.Fake.Drain(ctx, req)
+}
+
+func (s *drainSpy) seen() (int, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.drains, slices.Clone(s.unrouted)
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -184,6 +185,21 @@ func newFake(t *testing.T) *fake.Fake {
 	}()
 	t.Cleanup(func() { close(stop); <-done })
 	return f
+}
+
+// tickAndConverge moves the fake's clock (the agent's) a second on and
+// waits for a converge that saw the new time.
+func tickAndConverge(t *testing.T, f *fake.Fake, a *Agent) {
+	t.Helper()
+	f.Advance(time.Second)
+	target := f.Now()
+	a.Notify()
+	eventually(t, "a converge at "+target.Format(time.TimeOnly), func() error {
+		if r, _ := a.Status(); !r.Time.Equal(target) {
+			return fmt.Errorf("last converge at %s", r.Time.Format(time.TimeOnly))
+		}
+		return nil
+	})
 }
 
 // eventually polls check until it returns nil or 5 seconds pass.

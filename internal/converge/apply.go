@@ -39,6 +39,12 @@ type Options struct {
 	// HoldNewer). Unlike HoldCreatedAfter, this guard has no time limit and
 	// reads no clock.
 	FromCache bool
+	// BeforeApply, if set, is called by Converge with the containers it
+	// listed, once the history has observed them and before the plan's
+	// steps run. The agent gives its ingress the replicas that just became
+	// healthy there: the same plan drains the containers they replace, and
+	// the pool must have the new one before it loses the old.
+	BeforeApply func(actual []containers.Container)
 }
 
 // Validate reports options Apply and Converge cannot work with.
@@ -181,6 +187,9 @@ func Converge(ctx context.Context, client containers.Client, desired contract.De
 		if onStep != nil {
 			onStep(s, err)
 		}
+	}
+	if opts.BeforeApply != nil && len(plan.Steps) > 0 {
+		opts.BeforeApply(actual)
 	}
 	return plan, Apply(ctx, client, desired, plan, opts)
 }

@@ -235,10 +235,11 @@ func startHTTPSLoad(t testing.TB, addr, name string, roots *x509.CertPool, clien
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+name+"/version", nil)
 				resp, err := client.Do(req)
 				if err == nil {
-					_, err = io.Copy(io.Discard, resp.Body)
+					var body []byte
+					body, err = io.ReadAll(resp.Body)
 					resp.Body.Close()
 					if err == nil && resp.StatusCode != 200 {
-						err = fmt.Errorf("status %s", resp.Status)
+						err = fmt.Errorf("status %s: %.200s", resp.Status, body)
 					}
 				}
 				if ctx.Err() != nil {
