@@ -8,6 +8,11 @@ import (
 	"github.com/hatchery/hatchery/internal/store"
 )
 
+// AdminTokens keeps the hashes of the admin tokens (store.AdminTokens).
+type AdminTokens struct{ base }
+
+var _ store.AdminTokens = (*AdminTokens)(nil)
+
 const adminTokenColumns = `name, hash, created_at, revoked_at`
 
 func scanAdminToken(row Row) (store.AdminToken, error) {
@@ -21,7 +26,7 @@ func scanAdminToken(row Row) (store.AdminToken, error) {
 }
 
 // TokenHash returns the hash stored under name.
-func (s *Store) TokenHash(ctx context.Context, name string) (string, error) {
+func (s *AdminTokens) TokenHash(ctx context.Context, name string) (string, error) {
 	var hash string
 	err := s.db.QueryRow(ctx, `SELECT hash FROM tokens WHERE name = $1`, name).Scan(&hash)
 	if err != nil {
@@ -31,7 +36,7 @@ func (s *Store) TokenHash(ctx context.Context, name string) (string, error) {
 }
 
 // CreateTokenHash stores a hash under a new name.
-func (s *Store) CreateTokenHash(ctx context.Context, name, hash string, at time.Time) error {
+func (s *AdminTokens) CreateTokenHash(ctx context.Context, name, hash string, at time.Time) error {
 	err := s.write(ctx, func(tx Tx) error {
 		return insertAdminToken(ctx, tx, store.AdminToken{Name: name, Hash: hash, CreatedAt: at})
 	})
@@ -57,7 +62,7 @@ func insertAdminToken(ctx context.Context, tx Tx, t store.AdminToken) error {
 }
 
 // CreateAdminToken stores a named admin token with a token.created event.
-func (s *Store) CreateAdminToken(ctx context.Context, t store.AdminToken, by string) error {
+func (s *AdminTokens) CreateAdminToken(ctx context.Context, t store.AdminToken, by string) error {
 	if t.Name == "" || t.Hash == "" || t.CreatedAt.IsZero() {
 		return fmt.Errorf("create admin token %q: a name, a hash and a time are needed", t.Name)
 	}
@@ -76,7 +81,7 @@ func (s *Store) CreateAdminToken(ctx context.Context, t store.AdminToken, by str
 }
 
 // AdminTokenByHash returns the admin token whose secret has the hash.
-func (s *Store) AdminTokenByHash(ctx context.Context, hash string) (store.AdminToken, error) {
+func (s *AdminTokens) AdminTokenByHash(ctx context.Context, hash string) (store.AdminToken, error) {
 	t, err := scanAdminToken(s.db.QueryRow(ctx, `SELECT `+adminTokenColumns+` FROM tokens WHERE hash = $1`, hash))
 	if err != nil {
 		// The hash is not repeated: it is as good as a token in a log line.
@@ -87,7 +92,7 @@ func (s *Store) AdminTokenByHash(ctx context.Context, hash string) (store.AdminT
 
 // ListAdminTokens returns every admin token, oldest first (names compared
 // byte by byte).
-func (s *Store) ListAdminTokens(ctx context.Context) ([]store.AdminToken, error) {
+func (s *AdminTokens) ListAdminTokens(ctx context.Context) ([]store.AdminToken, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+adminTokenColumns+` FROM tokens ORDER BY created_at, name`+s.d.ByteOrder)
 	if err != nil {
 		return nil, fmt.Errorf("list admin tokens: %w", err)
@@ -102,7 +107,7 @@ func (s *Store) ListAdminTokens(ctx context.Context) ([]store.AdminToken, error)
 // RevokeAdminToken revokes a named token, with a token.revoked event the
 // first time. The UPDATE locks the row, so of concurrent revocations one
 // changes it and records the event; the others see it revoked.
-func (s *Store) RevokeAdminToken(ctx context.Context, name, by string, at time.Time) (store.AdminToken, error) {
+func (s *AdminTokens) RevokeAdminToken(ctx context.Context, name, by string, at time.Time) (store.AdminToken, error) {
 	var t store.AdminToken
 	err := s.write(ctx, func(tx Tx) error {
 		n, err := tx.Exec(ctx, `UPDATE tokens SET revoked_at = $2 WHERE name = $1 AND revoked_at = 0`, name, Millis(at))

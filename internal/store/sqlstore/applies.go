@@ -3,15 +3,20 @@ package sqlstore
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/hatchery/hatchery/internal/store"
 )
 
+// ApplyHistory records the applies of each project, the last few kept
+// (store.ApplyHistory).
+type ApplyHistory struct{ base }
+
+var _ store.ApplyHistory = (*ApplyHistory)(nil)
+
 // StartApply records a running apply and trims the project's history.
-func (s *Store) StartApply(ctx context.Context, n store.NewApply) (store.Apply, error) {
+func (s *ApplyHistory) StartApply(ctx context.Context, n store.NewApply) (store.Apply, error) {
 	project := n.Project
 	a := store.Apply{Project: project, Started: n.At.UTC(), Outcome: store.ApplyRunning, Actor: n.Actor,
 		Blobs: sortedUnique(n.Blobs), Summary: n.Summary, Digest: n.Digest, RollbackOf: n.RollbackOf, HasInputs: len(n.Inputs) > 0}
@@ -51,7 +56,7 @@ func (s *Store) StartApply(ctx context.Context, n store.NewApply) (store.Apply, 
 }
 
 // FinishApply records a running apply's outcome.
-func (s *Store) FinishApply(ctx context.Context, id int64, outcome store.ApplyOutcome, message string, at time.Time) error {
+func (s *ApplyHistory) FinishApply(ctx context.Context, id int64, outcome store.ApplyOutcome, message string, at time.Time) error {
 	if outcome != store.ApplySucceeded && outcome != store.ApplyFailed {
 		return fmt.Errorf("finish apply %d: outcome %q is not succeeded or failed", id, outcome)
 	}
@@ -79,7 +84,7 @@ func (s *Store) FinishApply(ctx context.Context, id int64, outcome store.ApplyOu
 // Applies returns the project's kept apply records, newest first, read in one
 // statement (a row per record and blob) so a record and its blobs are seen
 // together.
-func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, error) {
+func (s *ApplyHistory) Applies(ctx context.Context, project string) ([]store.Apply, error) {
 	rows, err := s.db.Query(ctx, `SELECT a.id, a.started_at, a.finished_at, a.outcome, a.message, a.actor,
 			a.summary, a.digest, a.rollback_of, a.inputs <> '', b.digest
 		FROM applies a LEFT JOIN apply_blobs b ON b.apply_id = a.id
@@ -114,52 +119,11 @@ func (s *Store) Applies(ctx context.Context, project string) ([]store.Apply, err
 }
 
 // ApplyInputs returns the inputs a kept apply record of the project holds.
-func (s *Store) ApplyInputs(ctx context.Context, project string, id int64) ([]byte, error) {
+func (s *ApplyHistory) ApplyInputs(ctx context.Context, project string, id int64) ([]byte, error) {
 	var inputs string
 	err := s.db.QueryRow(ctx, `SELECT inputs FROM applies WHERE project = $1 AND id = $2`, project, id).Scan(&inputs)
 	if err != nil {
 		return nil, fmt.Errorf("inputs of apply %d of %s: %w", id, project, notFound(err, "no such apply kept"))
 	}
 	return []byte(inputs), nil
-}
-
-// ReferencedBlobs returns every digest a resource, an apply record or a
-// retention owner holds, sorted byte by byte.
-func (s *Store) ReferencedBlobs(ctx context.Context) ([]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT source FROM resources WHERE source <> ''
-		UNION SELECT digest FROM apply_blobs
-		UNION SELECT digest FROM blob_retention`)
-	if err != nil {
-		return nil, fmt.Errorf("referenced blobs: %w", err)
-	}
-	out, err := scanStrings(rows, "referenced blobs")
-	slices.Sort(out)
-	return out, err
-}
-
-// RetainBlobs replaces owner's retained set.
-func (s *Store) RetainBlobs(ctx context.Context, owner string, digests []string) error {
-	err := s.write(ctx, func(tx Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM blob_retention WHERE owner = $1`, owner); err != nil {
-			return err
-		}
-		for _, d := range sortedUnique(digests) {
-			if _, err := tx.Exec(ctx, `INSERT INTO blob_retention (owner, digest) VALUES ($1, $2)
-				ON CONFLICT DO NOTHING`, owner, d); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("retain blobs for %s: %w", owner, err)
-	}
-	return nil
-}
-
-// sortedUnique returns in sorted, each string once.
-func sortedUnique(in []string) []string {
-	out := slices.Clone(in)
-	slices.Sort(out)
-	return slices.Compact(out)
 }

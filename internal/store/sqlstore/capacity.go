@@ -8,8 +8,14 @@ import (
 	"github.com/hatchery/hatchery/internal/store"
 )
 
+// HostCapacities keeps the hosts' capacity baselines and pins
+// (store.HostCapacities).
+type HostCapacities struct{ base }
+
+var _ store.HostCapacities = (*HostCapacities)(nil)
+
 // RecordCapacityBaseline records the host's baseline the first time only.
-func (s *Store) RecordCapacityBaseline(ctx context.Context, hostID string, c store.Capacity, at time.Time) (bool, error) {
+func (s *HostCapacities) RecordCapacityBaseline(ctx context.Context, hostID string, c store.Capacity, at time.Time) (bool, error) {
 	if c.Memory <= 0 || c.MilliCPU <= 0 {
 		return false, fmt.Errorf("capacity baseline of host %s: %+v is not positive", hostID, c)
 	}
@@ -37,7 +43,7 @@ func (s *Store) RecordCapacityBaseline(ctx context.Context, hostID string, c sto
 }
 
 // PinCapacity sets the host's pinned capacity, with an event.
-func (s *Store) PinCapacity(ctx context.Context, hostID string, c store.Capacity, at time.Time) error {
+func (s *HostCapacities) PinCapacity(ctx context.Context, hostID string, c store.Capacity, at time.Time) error {
 	if c.Memory <= 0 || c.MilliCPU <= 0 {
 		return fmt.Errorf("pin capacity of host %s: %+v is not positive", hostID, c)
 	}
@@ -67,7 +73,7 @@ func (s *Store) PinCapacity(ctx context.Context, hostID string, c store.Capacity
 }
 
 // AllHostCapacities returns every host's capacity record, sorted by host ID.
-func (s *Store) AllHostCapacities(ctx context.Context) ([]store.HostCapacity, error) {
+func (s *HostCapacities) AllHostCapacities(ctx context.Context) ([]store.HostCapacity, error) {
 	rows, err := s.db.Query(ctx, `SELECT host_id, baseline_memory, baseline_milli_cpu, baseline_at,
 		pinned_memory, pinned_milli_cpu, pinned_at, pinned_by FROM host_capacities ORDER BY host_id`+s.d.ByteOrder)
 	if err != nil {

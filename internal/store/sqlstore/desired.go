@@ -10,13 +10,18 @@ import (
 	"github.com/hatchery/hatchery/internal/store"
 )
 
+// DesiredStates reads and writes each host's desired state and the fleet's
+// peer list (store.DesiredStates but its waits, which are the backend's
+// Waiters: a write names, through its Tx, the hosts to wake).
+type DesiredStates struct{ base }
+
 // PutDesiredStates stores, in one transaction, the states and the peer list
 // whose stored versions differ, and has their waiters woken once committed.
 // Each upsert locks its row and compares the version under that lock, so
 // two servers' puts cannot both think they changed nothing; the rows go in
 // host order, so two servers writing the same hosts lock them in the same
 // order.
-func (s *Store) PutDesiredStates(ctx context.Context, states []store.DesiredState, peers *store.PeerList) (bool, error) {
+func (s *DesiredStates) PutDesiredStates(ctx context.Context, states []store.DesiredState, peers *store.PeerList) (bool, error) {
 	states = slices.SortedFunc(slices.Values(states), func(a, b store.DesiredState) int { return strings.Compare(a.HostID, b.HostID) })
 	args := make([][]any, len(states))
 	for i, d := range states {
@@ -77,7 +82,7 @@ func scanDesiredState(row Row) (store.DesiredState, error) {
 }
 
 // DesiredState returns a host's desired state (a zero one if it has none).
-func (s *Store) DesiredState(ctx context.Context, hostID string) (store.DesiredState, error) {
+func (s *DesiredStates) DesiredState(ctx context.Context, hostID string) (store.DesiredState, error) {
 	d, err := scanDesiredState(s.db.QueryRow(ctx, `SELECT `+desiredColumns+` FROM desired_states WHERE host_id = $1`, hostID))
 	if errors.Is(err, ErrNoRows) {
 		return store.DesiredState{HostID: hostID}, nil
@@ -89,7 +94,7 @@ func (s *Store) DesiredState(ctx context.Context, hostID string) (store.DesiredS
 }
 
 // AllDesiredStates returns every host's desired state, sorted by host ID.
-func (s *Store) AllDesiredStates(ctx context.Context) ([]store.DesiredState, error) {
+func (s *DesiredStates) AllDesiredStates(ctx context.Context) ([]store.DesiredState, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+desiredColumns+` FROM desired_states ORDER BY host_id`+s.d.ByteOrder)
 	if err != nil {
 		return nil, fmt.Errorf("desired states: %w", err)
@@ -103,7 +108,7 @@ func (s *Store) AllDesiredStates(ctx context.Context) ([]store.DesiredState, err
 
 // DesiredPeersVersion returns the stored peer list's version ("" if there is
 // none): what a long-poll compares, without reading the list itself.
-func (s *Store) DesiredPeersVersion(ctx context.Context) (string, error) {
+func (s *DesiredStates) DesiredPeersVersion(ctx context.Context) (string, error) {
 	var v string
 	err := s.db.QueryRow(ctx, `SELECT version FROM desired_peers WHERE id = 1`).Scan(&v)
 	if errors.Is(err, ErrNoRows) {
@@ -116,7 +121,7 @@ func (s *Store) DesiredPeersVersion(ctx context.Context) (string, error) {
 }
 
 // DesiredPeers returns the stored peer list (a zero one if there is none).
-func (s *Store) DesiredPeers(ctx context.Context) (store.PeerList, error) {
+func (s *DesiredStates) DesiredPeers(ctx context.Context) (store.PeerList, error) {
 	var l store.PeerList
 	var doc string
 	var updated int64

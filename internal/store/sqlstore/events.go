@@ -7,8 +7,12 @@ import (
 	"github.com/hatchery/hatchery/internal/store"
 )
 
+// Events records and lists the event log (store.Events but its waits, which
+// are the backend's Waiters: a Tx that records an event wakes them).
+type Events struct{ base }
+
 // AppendEvent records an event and returns its Seq.
-func (s *Store) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
+func (s *Events) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
 	var seq int64
 	err := s.write(ctx, func(tx Tx) error {
 		var err error
@@ -19,7 +23,7 @@ func (s *Store) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
 }
 
 // ListEvents returns up to limit events after since, oldest first.
-func (s *Store) ListEvents(ctx context.Context, since int64, limit int) ([]store.Event, error) {
+func (s *Events) ListEvents(ctx context.Context, since int64, limit int) ([]store.Event, error) {
 	rows, err := s.db.Query(ctx, `SELECT seq, at, type, project, host, resource, message, actor
 		FROM events WHERE seq > $1 ORDER BY seq LIMIT $2`, since, limit)
 	if err != nil {

@@ -4,19 +4,25 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/store"
 )
+
+// Resources keeps the records of deployed resources: the reconciler's
+// ResourceStorage, whose writes also record the event log's resource events.
+type Resources struct{ base }
+
+var _ reconciler.ResourceStorage = (*Resources)(nil)
 
 // PutResource records a deployed resource (the reconciler's ResourceStorage),
 // replacing the record with the same type and name. In the same transaction it
 // records what happened for the event log: resource.created when a record
 // stops being pending (or arrives confirmed), resource.updated when a
 // confirmed record changes. Pending records and unchanged puts record nothing.
-func (s *Store) PutResource(ctx context.Context, project string, r *resource.Deployed) error {
+func (s *Resources) PutResource(ctx context.Context, project string, r *resource.Deployed) error {
 	inputs, err := json.Marshal(r.Inputs)
 	if err != nil {
 		return fmt.Errorf("put %s/%s: encode inputs: %w", project, r.Key(), err)
@@ -79,7 +85,7 @@ func (s *Store) PutResource(ctx context.Context, project string, r *resource.Dep
 
 // DeleteResource removes a resource's record, with a resource.deleted event
 // if there was one. Deleting a record that does not exist is a success.
-func (s *Store) DeleteResource(ctx context.Context, project string, r *resource.Deployed) error {
+func (s *Resources) DeleteResource(ctx context.Context, project string, r *resource.Deployed) error {
 	now := time.Now()
 	err := s.write(ctx, func(tx Tx) error {
 		n, err := tx.Exec(ctx, `DELETE FROM resources WHERE project = $1 AND type = $2 AND name = $3`,
@@ -99,7 +105,7 @@ func (s *Store) DeleteResource(ctx context.Context, project string, r *resource.
 // ListResources returns a project's records, sorted by type and name. Each is
 // a fresh copy the caller may keep; numbers in inputs and outputs come back as
 // float64, as JSON gives them.
-func (s *Store) ListResources(ctx context.Context, project string) ([]*resource.Deployed, error) {
+func (s *Resources) ListResources(ctx context.Context, project string) ([]*resource.Deployed, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+resourceColumns+` FROM resources
 		WHERE project = $1 ORDER BY type`+s.d.ByteOrder+`, name`+s.d.ByteOrder, project)
 	if err != nil {
@@ -110,20 +116,6 @@ func (s *Store) ListResources(ctx context.Context, project string) ([]*resource.
 		return nil, fmt.Errorf("list resources of %s: %w", project, err)
 	}
 	return out, nil
-}
-
-// ListProjects returns every project with deployed resources or apply
-// records, sorted (byte by byte: sorted here, since a UNION's ORDER BY takes
-// no collation).
-func (s *Store) ListProjects(ctx context.Context) ([]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT project FROM resources
-		UNION SELECT project FROM applies`)
-	if err != nil {
-		return nil, fmt.Errorf("list projects: %w", err)
-	}
-	out, err := scanStrings(rows, "list projects")
-	slices.Sort(out)
-	return out, err
 }
 
 const resourceColumns = `id, type, name, inputs, outputs, source, parents, pending`

@@ -4,13 +4,21 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/hatchery/hatchery/internal/store"
 )
+
+// ServerRegistry keeps the control plane's servers' registrations in the live
+// server list (store.ServerRegistry).
+type ServerRegistry struct{ base }
+
+var _ store.ServerRegistry = (*ServerRegistry)(nil)
 
 // RegisterServer records that server id is reached at url for ttl from at,
 // or from the database's now if the dialect measures terms by it, so servers
 // whose clocks differ agree on who is live. No project owns the
 // registration: ctx's fences do not guard it.
-func (s *Store) RegisterServer(ctx context.Context, id, url string, ttl time.Duration, at time.Time) error {
+func (s *ServerRegistry) RegisterServer(ctx context.Context, id, url string, ttl time.Duration, at time.Time) error {
 	if id == "" || url == "" || ttl <= 0 {
 		return fmt.Errorf("register server %q: an ID, a URL and a positive term are needed", id)
 	}
@@ -30,7 +38,7 @@ func (s *Store) RegisterServer(ctx context.Context, id, url string, ttl time.Dur
 // LiveServers returns the URLs registered beyond at (beyond the database's
 // now if the dialect measures terms by it), each once, in the database's
 // order of text.
-func (s *Store) LiveServers(ctx context.Context, at time.Time) ([]string, error) {
+func (s *ServerRegistry) LiveServers(ctx context.Context, at time.Time) ([]string, error) {
 	rows, err := s.db.Query(ctx, `SELECT DISTINCT url FROM servers
 		WHERE expires_at > `+s.termStart("$1", "$2")+` ORDER BY url`,
 		Millis(at), s.d.DatabaseClock)
@@ -41,7 +49,7 @@ func (s *Store) LiveServers(ctx context.Context, at time.Time) ([]string, error)
 }
 
 // UnregisterServer removes server id's registration.
-func (s *Store) UnregisterServer(ctx context.Context, id string) error {
+func (s *ServerRegistry) UnregisterServer(ctx context.Context, id string) error {
 	err := s.unfenced(ctx, func(tx Tx) error {
 		_, err := tx.Exec(ctx, `DELETE FROM servers WHERE id = $1`, id)
 		return err

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hatchery/hatchery/internal/reconciler"
@@ -35,6 +36,7 @@ var (
 	_ store.AdminTokens          = (*Store)(nil)
 	_ store.JoinTokens           = (*Store)(nil)
 	_ store.Members              = (*Store)(nil)
+	_ store.HostCapacities       = (*Store)(nil)
 	_ store.Leases               = (*Store)(nil)
 	_ store.Plans                = (*Store)(nil)
 	_ store.SecretValues         = (*Store)(nil)
@@ -131,35 +133,84 @@ type Dialect struct {
 }
 
 // Store is the store logic the backends share, over their Reader and Writer.
+// It holds no method of its own: it composes one type per consumer's
+// interface (package store), each holding the methods that interface
+// declares. A method two interfaces declare is held once: ListHosts by
+// HostList (Liveness and Statuses embed store.HostList), ListHostIdentities
+// by HostIdentities (Members embeds it), ListResources by Resources (the
+// reconciler's, which store.Projects repeats).
 type Store struct {
+	Resources
+	Projects
+	HostList
+	Liveness
+	Statuses
+	DesiredStates
+	Events
+	BlobRetention
+	ApplyHistory
+	AdminTokens
+	JoinTokens
+	HostIdentities
+	Members
+	ServerRegistry
+	Leases
+	Plans
+	SecretValues
+	HostCapacities
+}
+
+// New returns the shared store over a backend's reads, writes and dialect.
+func New(db Reader, w Writer, d Dialect) *Store {
+	b := base{db: db, w: w, d: d}
+	return &Store{
+		Resources:      Resources{b},
+		Projects:       Projects{b},
+		HostList:       HostList{b},
+		Liveness:       Liveness{b},
+		Statuses:       Statuses{b},
+		DesiredStates:  DesiredStates{b},
+		Events:         Events{b},
+		BlobRetention:  BlobRetention{b},
+		ApplyHistory:   ApplyHistory{b},
+		AdminTokens:    AdminTokens{b},
+		JoinTokens:     JoinTokens{b},
+		HostIdentities: HostIdentities{b},
+		Members:        Members{b},
+		ServerRegistry: ServerRegistry{b},
+		Leases:         Leases{b},
+		Plans:          Plans{b},
+		SecretValues:   SecretValues{b},
+		HostCapacities: HostCapacities{b},
+	}
+}
+
+// base is what each of Store's parts reads and writes through: the same
+// backend for all, so they share its transactions' fences and wake-ups.
+type base struct {
 	db Reader // reads outside write transactions
 	w  Writer
 	d  Dialect
 }
 
-// New returns the shared store over a backend's reads, writes and dialect.
-func New(db Reader, w Writer, d Dialect) *Store {
-	return &Store{db: db, w: w, d: d}
-}
-
 // write runs fn in a write transaction checked against ctx's fences.
-func (s *Store) write(ctx context.Context, fn func(Tx) error) error {
-	return s.w.Write(ctx, true, fn)
+func (b *base) write(ctx context.Context, fn func(Tx) error) error {
+	return b.w.Write(ctx, true, fn)
 }
 
 // unfenced runs fn in a write transaction that ctx's fences do not guard:
 // the lease operations themselves, and what no project owns.
-func (s *Store) unfenced(ctx context.Context, fn func(Tx) error) error {
-	return s.w.Write(ctx, false, fn)
+func (b *base) unfenced(ctx context.Context, fn func(Tx) error) error {
+	return b.w.Write(ctx, false, fn)
 }
 
 // termStart is the SQL of the time a term is measured from: the database's
 // clock if the dialect measures terms by it, else the caller's time, bound
 // at placeholder caller. Placeholder useDB must be bound to
-// s.d.DatabaseClock (a statement's parameters are fixed, whichever clock
+// b.d.DatabaseClock (a statement's parameters are fixed, whichever clock
 // it uses).
-func (s *Store) termStart(caller, useDB string) string {
-	return `(CASE WHEN CAST(` + useDB + ` AS boolean) THEN ` + s.d.Now + ` ELSE CAST(` + caller + ` AS bigint) END)`
+func (b *base) termStart(caller, useDB string) string {
+	return `(CASE WHEN CAST(` + useDB + ` AS boolean) THEN ` + b.d.Now + ` ELSE CAST(` + caller + ` AS bigint) END)`
 }
 
 // Millis converts a time to the stored form; the zero time is 0.
@@ -207,4 +258,11 @@ func scanStrings(rows Rows, what string) ([]string, error) {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
+}
+
+// sortedUnique returns in sorted, each string once.
+func sortedUnique(in []string) []string {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -9,81 +9,11 @@ import (
 	"github.com/hatchery/hatchery/internal/store"
 )
 
-const joinTokenColumns = `id, hash, created_at, expires_at, max_uses, uses, revoked_at`
+// HostIdentities lists the hosts that joined, for placement
+// (store.HostIdentities).
+type HostIdentities struct{ base }
 
-func scanJoinToken(row Row) (store.JoinToken, error) {
-	var t store.JoinToken
-	var created, expires, revoked int64
-	if err := row.Scan(&t.ID, &t.Hash, &created, &expires, &t.MaxUses, &t.Uses, &revoked); err != nil {
-		return store.JoinToken{}, err
-	}
-	t.CreatedAt, t.ExpiresAt, t.RevokedAt = FromMillis(created), FromMillis(expires), FromMillis(revoked)
-	return t, nil
-}
-
-// CreateJoinToken stores a new join token.
-func (s *Store) CreateJoinToken(ctx context.Context, t store.JoinToken) error {
-	if t.ID == "" || t.Hash == "" || t.MaxUses < 1 || t.ExpiresAt.IsZero() {
-		return fmt.Errorf("create join token %q: an ID, a hash, an expiry and at least one use are needed", t.ID)
-	}
-	err := s.write(ctx, func(tx Tx) error {
-		n, err := tx.Exec(ctx, `INSERT INTO join_tokens (`+joinTokenColumns+`)
-			VALUES ($1, $2, $3, $4, $5, 0, 0) ON CONFLICT DO NOTHING`,
-			t.ID, t.Hash, Millis(t.CreatedAt), Millis(t.ExpiresAt), t.MaxUses)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return store.ErrExists
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("create join token %s: %w", t.ID, err)
-	}
-	return nil
-}
-
-// JoinTokenByHash returns the join token whose secret has the hash.
-func (s *Store) JoinTokenByHash(ctx context.Context, hash string) (store.JoinToken, error) {
-	t, err := scanJoinToken(s.db.QueryRow(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE hash = $1`, hash))
-	if err != nil {
-		// The hash is not repeated: it is as good as a token in a log line.
-		return store.JoinToken{}, fmt.Errorf("join token: %w", notFound(err, "no such join token"))
-	}
-	return t, nil
-}
-
-// ListJoinTokens returns every join token, oldest first.
-func (s *Store) ListJoinTokens(ctx context.Context) ([]store.JoinToken, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens ORDER BY created_at, id`+s.d.ByteOrder)
-	if err != nil {
-		return nil, fmt.Errorf("list join tokens: %w", err)
-	}
-	out, err := collect(rows, scanJoinToken)
-	if err != nil {
-		return nil, fmt.Errorf("list join tokens: %w", err)
-	}
-	return out, nil
-}
-
-// RevokeJoinToken revokes a join token; a second revocation changes nothing.
-func (s *Store) RevokeJoinToken(ctx context.Context, id string, at time.Time) (store.JoinToken, error) {
-	var t store.JoinToken
-	err := s.write(ctx, func(tx Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE join_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at = 0`,
-			id, Millis(at)); err != nil {
-			return err
-		}
-		var err error
-		t, err = scanJoinToken(tx.QueryRow(ctx, `SELECT `+joinTokenColumns+` FROM join_tokens WHERE id = $1`, id))
-		return notFound(err, "no such join token")
-	})
-	if err != nil {
-		return store.JoinToken{}, fmt.Errorf("revoke join token %s: %w", id, err)
-	}
-	return t, nil
-}
+var _ store.HostIdentities = (*HostIdentities)(nil)
 
 const hostIdentityColumns = `id, name, token_hash, join_token, joined_at, removed_at`
 
@@ -97,10 +27,28 @@ func scanHostIdentity(row Row) (store.HostIdentity, error) {
 	return h, nil
 }
 
+// ListHostIdentities returns every joined host, sorted by name, then join time.
+func (s *HostIdentities) ListHostIdentities(ctx context.Context) ([]store.HostIdentity, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities
+		ORDER BY name`+s.d.ByteOrder+`, joined_at, id`+s.d.ByteOrder)
+	if err != nil {
+		return nil, fmt.Errorf("list host identities: %w", err)
+	}
+	out, err := collect(rows, scanHostIdentity)
+	if err != nil {
+		return nil, fmt.Errorf("list host identities: %w", err)
+	}
+	return out, nil
+}
+
+// Members keeps the identities of the hosts that joined (store.Members; the
+// list placement needs too is HostIdentities').
+type Members struct{ base }
+
 // JoinHost spends a use of the join token and records the host, all or
 // nothing. The token's row is locked while its uses are counted, so
 // concurrent joins on any number of servers never spend more than it has.
-func (s *Store) JoinHost(ctx context.Context, joinHash string, h store.HostIdentity) error {
+func (s *Members) JoinHost(ctx context.Context, joinHash string, h store.HostIdentity) error {
 	if h.ID == "" || h.Name == "" || h.TokenHash == "" || h.JoinedAt.IsZero() {
 		return fmt.Errorf("join host %q: an ID, a name, a token hash and a time are needed", h.Name)
 	}
@@ -150,7 +98,7 @@ func (s *Store) JoinHost(ctx context.Context, joinHash string, h store.HostIdent
 }
 
 // HostByTokenHash returns the host whose token's secret has the hash.
-func (s *Store) HostByTokenHash(ctx context.Context, hash string) (store.HostIdentity, error) {
+func (s *Members) HostByTokenHash(ctx context.Context, hash string) (store.HostIdentity, error) {
 	h, err := scanHostIdentity(s.db.QueryRow(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities WHERE token_hash = $1`, hash))
 	if err != nil {
 		return store.HostIdentity{}, fmt.Errorf("host token: %w", notFound(err, "no such host token"))
@@ -160,7 +108,7 @@ func (s *Store) HostByTokenHash(ctx context.Context, hash string) (store.HostIde
 
 // FindHost returns a host by ID, else by name (a member first, else the one
 // removed last).
-func (s *Store) FindHost(ctx context.Context, idOrName string) (store.HostIdentity, error) {
+func (s *Members) FindHost(ctx context.Context, idOrName string) (store.HostIdentity, error) {
 	h, err := scanHostIdentity(s.db.QueryRow(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities
 		WHERE id = $1 OR name = $1
 		ORDER BY id = $1 DESC, removed_at = 0 DESC, removed_at DESC LIMIT 1`, idOrName))
@@ -170,22 +118,8 @@ func (s *Store) FindHost(ctx context.Context, idOrName string) (store.HostIdenti
 	return h, nil
 }
 
-// ListHostIdentities returns every joined host, sorted by name, then join time.
-func (s *Store) ListHostIdentities(ctx context.Context) ([]store.HostIdentity, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+hostIdentityColumns+` FROM host_identities
-		ORDER BY name`+s.d.ByteOrder+`, joined_at, id`+s.d.ByteOrder)
-	if err != nil {
-		return nil, fmt.Errorf("list host identities: %w", err)
-	}
-	out, err := collect(rows, scanHostIdentity)
-	if err != nil {
-		return nil, fmt.Errorf("list host identities: %w", err)
-	}
-	return out, nil
-}
-
 // RemoveHost revokes a host's token, with a host.removed event the first time.
-func (s *Store) RemoveHost(ctx context.Context, id string, at time.Time) (store.HostIdentity, error) {
+func (s *Members) RemoveHost(ctx context.Context, id string, at time.Time) (store.HostIdentity, error) {
 	var h store.HostIdentity
 	err := s.write(ctx, func(tx Tx) error {
 		n, err := tx.Exec(ctx, `UPDATE host_identities SET removed_at = $2 WHERE id = $1 AND removed_at = 0`, id, Millis(at))
