@@ -4,7 +4,9 @@
 // names its real differences in a Dialect; its Store embeds this one and
 // keeps only what is its own: opening, migrations, write plumbing (begin,
 // fence check, commit, wake-ups, retries), notifications, blobs, import and
-// export.
+// export. This Store is itself composed of one type per consumer's interface
+// of package store (Leases, Members, Statuses...), each in its own file, so
+// a reader of one consumer's SQL meets no other's.
 //
 // Every statement here runs unchanged on both databases: placeholders are
 // $1..$n, casts are CAST(x AS type), and a read-modify-write either is one
