@@ -3,9 +3,11 @@ package ingress
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,17 +62,36 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return "dial backend: " + e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-// newBackend returns a backend with its own transport. onDialFailure is called
-// for every failed dial that was not merely cancelled.
-func newBackend(id, addr string, e *egg, dialTimeout time.Duration, onDialFailure func(*backend, error)) *backend {
+// upstream is what an Ingress's eggs and backends share to reach their
+// containers and peers: the dial, ejection and timeout settings of its
+// Config, the mesh, the tracker of connections that outlive a request, and
+// the ingress's life. New makes one; it never changes.
+type upstream struct {
+	// life is cancelled by Close: it bounds dials for published ports, and
+	// a dial it cut says nothing of the backend.
+	life              context.Context
+	conns             *tracker
+	peers             Peers
+	dialTimeout       time.Duration // Config.DialTimeout
+	remoteDialTimeout time.Duration // Config.RemoteDialTimeout
+	ejectFor          time.Duration // Config.EjectFor
+	upstreamTimeout   time.Duration // Config.UpstreamTimeout
+}
+
+// unixNano is the clock of ejections.
+func unixNano() int64 { return time.Now().UnixNano() }
+
+// newBackend returns a local backend of e with its own transport, whose
+// failed dials (not merely cancelled) eject it.
+func newBackend(id, addr string, e *egg) *backend {
 	ip, _, _ := net.SplitHostPort(addr) // validated by Update
 	b := &backend{id: id, addr: addr, ip: ip, egg: e, idle: make(chan struct{}), gone: make(chan struct{})}
-	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+	dialer := &net.Dialer{Timeout: e.up.dialTimeout, KeepAlive: 30 * time.Second}
 	b.transport = newTransport(func(ctx context.Context) (net.Conn, error) {
 		c, err := dialer.DialContext(ctx, "tcp", b.addr)
 		if err != nil {
 			if ctx.Err() == nil {
-				onDialFailure(b, err)
+				b.eject(err)
 			}
 			return nil, &dialError{err}
 		}
@@ -168,6 +189,85 @@ func (b *backend) isGone() bool {
 	}
 }
 
+// eject takes the backend out of the pool for Config.EjectFor: its dial
+// failed, it sent no response headers within the upstream timeout, or (a
+// peer) it has no healthy replica left.
+func (b *backend) eject(err error) {
+	e := b.egg
+	now := unixNano()
+	prev := b.ejectedUntil.Swap(now + int64(e.up.ejectFor))
+	b.ejectedOnGuess.Store(!errors.Is(err, errUpstreamTimeout))
+	e.m.dialFailures.Inc()
+	if prev <= now { // log once per ejection, not once per failed request
+		where := []zap.Field{zap.String("container", shortID(b.id)), zap.String("addr", b.addr)}
+		if b.remote != nil {
+			where = []zap.Field{zap.String("peer", b.remote.host)}
+		}
+		e.log.Warn("backend left the pool", append(where, zap.Duration("for", e.up.ejectFor), zap.Error(err))...)
+	}
+}
+
+// dialTCP opens a TCP connection to port of the backend (zero: the port of
+// its address), through the mesh for a remote one. A failure that was
+// neither ctx ending nor the ingress closing ejects it.
+func (b *backend) dialTCP(ctx context.Context, port int) (net.Conn, error) {
+	if b.remote != nil {
+		return b.dialRemote(ctx, port)
+	}
+	addr := b.addr
+	if port != 0 {
+		addr = net.JoinHostPort(b.ip, strconv.Itoa(port))
+	}
+	up := b.egg.up
+	d := net.Dialer{Timeout: up.dialTimeout, KeepAlive: 30 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil && ctx.Err() == nil && up.life.Err() == nil {
+		b.eject(err)
+	}
+	return c, err
+}
+
+// drain waits, once startDrain has taken the backend out of the pool, until
+// its in-flight requests and connections have finished, timeout has passed,
+// or it is reported gone; it closes its keep-alive connections before and
+// after. What is still open then is left to the container's stop. It fails
+// only when ctx ends first.
+func (b *backend) drain(ctx context.Context, timeout time.Duration) error {
+	log := b.egg.log.With(zap.String("container", shortID(b.id)))
+	log.Info("draining backend", zap.Int64("in_flight", b.inflight.Load()), zap.Duration("timeout", timeout))
+	b.transport.CloseIdleConnections()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-b.idle:
+		log.Info("backend drained")
+	case <-b.gone:
+		log.Info("backend gone while draining")
+	case <-timer.C:
+		log.Info("drain timeout passed; what is still open is left to the container's stop",
+			zap.Int64("in_flight", b.inflight.Load()))
+	case <-ctx.Done():
+		return fmt.Errorf("drain %s: %w", shortID(b.id), ctx.Err())
+	}
+	b.transport.CloseIdleConnections()
+	return nil
+}
+
+// endConnections ends, once markGone has run, the connections still open
+// to the backend: a published port's pass on what the container sent before
+// it went and are cut at most goneGrace later; upgraded HTTP connections are
+// cut at once.
+func (b *backend) endConnections() {
+	b.egg.up.conns.finishFor(b, time.Now().Add(goneGrace))
+	b.transport.CloseIdleConnections()
+}
+
+// goneGrace bounds how long a connection of a container that is gone may
+// still pass on what the container sent before it went. Those bytes are
+// already on this host, so a second is plenty even on a busy machine, and
+// short enough for a client waiting on a dead backend.
+const goneGrace = time.Second
+
 // leastLoaded returns the backend of pool with the fewest in-flight requests
 // and connections that is available and is not exclude, or nil. It scans from
 // start so that ties rotate.
@@ -195,6 +295,7 @@ func leastLoaded(pool []*backend, start uint32, exclude *backend, now func() int
 // the table and added again later is a new egg.
 type egg struct {
 	name string
+	up   *upstream
 	// pool holds the backends that may be picked: healthy, not drained. It is
 	// replaced, never changed, under Ingress.mu, and read without a lock.
 	pool atomic.Pointer[[]*backend]
@@ -304,6 +405,29 @@ func (e *egg) rebuildPool(fenced map[string]bool) {
 	case e.holdFor <= 0:
 		e.closeHold(false) // no longer stateful here: nothing is coming back
 	}
+}
+
+// remove drops a backend reported gone from the egg's list and its pool
+// (opening a hold window if it was the last). The caller holds Ingress.mu.
+func (e *egg) remove(b *backend, fenced map[string]bool) {
+	kept := e.backends[:0:0]
+	for _, o := range e.backends {
+		if o != b {
+			kept = append(kept, o)
+		}
+	}
+	e.backends = kept
+	e.rebuildPool(fenced)
+}
+
+// retire empties the pools of an egg the table no longer lists: what it
+// held gets 503, for the egg is gone from here. The caller holds
+// Ingress.mu.
+func (e *egg) retire() {
+	empty := []*backend{}
+	e.pool.Store(&empty)
+	e.closeHold(false)
+	e.setRemotes(nil)
 }
 
 // tracker holds the connections that outlive a request (TCP pipes, upgraded
