@@ -14,9 +14,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// backend is one container as the ingress knows it. Its identity (container,
-// address, egg) never changes: a container that comes back with another
-// address becomes a new backend.
+// backend is one container as the ingress knows it, or (remote) the egg's
+// replicas on another host. Its identity (container, address, egg) never
+// changes: a container that comes back with another address becomes a new
+// backend. It owns its lifecycle, as kamal-proxy's Target drains itself:
+// it ejects itself when a dial fails, drains (startDrain, then drain) and
+// ends its connections once gone (markGone, then endConnections); the
+// Ingress only finds it by container ID and rebuilds its egg's pool.
 type backend struct {
 	id   string
 	addr string // "ip:port" for HTTP
