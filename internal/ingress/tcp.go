@@ -61,9 +61,9 @@ func (pl *portListener) close() {
 	_ = pl.ln.Close() // ends the accept loop; its only error is "already closed"
 }
 
-// sync opens, re-points and closes listeners to match the table, whose eggs
-// are eggs. Closing a listener leaves its open connections alone. The
-// caller holds Ingress.mu.
+// sync opens, re-points and closes listeners to match the table, whose
+// eggs by name are eggs. Closing a listener leaves its open connections
+// alone. The caller holds Ingress.mu.
 func (p *published) sync(t Table, eggs map[string]*egg) error {
 	return errors.Join(p.syncSockets(t, eggs), p.syncPorts(t, eggs))
 }
@@ -215,10 +215,11 @@ func (p *published) acceptLoop(pl *portListener) {
 			continue
 		}
 		delay = 0
+		target := pl.target.Load()
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			pl.target.Load().serve(c)
+			target.serve(c)
 		}()
 	}
 }
