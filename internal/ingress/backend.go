@@ -3,9 +3,10 @@ package ingress
 import (
 	"context"
 	"errors"
-	"io"
+	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,9 +14,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// backend is one container as the ingress knows it. Its identity (container,
-// address, egg) never changes: a container that comes back with another
-// address becomes a new backend.
+// backend is one container as the ingress knows it, or (remote) the egg's
+// replicas on another host. Its identity (container, address, egg) never
+// changes: a container that comes back with another address becomes a new
+// backend. It owns its lifecycle, as kamal-proxy's Target drains itself:
+// it ejects itself when a dial fails, drains (startDrain, then drain) and
+// ends its connections once gone (markGone, then endConnections); the
+// Ingress only finds it by container ID and rebuilds its egg's pool.
 type backend struct {
 	id   string
 	addr string // "ip:port" for HTTP
@@ -60,17 +65,36 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return "dial backend: " + e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-// newBackend returns a backend with its own transport. onDialFailure is called
-// for every failed dial that was not merely cancelled.
-func newBackend(id, addr string, e *egg, dialTimeout time.Duration, onDialFailure func(*backend, error)) *backend {
+// upstream is what an Ingress's eggs and backends share to reach their
+// containers and peers: the dial, ejection and timeout settings of its
+// Config, the mesh, the tracker of connections that outlive a request, and
+// the ingress's life. New makes one; it never changes.
+type upstream struct {
+	// life is cancelled by Close: it bounds dials for published ports, and
+	// a dial it cut says nothing of the backend.
+	life              context.Context
+	conns             *tracker
+	peers             Peers
+	dialTimeout       time.Duration // Config.DialTimeout
+	remoteDialTimeout time.Duration // Config.RemoteDialTimeout
+	ejectFor          time.Duration // Config.EjectFor
+	upstreamTimeout   time.Duration // Config.UpstreamTimeout
+}
+
+// unixNano is the clock of ejections.
+func unixNano() int64 { return time.Now().UnixNano() }
+
+// newBackend returns a local backend of e with its own transport, whose
+// failed dials (not merely cancelled) eject it.
+func newBackend(id, addr string, e *egg) *backend {
 	ip, _, _ := net.SplitHostPort(addr) // validated by Update
 	b := &backend{id: id, addr: addr, ip: ip, egg: e, idle: make(chan struct{}), gone: make(chan struct{})}
-	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+	dialer := &net.Dialer{Timeout: e.up.dialTimeout, KeepAlive: 30 * time.Second}
 	b.transport = newTransport(func(ctx context.Context) (net.Conn, error) {
 		c, err := dialer.DialContext(ctx, "tcp", b.addr)
 		if err != nil {
 			if ctx.Err() == nil {
-				onDialFailure(b, err)
+				b.eject(err)
 			}
 			return nil, &dialError{err}
 		}
@@ -168,260 +192,83 @@ func (b *backend) isGone() bool {
 	}
 }
 
-// leastLoaded returns the backend of pool with the fewest in-flight requests
-// and connections that is available and is not exclude, or nil. It scans from
-// start so that ties rotate.
-func leastLoaded(pool []*backend, start uint32, exclude *backend, now func() int64, lastResort bool) *backend {
-	n := len(pool)
-	if n == 0 {
-		return nil
-	}
-	var best *backend
-	var bestLoad int64
-	first := int(start % uint32(n))
-	for i := range n {
-		b := pool[(first+i)%n]
-		if b == exclude || !b.available(now, lastResort) {
-			continue
+// eject takes the backend out of the pool for Config.EjectFor: its dial
+// failed, it sent no response headers within the upstream timeout, or (a
+// peer) it has no healthy replica left.
+func (b *backend) eject(err error) {
+	e := b.egg
+	now := unixNano()
+	prev := b.ejectedUntil.Swap(now + int64(e.up.ejectFor))
+	b.ejectedOnGuess.Store(!errors.Is(err, errUpstreamTimeout))
+	e.m.dialFailures.Inc()
+	if prev <= now { // log once per ejection, not once per failed request
+		where := []zap.Field{zap.String("container", shortID(b.id)), zap.String("addr", b.addr)}
+		if b.remote != nil {
+			where = []zap.Field{zap.String("peer", b.remote.host)}
 		}
-		if load := b.inflight.Load(); best == nil || load < bestLoad {
-			best, bestLoad = b, load
-		}
+		e.log.Warn("backend left the pool", append(where, zap.Duration("for", e.up.ejectFor), zap.Error(err))...)
 	}
-	return best
 }
 
-// egg is one egg's live state. Its name never changes; an egg removed from
-// the table and added again later is a new egg.
-type egg struct {
-	name string
-	// pool holds the backends that may be picked: healthy, not drained. It is
-	// replaced, never changed, under Ingress.mu, and read without a lock.
-	pool atomic.Pointer[[]*backend]
-	// remotePool holds one backend per other host running the egg, picked
-	// only when pool has none available. Replaced under Ingress.mu.
-	remotePool atomic.Pointer[[]*backend]
-	next       atomic.Uint32 // rotates the scan start among equally loaded backends
-	nextRemote atomic.Uint32 // the same for remotePool
-	proxy      http.Handler
-	// localProxy serves the requests of HTTP streams from peers: local
-	// backends only, so a request never travels on to a third host.
-	localProxy http.Handler
-	m          *eggMetrics
-
-	log *zap.Logger
-	// window is the open hold window (see hold.go), or nil, or one that
-	// ended by its bound; replaced under Ingress.mu, read without a lock.
-	window atomic.Pointer[holdWindow]
-	// waiting counts the requests and connections waiting in a window.
-	waiting atomic.Int64
-
-	// Guarded by Ingress.mu.
-	backends     []*backend // as listed by the last Update
-	remotes      []*backend // as listed by the last Update, one per host
-	drainTimeout time.Duration
-	// routed says the egg has routes: only then may a peer open an HTTP
-	// stream to it. peerPorts are the ports a peer's TCP stream may reach
-	// (see peerPorts). Both as the last Update gave them.
-	routed    bool
-	peerPorts []int
-	// holdFor is how long a window holds requests: Config.HoldTimeout for
-	// a stateful egg, zero (no holding) for the others.
-	holdFor time.Duration
+// dialTCP opens a TCP connection to port of the backend (zero: the port of
+// its address), through the mesh for a remote one. A failure that was
+// neither ctx ending nor the ingress closing ejects it.
+func (b *backend) dialTCP(ctx context.Context, port int) (net.Conn, error) {
+	if b.remote != nil {
+		return b.dialRemote(ctx, port)
+	}
+	addr := b.addr
+	if port != 0 {
+		addr = net.JoinHostPort(b.ip, strconv.Itoa(port))
+	}
+	up := b.egg.up
+	d := net.Dialer{Timeout: up.dialTimeout, KeepAlive: 30 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil && ctx.Err() == nil && up.life.Err() == nil {
+		b.eject(err)
+	}
+	return c, err
 }
 
-// maxAcquireTries bounds acquire's loop: each further try follows a drain
-// that has already taken the backend out of the snapshot it reloads.
-const maxAcquireTries = 4
-
-// acquire reserves a slot on the least loaded available local backend other
-// than exclude; when there is none and localOnly is false, on the least
-// loaded available remote one; when there is still none, on an ejected one
-// whose ejection may be overruled, in the same order. It returns nil when
-// there is none. The caller must release it.
-//
-// The last resort is there because most ejections are guesses: one failed
-// dial (a replica slow to accept on a loaded machine is enough), or a peer
-// with no healthy replica at that moment (a stateful replica restarting).
-// With nothing else to pick, keeping them out would fail every request for
-// EjectFor, also after the replica is back, while trying costs one more
-// failed dial or mesh round trip. A frozen replica (past its upstream
-// timeout) and a peer whose mesh connection is dead stay out.
-func (e *egg) acquire(exclude *backend, now func() int64, localOnly bool) *backend {
-	for _, lastResort := range []bool{false, true} {
-		if b := acquireFrom(&e.pool, &e.next, exclude, now, lastResort); b != nil {
-			return b
-		}
-		if !localOnly {
-			if b := acquireFrom(&e.remotePool, &e.nextRemote, exclude, now, lastResort); b != nil {
-				return b
-			}
-		}
+// drain waits, once startDrain has taken the backend out of the pool, until
+// its in-flight requests and connections have finished, timeout has passed,
+// or it is reported gone; it closes its keep-alive connections before and
+// after. What is still open then is left to the container's stop. It fails
+// only when ctx ends first.
+func (b *backend) drain(ctx context.Context, timeout time.Duration) error {
+	log := b.egg.log.With(zap.String("container", shortID(b.id)))
+	log.Info("draining backend", zap.Int64("in_flight", b.inflight.Load()), zap.Duration("timeout", timeout))
+	b.transport.CloseIdleConnections()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-b.idle:
+		log.Info("backend drained")
+	case <-b.gone:
+		log.Info("backend gone while draining")
+	case <-timer.C:
+		log.Info("drain timeout passed; what is still open is left to the container's stop",
+			zap.Int64("in_flight", b.inflight.Load()))
+	case <-ctx.Done():
+		return fmt.Errorf("drain %s: %w", shortID(b.id), ctx.Err())
 	}
+	b.transport.CloseIdleConnections()
 	return nil
 }
 
-// acquireFrom reserves a slot on the least loaded available backend of pool
-// other than exclude, or returns nil.
-func acquireFrom(pool *atomic.Pointer[[]*backend], next *atomic.Uint32, exclude *backend, now func() int64, lastResort bool) *backend {
-	for range maxAcquireTries {
-		p := pool.Load()
-		if p == nil {
-			return nil
-		}
-		b := leastLoaded(*p, next.Add(1), exclude, now, lastResort)
-		if b == nil {
-			return nil
-		}
-		b.inflight.Add(1)
-		if !b.draining.Load() {
-			return b
-		}
-		b.release()
-	}
-	return nil
+// endConnections ends, once markGone has run, the connections still open
+// to the backend: a published port's pass on what the container sent before
+// it went and are cut at most goneGrace later; upgraded HTTP connections are
+// cut at once.
+func (b *backend) endConnections() {
+	b.egg.up.conns.finishFor(b, time.Now().Add(goneGrace))
+	b.transport.CloseIdleConnections()
 }
 
-// rebuildPool publishes the backends that may be picked. A stateful egg
-// whose last backend leaves the pool opens a hold window first, so that a
-// request finding the pool empty finds the window too; a backend joining
-// ends the window after it is published, so that the released requests
-// find it. The caller holds Ingress.mu.
-func (e *egg) rebuildPool(fenced map[string]bool) {
-	pool := make([]*backend, 0, len(e.backends))
-	for _, b := range e.backends {
-		if b.healthy && !fenced[b.id] && !b.draining.Load() {
-			pool = append(pool, b)
-		}
-	}
-	if prev := e.pool.Load(); len(pool) == 0 && prev != nil && len(*prev) > 0 {
-		e.openHold()
-	}
-	e.pool.Store(&pool)
-	switch {
-	case len(pool) > 0:
-		e.closeHold(true)
-	case e.holdFor <= 0:
-		e.closeHold(false) // no longer stateful here: nothing is coming back
-	}
-}
-
-// tracker holds the connections that outlive a request (TCP pipes, upgraded
-// HTTP connections) so that Gone or Close can close them, and Close can wait
-// for them.
-type tracker struct {
-	mu    sync.Mutex // guards conns and empty
-	conns map[io.Closer]*backend
-	empty chan struct{} // closed while conns is empty
-}
-
-func newTracker() *tracker {
-	t := &tracker{conns: make(map[io.Closer]*backend), empty: make(chan struct{})}
-	close(t.empty)
-	return t
-}
-
-func (t *tracker) add(c io.Closer, b *backend) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.conns) == 0 {
-		t.empty = make(chan struct{})
-	}
-	t.conns[c] = b
-}
-
-func (t *tracker) remove(c io.Closer) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.conns[c]; !ok {
-		return
-	}
-	delete(t.conns, c)
-	if len(t.conns) == 0 {
-		close(t.empty)
-	}
-}
-
-// finisher is a tracked connection that can end gracefully by a deadline
-// (a TCP pipe) rather than at once.
-type finisher interface {
-	finish(deadline time.Time)
-}
-
-// finishFor ends the connections to b: those that can pass on what b sent
-// before it went do so until deadline, the others are closed at once.
-func (t *tracker) finishFor(b *backend, deadline time.Time) {
-	t.mu.Lock()
-	var victims []io.Closer
-	for c, owner := range t.conns {
-		if owner == b {
-			victims = append(victims, c)
-		}
-	}
-	t.mu.Unlock()
-	for _, c := range victims {
-		if f, ok := c.(finisher); ok {
-			f.finish(deadline)
-			continue
-		}
-		_ = c.Close() // the connection is being cut; its error says nothing new
-	}
-}
-
-// closeFor closes the connections to b, or all of them when b is nil.
-func (t *tracker) closeFor(b *backend) {
-	t.mu.Lock()
-	var victims []io.Closer
-	for c, owner := range t.conns {
-		if b == nil || owner == b {
-			victims = append(victims, c)
-		}
-	}
-	t.mu.Unlock()
-	for _, c := range victims {
-		_ = c.Close() // the connection is being cut; its error says nothing new
-	}
-}
-
-// whenEmpty returns a channel closed once no connection is tracked.
-func (t *tracker) whenEmpty() <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.empty
-}
-
-// trackedBody releases the backend's slot when the proxy closes the response
-// body, which it always does, at the end of the copy.
-type trackedBody struct {
-	io.ReadCloser
-	b      *backend
-	cancel context.CancelFunc // ends the attempt's context, once read
-	closed atomic.Bool
-}
-
-func (t *trackedBody) Close() error {
-	err := t.ReadCloser.Close()
-	if t.closed.CompareAndSwap(false, true) {
-		t.cancel()
-		t.b.releaseHTTP()
-	}
-	return err
-}
-
-// upgradedBody is the body of a 101 response: the backend connection itself,
-// which httputil.ReverseProxy needs writable. It lives in the tracker until
-// closed.
-type upgradedBody struct {
-	trackedBody
-	w       io.Writer
-	tracker *tracker
-}
-
-func (u *upgradedBody) Write(p []byte) (int, error) { return u.w.Write(p) }
-
-func (u *upgradedBody) Close() error {
-	u.tracker.remove(u)
-	return u.trackedBody.Close()
-}
+// goneGrace bounds how long a connection of a container that is gone may
+// still pass on what the container sent before it went. Those bytes are
+// already on this host, so a second is plenty even on a busy machine, and
+// short enough for a client waiting on a dead backend.
+const goneGrace = time.Second
 
 var errNoBackend = errors.New("no healthy backend")

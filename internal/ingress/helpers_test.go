@@ -358,7 +358,7 @@ func exchange(c net.Conn, r *bufio.Reader, line string) (string, error) {
 // counterValue reads a counter or gauge with label egg from the ingress's registry.
 func counterValue(t *testing.T, in *Ingress, name, egg string) float64 {
 	t.Helper()
-	families, err := in.reg.Gather()
+	families, err := in.cfg.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

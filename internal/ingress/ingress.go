@@ -8,12 +8,10 @@ import (
 	"net"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
@@ -23,64 +21,36 @@ var ErrClosed = errors.New("ingress closed")
 // Ingress is the host's proxy. Create it with New, feed it with Update, serve
 // it with Start (or mount ServeHTTP yourself), stop it with Close. All methods
 // are safe for concurrent use.
+//
+// It keeps the table: the eggs, their backends and routes. What it serves
+// lives in types of their own: each egg picks among its backends and holds
+// its requests through a stateful gap, each backend drains, ejects and ends
+// its connections itself, tlsState holds the certificates and challenges,
+// servers the HTTP servers, and published the published ports' listeners.
 type Ingress struct {
-	cfg     Config
-	log     *zap.Logger
-	reg     *prometheus.Registry
-	m       *metrics
-	conns   *tracker
-	now     func() int64 // UnixNano; a field so that the pick reads one clock
-	closing atomic.Bool  // read by /healthz without the lock
-	// problem, if set, is why the host is not healthy although the ingress
-	// serves (the agent cannot verify its control plane): /healthz answers
-	// 503 with it.
-	problem atomic.Pointer[string]
+	cfg    Config
+	log    *zap.Logger
+	m      *metrics
+	up     *upstream          // shared with every egg and backend
+	cancel context.CancelFunc // ends up.life; called by Close
+	health health
 
-	// ctx is cancelled by Close; it bounds dials for published ports.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// routes is read per request without a lock; nil until the first
+	// Update. Until then the ingress does not know what it serves: a
+	// request gets 503 with Retry-After, never a false 404 (an agent starts
+	// listening before its first converge).
+	routes atomic.Pointer[routeTable]
+	tls    *tlsState
 
-	routes atomic.Pointer[routeTable] // read per request without a lock
-	// certs and challenges are the table's, read per handshake and
-	// request without a lock.
-	certs      atomic.Pointer[certTable]
-	challenges atomic.Pointer[map[string]string]
-	// alpn are the TLS-ALPN-01 challenge certificates by host, and
-	// alpnTokens their tokens, for Challenges.
-	alpn       atomic.Pointer[certTable]
-	alpnTokens atomic.Pointer[[]string]
-	// httpsPort is the HTTPS listener's port, for redirects; httpsProblem
-	// why there is no listener although one was asked for.
-	httpsPort    atomic.Int32
-	httpsProblem atomic.Pointer[string]
-	// tabled is set by the first Update. Until then the ingress does not know
-	// what it serves: a request gets 503 with Retry-After, never a false 404
-	// (an agent starts listening before its first converge).
-	tabled atomic.Bool
-
-	// wg counts the goroutines the Ingress started: servers, accept loops, TCP
-	// pipes.
-	wg sync.WaitGroup
-
-	mu       sync.Mutex          // guards the fields below, and the fields of egg and backend marked so
+	// mu guards the fields below, the listeners of ports, the servers srv
+	// starts, and the fields of egg and backend marked so.
+	mu       sync.Mutex
 	eggs     map[string]*egg     // by name, as in the last table
 	backends map[string]*backend // by container ID: listed ones, and unlisted ones still busy or draining
 	fenced   map[string]bool     // containers drained and not yet reported gone: never rejoin
-	ports    map[int]*portListener
-	sockets  map[string]*portListener // by path
-	started  bool
 	closed   bool
-	httpSrv  *http.Server
-	httpLn   net.Listener
-	httpsSrv *http.Server
-	httpsLn  net.Listener
-	adminSrv *http.Server
-	adminLn  net.Listener
-	// streamSrv serves the HTTP streams from peers that DialLocal hands to
-	// streamLn; both are set by Start.
-	streamSrv   *http.Server
-	streamLn    *streamListener
-	streamFresh *unstarted
+	srv      *servers
+	ports    *published
 }
 
 // New returns an Ingress with an empty table; it listens on nothing until
@@ -89,27 +59,23 @@ func New(cfg Config) (*Ingress, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("ingress config: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	life, cancel := context.WithCancel(context.Background())
+	log := cfg.Logger.Named("ingress")
 	in := &Ingress{
-		cfg:      cfg,
-		log:      cfg.Logger.Named("ingress"),
-		reg:      cfg.Registry,
-		conns:    newTracker(),
-		now:      func() int64 { return time.Now().UnixNano() },
-		ctx:      ctx,
+		cfg: cfg,
+		log: log,
+		up: &upstream{life: life, conns: newTracker(), peers: cfg.Peers,
+			dialTimeout: cfg.DialTimeout, remoteDialTimeout: cfg.RemoteDialTimeout,
+			ejectFor: cfg.EjectFor, upstreamTimeout: cfg.UpstreamTimeout},
 		cancel:   cancel,
 		eggs:     make(map[string]*egg),
 		backends: make(map[string]*backend),
 		fenced:   make(map[string]bool),
-		ports:    make(map[int]*portListener),
-		sockets:  make(map[string]*portListener),
+		srv:      &servers{log: log},
+		ports:    newPublished(cfg.PublishAddr, life, log),
 	}
 	in.m = newMetrics(cfg.Registry, in)
-	in.routes.Store(newRouteTable(nil))
-	in.certs.Store(&certTable{})
-	in.challenges.Store(&map[string]string{})
-	in.alpn.Store(&certTable{})
-	in.alpnTokens.Store(&[]string{})
+	in.tls = newTLSState(log, in.m, cfg.TrustedProxies)
 	return in, nil
 }
 
@@ -122,101 +88,51 @@ func (in *Ingress) Start() error {
 	if in.closed {
 		return ErrClosed
 	}
-	if in.started {
-		return errors.New("ingress already started")
-	}
-	var httpLn, adminLn net.Listener
-	var err error
-	if in.cfg.HTTPAddr != "" {
-		if httpLn, err = net.Listen("tcp", in.cfg.HTTPAddr); err != nil {
-			return fmt.Errorf("ingress listen: %w", err)
-		}
-	}
-	if in.cfg.AdminAddr != "" {
-		if adminLn, err = net.Listen("tcp", in.cfg.AdminAddr); err != nil {
-			if httpLn != nil {
-				_ = httpLn.Close() // we are failing Start; nothing was served on it
-			}
-			return fmt.Errorf("ingress admin listen: %w", err)
-		}
-	}
-	in.started = true
-	in.streamLn = newStreamListener()
-	in.streamSrv, in.streamFresh = in.newStreamServer()
-	in.serve(in.streamSrv, in.streamLn)
-	errLog := warnLog(in.log)
-	if httpLn != nil {
-		in.httpLn = httpLn
-		in.httpSrv = &http.Server{
-			Handler:           in,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          errLog,
-		}
-		in.serve(in.httpSrv, httpLn)
-	}
-	if in.cfg.HTTPSAddr != "" {
-		in.startHTTPS()
-	}
-	if adminLn != nil {
-		in.adminLn = adminLn
-		in.adminSrv = &http.Server{Handler: in.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
-		in.serve(in.adminSrv, adminLn)
-	}
-	in.log.Info("ingress started", listenerField("http", httpLn), listenerField("https", in.httpsLn),
-		listenerField("admin", adminLn))
-	return nil
-}
-
-func (in *Ingress) serve(srv *http.Server, ln net.Listener) {
-	in.wg.Add(1)
-	go func() {
-		defer in.wg.Done()
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			in.log.Error("ingress server stopped", zap.Stringer("addr", ln.Addr()), zap.Error(err))
-		}
-	}()
+	return in.srv.start(in.cfg, in, in.AdminHandler(), http.HandlerFunc(in.serveStream), in.tls)
 }
 
 // HTTPAddr returns the address Start listens on for HTTP, or nil.
 func (in *Ingress) HTTPAddr() net.Addr {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return addrOf(in.httpLn)
+	return in.srv.http.addr()
 }
 
-// SetProblem makes /healthz answer 503 with reason, or 200 again when
-// reason is empty. The agent sets it for what an operator must fix on the
-// host (a control plane it cannot verify), which a prober then sees.
-func (in *Ingress) SetProblem(reason string) {
-	if reason == "" {
-		in.problem.Store(nil)
-		return
-	}
-	in.problem.Store(&reason)
+// HTTPSAddr returns the address Start listens on for HTTPS, or nil.
+func (in *Ingress) HTTPSAddr() net.Addr {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.srv.https.addr()
 }
 
 // AdminAddr returns the address Start serves /healthz and /metrics on, or nil.
 func (in *Ingress) AdminAddr() net.Addr {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return addrOf(in.adminLn)
+	return in.srv.admin.addr()
 }
 
-// listenerField logs where ln listens, or "off" when there is none: a nil
-// net.Addr given to zap.Stringer logs a recovered panic, not the address.
-func listenerField(key string, ln net.Listener) zap.Field {
-	if ln == nil {
-		return zap.String(key, "off")
+// HTTPSProblem says why the ingress does not serve HTTPS although
+// Config.HTTPSAddr asks it to, or "".
+func (in *Ingress) HTTPSProblem() string {
+	if p := in.srv.problem.Load(); p != nil {
+		return *p
 	}
-	return zap.String(key, ln.Addr().String())
+	return ""
 }
 
-func addrOf(ln net.Listener) net.Addr {
-	if ln == nil {
-		return nil
+// Challenges returns the tokens of the ACME challenges the ingress answers.
+func (in *Ingress) Challenges() []string { return in.tls.tokens() }
+
+// SetProblem makes /healthz answer 503 with reason, or 200 again when
+// reason is empty. The agent sets it for what an operator must fix on the
+// host (a control plane it cannot verify), which a prober then sees.
+func (in *Ingress) SetProblem(reason string) {
+	if reason == "" {
+		in.health.problem.Store(nil)
+		return
 	}
-	return ln.Addr()
+	in.health.problem.Store(&reason)
 }
 
 // Update replaces the routing table. New routes and backends serve the next
@@ -253,34 +169,14 @@ func (in *Ingress) Update(t Table) error {
 	}
 	for name, e := range in.eggs {
 		if eggs[name] == nil {
-			empty := []*backend{}
-			e.pool.Store(&empty)
-			e.closeHold(false) // what it held gets 503: the egg is gone from here
-			in.updateRemotes(e, nil)
+			e.retire()
 			in.m.dropEgg(name)
 		}
 	}
 	in.eggs = eggs
-	certs, certErr := loadCertificates(t.Certificates, in.certs.Load(), false)
-	in.certs.Store(certs)
-	alpn, alpnErr := loadCertificates(t.ALPNChallenges, in.alpn.Load(), true)
-	in.alpn.Store(alpn)
-	var tokens []string
-	for _, c := range t.ALPNChallenges {
-		if _, ok := alpn.byHost[strings.TrimSuffix(strings.ToLower(c.Host), ".")]; ok {
-			tokens = append(tokens, c.Token)
-		}
-	}
-	in.alpnTokens.Store(&tokens)
-	certErr = errors.Join(certErr, alpnErr)
-	challenges := make(map[string]string, len(t.Challenges))
-	for token, keyAuth := range t.Challenges {
-		challenges[token] = keyAuth
-	}
-	in.challenges.Store(&challenges)
+	certErr := in.tls.update(t)
 	in.routes.Store(newRouteTable(routes))
-	in.tabled.Store(true)
-	return errors.Join(certErr, in.syncPorts(t))
+	return errors.Join(certErr, in.ports.sync(t, eggs))
 }
 
 // updateEgg applies one egg's entry: its drain timeout, its backends (adding
@@ -307,7 +203,7 @@ func (in *Ingress) updateEgg(spec Egg, listed map[string]bool) *egg {
 			b = nil
 		}
 		if b == nil {
-			b = newBackend(s.ContainerID, s.Addr, e, in.cfg.DialTimeout, in.eject)
+			b = newBackend(s.ContainerID, s.Addr, e)
 			in.backends[s.ContainerID] = b
 		}
 		b.healthy = s.Healthy
@@ -316,16 +212,16 @@ func (in *Ingress) updateEgg(spec Egg, listed map[string]bool) *egg {
 		e.backends = append(e.backends, b)
 	}
 	e.rebuildPool(in.fenced)
-	in.updateRemotes(e, spec.Remote)
+	e.setRemotes(spec.Remote)
 	return e
 }
 
 func (in *Ingress) newEgg(name string) *egg {
-	e := &egg{name: name, m: in.m.forEgg(name), log: in.log.With(zap.String("egg", name))}
+	e := &egg{name: name, up: in.up, m: in.m.forEgg(name), log: in.log.With(zap.String("egg", name))}
 	empty := []*backend{}
 	e.pool.Store(&empty)
-	e.proxy = in.newProxy(e)
-	e.localProxy = in.newLocalProxy(e)
+	e.proxy = newProxy(e)
+	e.localProxy = newLocalProxy(e)
 	return e
 }
 
@@ -333,24 +229,6 @@ func (in *Ingress) newEgg(name string) *egg {
 func (in *Ingress) forget(b *backend) {
 	delete(in.backends, b.id)
 	b.transport.CloseIdleConnections()
-}
-
-// eject takes a backend out of the pool for Config.EjectFor: its dial failed,
-// it sent no response headers within the upstream timeout, or (a peer) it has
-// no healthy replica left.
-func (in *Ingress) eject(b *backend, err error) {
-	now := in.now()
-	prev := b.ejectedUntil.Swap(now + int64(in.cfg.EjectFor))
-	b.ejectedOnGuess.Store(!errors.Is(err, errUpstreamTimeout))
-	b.egg.m.dialFailures.Inc()
-	if prev <= now { // log once per ejection, not once per failed request
-		where := []zap.Field{zap.String("container", shortID(b.id)), zap.String("addr", b.addr)}
-		if b.remote != nil {
-			where = []zap.Field{zap.String("peer", b.remote.host)}
-		}
-		in.log.Warn("backend left the pool", append(where,
-			zap.String("egg", b.egg.name), zap.Duration("for", in.cfg.EjectFor), zap.Error(err))...)
-	}
 }
 
 // Drain takes the container's backend out of the pool at once, then waits
@@ -382,24 +260,7 @@ func (in *Ingress) Drain(ctx context.Context, containerID string) error {
 	if b == nil {
 		return nil
 	}
-	log := in.log.With(zap.String("egg", b.egg.name), zap.String("container", shortID(containerID)))
-	log.Info("draining backend", zap.Int64("in_flight", b.inflight.Load()), zap.Duration("timeout", timeout))
-	b.transport.CloseIdleConnections()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case <-b.idle:
-		log.Info("backend drained")
-	case <-b.gone:
-		log.Info("backend gone while draining")
-	case <-timer.C:
-		log.Info("drain timeout passed; what is still open is left to the container's stop",
-			zap.Int64("in_flight", b.inflight.Load()))
-	case <-ctx.Done():
-		return fmt.Errorf("drain %s: %w", shortID(containerID), ctx.Err())
-	}
-	b.transport.CloseIdleConnections()
-	return nil
+	return b.drain(ctx, timeout)
 }
 
 // Gone says the container died or was removed: its backend leaves the pool at
@@ -415,31 +276,16 @@ func (in *Ingress) Gone(containerID string) {
 	b := in.backends[containerID]
 	if b != nil {
 		delete(in.backends, containerID)
-		kept := b.egg.backends[:0:0]
-		for _, o := range b.egg.backends {
-			if o != b {
-				kept = append(kept, o)
-			}
-		}
-		b.egg.backends = kept
 		// As in Drain: the pool (and a hold window) first, then the mark
 		// that makes a concurrent pick back off.
-		b.egg.rebuildPool(in.fenced)
+		b.egg.remove(b, in.fenced)
 		b.markGone()
 	}
 	in.mu.Unlock()
-	if b == nil {
-		return
+	if b != nil {
+		b.endConnections()
 	}
-	in.conns.finishFor(b, time.Now().Add(goneGrace))
-	b.transport.CloseIdleConnections()
 }
-
-// goneGrace bounds how long a connection of a container that is gone may
-// still pass on what the container sent before it went. Those bytes are
-// already on this host, so a second is plenty even on a busy machine, and
-// short enough for a client waiting on a dead backend.
-const goneGrace = time.Second
 
 // EggStatus is one egg's pool as the ingress sees it.
 type EggStatus struct {
@@ -462,10 +308,6 @@ type EggStatus struct {
 
 // Status returns the state of every egg in the table, sorted by name.
 func (in *Ingress) Status() []EggStatus {
-	return in.snapshot()
-}
-
-func (in *Ingress) snapshot() []EggStatus {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	out := make([]EggStatus, 0, len(in.eggs))
@@ -478,7 +320,7 @@ func (in *Ingress) snapshot() []EggStatus {
 				s.Draining++
 			case !b.healthy:
 				s.Unhealthy++
-			case !b.available(in.now, false):
+			case !b.available(unixNano, false):
 				s.Ejected++
 			default:
 				s.Ready++
@@ -486,7 +328,7 @@ func (in *Ingress) snapshot() []EggStatus {
 		}
 		for _, b := range e.remotes {
 			s.InFlight += b.inflight.Load()
-			if b.available(in.now, false) {
+			if b.available(unixNano, false) {
 				s.RemoteReady++
 			} else {
 				s.RemoteEjected++
@@ -508,59 +350,27 @@ func (in *Ingress) Close(ctx context.Context) error {
 		return nil
 	}
 	in.closed = true
-	in.closing.Store(true)
+	in.health.closing.Store(true)
 	for _, e := range in.eggs {
 		// What is held would keep the shutdown waiting for a replica that
 		// this ingress will no longer route to: 503 now.
 		e.closeHold(false)
 	}
-	listeners := make([]*portListener, 0, len(in.ports)+len(in.sockets))
-	for _, pl := range in.ports {
-		listeners = append(listeners, pl)
-	}
-	for _, pl := range in.sockets {
-		listeners = append(listeners, pl)
-	}
-	in.ports, in.sockets = nil, nil
-	httpSrv, httpsSrv, adminSrv, streamSrv, streamFresh := in.httpSrv, in.httpsSrv, in.adminSrv, in.streamSrv, in.streamFresh
+	in.ports.close()
 	in.mu.Unlock()
 
 	in.cancel()
-	for _, pl := range listeners {
-		pl.close()
-	}
-	var errs []error
-	if httpSrv != nil {
-		if err := httpSrv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("ingress shutdown: %w", err))
-			_ = httpSrv.Close() // cut what Shutdown could not wait for
-		}
-	}
-	if httpsSrv != nil {
-		if err := httpsSrv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("ingress HTTPS shutdown: %w", err))
-			_ = httpsSrv.Close() // cut what Shutdown could not wait for
-		}
-	}
-	if streamSrv != nil {
-		streamFresh.closeAll()
-		if err := streamSrv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("ingress shutdown of peer streams: %w", err))
-			_ = streamSrv.Close() // cut what Shutdown could not wait for
-		}
-	}
+	// Closed, the ingress cannot start servers any more: in.srv's fields
+	// no longer change.
+	errs := []error{in.srv.shutdownProxies(ctx)}
 	select {
-	case <-in.conns.whenEmpty():
+	case <-in.up.conns.whenEmpty():
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("ingress close: open connections cut: %w", ctx.Err()))
-		in.conns.closeFor(nil)
+		in.up.conns.closeFor(nil)
 	}
-	if adminSrv != nil {
-		if err := adminSrv.Shutdown(ctx); err != nil {
-			_ = adminSrv.Close() // a scrape cut short is harmless
-		}
-	}
-	in.wg.Wait()
+	in.srv.shutdownAdmin(ctx)
+	in.ports.wg.Wait()
 	in.mu.Lock()
 	for _, b := range in.backends {
 		b.transport.CloseIdleConnections()

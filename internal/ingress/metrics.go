@@ -149,7 +149,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, s := range c.in.snapshot() {
+	for _, s := range c.in.Status() {
 		for _, st := range []struct {
 			name string
 			n    int

@@ -21,23 +21,24 @@ import (
 // egg when it has no healthy backend, 502 when the backend failed and the
 // request could not safely be sent elsewhere.
 func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !in.tabled.Load() {
+	routes := in.routes.Load()
+	if routes == nil {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "hatch ingress: starting, no routing table yet", http.StatusServiceUnavailable)
 		return
 	}
-	if strings.HasPrefix(r.URL.Path, acmeChallengePath) && in.serveChallenge(w, r) {
+	if strings.HasPrefix(r.URL.Path, acmeChallengePath) && in.tls.serveChallenge(w, r) {
 		return
 	}
-	route := in.routes.Load().match(r.Host, r.URL.Path)
+	route := routes.match(r.Host, r.URL.Path)
 	if route == nil {
 		in.m.unrouted.Inc()
 		http.Error(w, fmt.Sprintf("hatch ingress: no egg serves %q", r.Host+r.URL.Path), http.StatusNotFound)
 		return
 	}
-	secure := in.secure(r)
-	if route.tls && !secure && in.hasCertificate(r.Host) {
-		in.redirect(w, r)
+	secure := in.tls.secure(r)
+	if route.tls && !secure && in.tls.hasCertificate(r.Host) {
+		in.tls.redirect(w, r)
 		return
 	}
 	if route.hsts && secure {
@@ -77,13 +78,13 @@ func (t *eggTransport) upstreamTimeout(req *http.Request) time.Duration {
 	if d, ok := req.Context().Value(upstreamTimeoutKey{}).(time.Duration); ok {
 		return d
 	}
-	return t.in.cfg.UpstreamTimeout
+	return t.e.up.upstreamTimeout
 }
 
 // newProxy returns the reverse proxy of one egg. The backend is chosen in
 // the proxy's transport (eggTransport), where a failed attempt can be sent to
 // another backend before the proxy writes anything to the client.
-func (in *Ingress) newProxy(e *egg) http.Handler {
+func newProxy(e *egg) http.Handler {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
@@ -96,19 +97,19 @@ func (in *Ingress) newProxy(e *egg) http.Handler {
 				pr.Out.Header.Set("X-Forwarded-Proto", "https")
 			}
 		},
-		Transport: &eggTransport{in: in, e: e},
+		Transport: &eggTransport{e: e},
 		ModifyResponse: func(resp *http.Response) error {
 			e.m.countStatus(resp.StatusCode)
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) { in.proxyError(e, w, r, err) },
-		ErrorLog:     warnLog(in.log.With(zap.String("egg", e.name))),
+		ErrorHandler: e.proxyError,
+		ErrorLog:     warnLog(e.log),
 		BufferPool:   copyBuffers,
 	}
 }
 
 // proxyError answers a request that got no response from a backend.
-func (in *Ingress) proxyError(e *egg, w http.ResponseWriter, r *http.Request, err error) {
+func (e *egg) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	var held *holdExpiredError
 	switch {
 	case errors.As(err, &held):
@@ -127,8 +128,8 @@ func (in *Ingress) proxyError(e *egg, w http.ResponseWriter, r *http.Request, er
 		w.WriteHeader(http.StatusBadGateway)
 	default:
 		e.m.requests[class5xx].Inc()
-		if ce := in.log.Check(zap.DebugLevel, "backend gave no response"); ce != nil {
-			ce.Write(zap.String("egg", e.name), zap.String("method", r.Method), zap.Error(err))
+		if ce := e.log.Check(zap.DebugLevel, "backend gave no response"); ce != nil {
+			ce.Write(zap.String("method", r.Method), zap.Error(err))
 		}
 		http.Error(w, fmt.Sprintf("hatch ingress: egg %q: backend failed", e.name), http.StatusBadGateway)
 	}
@@ -137,18 +138,17 @@ func (in *Ingress) proxyError(e *egg, w http.ResponseWriter, r *http.Request, er
 // eggTransport sends a request to one of the egg's backends, and once more to
 // another when the first gave no response and sending again is safe.
 type eggTransport struct {
-	in *Ingress
-	e  *egg
+	e *egg
 	// localOnly keeps the requests on this host's backends: those of HTTP
 	// streams from peers.
 	localOnly bool
 }
 
 func (t *eggTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	b := t.e.acquire(nil, t.in.now, t.localOnly)
+	b := t.e.acquire(nil, unixNano, t.localOnly)
 	if b == nil {
 		var err error
-		if b, err = t.e.await(req.Context(), nil, t.in.now, t.localOnly); err != nil {
+		if b, err = t.e.await(req.Context(), nil, unixNano, t.localOnly); err != nil {
 			return nil, err
 		}
 	}
@@ -157,11 +157,11 @@ func (t *eggTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil || !retryable(req, err) {
 		return resp, err
 	}
-	other := t.e.acquire(b, t.in.now, t.localOnly)
+	other := t.e.acquire(b, unixNano, t.localOnly)
 	if other == nil {
 		// A stateful egg's only replica died under the request: it may be
 		// held until the next one is up.
-		if other, _ = t.e.await(req.Context(), b, t.in.now, t.localOnly); other == nil {
+		if other, _ = t.e.await(req.Context(), b, unixNano, t.localOnly); other == nil {
 			return nil, err
 		}
 	}
@@ -216,7 +216,7 @@ func (t *eggTransport) send(b *backend, req *http.Request, timeout time.Duration
 		cancel()
 		b.releaseHTTP()
 		err = fmt.Errorf("container %s: %w (%s)", shortID(b.id), errUpstreamTimeout, timeout)
-		t.in.eject(b, err)
+		b.eject(err)
 		return nil, err
 	}
 	if err != nil {
@@ -231,15 +231,16 @@ func (t *eggTransport) send(b *backend, req *http.Request, timeout time.Duration
 		_ = resp.Body.Close() // a short error page; nothing to keep
 		cancel()
 		b.releaseHTTP()
-		t.in.eject(b, errors.New("the peer has no healthy replica"))
+		b.eject(errors.New("the peer has no healthy replica"))
 		return nil, fmt.Errorf("host %s: %w", b.remote.host, errNoBackend)
 	}
 	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
 		// A WebSocket or other upgraded connection: it lasts until one side
 		// closes, so Gone (the container died) must be able to cut it.
-		ub := &upgradedBody{w: rw, tracker: t.in.conns}
+		conns := t.e.up.conns
+		ub := &upgradedBody{w: rw, tracker: conns}
 		ub.ReadCloser, ub.b, ub.cancel = rw, b, cancel
-		t.in.conns.add(ub, b)
+		conns.add(ub, b)
 		if b.isGone() {
 			_ = ub.Close() // Gone ran between the dial and here: cut it like the others
 		}
@@ -261,20 +262,31 @@ func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
 
 // AdminHandler serves /healthz (200 until Close starts, then 503; 503 with
 // the reason while a problem is set, see SetProblem) and /metrics (the
-// Config.Registry, or the ingress's own).
+// Config.Registry).
 func (in *Ingress) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if in.closing.Load() {
-			http.Error(w, "closing", http.StatusServiceUnavailable)
-			return
-		}
-		if p := in.problem.Load(); p != nil {
-			http.Error(w, *p, http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ok\n") // a failed write means the prober left
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(in.reg, promhttp.HandlerOpts{Registry: in.reg}))
+	mux.Handle("GET /healthz", &in.health)
+	reg := in.cfg.Registry
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return mux
+}
+
+// health is what /healthz answers; both fields are read without a lock.
+type health struct {
+	closing atomic.Bool // set when Close starts
+	// problem, if set, is why the host is not healthy although the ingress
+	// serves (the agent cannot verify its control plane).
+	problem atomic.Pointer[string]
+}
+
+func (h *health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	if h.closing.Load() {
+		http.Error(w, "closing", http.StatusServiceUnavailable)
+		return
+	}
+	if p := h.problem.Load(); p != nil {
+		http.Error(w, *p, http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n") // a failed write means the prober left
 }

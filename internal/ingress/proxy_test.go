@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -242,14 +243,28 @@ func TestFailedDialEjectsBackendAndRetriesElsewhere(t *testing.T) {
 	}
 }
 
+// A backend ejected by a failed dial takes requests again once EjectFor has
+// passed, without any Update. A second, healthy backend is there so that the
+// last resort (which tries an ejected backend when nothing else is left)
+// cannot be what brings it back: only the ejection's end can.
 func TestEjectedBackendComesBackAfterEjectFor(t *testing.T) {
 	in := startIngress(t, func(c *Config) { c.EjectFor = 100 * time.Millisecond })
+	good := newTestBackend(t, "good")
 	addr := deadAddr(t)
-	mustUpdate(t, in, Table{Eggs: []Egg{{Name: "web", Routes: []Route{{Host: "web.localhost"}},
-		Backends: []Backend{{ContainerID: "slow-starter", Addr: addr, Healthy: true}}}}})
+	mustUpdate(t, in, Table{Eggs: []Egg{{Name: "web", Routes: []Route{{Host: "web.localhost"}}, Backends: []Backend{
+		{ContainerID: "slow-starter", Addr: addr, Healthy: true},
+		{ContainerID: "good", Addr: good.addr(), Healthy: true},
+	}}}})
 	c, _ := newClient(t)
-	if code, _, _ := get(t, c, in, "web.localhost", "/"); code != http.StatusBadGateway {
-		t.Fatalf("a lone backend that cannot be dialled: got %d, want 502", code)
+	// Ties rotate, so within two requests one dials the slow starter, fails,
+	// ejects it and is retried on good.
+	for i := range 2 {
+		if code, from, _ := get(t, c, in, "web.localhost", "/"); code != 200 || from != "good" {
+			t.Fatalf("request %d: got %d from %q, want 200 from good", i, code, from)
+		}
+	}
+	if st := in.Status(); st[0].Ejected != 1 || st[0].Ready != 1 {
+		t.Fatalf("status %+v, want the slow starter ejected and good ready", st[0])
 	}
 	// The container starts listening and the agent still reports it healthy:
 	// once EjectFor has passed it serves again without any Update.
@@ -261,9 +276,22 @@ func TestEjectedBackendComesBackAfterEjectFor(t *testing.T) {
 	srv.Listener = ln
 	srv.Start()
 	defer srv.Close()
-	time.Sleep(150 * time.Millisecond)
-	if code, _, body := get(t, c, in, "web.localhost", "/"); code != 200 || body != "up" {
-		t.Fatalf("after EjectFor: got %d %q, want 200 up", code, body)
+	time.Sleep(150 * time.Millisecond) // the ejection's own clock: EjectFor must pass
+	if st := in.Status(); st[0].Ejected != 0 || st[0].Ready != 2 {
+		t.Fatalf("status %+v after EjectFor, want both backends ready", st[0])
+	}
+	// Equally loaded, the two take turns: the one that came back serves
+	// one of the next two requests.
+	var bodies []string
+	for range 2 {
+		code, _, body := get(t, c, in, "web.localhost", "/")
+		if code != 200 {
+			t.Fatalf("after EjectFor: got %d %q, want 200", code, body)
+		}
+		bodies = append(bodies, body)
+	}
+	if !slices.Contains(bodies, "up") {
+		t.Errorf("after EjectFor the bodies were %q; want one from the backend that came back", bodies)
 	}
 }
 

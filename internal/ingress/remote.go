@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,20 +51,20 @@ type remoteHost struct {
 	onDead func(*backend)
 }
 
-// newRemoteBackend returns the backend standing for the egg's replicas on
-// host, reached through the mesh. Its transport's connections are HTTP
-// streams; the peer's ingress proxies each request on them to one of its own
+// newRemoteBackend returns the backend standing for e's replicas on host,
+// reached through the mesh. Its transport's connections are HTTP streams;
+// the peer's ingress proxies each request on them to one of its own
 // replicas.
-func (in *Ingress) newRemoteBackend(host string, e *egg) *backend {
-	r := &remoteHost{host: host, peers: in.cfg.Peers}
+func newRemoteBackend(host string, e *egg) *backend {
+	r := &remoteHost{host: host, peers: e.up.peers}
 	b := &backend{id: "peer/" + host, addr: remoteAddr, egg: e, remote: r,
 		idle: make(chan struct{}), gone: make(chan struct{}), healthy: true}
 	r.onDead = func(b *backend) {
-		in.eject(b, errors.New("mesh connection lost (keep-alives unanswered)"))
+		b.eject(errors.New("mesh connection lost (keep-alives unanswered)"))
 		b.transport.CloseIdleConnections()
 	}
 	b.transport = newTransport(func(ctx context.Context) (net.Conn, error) {
-		c, err := in.dialRemote(ctx, b, 0)
+		c, err := b.dialRemote(ctx, 0)
 		if err != nil {
 			return nil, &dialError{err}
 		}
@@ -78,15 +77,16 @@ func (in *Ingress) newRemoteBackend(host string, e *egg) *backend {
 }
 
 // dialRemote opens a stream for b (a remote backend) to port (zero: HTTP),
-// bounded by Config.RemoteDialTimeout. A failure that was not the caller
-// giving up ejects b.
-func (in *Ingress) dialRemote(ctx context.Context, b *backend, port int) (net.Conn, error) {
-	dctx, cancel := context.WithTimeout(ctx, in.cfg.RemoteDialTimeout)
+// bounded by Config.RemoteDialTimeout. A failure that was neither the
+// caller giving up nor the ingress closing ejects b.
+func (b *backend) dialRemote(ctx context.Context, port int) (net.Conn, error) {
+	up := b.egg.up
+	dctx, cancel := context.WithTimeout(ctx, up.remoteDialTimeout)
 	defer cancel()
 	c, err := b.remote.peers.DialStream(dctx, b.remote.host, b.egg.name, port)
 	if err != nil {
-		if ctx.Err() == nil && in.ctx.Err() == nil {
-			in.eject(b, err)
+		if ctx.Err() == nil && up.life.Err() == nil {
+			b.eject(err)
 		}
 		return nil, err
 	}
@@ -94,10 +94,10 @@ func (in *Ingress) dialRemote(ctx context.Context, b *backend, port int) (net.Co
 	return c, nil
 }
 
-// updateRemotes applies an egg's list of other hosts running it, keeping
-// the backends of hosts still listed (their ejection and kept-alive streams
-// carry on). The caller holds mu.
-func (in *Ingress) updateRemotes(e *egg, hosts []string) {
+// setRemotes applies the egg's list of other hosts running it, keeping the
+// backends of hosts still listed (their ejection and kept-alive streams
+// carry on). The caller holds Ingress.mu.
+func (e *egg) setRemotes(hosts []string) {
 	old := make(map[string]*backend, len(e.remotes))
 	for _, b := range e.remotes {
 		old[b.remote.host] = b
@@ -107,7 +107,7 @@ func (in *Ingress) updateRemotes(e *egg, hosts []string) {
 		b := old[h]
 		delete(old, h)
 		if b == nil {
-			b = in.newRemoteBackend(h, e)
+			b = newRemoteBackend(h, e)
 		}
 		e.remotes = append(e.remotes, b)
 	}
@@ -121,7 +121,7 @@ func (in *Ingress) updateRemotes(e *egg, hosts []string) {
 // newLocalProxy returns the proxy of one egg for the requests of HTTP
 // streams from peers: local backends only, and the X-Forwarded-* headers
 // the calling ingress set (it is the edge, authenticated by the mesh) kept.
-func (in *Ingress) newLocalProxy(e *egg) http.Handler {
+func newLocalProxy(e *egg) http.Handler {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
@@ -137,7 +137,7 @@ func (in *Ingress) newLocalProxy(e *egg) http.Handler {
 				}
 			}
 		},
-		Transport: &eggTransport{in: in, e: e, localOnly: true},
+		Transport: &eggTransport{e: e, localOnly: true},
 		ModifyResponse: func(resp *http.Response) error {
 			e.m.countStatus(resp.StatusCode)
 			return nil
@@ -146,9 +146,9 @@ func (in *Ingress) newLocalProxy(e *egg) http.Handler {
 			if errors.Is(err, errNoBackend) {
 				w.Header().Set(noBackendHeader, "1")
 			}
-			in.proxyError(e, w, r, err)
+			e.proxyError(w, r, err)
 		},
-		ErrorLog:   warnLog(in.log.With(zap.String("egg", e.name), zap.Bool("from_peer", true))),
+		ErrorLog:   warnLog(e.log.With(zap.Bool("from_peer", true))),
 		BufferPool: copyBuffers,
 	}
 }
@@ -195,7 +195,7 @@ func peerPorts(spec Egg) []int {
 // held, and a TCP stream waits for a replica as long as ctx allows.
 func (in *Ingress) DialLocal(ctx context.Context, workloadID string, port int) (net.Conn, error) {
 	in.mu.Lock()
-	e, lis, closed := in.eggs[workloadID], in.streamLn, in.closed
+	e, lis, closed := in.eggs[workloadID], in.srv.streamLn, in.closed
 	var served bool
 	if e != nil {
 		served = (port == 0 && e.routed) || (port > 0 && slices.Contains(e.peerPorts, port))
@@ -219,7 +219,7 @@ func (in *Ingress) DialLocal(ctx context.Context, workloadID string, port int) (
 		// As acquire's last resort would: a replica out after one failed
 		// dial still counts, so that peers do not eject this host for it.
 		// A stateful egg between replicas holds the stream's requests.
-		if leastLoaded(*e.pool.Load(), 0, nil, in.now, true) == nil && !e.holding() {
+		if leastLoaded(*e.pool.Load(), 0, nil, unixNano, true) == nil && !e.holding() {
 			return nil, fmt.Errorf("egg %q: %w here", workloadID, errNoBackend)
 		}
 		mine, theirs := net.Pipe()
@@ -231,27 +231,23 @@ func (in *Ingress) DialLocal(ctx context.Context, workloadID string, port int) (
 	}
 	var failed *backend
 	for range 2 {
-		b := e.acquire(failed, in.now, true)
+		b := e.acquire(failed, unixNano, true)
 		if b == nil {
 			// A stateful egg between replicas: held as long as the
 			// peer waits for the stream, within the hold window.
-			if b, _ = e.await(ctx, failed, in.now, true); b == nil {
+			if b, _ = e.await(ctx, failed, unixNano, true); b == nil {
 				break
 			}
 		}
-		d := net.Dialer{Timeout: in.cfg.DialTimeout, KeepAlive: 30 * time.Second}
-		up, err := d.DialContext(ctx, "tcp", net.JoinHostPort(b.ip, strconv.Itoa(port)))
+		up, err := b.dialTCP(ctx, port)
 		if err != nil {
-			if ctx.Err() == nil && in.ctx.Err() == nil {
-				in.eject(b, err)
-			}
 			failed = b
 			b.release()
 			continue
 		}
-		c := &trackedConn{Conn: up, b: b, tracker: in.conns}
-		in.conns.add(c, b)
-		if b.isGone() || in.ctx.Err() != nil {
+		c := &trackedConn{Conn: up, b: b, tracker: in.up.conns}
+		in.up.conns.add(c, b)
+		if b.isGone() || in.up.life.Err() != nil {
 			_ = c.Close() // Gone or Close ran while we dialled: they could not see it
 			break
 		}
@@ -332,13 +328,13 @@ func (in *Ingress) serveStream(w http.ResponseWriter, r *http.Request) {
 
 // newStreamServer returns the HTTP server of the streams from peers, and
 // the set of its connections that have not begun a request yet.
-func (in *Ingress) newStreamServer() (*http.Server, *unstarted) {
+func newStreamServer(handler http.Handler, ln *streamListener, log *zap.Logger) (*server, *unstarted) {
 	fresh := &unstarted{conns: map[net.Conn]struct{}{}}
-	return &http.Server{
-		Handler:           http.HandlerFunc(in.serveStream),
+	return &server{Server: &http.Server{
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          warnLog(in.log),
+		ErrorLog:          warnLog(log),
 		ConnState:         fresh.track,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if sc, ok := c.(*streamConn); ok {
@@ -346,7 +342,7 @@ func (in *Ingress) newStreamServer() (*http.Server, *unstarted) {
 			}
 			return ctx
 		},
-	}, fresh
+	}, ln: ln}, fresh
 }
 
 // unstarted holds the stream server's connections that have not begun a

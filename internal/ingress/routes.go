@@ -35,8 +35,11 @@ func newRouteTable(routes map[Route]*egg) *routeTable {
 }
 
 // match returns the route serving host (as a Host header gives it, port and
-// all) and path, or nil.
+// all) and path, or nil. A nil table (no Update yet) serves nothing.
 func (t *routeTable) match(host, path string) *routeEntry {
+	if t == nil {
+		return nil
+	}
 	entries := t.hosts[canonicalHost(host)]
 	for i := range entries {
 		if pathHasPrefix(path, entries[i].prefix) {

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,24 @@ import (
 
 	"go.uber.org/zap"
 )
+
+// published are the listeners of the table's published ports and relay
+// sockets; each connection they accept goes to its target egg. The maps
+// are guarded by Ingress.mu; wg counts the accept loops and the
+// connections they serve, which Close waits for.
+type published struct {
+	addr    string          // Config.PublishAddr
+	life    context.Context // ended by Close: ends an accept loop's back-off
+	log     *zap.Logger
+	ports   map[int]*portListener
+	sockets map[string]*portListener // by path
+	wg      sync.WaitGroup
+}
+
+func newPublished(addr string, life context.Context, log *zap.Logger) *published {
+	return &published{addr: addr, life: life, log: log,
+		ports: make(map[int]*portListener), sockets: make(map[string]*portListener)}
+}
 
 // portListener serves one published port or socket. Its target can change
 // under it (Update re-points the port) without closing the listener.
@@ -42,63 +61,67 @@ func (pl *portListener) close() {
 	_ = pl.ln.Close() // ends the accept loop; its only error is "already closed"
 }
 
-// syncPorts opens, re-points and closes listeners to match the table. Closing
-// a listener leaves its open connections alone. The caller holds mu.
-func (in *Ingress) syncPorts(t Table) error {
+// sync opens, re-points and closes listeners to match the table, whose
+// eggs by name are eggs. Closing a listener leaves its open connections
+// alone. The caller holds Ingress.mu.
+func (p *published) sync(t Table, eggs map[string]*egg) error {
+	return errors.Join(p.syncSockets(t, eggs), p.syncPorts(t, eggs))
+}
+
+// syncPorts is sync for the published ports.
+func (p *published) syncPorts(t Table, eggs map[string]*egg) error {
 	want := make(map[int]*portTarget)
 	for _, spec := range t.Eggs {
-		for _, p := range spec.Ports {
-			want[p.Published] = &portTarget{egg: in.eggs[spec.Name], port: p.Target}
+		for _, pp := range spec.Ports {
+			want[pp.Published] = &portTarget{egg: eggs[spec.Name], port: pp.Target}
 		}
 	}
-	for port, pl := range in.ports {
+	for port, pl := range p.ports {
 		if want[port] == nil {
 			pl.close()
-			delete(in.ports, port)
-			in.log.Info("published port closed", zap.Int("port", port))
+			delete(p.ports, port)
+			p.log.Info("published port closed", zap.Int("port", port))
 		}
 	}
 	var errs []error
-	errs = append(errs, in.syncSockets(t))
 	for port, target := range want {
-		if pl := in.ports[port]; pl != nil {
+		if pl := p.ports[port]; pl != nil {
 			pl.target.Store(target)
 			continue
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(in.cfg.PublishAddr, strconv.Itoa(port)))
+		ln, err := net.Listen("tcp", net.JoinHostPort(p.addr, strconv.Itoa(port)))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("publish port %d for egg %q: %w", port, target.egg.name, err))
 			continue
 		}
 		pl := &portListener{port: port, ln: ln}
 		pl.target.Store(target)
-		in.ports[port] = pl
-		in.wg.Add(1)
-		go in.acceptLoop(pl)
-		in.log.Info("published port open", zap.Int("port", port), zap.String("egg", target.egg.name))
+		p.ports[port] = pl
+		p.wg.Add(1)
+		go p.acceptLoop(pl)
+		p.log.Info("published port open", zap.Int("port", port), zap.String("egg", target.egg.name))
 	}
 	return errors.Join(errs...)
 }
 
-// syncSockets opens, re-points and closes the Unix sockets to match the
-// table, as syncPorts does for ports. The caller holds mu.
-func (in *Ingress) syncSockets(t Table) error {
+// syncSockets is sync for the relay sockets.
+func (p *published) syncSockets(t Table, eggs map[string]*egg) error {
 	want := make(map[string]*portTarget)
 	for _, spec := range t.Eggs {
 		for _, so := range spec.Sockets {
-			want[so.Path] = &portTarget{egg: in.eggs[spec.Name], port: so.Target}
+			want[so.Path] = &portTarget{egg: eggs[spec.Name], port: so.Target}
 		}
 	}
-	for path, pl := range in.sockets {
+	for path, pl := range p.sockets {
 		if want[path] == nil {
 			pl.close() // a Unix listener removes its socket file as it closes
-			delete(in.sockets, path)
-			in.log.Info("socket closed", zap.String("socket", path))
+			delete(p.sockets, path)
+			p.log.Info("socket closed", zap.String("socket", path))
 		}
 	}
 	var errs []error
 	for path, target := range want {
-		if pl := in.sockets[path]; pl != nil {
+		if pl := p.sockets[path]; pl != nil {
 			pl.target.Store(target)
 			continue
 		}
@@ -109,10 +132,10 @@ func (in *Ingress) syncSockets(t Table) error {
 		}
 		pl := &portListener{path: path, ln: ln}
 		pl.target.Store(target)
-		in.sockets[path] = pl
-		in.wg.Add(1)
-		go in.acceptLoop(pl)
-		in.log.Info("socket open", zap.String("socket", path), zap.String("egg", target.egg.name))
+		p.sockets[path] = pl
+		p.wg.Add(1)
+		go p.acceptLoop(pl)
+		p.log.Info("socket open", zap.String("socket", path), zap.String("egg", target.egg.name))
 	}
 	return errors.Join(errs...)
 }
@@ -171,8 +194,8 @@ func (l *dirListener) Close() error {
 
 // acceptLoop hands each connection of a published port to its own goroutine
 // until the listener is closed.
-func (in *Ingress) acceptLoop(pl *portListener) {
-	defer in.wg.Done()
+func (p *published) acceptLoop(pl *portListener) {
+	defer p.wg.Done()
 	var delay time.Duration
 	for {
 		c, err := pl.ln.Accept()
@@ -183,67 +206,67 @@ func (in *Ingress) acceptLoop(pl *portListener) {
 			// Out of file descriptors and the like: wait a little, as
 			// net/http does, rather than spin.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			in.log.Warn("accept failed", pl.logField(), zap.Duration("retry_in", delay), zap.Error(err))
+			p.log.Warn("accept failed", pl.logField(), zap.Duration("retry_in", delay), zap.Error(err))
 			select {
 			case <-time.After(delay):
-			case <-in.ctx.Done():
+			case <-p.life.Done():
 				return
 			}
 			continue
 		}
 		delay = 0
-		in.wg.Add(1)
-		go in.serveTCP(pl.target.Load(), c)
+		target := pl.target.Load()
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			target.serve(c)
+		}()
 	}
 }
 
-// serveTCP forwards one connection to the least loaded backend, trying a
+// close closes every listener; their open connections carry on. The caller
+// holds Ingress.mu.
+func (p *published) close() {
+	for _, pl := range p.ports {
+		pl.close()
+	}
+	for _, pl := range p.sockets {
+		pl.close()
+	}
+	p.ports, p.sockets = nil, nil
+}
+
+// serve forwards one connection to the least loaded backend, trying a
 // second one if the first cannot be dialled (nothing was sent yet), and
 // closes it when no backend can take it.
 //
 // A port without a target port (zero) uses local backends only: a stream to
 // a peer must name the port.
-func (in *Ingress) serveTCP(t *portTarget, client net.Conn) {
-	defer in.wg.Done()
+func (t *portTarget) serve(client net.Conn) {
+	e := t.egg
 	var failed *backend
 	for range 2 {
-		b := t.egg.acquire(failed, in.now, t.port == 0)
+		b := e.acquire(failed, unixNano, t.port == 0)
 		if b == nil {
 			// A stateful egg between replicas: wait for the next one
 			// (bounded by its hold window, or the ingress's Close).
-			if b, _ = t.egg.await(in.ctx, failed, in.now, t.port == 0); b == nil {
+			if b, _ = e.await(e.up.life, failed, unixNano, t.port == 0); b == nil {
 				break
 			}
 		}
-		up, err := in.dialTCP(b, t.port)
+		up, err := b.dialTCP(e.up.life, t.port)
 		if err != nil {
 			failed = b
 			b.release()
 			continue
 		}
-		t.egg.m.tcpConns.Inc()
-		in.pipe(b, client, up)
+		e.m.tcpConns.Inc()
+		pipe(b, client, up)
 		b.release()
 		return
 	}
-	t.egg.m.tcpRejected.Inc()
+	e.m.tcpRejected.Inc()
 	_ = client.Close() // no backend: closing is the only answer TCP has
-}
-
-func (in *Ingress) dialTCP(b *backend, port int) (net.Conn, error) {
-	if b.remote != nil {
-		return in.dialRemote(in.ctx, b, port)
-	}
-	addr := b.addr
-	if port != 0 {
-		addr = net.JoinHostPort(b.ip, strconv.Itoa(port))
-	}
-	d := net.Dialer{Timeout: in.cfg.DialTimeout, KeepAlive: 30 * time.Second}
-	c, err := d.DialContext(in.ctx, "tcp", addr)
-	if err != nil && in.ctx.Err() == nil {
-		in.eject(b, err)
-	}
-	return c, err
 }
 
 // tcpPipe is a proxied connection pair; closing it closes both ends.
@@ -274,12 +297,13 @@ func (p *tcpPipe) finish(deadline time.Time) {
 
 // pipe copies both ways until both directions end, passing half-closes on,
 // so a client that shuts down its writing side still gets the reply.
-func (in *Ingress) pipe(b *backend, client, up net.Conn) {
+func pipe(b *backend, client, up net.Conn) {
 	p := &tcpPipe{client: client, up: up}
-	in.conns.add(p, b)
-	defer in.conns.remove(p)
+	conns := b.egg.up.conns
+	conns.add(p, b)
+	defer conns.remove(p)
 	defer p.Close()
-	if b.isGone() || in.ctx.Err() != nil {
+	if b.isGone() || b.egg.up.life.Err() != nil {
 		return // Gone or Close ran while we dialled: they could not see this pipe
 	}
 	done := make(chan struct{})

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 )
@@ -38,6 +38,70 @@ type certTable struct {
 	// byChain keeps the parsed pairs by chain and key, so an Update that
 	// carries the same certificate does not parse it again.
 	byChain map[string]*tls.Certificate
+}
+
+// tlsState is what the ingress serves over TLS and how plain HTTP reaches
+// it: the certificates picked by SNI, the ACME challenges (HTTP-01 key
+// authorizations and TLS-ALPN-01 certificates), the trusted proxies whose
+// X-Forwarded-Proto is believed, and the HTTPS port redirects name. Update
+// replaces the tables whole; handshakes and requests read them without a
+// lock.
+type tlsState struct {
+	log            *zap.Logger
+	m              *metrics
+	trustedProxies []netip.Prefix
+
+	certs      atomic.Pointer[certTable]
+	challenges atomic.Pointer[map[string]string] // key authorizations by token
+	// alpn are the TLS-ALPN-01 challenge certificates by host, and
+	// alpnTokens their tokens, for Challenges.
+	alpn       atomic.Pointer[certTable]
+	alpnTokens atomic.Pointer[[]string]
+	// httpsPort is the HTTPS listener's port, for redirects; zero until it
+	// listens.
+	httpsPort atomic.Int32
+}
+
+func newTLSState(log *zap.Logger, m *metrics, trustedProxies []netip.Prefix) *tlsState {
+	s := &tlsState{log: log, m: m, trustedProxies: trustedProxies}
+	s.certs.Store(&certTable{})
+	s.challenges.Store(&map[string]string{})
+	s.alpn.Store(&certTable{})
+	s.alpnTokens.Store(&[]string{})
+	return s
+}
+
+// update loads the table's certificates and challenges. A certificate that
+// does not parse is reported and left out (its host keeps the one it had);
+// the rest applies.
+func (s *tlsState) update(t Table) error {
+	certs, certErr := loadCertificates(t.Certificates, s.certs.Load(), false)
+	s.certs.Store(certs)
+	alpn, alpnErr := loadCertificates(t.ALPNChallenges, s.alpn.Load(), true)
+	s.alpn.Store(alpn)
+	var tokens []string
+	for _, c := range t.ALPNChallenges {
+		if _, ok := alpn.byHost[strings.TrimSuffix(strings.ToLower(c.Host), ".")]; ok {
+			tokens = append(tokens, c.Token)
+		}
+	}
+	s.alpnTokens.Store(&tokens)
+	challenges := make(map[string]string, len(t.Challenges))
+	for token, keyAuth := range t.Challenges {
+		challenges[token] = keyAuth
+	}
+	s.challenges.Store(&challenges)
+	return errors.Join(certErr, alpnErr)
+}
+
+// tokens returns the tokens of the ACME challenges answered, of both kinds.
+func (s *tlsState) tokens() []string {
+	m := *s.challenges.Load()
+	out := make([]string, 0, len(m))
+	for t := range m {
+		out = append(out, t)
+	}
+	return append(out, *s.alpnTokens.Load()...)
 }
 
 // loadCertificates parses the table's certificates, reusing the previous
@@ -90,21 +154,21 @@ func redactKeyError(err error) error { return errors.New(err.Error()) }
 // getCertificate picks the certificate by SNI. A handshake without SNI
 // (an IP) or for a name without a certificate fails: there is no default
 // certificate to leak names from.
-func (in *Ingress) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (s *tlsState) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	name := strings.TrimSuffix(strings.ToLower(hello.ServerName), ".")
 	if slices.Contains(hello.SupportedProtos, acmeTLSALPN) {
 		// A CA validating TLS-ALPN-01: only the challenge's certificate.
-		if cert, ok := in.alpn.Load().byHost[name]; ok {
-			in.m.challenges.Inc()
-			in.log.Info("ACME TLS-ALPN-01 challenge answered", zap.String("host", name))
+		if cert, ok := s.alpn.Load().byHost[name]; ok {
+			s.m.challenges.Inc()
+			s.log.Info("ACME TLS-ALPN-01 challenge answered", zap.String("host", name))
 			return cert, nil
 		}
 		return nil, fmt.Errorf("no ACME TLS-ALPN-01 challenge for %q", name)
 	}
-	if cert, ok := in.certs.Load().byHost[name]; ok {
+	if cert, ok := s.certs.Load().byHost[name]; ok {
 		return cert, nil
 	}
-	in.m.tlsUnknown.Inc()
+	s.m.tlsUnknown.Inc()
 	return nil, fmt.Errorf("no certificate for %q", name)
 }
 
@@ -112,22 +176,22 @@ func (in *Ingress) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate,
 // gives it) is loaded. A TLS route is redirected to HTTPS only then: until
 // its first certificate arrives it is served over plain HTTP, never sent
 // to a handshake that must fail.
-func (in *Ingress) hasCertificate(host string) bool {
-	_, ok := in.certs.Load().byHost[canonicalHost(host)]
+func (s *tlsState) hasCertificate(host string) bool {
+	_, ok := s.certs.Load().byHost[canonicalHost(host)]
 	return ok
 }
 
 // serveChallenge answers an ACME HTTP-01 request whose token is in the
 // table, and reports whether it did. Unknown tokens fall through to the
 // routes (an application may answer its own challenges).
-func (in *Ingress) serveChallenge(w http.ResponseWriter, r *http.Request) bool {
+func (s *tlsState) serveChallenge(w http.ResponseWriter, r *http.Request) bool {
 	token := strings.TrimPrefix(r.URL.Path, acmeChallengePath)
-	keyAuth, ok := (*in.challenges.Load())[token]
+	keyAuth, ok := (*s.challenges.Load())[token]
 	if !ok {
 		return false
 	}
-	in.m.challenges.Inc()
-	in.log.Info("ACME challenge answered", zap.String("host", r.Host), zap.String("token", token), zap.String("from", r.RemoteAddr))
+	s.m.challenges.Inc()
+	s.log.Info("ACME challenge answered", zap.String("host", r.Host), zap.String("token", token), zap.String("from", r.RemoteAddr))
 	w.Header().Set("Content-Type", "text/plain")
 	_, _ = w.Write([]byte(keyAuth))
 	return true
@@ -135,11 +199,11 @@ func (in *Ingress) serveChallenge(w http.ResponseWriter, r *http.Request) bool {
 
 // secure reports whether the client's request came over HTTPS: on the
 // HTTPS listener, or from a trusted proxy that says so.
-func (in *Ingress) secure(r *http.Request) bool {
+func (s *tlsState) secure(r *http.Request) bool {
 	if r.TLS != nil {
 		return true
 	}
-	return r.Header.Get("X-Forwarded-Proto") == "https" && trusted(in.cfg.TrustedProxies, r.RemoteAddr)
+	return r.Header.Get("X-Forwarded-Proto") == "https" && trusted(s.trustedProxies, r.RemoteAddr)
 }
 
 // trusted reports whether remote ("ip:port") is in one of the prefixes.
@@ -163,9 +227,9 @@ func trusted(prefixes []netip.Prefix, remote string) bool {
 // redirect sends a plain HTTP request to the same URL over HTTPS (308:
 // the method and body are kept), on the HTTPS listener's port when it is
 // not 443.
-func (in *Ingress) redirect(w http.ResponseWriter, r *http.Request) {
-	in.m.redirects.Inc()
-	http.Redirect(w, r, httpsURL(r.Host, in.httpsPort.Load(), r.URL.RequestURI()), http.StatusPermanentRedirect)
+func (s *tlsState) redirect(w http.ResponseWriter, r *http.Request) {
+	s.m.redirects.Inc()
+	http.Redirect(w, r, httpsURL(r.Host, s.httpsPort.Load(), r.URL.RequestURI()), http.StatusPermanentRedirect)
 }
 
 // httpsURL is the HTTPS URL of a request for host (as its Host header
@@ -181,66 +245,4 @@ func httpsURL(host string, port int32, requestURI string) string {
 		host += ":" + strconv.Itoa(int(port))
 	}
 	return "https://" + host + requestURI
-}
-
-// startHTTPS listens on Config.HTTPSAddr and serves the same handler as
-// HTTP behind TLS, with HTTP/2. A failure to listen is kept for
-// HTTPSProblem: the host serves HTTP all the same. The caller holds mu.
-func (in *Ingress) startHTTPS() {
-	ln, err := net.Listen("tcp", in.cfg.HTTPSAddr)
-	if err != nil {
-		problem := fmt.Sprintf("HTTPS listener %s: %v (HTTP keeps serving)", in.cfg.HTTPSAddr, err)
-		in.httpsProblem.Store(&problem)
-		in.log.Error("ingress cannot serve HTTPS", zap.String("addr", in.cfg.HTTPSAddr), zap.Error(err))
-		return
-	}
-	if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
-		in.httpsPort.Store(int32(tcp.Port))
-	}
-	in.httpsLn = ln
-	in.httpsSrv = &http.Server{
-		Handler:           in,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          warnLog(in.log),
-		TLSConfig: &tls.Config{
-			MinVersion:     tls.VersionTLS12,
-			GetCertificate: in.getCertificate,
-			NextProtos:     []string{"h2", "http/1.1", acmeTLSALPN},
-		},
-	}
-	srv := in.httpsSrv
-	in.wg.Add(1)
-	go func() {
-		defer in.wg.Done()
-		if err := srv.ServeTLS(ln, "", ""); !errors.Is(err, http.ErrServerClosed) {
-			in.log.Error("ingress HTTPS server stopped", zap.Stringer("addr", ln.Addr()), zap.Error(err))
-		}
-	}()
-}
-
-// HTTPSAddr returns the address Start listens on for HTTPS, or nil.
-func (in *Ingress) HTTPSAddr() net.Addr {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return addrOf(in.httpsLn)
-}
-
-// HTTPSProblem says why the ingress does not serve HTTPS although
-// Config.HTTPSAddr asks it to, or "".
-func (in *Ingress) HTTPSProblem() string {
-	if p := in.httpsProblem.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
-
-// Challenges returns the tokens of the ACME challenges the ingress answers.
-func (in *Ingress) Challenges() []string {
-	m := *in.challenges.Load()
-	out := make([]string, 0, len(m))
-	for t := range m {
-		out = append(out, t)
-	}
-	return append(out, *in.alpnTokens.Load()...)
 }
