@@ -23,7 +23,7 @@ type eggProvider struct{ s *Set }
 
 func (eggProvider) Schema() reconciler.Schema {
 	return reconciler.Schema{
-		Outputs:    []string{"address", "hosts"},
+		Outputs:    outputsOf(resource.Egg),
 		Conditions: []resource.Condition{resource.ConditionHealthy, resource.ConditionCompleted},
 	}
 }
@@ -196,7 +196,7 @@ func eggOutputs(e eggSpec, pl placed, previous *previousSpec) map[string]any {
 	for i, h := range pl.hosts {
 		hosts[i] = h
 	}
-	out := map[string]any{"address": e.address(), "hosts": hosts}
+	out := map[string]any{inputs.OutputAddress: e.address(), inputs.OutputHosts: hosts}
 	if e.revision > 0 {
 		out["revision"] = e.revision
 	}
@@ -231,7 +231,7 @@ func previousOf(outputs map[string]any) *previousSpec {
 
 // hostsOf reads the hosts output.
 func hostsOf(outputs map[string]any) []string {
-	list, _ := outputs["hosts"].([]any)
+	list, _ := outputs[inputs.OutputHosts].([]any)
 	out := make([]string, 0, len(list))
 	for _, h := range list {
 		if s, ok := h.(string); ok {

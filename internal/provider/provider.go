@@ -12,6 +12,7 @@ import (
 	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -121,6 +122,13 @@ func (s *Set) Registry(opts Options) reconciler.Registry {
 		resource.Secret:  secretProvider{s},
 		resource.Route:   routeProvider{s},
 	}
+}
+
+// outputsOf is the outputs package inputs declares for a kind: those its
+// provider declares to the reconciler and reports.
+func outputsOf(k resource.Kind) []string {
+	outputs, _ := inputs.Outputs(k)
+	return outputs
 }
 
 // workloadID is the workload ID (contract.WorkloadID) of egg in project,

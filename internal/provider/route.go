@@ -13,7 +13,9 @@ import (
 // routeProvider attaches routes to their egg's workloads.
 type routeProvider struct{ s *Set }
 
-func (routeProvider) Schema() reconciler.Schema { return reconciler.Schema{} }
+func (routeProvider) Schema() reconciler.Schema {
+	return reconciler.Schema{Outputs: outputsOf(resource.Route)}
+}
 
 // Diff ignores hosts: the input only orders the route after its egg, and the
 // egg carries its routes wherever it runs, so a move needs no route update.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -60,7 +61,7 @@ func parseHandle(h string) (name, fingerprint string, ok bool) {
 type secretProvider struct{ s *Set }
 
 func (secretProvider) Schema() reconciler.Schema {
-	return reconciler.Schema{Outputs: []string{"handle"}}
+	return reconciler.Schema{Outputs: outputsOf(resource.Secret)}
 }
 
 func (secretProvider) Diff(deployed, desired map[string]any) []string {
@@ -98,7 +99,7 @@ func (p secretProvider) use(ctx context.Context, project string, r *resource.Dep
 	if err := p.s.secrets.PruneSecretValues(ctx, project, r.Name, keep, p.s.now().Add(-p.s.grace)); err != nil {
 		return nil, err
 	}
-	return map[string]any{"handle": secretHandle(r.Name, r.ID, fp)}, nil
+	return map[string]any{inputs.OutputHandle: secretHandle(r.Name, r.ID, fp)}, nil
 }
 
 // Delete forgets every value of the secret.

@@ -25,7 +25,7 @@ type volumeProvider struct {
 }
 
 func (volumeProvider) Schema() reconciler.Schema {
-	return reconciler.Schema{Outputs: []string{"name", "host"}}
+	return reconciler.Schema{Outputs: outputsOf(resource.Volume)}
 }
 
 func (volumeProvider) Diff(deployed, desired map[string]any) []string {
@@ -51,12 +51,12 @@ func (p volumeProvider) Create(ctx context.Context, project string, r *resource.
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"name": r.Name, "host": host}, nil
+	return map[string]any{inputs.OutputName: r.Name, inputs.OutputHost: host}, nil
 }
 
 // Update keeps the volume where it is: a volume's host is chosen once.
 func (p volumeProvider) Update(ctx context.Context, project string, prev, next *resource.Deployed) (map[string]any, error) {
-	host, _ := prev.Outputs["host"].(string)
+	host, _ := prev.Outputs[inputs.OutputHost].(string)
 	if host == "" {
 		return p.Create(ctx, project, next)
 	}
@@ -64,7 +64,7 @@ func (p volumeProvider) Update(ctx context.Context, project string, prev, next *
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"name": next.Name, "host": host}, nil
+	return map[string]any{inputs.OutputName: next.Name, inputs.OutputHost: host}, nil
 }
 
 // Delete retains the volume on its host, or, with Options.DeleteVolumes,
