@@ -32,7 +32,7 @@
 //     slot that is still valid: an unchanged egg moves nothing; the eggs it
 //     uses do not constrain it), and each host holding slots gets one
 //     workload, with contract.SpecHash deciding what rolls. Its outputs
-//     (EggOutputs' readers RevisionOf, PreviousOf, HostsOf) carry, beyond
+//     (read back by RevisionOf, PreviousOf and HostsOf) carry, beyond
 //     those package inputs declares, what the control plane reads: revision
 //     (bumped by RestartEgg), unplaced and waiting (why replicas are not
 //     placed), previous (what Revert puts back). EggReady: healthy when every

@@ -18,7 +18,7 @@ import (
 )
 
 // PlaceEgg places e and writes its workloads, keeping the slots an earlier
-// placement gave it, and returns its outputs (EggOutputs), with previous as
+// placement gave it, and returns its outputs (eggOutputs), with previous as
 // the spec auto-revert would put back (nil: none).
 func (s *States) PlaceEgg(ctx context.Context, project string, e Egg, previous *Previous) (map[string]any, error) {
 	pl, err := s.place(ctx, project, e)

@@ -28,10 +28,12 @@ type Deps struct {
 // default.
 const DefaultSecretGrace = time.Hour
 
-// Set is the five providers over the hosts' desired states. The States
-// embedded are also what the control plane runs on eggs outside an apply
-// (rollout restart, auto-revert, rescheduling), the plan's preview and the
-// ACME client's certificates. It is safe for concurrent use, as States are.
+// Set is the five providers over the hosts' desired states. The States are
+// embedded because the control plane also runs them directly, on the same
+// lock: on eggs outside an apply (rollout restart, auto-revert,
+// rescheduling), for the plan's preview and for the ACME client's
+// certificates; it holds one Set for all of it. A Set is safe for concurrent
+// use, as States are.
 type Set struct {
 	*desired.States
 	secrets store.SecretValues
