@@ -43,7 +43,7 @@ import (
 
 // Certificates is where the names to keep certificates for come from and
 // where certificates and challenges go: the desired states of every host
-// (*provider.Set).
+// (*desired.States).
 type Certificates interface {
 	// TLSNames returns the hostnames of TLSAuto routes and the certificate
 	// each has now (nil if none).

@@ -23,6 +23,7 @@ import (
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/deploy"
+	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/leader"
@@ -318,14 +319,15 @@ func wireServer(st controlStore, blobs blob.Storage, dataDir string, cfg server.
 	// that needs one: the providers kick it.
 	var certs *acme.Manager
 	providers, err := provider.New(provider.Deps{
-		Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st, Capacities: st,
-			MaxCapacity: fleetCfg.MaxHostCapacity, LoopbackMesh: fleetCfg.LoopbackMesh},
-		Box:       box,
-		ACME:      acmeOpts.ca != "",
+		Deps: desired.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
+			Fleet: desired.StoreFleet{List: st, Identities: st, Reports: st, Capacities: st,
+				MaxCapacity: fleetCfg.MaxHostCapacity, LoopbackMesh: fleetCfg.LoopbackMesh},
+			Box:    box,
+			ACME:   acmeOpts.ca != "",
+			Logger: log.With(zap.String("component", "providers")),
+			Now:    time.Now,
+		},
 		OnTLSAuto: func() { certs.Kick() },
-		Logger:    log.With(zap.String("component", "providers")),
-		Now:       time.Now,
 	})
 	if err != nil {
 		return nil, err
@@ -378,9 +380,9 @@ func (c certificateStatus) Certificates(ctx context.Context) ([]api.Certificate,
 	errs := c.acme.LastErrors()
 	out := make([]api.Certificate, 0, len(names))
 	for _, n := range names {
-		ac := api.Certificate{Host: n.Host, Source: provider.SourceACME, LastError: errs[n.Host]}
+		ac := api.Certificate{Host: n.Host, Source: desired.SourceACME, LastError: errs[n.Host]}
 		if n.Mode == contract.TLSSecret {
-			ac.Source = provider.SourceSecret
+			ac.Source = desired.SourceSecret
 		}
 		if n.Cert != nil {
 			if block, _ := pem.Decode([]byte(n.Cert.Chain)); block != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
 // Compose has interpolated every string already (${VAR}, and "$$" for a
@@ -83,12 +84,13 @@ func (en encoder) ref(inner string) (r resource.Ref, isRef bool, err error) {
 		case len(parts) != 2:
 			return fail("a secret has one value: write $${secret.%s}", name)
 		}
-		return resource.Ref{Key: resource.Key(resource.Secret, s), Output: "handle"}, true, nil
+		return resource.Ref{Key: resource.Key(resource.Secret, s), Output: inputs.OutputHandle}, true, nil
 	case resource.Volume, resource.Network:
-		names, outputs := en.volumes, []string{"name", "host"}
+		names := en.volumes
 		if kind == resource.Network {
-			names, outputs = en.networks, []string{"name"}
+			names = en.networks
 		}
+		outputs, _ := inputs.Outputs(kind)
 		n, ok := names.lookup(name)
 		switch {
 		case !ok:
@@ -104,7 +106,7 @@ func (en encoder) ref(inner string) (r resource.Ref, isRef bool, err error) {
 	if !ok {
 		return resource.Ref{}, false, nil
 	}
-	if len(parts) != 2 || (parts[1] != "address" && parts[1] != "hosts") {
+	if outputs, _ := inputs.Outputs(resource.Egg); len(parts) != 2 || !slices.Contains(outputs, parts[1]) {
 		return fail("a service's outputs are address (host:port) and hosts: write $${%s.address}", parts[0])
 	}
 	return resource.Ref{Key: resource.Key(resource.Egg, egg), Output: parts[1]}, true, nil

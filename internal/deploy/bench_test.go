@@ -14,6 +14,7 @@ import (
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/deploy"
+	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/spec"
@@ -47,8 +48,8 @@ func benchService(b *testing.B, st storetest.FullStore) *deploy.Service {
 	if _, err := st.PutStatus(b.Context(), "h1", []byte(`{"host_id":"h1"}`), now); err != nil {
 		b.Fatal(err)
 	}
-	set, err := provider.New(provider.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st}, Box: box, Logger: log, Now: time.Now})
+	set, err := provider.New(provider.Deps{Deps: desired.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
+		Fleet: desired.StoreFleet{List: st, Identities: st, Reports: st}, Box: box, Logger: log, Now: time.Now}})
 	if err != nil {
 		b.Fatal(err)
 	}

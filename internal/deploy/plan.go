@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/graph"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/reconciler"
@@ -129,12 +130,12 @@ func (s *Service) makePlan(ctx context.Context, project string, in planInputs) (
 	for _, d := range resources {
 		sources[resource.Key(d.Type, d.Name)] = d.Source
 	}
-	changes := make([]provider.PlanChange, len(plan.Changes))
+	changes := make([]desired.PlanChange, len(plan.Changes))
 	for i, c := range plan.Changes {
-		changes[i] = provider.PlanChange{Change: c, Source: sources[c.Key]}
+		changes[i] = desired.PlanChange{Change: c, Source: sources[c.Key]}
 	}
-	hosts, err := s.deps.Providers.Preview(ctx, project, changes, records, opts)
-	var conflict *provider.ConflictError
+	hosts, err := s.deps.Providers.Preview(ctx, project, changes, records, opts.DeleteVolumes)
+	var conflict *desired.ConflictError
 	if errors.As(err, &conflict) {
 		return api.Plan{}, api.Errorf(api.CodeConflict, "%v", conflict)
 	}

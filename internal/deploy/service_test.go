@@ -14,6 +14,7 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/deploy"
+	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store"
@@ -40,8 +41,8 @@ func newService(t *testing.T) (*deploy.Service, *sqlite.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := provider.New(provider.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st}, Box: box, Logger: log, Now: time.Now})
+	set, err := provider.New(provider.Deps{Deps: desired.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
+		Fleet: desired.StoreFleet{List: st, Identities: st, Reports: st}, Box: box, Logger: log, Now: time.Now}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // least loaded host relative to it, so a host that lied would draw every
 // new replica with its secrets (issue 24, finding 5). The fleet records a
 // host's first report as its baseline, held to the server's caps; placement
-// (provider.StoreFleet) believes later reports up to it, and an admin's pin
+// (desired.StoreFleet) believes later reports up to it, and an admin's pin
 // (hatch hosts set) whatever the host says. placement.BelieveCapacities is
 // the rule both read.
 

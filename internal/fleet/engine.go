@@ -15,7 +15,7 @@ import (
 // reports (contract.StatusReport.Engine): the host is still up, but its
 // containers are the last ones the agent could list. Project status and the
 // apply's readiness count none of them as ready, placement gives the host
-// no new replica (provider.StoreFleet), and nothing is moved off it unless
+// no new replica (desired.StoreFleet), and nothing is moved off it unless
 // the host is lost as well.
 
 const (

@@ -97,7 +97,7 @@ type Deps struct {
 	// mesh (pki.HostCA): a CA of their own, never the one clients pin.
 	HostCA HostSigner
 	// Peers rewrites the valid host set in every host's desired state
-	// (provider.Set): the fleet calls it when that set or a host's mesh
+	// (desired.States): the fleet calls it when that set or a host's mesh
 	// addresses change, and once at start.
 	Peers  PeerSyncer
 	Logger *zap.Logger
@@ -132,7 +132,7 @@ type HostSigner interface {
 	CertPEM() []byte
 }
 
-// PeerSyncer rewrites every host's valid host set; provider.Set is one.
+// PeerSyncer rewrites every host's valid host set; desired.States are one.
 type PeerSyncer interface {
 	SyncPeers(ctx context.Context) error
 }

@@ -6,7 +6,7 @@ package placement
 // secrets): a report is believed only within the server's caps, no higher
 // than the host's first report (its baseline), unless an admin pinned the
 // host's capacity. The rule is here, one pure function, because placement
-// (provider.StoreFleet) and what `hatch hosts` shows (fleet) must agree.
+// (desired.StoreFleet) and what `hatch hosts` shows (fleet) must agree.
 
 // DefaultMaxHostCapacity caps what any host's report is believed at, unless
 // the server is told otherwise (hatch server --max-host-memory,

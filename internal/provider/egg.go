@@ -1,21 +1,11 @@
 package provider
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"maps"
-	"slices"
 
-	"github.com/cenkalti/backoff/v4"
-
-	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/placement"
+	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
-	"github.com/hatchery/hatchery/internal/resource/inputs"
-	"github.com/hatchery/hatchery/internal/store"
 )
 
 // eggProvider places eggs and writes their workloads.
@@ -23,7 +13,7 @@ type eggProvider struct{ s *Set }
 
 func (eggProvider) Schema() reconciler.Schema {
 	return reconciler.Schema{
-		Outputs:    []string{"address", "hosts"},
+		Outputs:    outputsOf(resource.Egg),
 		Conditions: []resource.Condition{resource.ConditionHealthy, resource.ConditionCompleted},
 	}
 }
@@ -35,304 +25,35 @@ func (eggProvider) Diff(deployed, desired map[string]any) []string {
 // Create places the egg and writes its workloads; an egg an earlier attempt
 // placed already keeps its slots.
 func (p eggProvider) Create(ctx context.Context, project string, r *resource.Deployed) (map[string]any, error) {
-	e, err := newEggSpec(project, r.Name, r.Inputs, r.Source, 0)
+	e, err := desired.NewEgg(project, r.Name, r.Inputs, r.Source, 0)
 	if err != nil {
 		return nil, err
 	}
-	pl, err := p.s.place(ctx, project, e)
-	if err != nil {
-		return nil, err
-	}
-	return eggOutputs(e, pl, nil), nil
+	return p.s.PlaceEgg(ctx, project, e, nil)
 }
 
 // Update places the egg at its new inputs, keeping its revision, and
 // remembers the inputs it had when its spec changes (what auto-revert puts
 // back).
 func (p eggProvider) Update(ctx context.Context, project string, prev, next *resource.Deployed) (map[string]any, error) {
-	rev := revisionOf(prev.Outputs)
-	e, err := newEggSpec(project, next.Name, next.Inputs, next.Source, rev)
+	rev := desired.RevisionOf(prev.Outputs)
+	e, err := desired.NewEgg(project, next.Name, next.Inputs, next.Source, rev)
 	if err != nil {
 		return nil, err
 	}
-	pl, err := p.s.place(ctx, project, e)
-	if err != nil {
-		return nil, err
+	previous := desired.PreviousOf(prev.Outputs)
+	if old, err := desired.NewEgg(project, prev.Name, prev.Inputs, prev.Source, rev); err == nil && old.SpecHash() != e.SpecHash() {
+		previous = &desired.Previous{Inputs: resource.Clone(prev.Inputs), Source: prev.Source}
 	}
-	previous := previousOf(prev.Outputs)
-	if old, err := newEggSpec(project, prev.Name, prev.Inputs, prev.Source, rev); err == nil && old.specHash() != e.specHash() {
-		previous = &previousSpec{Inputs: resource.Clone(prev.Inputs), Source: prev.Source}
-	}
-	return eggOutputs(e, pl, previous), nil
+	return p.s.PlaceEgg(ctx, project, e, previous)
 }
 
 // Delete removes the egg's workloads from every host.
 func (p eggProvider) Delete(ctx context.Context, project string, r *resource.Deployed) error {
-	id, err := workloadID(project, r.Name)
-	if err != nil {
-		return err
-	}
-	return p.s.states.update(ctx, func(v *view) error {
-		v.setWorkload(id, nil)
-		return nil
-	})
+	return p.s.RemoveEgg(ctx, project, r.Name)
 }
 
 // Ready checks the egg's replicas in its hosts' latest reports.
 func (p eggProvider) Ready(ctx context.Context, project string, r *resource.Deployed, cond resource.Condition) (bool, string, error) {
-	e, err := newEggSpec(project, r.Name, r.Inputs, r.Source, revisionOf(r.Outputs))
-	if err != nil {
-		return false, "", err
-	}
-	v, err := p.s.states.read(ctx)
-	if err != nil {
-		return false, "", err
-	}
-	entries := v.workloadsOf(e.id())
-	reports := make(map[string][]contract.ContainerStatus, len(entries))
-	for host := range entries {
-		st, err := p.s.statuses.Status(ctx, host)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return false, "", err
-		}
-		rep, err := contract.DecodeStatusReport(bytes.NewReader(st.Report))
-		if err != nil {
-			return false, "", err
-		}
-		if rep.Engine != nil {
-			continue // its containers are the last its agent could list: none counts
-		}
-		reports[host] = rep.Containers
-	}
-	waiting, _ := r.Outputs["waiting"].(string)
-	return readiness(e, entries, reports, cond, waiting, v.name)
-}
-
-// placed is where the scheduler put an egg.
-type placed struct {
-	hosts    []string // host IDs holding slots, sorted
-	unplaced int
-	waiting  string
-}
-
-// place decides where e runs and writes its workloads. Secret values and the
-// egg's routes are read first, outside the lock.
-func (s *Set) place(ctx context.Context, project string, e eggSpec) (placed, error) {
-	values, err := s.secretValues(ctx, project, e.secrets())
-	if err != nil {
-		return placed{}, err
-	}
-	routes, err := s.routesOf(ctx, project, e.name)
-	if err != nil {
-		return placed{}, err
-	}
-	var pl placed
-	err = s.states.update(ctx, func(v *view) error {
-		dec, err := s.decide(ctx, v, e)
-		if err != nil {
-			return err
-		}
-		specs := make(map[string]contract.WorkloadSpec, len(dec.Slots))
-		for host, n := range dec.Slots {
-			w, err := e.workload(host, n, values)
-			if err != nil {
-				return err
-			}
-			w.Routes = routes
-			specs[host] = w
-		}
-		if err := v.checkPorts(project, e.ports()); err != nil {
-			return err
-		}
-		for _, r := range routes { // the egg's routes go wherever it goes
-			if err := v.checkRoute(project, r); err != nil {
-				return err
-			}
-		}
-		v.setWorkload(e.id(), specs)
-		pl = placedOf(dec)
-		return nil
-	})
-	return pl, err
-}
-
-// decide asks the scheduler. An egg that fits nowhere fails for good, unless
-// no host is live yet (agents still starting): then it is retried.
-func (s *Set) decide(ctx context.Context, v *view, e eggSpec) (placement.Decision, error) {
-	dec, err := s.sched.Place(ctx, e.schedulerEgg(v.slotsOf(e.id())), v.scheduled(), s.now())
-	var unplaceable *placement.UnplaceableError
-	switch {
-	case err == nil:
-		return dec, nil
-	case errors.As(err, &unplaceable) && !v.anyLive():
-		return dec, fmt.Errorf("%w (no host is live yet: waiting for an agent to report)", err)
-	default:
-		return dec, backoff.Permanent(err)
-	}
-}
-
-func placedOf(d placement.Decision) placed {
-	pl := placed{unplaced: d.Unplaced, waiting: d.Waiting}
-	for host := range d.Slots {
-		pl.hosts = append(pl.hosts, host)
-	}
-	slices.Sort(pl.hosts)
-	return pl
-}
-
-// previousSpec is what an egg was before its last spec change.
-type previousSpec struct {
-	Inputs map[string]any
-	Source string
-}
-
-// eggOutputs are an egg's outputs: the declared ones (address, hosts), and
-// those the control plane reads (revision, unplaced, waiting, previous).
-func eggOutputs(e eggSpec, pl placed, previous *previousSpec) map[string]any {
-	hosts := make([]any, len(pl.hosts))
-	for i, h := range pl.hosts {
-		hosts[i] = h
-	}
-	out := map[string]any{"address": e.address(), "hosts": hosts}
-	if e.revision > 0 {
-		out["revision"] = e.revision
-	}
-	if pl.unplaced > 0 {
-		out["unplaced"] = pl.unplaced
-	}
-	if pl.waiting != "" {
-		out["waiting"] = pl.waiting
-	}
-	if previous != nil {
-		out["previous"] = map[string]any{"inputs": previous.Inputs, "source": previous.Source}
-	}
-	return out
-}
-
-// revisionOf reads the revision output (absent: 0).
-func revisionOf(outputs map[string]any) int { return resource.Int(outputs["revision"]) }
-
-// previousOf reads the previous output, if any.
-func previousOf(outputs map[string]any) *previousSpec {
-	m, ok := outputs["previous"].(map[string]any)
-	if !ok {
-		return nil
-	}
-	inputs, ok := m["inputs"].(map[string]any)
-	if !ok {
-		return nil
-	}
-	source, _ := m["source"].(string)
-	return &previousSpec{Inputs: resource.Clone(inputs), Source: source}
-}
-
-// hostsOf reads the hosts output.
-func hostsOf(outputs map[string]any) []string {
-	list, _ := outputs["hosts"].([]any)
-	out := make([]string, 0, len(list))
-	for _, h := range list {
-		if s, ok := h.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// secretValues opens the values of the handles an egg uses.
-func (s *Set) secretValues(ctx context.Context, project string, files []contract.SecretFile) (map[string]contract.SecretValue, error) {
-	values := make(map[string]contract.SecretValue, len(files))
-	for _, f := range files {
-		name, fp, ok := parseHandle(f.Handle)
-		if !ok {
-			return nil, backoff.Permanent(fmt.Errorf("secret %s: %q is not a secret handle", f.Name, f.Handle))
-		}
-		stored, err := s.secrets.SecretValue(ctx, project, name, fp)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, backoff.Permanent(fmt.Errorf("secret %s: its value is not stored (plan again, sending it)", name))
-		}
-		if err != nil {
-			return nil, err
-		}
-		plain, err := s.box.Open(stored.Sealed)
-		if err != nil {
-			return nil, backoff.Permanent(fmt.Errorf("secret %s: %w", name, err))
-		}
-		values[f.Handle] = contract.SecretValue(plain)
-	}
-	return values, nil
-}
-
-// routesOf returns the routes of an egg, from the project's route records:
-// they are the truth wherever the egg runs or moves.
-func (s *Set) routesOf(ctx context.Context, project, egg string) ([]contract.Route, error) {
-	recs, err := s.records.ListResources(ctx, project)
-	if err != nil {
-		return nil, err
-	}
-	var out []contract.Route
-	for _, r := range recs {
-		if r.Type != resource.Route || r.Inputs["egg"] != egg {
-			continue
-		}
-		in, err := decode[inputs.Route](r.Key(), r.Inputs)
-		if err != nil {
-			return nil, err
-		}
-		route, err := routeOf(in, s.acme)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, route)
-	}
-	sortRoutes(out)
-	return out, nil
-}
-
-// readiness says whether an egg meets cond, from its entries (host ->
-// workload) and the containers its hosts report. hostName names hosts in
-// reasons.
-func readiness(e eggSpec, entries map[string]contract.WorkloadSpec, reports map[string][]contract.ContainerStatus,
-	cond resource.Condition, waiting string, hostName func(string) string) (bool, string, error) {
-	want := 0
-	for _, w := range entries {
-		want += w.Replicas
-	}
-	if want < e.in.Replicas {
-		reason := fmt.Sprintf("%d/%d replicas placed", want, e.in.Replicas)
-		if waiting != "" {
-			reason += ": " + waiting
-		}
-		return false, reason, nil
-	}
-	ready := 0
-	for _, host := range slices.Sorted(maps.Keys(entries)) {
-		w := entries[host]
-		hash := contract.SpecHash(w)
-		seen := map[int]bool{}
-		for _, c := range reports[host] {
-			if !w.Current(hash, c) || seen[c.Slot] {
-				continue
-			}
-			switch {
-			case c.RolloutFailure != "":
-				return false, "", backoff.Permanent(fmt.Errorf("egg %s: rollout failed on host %s: %s", e.name, hostName(host), c.RolloutFailure))
-			case cond == resource.ConditionCompleted && w.Failed(c):
-				return false, "", backoff.Permanent(fmt.Errorf("job %s failed on host %s (slot %d crashed)", e.name, hostName(host), c.Slot))
-			case cond == resource.ConditionCompleted && w.Finished(c),
-				cond != resource.ConditionCompleted && w.ReplicaReady(c):
-				seen[c.Slot] = true
-				ready++
-			}
-		}
-	}
-	if ready >= want {
-		return true, "", nil
-	}
-	if cond == resource.ConditionCompleted {
-		return false, fmt.Sprintf("%d/%d replicas completed", ready, want), nil
-	}
-	return false, fmt.Sprintf("%d/%d replicas healthy at the new spec", ready, want), nil
+	return p.s.EggReady(ctx, project, r, cond)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/store"
@@ -56,7 +57,7 @@ func TestEggSpreadsItsReplicasAndWritesOneWorkloadPerHost(t *testing.T) {
 		t.Fatalf("workload on h2 = %+v\nwant %+v", w, want)
 	}
 	rec := e.record("default/shop", "egg/web")
-	if rec.Outputs["address"] != "web:8080" || !slices.Equal(hostsOf(rec.Outputs), []string{"h1", "h2", "h3"}) {
+	if rec.Outputs["address"] != "web:8080" || !slices.Equal(desired.HostsOf(rec.Outputs), []string{"h1", "h2", "h3"}) {
 		t.Fatalf("outputs %v, want address web:8080 and the three hosts", rec.Outputs)
 	}
 }
@@ -300,7 +301,7 @@ func TestRoutesAndPortsHeldByAnotherProjectAreRefusedNamingTheHolder(t *testing.
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := e.reconciler(Options{}).Reconcile(t.Context(), "staging/b", e.project("staging/b", yaml, nil))
-			var conflict *ConflictError
+			var conflict *desired.ConflictError
 			if !errors.As(err, &conflict) || conflict.Holder != "default/a/web" {
 				t.Fatalf("apply of staging/b: %v, want a conflict held by default/a/web", err)
 			}
@@ -320,7 +321,7 @@ func TestRoutesAndPortsHeldByAnotherProjectAreRefusedNamingTheHolder(t *testing.
 func TestRoutesFollowTheirEggAndLeaveWithTheirResource(t *testing.T) {
 	e := newEnv(t, "h1", "h2")
 	e.apply("default/a", strings.Replace(routeYAML, "%s", "a", 1), nil)
-	host := hostsOf(e.record("default/a", "egg/web").Outputs)[0]
+	host := desired.HostsOf(e.record("default/a", "egg/web").Outputs)[0]
 	other := map[string]string{"h1": "h2", "h2": "h1"}[host]
 	e.clock.Advance(time.Second)
 	e.down(host)
@@ -436,7 +437,7 @@ func TestRestartBumpsTheRevisionOfOneEggOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if revisionOf(next.Outputs) != 1 {
+	if desired.RevisionOf(next.Outputs) != 1 {
 		t.Fatalf("revision %v, want 1", next.Outputs["revision"])
 	}
 	for _, w := range e.state("h1").Workloads {
@@ -463,7 +464,7 @@ func TestRevertPutsThePreviousSpecBackOnce(t *testing.T) {
 	w1, _ := e.state("h1").Workload("default/shop/web")
 	e.apply("default/shop", strings.Replace(webYAML, "web:1", "web:2", 1), nil)
 	rec := e.record("default/shop", "egg/web")
-	if previousOf(rec.Outputs) == nil {
+	if desired.PreviousOf(rec.Outputs) == nil {
 		t.Fatal("an update of the image did not keep the previous spec")
 	}
 	next, ok, err := e.set.Revert(t.Context(), "default/shop", rec)
@@ -474,7 +475,7 @@ func TestRevertPutsThePreviousSpecBackOnce(t *testing.T) {
 	if w.Image != "web:1" || contract.SpecHash(w) != contract.SpecHash(w1) {
 		t.Fatalf("after revert the workload runs %s", w.Image)
 	}
-	if next.Inputs["image"] != "web:1" || previousOf(next.Outputs) != nil {
+	if next.Inputs["image"] != "web:1" || desired.PreviousOf(next.Outputs) != nil {
 		t.Fatalf("reverted record: image %v, previous %v", next.Inputs["image"], next.Outputs["previous"])
 	}
 	if _, ok, _ := e.set.Revert(t.Context(), "default/shop", next); ok {
@@ -482,7 +483,7 @@ func TestRevertPutsThePreviousSpecBackOnce(t *testing.T) {
 	}
 	// A change that rolls nothing (replicas) keeps the previous spec it had.
 	e.apply("default/shop", strings.NewReplacer("web:1", "web:2", "replicas: 3", "replicas: 2").Replace(webYAML), nil)
-	prev := previousOf(e.record("default/shop", "egg/web").Outputs)
+	prev := desired.PreviousOf(e.record("default/shop", "egg/web").Outputs)
 	if prev == nil || prev.Inputs["image"] != "web:1" {
 		t.Fatalf("previous after a scale-only update: %+v", prev)
 	}
@@ -498,7 +499,7 @@ func TestAnEggDoesNotTakeItsRoutesWhereAnotherProjectHoldsThem(t *testing.T) {
 	e.apply("default/a", "project: a\neggs:\n  web: {image: w:1, port: 80, routes: [shop.localhost], placement: {hosts: [h1]}}\n", nil)
 	_, err := e.reconciler(Options{}).Reconcile(t.Context(), "staging/b",
 		e.project("staging/b", "project: b\neggs:\n  web: {image: w:1, port: 80, placement: {hosts: [h2]}, routes: [shop.localhost]}\n", nil))
-	var conflict *ConflictError
+	var conflict *desired.ConflictError
 	if !errors.As(err, &conflict) || conflict.Holder != "default/a/web" || conflict.Claim != "route shop.localhost" {
 		t.Fatalf("placing b's routed egg on h2: %v, want a conflict on route shop.localhost held by default/a/web", err)
 	}

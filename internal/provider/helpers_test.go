@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/graph"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
@@ -69,15 +70,25 @@ func newEnvLogging(t *testing.T, log *zap.Logger, hosts ...string) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, st: st, box: box, clock: &clock{now: t0}, log: log}
-	e.set, err = New(Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet: StoreFleet{List: st, Identities: st, Reports: st}, Box: box, Logger: log, Now: e.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.setWith(func(*desired.Deps) {})
 	for _, h := range hosts {
 		e.up(h)
 	}
 	return e
+}
+
+// setWith makes the env's Set one over its store, with what edit changes
+// of the Deps.
+func (e *env) setWith(edit func(d *desired.Deps)) {
+	e.t.Helper()
+	d := desired.Deps{Desired: e.st, Statuses: e.st, Records: e.st, Events: e.st, Secrets: e.st,
+		Fleet: desired.StoreFleet{List: e.st, Identities: e.st, Reports: e.st}, Box: e.box, Logger: e.log, Now: e.clock.Now}
+	edit(&d)
+	set, err := New(Deps{Deps: d})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.set = set
 }
 
 // up makes a host report (it is live from then on).

@@ -44,7 +44,7 @@ func TestSpecInputsDecode(t *testing.T) {
 			switch r.Type {
 			case resource.Egg:
 				var egg inputs.Egg
-				if egg, err = decode[inputs.Egg](r.Key(), in); err == nil {
+				if egg, err = inputs.Decode[inputs.Egg](in); err == nil {
 					again = inputs.Encode(egg)
 					if env, ok := in["env"].(map[string]any); ok {
 						for k, v := range env {
@@ -55,19 +55,19 @@ func TestSpecInputsDecode(t *testing.T) {
 					}
 				}
 			case resource.Volume:
-				again, err = roundTrip[inputs.Volume](r.Key(), in)
+				again, err = roundTrip[inputs.Volume](in)
 			case resource.Route:
-				again, err = roundTrip[inputs.Route](r.Key(), in)
+				again, err = roundTrip[inputs.Route](in)
 			case resource.Network:
-				again, err = roundTrip[inputs.Network](r.Key(), in)
+				again, err = roundTrip[inputs.Network](in)
 			case resource.Secret:
-				again, err = roundTrip[inputs.Secret](r.Key(), in)
+				again, err = roundTrip[inputs.Secret](in)
 			default:
 				t.Errorf("%s: %s: a type this test does not know", file, r.Key())
 				continue
 			}
 			if err != nil {
-				t.Errorf("%s: %v", file, err)
+				t.Errorf("%s: %s: inputs: %v", file, r.Key(), err)
 				continue
 			}
 			if !resource.Equal(again, in) {
@@ -84,8 +84,8 @@ func TestSpecInputsDecode(t *testing.T) {
 }
 
 // roundTrip decodes resolved inputs as the providers do and encodes them again.
-func roundTrip[T any](key string, in map[string]any) (map[string]any, error) {
-	v, err := decode[T](key, in)
+func roundTrip[T any](in map[string]any) (map[string]any, error) {
+	v, err := inputs.Decode[T](in)
 	if err != nil {
 		return nil, err
 	}

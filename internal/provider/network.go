@@ -5,6 +5,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
 // networkProvider records networks. There is nothing to write: a network's
@@ -14,7 +15,7 @@ import (
 type networkProvider struct{}
 
 func (networkProvider) Schema() reconciler.Schema {
-	return reconciler.Schema{Outputs: []string{"name"}}
+	return reconciler.Schema{Outputs: outputsOf(resource.Network)}
 }
 
 func (networkProvider) Diff(deployed, desired map[string]any) []string {
@@ -22,11 +23,11 @@ func (networkProvider) Diff(deployed, desired map[string]any) []string {
 }
 
 func (networkProvider) Create(_ context.Context, _ string, r *resource.Deployed) (map[string]any, error) {
-	return map[string]any{"name": r.Name}, nil
+	return map[string]any{inputs.OutputName: r.Name}, nil
 }
 
 func (networkProvider) Update(_ context.Context, _ string, _, next *resource.Deployed) (map[string]any, error) {
-	return map[string]any{"name": next.Name}, nil
+	return map[string]any{inputs.OutputName: next.Name}, nil
 }
 
 func (networkProvider) Delete(context.Context, string, *resource.Deployed) error { return nil }

@@ -2,27 +2,30 @@ package provider
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hatchery/hatchery/internal/desired"
 )
 
 // preview plans yaml for the project and previews the plan.
-func (e *env) preview(project, yaml string, opts Options) ([]HostSteps, error) {
+func (e *env) preview(project, yaml string, opts Options) ([]desired.HostSteps, error) {
 	e.t.Helper()
 	g := e.project(project, yaml, nil)
 	plan, err := e.reconciler(opts).Plan(e.t.Context(), project, g)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	changes := make([]PlanChange, len(plan.Changes))
+	changes := make([]desired.PlanChange, len(plan.Changes))
 	for i, c := range plan.Changes {
-		changes[i] = PlanChange{Change: c}
+		changes[i] = desired.PlanChange{Change: c}
 	}
-	return e.set.Preview(e.t.Context(), project, changes, mustList(e.t, e, project), opts)
+	return e.set.Preview(e.t.Context(), project, changes, mustList(e.t, e, project), opts.DeleteVolumes)
 }
 
-func stepsOf(hs []HostSteps) map[string][]string {
+func stepsOf(hs []desired.HostSteps) map[string][]string {
 	out := map[string][]string{}
 	for _, h := range hs {
 		out[h.Name] = h.Steps
@@ -64,7 +67,11 @@ func TestPreviewSaysWhatEachHostWillDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, h := range []string{"h1", "h2"} {
-		if want := "stop web: " + plural(before[h], "replica"); !slices.Contains(stepsOf(hs)[h], want) {
+		want := fmt.Sprintf("stop web: %d replicas", before[h])
+		if before[h] == 1 {
+			want = "stop web: 1 replica"
+		}
+		if !slices.Contains(stepsOf(hs)[h], want) {
 			t.Errorf("%s: %q, want %q", h, stepsOf(hs)[h], want)
 		}
 	}
@@ -104,7 +111,7 @@ func TestPreviewRefusesARouteHeldByAnotherProject(t *testing.T) {
 		"port 8088 ": "project: b\neggs:\n  w: {image: w:1, ports: [\"8088:80\"], volumes: [\"d:/d\"]}\nvolumes:\n  d: {}\n",
 	} {
 		_, err := e.preview("staging/b", yaml, Options{})
-		var conflict *ConflictError
+		var conflict *desired.ConflictError
 		if !errors.As(err, &conflict) || conflict.Claim != strings.TrimSpace(claim) || conflict.Holder != "default/a/web" {
 			t.Fatalf("preview: %v, want a conflict on %s held by default/a/web", err, claim)
 		}

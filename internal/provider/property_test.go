@@ -14,6 +14,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/resource"
 )
 
@@ -123,7 +124,7 @@ func checkPlacement(rt *rapid.T, e *env, hosts []string, down map[string]bool, r
 	for _, h := range hosts {
 		workloads[h] = e.state(h).Workloads
 	}
-	services := servicesByHost(workloads)
+	services := desired.ServicesByHost(workloads)
 	checkReachedByName(rt, workloads, services)
 	for _, h := range hosts {
 		d := e.state(h)
@@ -187,8 +188,8 @@ func checkPlacement(rt *rapid.T, e *env, hosts []string, down map[string]bool, r
 		if got > want || anyLive && got != want {
 			rt.Fatalf("egg %s: %d replicas placed, want %d (down: %v)", r.Name, got, want, down)
 		}
-		if !slices.Equal(on, hostsOf(r.Outputs)) {
-			rt.Fatalf("egg %s runs on %v but its hosts output says %v", r.Name, on, hostsOf(r.Outputs))
+		if !slices.Equal(on, desired.HostsOf(r.Outputs)) {
+			rt.Fatalf("egg %s runs on %v but its hosts output says %v", r.Name, on, desired.HostsOf(r.Outputs))
 		}
 	}
 }

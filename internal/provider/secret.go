@@ -8,8 +8,10 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -41,26 +43,11 @@ func (s *Set) StageSecret(ctx context.Context, project, name string, value []byt
 	return fp, nil
 }
 
-// secretHandle is a secret's handle: its name and ID, and the fingerprint of
-// its value. handlePattern finds it inside env values.
-func secretHandle(name, id, fingerprint string) string {
-	return "hatch-secret:" + name + ":" + id + ":" + fingerprint
-}
-
-// parseHandle returns the secret name and fingerprint a handle carries.
-func parseHandle(h string) (name, fingerprint string, ok bool) {
-	m := handlePattern.FindStringSubmatch(h)
-	if m == nil || m[0] != h {
-		return "", "", false
-	}
-	return m[1], m[3], true
-}
-
 // secretProvider records secrets; their values were staged with the plan.
 type secretProvider struct{ s *Set }
 
 func (secretProvider) Schema() reconciler.Schema {
-	return reconciler.Schema{Outputs: []string{"handle"}}
+	return reconciler.Schema{Outputs: outputsOf(resource.Secret)}
 }
 
 func (secretProvider) Diff(deployed, desired map[string]any) []string {
@@ -98,7 +85,7 @@ func (p secretProvider) use(ctx context.Context, project string, r *resource.Dep
 	if err := p.s.secrets.PruneSecretValues(ctx, project, r.Name, keep, p.s.now().Add(-p.s.grace)); err != nil {
 		return nil, err
 	}
-	return map[string]any{"handle": secretHandle(r.Name, r.ID, fp)}, nil
+	return map[string]any{inputs.OutputHandle: desired.SecretHandle(r.Name, r.ID, fp)}, nil
 }
 
 // Delete forgets every value of the secret.

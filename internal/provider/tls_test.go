@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/desired"
 )
 
 // selfSigned returns a PEM certificate for host and its key.
@@ -58,7 +59,7 @@ func TestAUserCertificateReachesEveryHostAndRotatesWithoutARoll(t *testing.T) {
 	hash := contract.SpecHash(w)
 	for _, h := range []string{"h1", "h2"} {
 		c, ok := e.state(h).Certificate("own.example.com")
-		if !ok || c.Chain != crt || string(c.Key) != key || c.Source != SourceSecret {
+		if !ok || c.Chain != crt || string(c.Key) != key || c.Source != desired.SourceSecret {
 			t.Fatalf("certificate on %s: %v (source %q), want the user's", h, ok, c.Source)
 		}
 	}
@@ -77,7 +78,7 @@ func TestAUserCertificateReachesEveryHostAndRotatesWithoutARoll(t *testing.T) {
 	// Another project may not serve the name, with whatever settings.
 	other := "project: b\neggs:\n  x: {image: x:1, port: 80, routes: [{host: own.example.com/x, tls: auto}]}\n"
 	_, err := e.reconciler(Options{}).Reconcile(t.Context(), "default/b", e.project("default/b", other, nil))
-	var conflict *ConflictError
+	var conflict *desired.ConflictError
 	if !errors.As(err, &conflict) || conflict.Holder != "default/a/web" || !strings.Contains(err.Error(), "TLS settings of own.example.com") {
 		t.Fatalf("b's route on a's hostname: %v, want a TLS conflict naming default/a/web", err)
 	}
@@ -109,7 +110,7 @@ func TestTLSDefaultsToAutoForPublicNamesOnlyWithAnACMECA(t *testing.T) {
 	yaml := "project: a\neggs:\n  web: {image: w:1, port: 80, routes: [shop.example.com, shop.localhost, {host: plain.example.com, tls: \"off\"}]}\n"
 	for _, acme := range []bool{false, true} {
 		e := newEnv(t, "h1")
-		e.set.acme = acme
+		e.setWith(func(d *desired.Deps) { d.ACME = acme })
 		e.apply("default/a", yaml, nil)
 		w, _ := e.state("h1").Workload("default/a/web")
 		got := map[string]string{}
@@ -130,7 +131,7 @@ func TestTLSDefaultsToAutoForPublicNamesOnlyWithAnACMECA(t *testing.T) {
 
 func TestThePlanWarnsWhenAnACMERouteLandsOnHostsOffTheStandardPorts(t *testing.T) {
 	e := newEnv(t, "h1", "h2")
-	e.set.acme = true
+	e.setWith(func(d *desired.Deps) { d.ACME = true })
 	for host, ports := range map[string][2]int{"h1": {80, 443}, "h2": {8080, 0}} {
 		rep, _ := json.Marshal(contract.StatusReport{HostID: host, Time: e.clock.Now(), HTTPPort: ports[0], HTTPSPort: ports[1]})
 		if _, err := e.st.PutStatus(t.Context(), host, rep, e.clock.Now()); err != nil {

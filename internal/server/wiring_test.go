@@ -10,6 +10,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/deploy"
+	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/pki"
@@ -116,10 +117,10 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 	if w.Auth == nil {
 		w.Auth = NewAdminToken(w.AdminHash)
 	}
-	set, err := provider.New(provider.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
-		Fleet: provider.StoreFleet{List: st, Identities: st, Reports: st, Capacities: st, MaxCapacity: w.Fleet.MaxHostCapacity,
+	set, err := provider.New(provider.Deps{Deps: desired.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
+		Fleet: desired.StoreFleet{List: st, Identities: st, Reports: st, Capacities: st, MaxCapacity: w.Fleet.MaxHostCapacity,
 			LoopbackMesh: w.Fleet.LoopbackMesh},
-		Box: w.Box, Logger: w.Logger, Now: w.Now})
+		Box: w.Box, Logger: w.Logger, Now: w.Now}})
 	if err != nil {
 		t.Fatal(err)
 	}

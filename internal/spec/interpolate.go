@@ -7,15 +7,8 @@ import (
 	"strings"
 
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
-
-// Output names per resource type, as users reference them.
-var outputs = map[resource.Kind][]string{
-	resource.Egg:     {"address", "hosts"},
-	resource.Volume:  {"name", "host"},
-	resource.Network: {"name"},
-	resource.Secret:  {"handle"}, // written ${secret.<name>}: the handle is implicit
-}
 
 // defined is what a project defines, by resource type, for checking references.
 type defined map[resource.Kind]map[string]bool
@@ -135,7 +128,7 @@ func (ip interpolation) ref(inner string) (resource.Ref, error) {
 		if len(parts) != 2 {
 			return resource.Ref{}, bad
 		}
-		typ, name, output = resource.Secret, parts[1], "handle"
+		typ, name, output = resource.Secret, parts[1], inputs.OutputHandle // written ${secret.<name>}: the handle is implicit
 	case resource.Route:
 		return resource.Ref{}, fmt.Errorf("${%s}: routes have no outputs", inner)
 	case resource.Egg:
@@ -152,8 +145,8 @@ func (ip interpolation) ref(inner string) (resource.Ref, error) {
 	if !ip.defined.has(typ, name) {
 		return resource.Ref{}, fmt.Errorf("${%s} refers to %s %q, which is not defined%s", inner, typ, name, suggest(name, keys(ip.defined[typ])))
 	}
-	if !contains(outputs[typ], output) {
-		return resource.Ref{}, fmt.Errorf("${%s}: %s %q has no output %q; its outputs are %s", inner, typ, name, output, strings.Join(outputs[typ], " and "))
+	if outputs, _ := inputs.Outputs(typ); !contains(outputs, output) {
+		return resource.Ref{}, fmt.Errorf("${%s}: %s %q has no output %q; its outputs are %s", inner, typ, name, output, strings.Join(outputs, " and "))
 	}
 	if !ip.outputs {
 		return resource.Ref{}, errOutputsHere(inner)

@@ -43,9 +43,9 @@ func (p *Project) Resources() ([]*resource.Desired, []*resource.Dependency) {
 		}
 		for _, r := range e.Routes {
 			in := inputs.Route{Host: r.Host, Path: r.Path, Egg: e.Name, Port: e.Port,
-				UpstreamTimeout: optionalDuration(r.UpstreamTimeout), TLS: r.TLS, HSTS: r.HSTS, Hosts: []string{ref(resource.Egg, e.Name, "hosts")}}
+				UpstreamTimeout: optionalDuration(r.UpstreamTimeout), TLS: r.TLS, HSTS: r.HSTS, Hosts: []string{ref(resource.Egg, e.Name, inputs.OutputHosts)}}
 			if r.TLS == TLSSecret {
-				in.Cert, in.Key = ref(resource.Secret, r.CertSecret, "handle"), ref(resource.Secret, r.KeySecret, "handle")
+				in.Cert, in.Key = ref(resource.Secret, r.CertSecret, inputs.OutputHandle), ref(resource.Secret, r.KeySecret, inputs.OutputHandle)
 			}
 			add(resource.Route, r.Name(), in)
 			deps = append(deps, &resource.Dependency{Parent: child, Child: resource.Key(resource.Route, r.Name())})
@@ -122,15 +122,15 @@ func eggInputsOf(e *Egg) inputs.Egg {
 	for _, m := range e.Volumes {
 		source := m.Source
 		if m.Type == MountVolume {
-			source = ref(resource.Volume, m.Source, "name")
+			source = ref(resource.Volume, m.Source, inputs.OutputName)
 		}
 		in.Volumes = append(in.Volumes, inputs.Mount{Type: string(m.Type), Source: source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
 	for _, s := range e.Secrets {
-		in.Secrets = append(in.Secrets, inputs.SecretMount{Name: s, Handle: ref(resource.Secret, s, "handle"), Target: "/run/secrets/" + s})
+		in.Secrets = append(in.Secrets, inputs.SecretMount{Name: s, Handle: ref(resource.Secret, s, inputs.OutputHandle), Target: "/run/secrets/" + s})
 	}
 	for _, n := range e.Networks {
-		in.Networks = append(in.Networks, ref(resource.Network, n, "name"))
+		in.Networks = append(in.Networks, ref(resource.Network, n, inputs.OutputName))
 	}
 	return in
 }
@@ -142,7 +142,7 @@ func placementOf(e *Egg) inputs.Placement {
 	pl := inputs.Placement{Hosts: orEmpty(e.Placement.Hosts)}
 	if vols := e.namedVolumes(); len(vols) > 0 {
 		pl.Volume = vols[0]
-		pl.VolumeHost = ref(resource.Volume, vols[0], "host")
+		pl.VolumeHost = ref(resource.Volume, vols[0], inputs.OutputHost)
 	}
 	return pl
 }
@@ -153,7 +153,7 @@ func usesOf(e *Egg) []string {
 	uses := []string{}
 	for _, r := range e.refs {
 		typ, name, _ := resource.SplitKey(r.Key)
-		if typ == resource.Egg && r.Output == "address" && !slices.Contains(uses, name) {
+		if typ == resource.Egg && r.Output == inputs.OutputAddress && !slices.Contains(uses, name) {
 			uses = append(uses, name)
 		}
 	}

@@ -1,4 +1,4 @@
-package provider
+package desired
 
 import (
 	"context"
@@ -71,7 +71,7 @@ func (v *view) checkTLS(project string, r contract.Route) error {
 // userCertificate reads a route's certificate and key from the secrets its
 // inputs reference (resolved to handles), and checks that they make a pair
 // valid for the route's host. Errors name the secrets, never their values.
-func (s *Set) userCertificate(ctx context.Context, project string, in inputs.Route) (contract.Certificate, error) {
+func (s *States) userCertificate(ctx context.Context, project string, in inputs.Route) (contract.Certificate, error) {
 	values, err := s.secretValues(ctx, project, []contract.SecretFile{{Name: "cert", Handle: in.Cert}, {Name: "key", Handle: in.Key}})
 	if err != nil {
 		return contract.Certificate{}, fmt.Errorf("route %s%s: %w", in.Host, in.Path, err)
@@ -141,8 +141,8 @@ var ErrNoHosts = errors.New("no host")
 
 // TLSNames returns the hostnames whose routes are served with TLSAuto, and
 // the certificate each has now (if any): what the ACME client keeps valid.
-func (s *Set) TLSNames(ctx context.Context) (map[string]*contract.Certificate, error) {
-	v, err := s.states.read(ctx)
+func (s *States) TLSNames(ctx context.Context) (map[string]*contract.Certificate, error) {
+	v, err := s.read(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -168,9 +168,9 @@ func (s *Set) TLSNames(ctx context.Context) (map[string]*contract.Certificate, e
 }
 
 // PutCertificate hands an ACME certificate to every host.
-func (s *Set) PutCertificate(ctx context.Context, c contract.Certificate) error {
+func (s *States) PutCertificate(ctx context.Context, c contract.Certificate) error {
 	c.Source = SourceACME
-	return s.states.update(ctx, func(v *view) error {
+	return s.update(ctx, func(v *view) error {
 		if len(v.states) == 0 {
 			return ErrNoHosts
 		}
@@ -181,8 +181,8 @@ func (s *Set) PutCertificate(ctx context.Context, c contract.Certificate) error 
 
 // SetChallenge adds (add) or removes (by token) an ACME challenge on every
 // host.
-func (s *Set) SetChallenge(ctx context.Context, c contract.Challenge, add bool) error {
-	return s.states.update(ctx, func(v *view) error {
+func (s *States) SetChallenge(ctx context.Context, c contract.Challenge, add bool) error {
+	return s.update(ctx, func(v *view) error {
 		for _, d := range v.states {
 			d.Challenges = slices.DeleteFunc(slices.Clone(d.Challenges), func(o contract.Challenge) bool { return o.Token == c.Token })
 			if add {
@@ -196,7 +196,7 @@ func (s *Set) SetChallenge(ctx context.Context, c contract.Challenge, add bool) 
 // ChallengeWaiting returns the live hosts whose latest status report does
 // not list the challenge's token yet: the ACME order proceeds once there are
 // none. Hosts down or removed are not waited for; the CA is not sent to them.
-func (s *Set) ChallengeWaiting(ctx context.Context, token string) ([]string, error) {
+func (s *States) ChallengeWaiting(ctx context.Context, token string) ([]string, error) {
 	hosts, err := s.fleet.Hosts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
@@ -231,8 +231,8 @@ type TLSName struct {
 
 // TLSHosts lists the hostnames served over HTTPS, sorted, with their
 // certificates.
-func (s *Set) TLSHosts(ctx context.Context) ([]TLSName, error) {
-	v, err := s.states.read(ctx)
+func (s *States) TLSHosts(ctx context.Context) ([]TLSName, error) {
+	v, err := s.read(ctx)
 	if err != nil {
 		return nil, err
 	}

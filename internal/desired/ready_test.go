@@ -1,4 +1,4 @@
-package provider
+package desired
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 )
 
 func TestReadiness(t *testing.T) {
-	e := eggSpec{namespace: "default", project: "shop", name: "web", in: inputs.Egg{Replicas: 2, Image: "web:1"}}
+	e := Egg{namespace: "default", project: "shop", name: "web", in: inputs.Egg{Replicas: 2, Image: "web:1"}}
 	w := func(n int, restart contract.RestartPolicy) contract.WorkloadSpec {
 		return contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "web", Image: "web:1", Replicas: n, Restart: restart}
 	}

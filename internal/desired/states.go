@@ -1,4 +1,4 @@
-package provider
+package desired
 
 import (
 	"context"
@@ -6,28 +6,13 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/placement"
-	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store"
 )
-
-// states reads and changes the hosts' desired states.
-type states struct {
-	// mu serialises every read-modify-write of desired states (update), so
-	// two providers placing eggs at once never overwrite each other's work.
-	mu      sync.Mutex
-	desired store.DesiredStates
-	fleet   Fleet
-	box     *seal.Box
-	log     *zap.Logger
-	now     func() time.Time // stamps each write (store.DesiredState.UpdatedAt)
-}
 
 // view is the fleet as one operation sees it: the hosts the scheduler knows
 // and the desired state of each.
@@ -43,7 +28,7 @@ type view struct {
 
 // read loads the view without the lock: for readiness and previews, which
 // change nothing. Every host's state comes from one read of the store.
-func (s *states) read(ctx context.Context) (*view, error) {
+func (s *States) read(ctx context.Context) (*view, error) {
 	fleet, err := s.fleet.Hosts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
@@ -82,7 +67,7 @@ func (s *states) read(ctx context.Context) (*view, error) {
 // Services and the fleet's Peers from the result, and then writes the
 // states whose content changed, and the peers if they changed, in one
 // write. If change fails nothing is written.
-func (s *states) update(ctx context.Context, change func(v *view) error) error {
+func (s *States) update(ctx context.Context, change func(v *view) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, err := s.read(ctx)
@@ -99,7 +84,7 @@ func (s *states) update(ctx context.Context, change func(v *view) error) error {
 // commit writes, in one store write, the states whose content changed and
 // the peer list if it changed: an apply's hosts all learn of it from one
 // commit.
-func (s *states) commit(ctx context.Context, v *view) error {
+func (s *States) commit(ctx context.Context, v *view) error {
 	now := s.now() // when this version was written: what the fleet benchmark measures delivery from
 	var writes []store.DesiredState
 	for _, id := range slices.Sorted(maps.Keys(v.states)) {

@@ -1,4 +1,4 @@
-package provider
+package desired
 
 import (
 	"context"
@@ -20,20 +20,20 @@ import (
 // RestartEgg bumps the egg's revision, which is part of its spec hash: the
 // same spec rolls again (hatch rollout restart; also how a failed rollout is
 // retried).
-func (s *Set) RestartEgg(ctx context.Context, project string, rec *resource.Deployed) (*resource.Deployed, error) {
+func (s *States) RestartEgg(ctx context.Context, project string, rec *resource.Deployed) (*resource.Deployed, error) {
 	if err := checkEgg(rec); err != nil {
 		return nil, err
 	}
-	e, err := newEggSpec(project, rec.Name, rec.Inputs, rec.Source, revisionOf(rec.Outputs)+1)
+	e, err := NewEgg(project, rec.Name, rec.Inputs, rec.Source, RevisionOf(rec.Outputs)+1)
 	if err != nil {
 		return nil, err
 	}
-	pl, err := s.place(ctx, project, e)
+	outputs, err := s.PlaceEgg(ctx, project, e, PreviousOf(rec.Outputs))
 	if err != nil {
 		return nil, err
 	}
 	next := rec.Clone()
-	next.Outputs = eggOutputs(e, pl, previousOf(rec.Outputs))
+	next.Outputs = outputs
 	return next, nil
 }
 
@@ -42,25 +42,25 @@ func (s *Set) RestartEgg(ctx context.Context, project string, rec *resource.Depl
 // those inputs, so the next plan shows the file's spec as a change again, and
 // no previous spec: a revert is never reverted. ok is false when there is
 // nothing to go back to.
-func (s *Set) Revert(ctx context.Context, project string, rec *resource.Deployed) (next *resource.Deployed, ok bool, err error) {
+func (s *States) Revert(ctx context.Context, project string, rec *resource.Deployed) (next *resource.Deployed, ok bool, err error) {
 	if err := checkEgg(rec); err != nil {
 		return nil, false, err
 	}
-	prev := previousOf(rec.Outputs)
+	prev := PreviousOf(rec.Outputs)
 	if prev == nil {
 		return nil, false, nil
 	}
-	e, err := newEggSpec(project, rec.Name, prev.Inputs, prev.Source, revisionOf(rec.Outputs))
+	e, err := NewEgg(project, rec.Name, prev.Inputs, prev.Source, RevisionOf(rec.Outputs))
 	if err != nil {
 		return nil, false, err
 	}
-	pl, err := s.place(ctx, project, e)
+	outputs, err := s.PlaceEgg(ctx, project, e, nil)
 	if err != nil {
 		return nil, false, err
 	}
 	next = rec.Clone()
 	next.Inputs, next.Source = prev.Inputs, prev.Source
-	next.Outputs = eggOutputs(e, pl, nil)
+	next.Outputs = outputs
 	return next, true, nil
 }
 
@@ -69,21 +69,20 @@ func (s *Set) Revert(ctx context.Context, project string, rec *resource.Deployed
 // removed, and unplaced replicas find room. The scheduler keeps every valid
 // slot, so an egg with nothing to move writes nothing. It returns the records
 // that changed.
-func (s *Set) Reschedule(ctx context.Context, project string, recs []*resource.Deployed) ([]*resource.Deployed, error) {
+func (s *States) Reschedule(ctx context.Context, project string, recs []*resource.Deployed) ([]*resource.Deployed, error) {
 	var changed []*resource.Deployed
 	var errs []error
 	for _, rec := range eggsInOrder(recs) {
-		e, err := newEggSpec(project, rec.Name, rec.Inputs, rec.Source, revisionOf(rec.Outputs))
+		e, err := NewEgg(project, rec.Name, rec.Inputs, rec.Source, RevisionOf(rec.Outputs))
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		pl, err := s.place(ctx, project, e)
+		outputs, err := s.PlaceEgg(ctx, project, e, PreviousOf(rec.Outputs))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("place %s: %w", rec.Key(), err))
 			continue
 		}
-		outputs := eggOutputs(e, pl, previousOf(rec.Outputs))
 		if resource.Equal(outputs, rec.Outputs) {
 			continue
 		}
@@ -95,7 +94,7 @@ func (s *Set) Reschedule(ctx context.Context, project string, recs []*resource.D
 }
 
 // Hosts lists the fleet as the scheduler sees it.
-func (s *Set) Hosts(ctx context.Context) ([]placement.Host, error) {
+func (s *States) Hosts(ctx context.Context) ([]placement.Host, error) {
 	hosts, err := s.fleet.Hosts(ctx)
 	if err != nil {
 		return nil, err
@@ -111,7 +110,7 @@ func (s *Set) Hosts(ctx context.Context) ([]placement.Host, error) {
 // "waiting" (keeps its replicas: unknown, or down for less than the
 // reschedule delay) or "gone" (its stateless replicas move: down past the
 // delay, or removed).
-func (s *Set) HostClass(h placement.Host, now time.Time) string {
+func (s *States) HostClass(h placement.Host, now time.Time) string {
 	switch {
 	case h.Removed || h.State == placement.HostDown && now.Sub(h.DownSince) >= s.delay:
 		return "gone"
@@ -124,7 +123,7 @@ func (s *Set) HostClass(h placement.Host, now time.Time) string {
 // NeedsPlacing reports whether Reschedule may change the project: one of its
 // eggs runs on a host that is gone or not listed, or has replicas unplaced
 // while a host is live.
-func (s *Set) NeedsPlacing(recs []*resource.Deployed, hosts []placement.Host, now time.Time) bool {
+func (s *States) NeedsPlacing(recs []*resource.Deployed, hosts []placement.Host, now time.Time) bool {
 	class := make(map[string]string, len(hosts))
 	anyLive := false
 	for _, h := range hosts {
@@ -138,7 +137,7 @@ func (s *Set) NeedsPlacing(recs []*resource.Deployed, hosts []placement.Host, no
 		if resource.Int(r.Outputs["unplaced"]) > 0 && anyLive {
 			return true
 		}
-		for _, h := range hostsOf(r.Outputs) {
+		for _, h := range HostsOf(r.Outputs) {
 			if c, ok := class[h]; !ok || c == "gone" {
 				return true
 			}

@@ -1,4 +1,4 @@
-package provider
+package desired
 
 import (
 	"context"
@@ -18,11 +18,11 @@ import (
 // change without a workload moving: a host joined, a host was removed, a
 // host reported mesh addresses other than its last report's, and once at
 // start (states written before Peers existed carry none).
-func (s *Set) SyncPeers(ctx context.Context) error {
-	return s.states.update(ctx, func(*view) error { return nil })
+func (s *States) SyncPeers(ctx context.Context) error {
+	return s.update(ctx, func(*view) error { return nil })
 }
 
-// derive sets every state's Services (servicesByHost) and the fleet's peers
+// derive sets every state's Services (ServicesByHost) and the fleet's peers
 // (the valid host set, each peer reaching its own state's services on the
 // ports its ingress and relays stream to: Service.StreamPorts).
 func (v *view) derive() {
@@ -30,7 +30,7 @@ func (v *view) derive() {
 	for id, d := range v.states {
 		workloads[id] = d.Workloads
 	}
-	services := servicesByHost(workloads)
+	services := ServicesByHost(workloads)
 	peers := make([]contract.PeerHost, len(v.hosts))
 	for i, h := range v.hosts {
 		peers[i] = contract.PeerHost{ID: h.ID, Name: h.Name, Removed: h.Removed, MeshAddresses: v.mesh[h.ID]}
@@ -49,7 +49,7 @@ func (v *view) derive() {
 	v.deriveTLS()
 }
 
-// servicesByHost returns what each host serves (DesiredState.Services), by
+// ServicesByHost returns what each host serves (DesiredState.Services), by
 // host ID, from the workloads of every host (host ID -> its workloads):
 //
 //   - every egg of the cluster with routes or published ports, on every host;
@@ -68,7 +68,7 @@ func (v *view) derive() {
 //
 // It is pure, so every write of desired states derives the same services
 // from the same workloads.
-func servicesByHost(workloads map[string][]contract.WorkloadSpec) map[string][]contract.Service {
+func ServicesByHost(workloads map[string][]contract.WorkloadSpec) map[string][]contract.Service {
 	hosts := slices.Sorted(maps.Keys(workloads))
 	eggs := map[string]*served{}
 	byProject := map[string][]*served{} // namespace/project -> its placed eggs

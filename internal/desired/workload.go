@@ -1,11 +1,10 @@
-package provider
+package desired
 
 import (
 	"errors"
 	"fmt"
 	"maps"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"time"
@@ -19,33 +18,35 @@ import (
 	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
-// eggSpec is an egg as the provider works on it: its identity, its typed
-// inputs, and what is not an input (the source blob, the revision).
-type eggSpec struct {
+// Egg is an egg as its hosts' desired states are computed from it: its
+// identity, its typed inputs, and what is not an input (the source blob,
+// the revision).
+type Egg struct {
 	namespace, project, name string
 	in                       inputs.Egg
 	source                   string // blob digest, if built from one
 	revision                 int
 }
 
-// newEggSpec decodes an egg's resolved inputs.
-func newEggSpec(project, name string, resolved map[string]any, source string, revision int) (eggSpec, error) {
+// NewEgg decodes an egg's resolved inputs; inputs that do not fit are a
+// permanent error.
+func NewEgg(project, name string, resolved map[string]any, source string, revision int) (Egg, error) {
 	ns, proj, err := resource.SplitProject(project)
 	if err != nil {
-		return eggSpec{}, backoff.Permanent(err)
+		return Egg{}, backoff.Permanent(err)
 	}
 	in, err := decode[inputs.Egg](resource.Key(resource.Egg, name), resolved)
 	if err != nil {
-		return eggSpec{}, err
+		return Egg{}, err
 	}
-	return eggSpec{namespace: ns, project: proj, name: name, in: in, source: source, revision: revision}, nil
+	return Egg{namespace: ns, project: proj, name: name, in: in, source: source, revision: revision}, nil
 }
 
-func (e eggSpec) id() string { return contract.WorkloadID(e.namespace, e.project, e.name) }
+func (e Egg) id() string { return contract.WorkloadID(e.namespace, e.project, e.name) }
 
 // address is the egg's address output: its name (always one of its aliases on
 // its networks) and port.
-func (e eggSpec) address() string {
+func (e Egg) address() string {
 	if e.in.Port == 0 {
 		return e.name
 	}
@@ -53,7 +54,7 @@ func (e eggSpec) address() string {
 }
 
 // schedulerEgg is the egg as the scheduler places it.
-func (e eggSpec) schedulerEgg(current map[string]int) placement.Egg {
+func (e Egg) schedulerEgg(current map[string]int) placement.Egg {
 	egg := placement.Egg{
 		Namespace: e.namespace, Project: e.project, Name: e.name,
 		Replicas:   e.in.Replicas,
@@ -66,14 +67,11 @@ func (e eggSpec) schedulerEgg(current map[string]int) placement.Egg {
 	return egg
 }
 
-// handlePattern finds secret handles (see secretHandle) in env values.
-var handlePattern = regexp.MustCompile(`hatch-secret:([A-Za-z0-9_.-]+):([A-Za-z0-9_.-]+):([0-9a-f]{32})`)
-
 // secrets returns the secrets the egg's containers get: those it mounts and
 // those its env references (a secret used only in env still travels as a
 // SecretFile, since that is the only place a value is carried, sealed), by
 // name, each with its handle.
-func (e eggSpec) secrets() []contract.SecretFile {
+func (e Egg) secrets() []contract.SecretFile {
 	byName := map[string]string{}
 	for _, s := range e.in.Secrets {
 		byName[s.Name] = s.Handle
@@ -96,7 +94,7 @@ func (e eggSpec) secrets() []contract.SecretFile {
 // names its networks and volumes have there. values maps a secret handle to
 // its value; a handle without one is an error unless values is nil (a
 // preview, where only handles matter).
-func (e eggSpec) workload(host string, slots int, values map[string]contract.SecretValue) (contract.WorkloadSpec, error) {
+func (e Egg) workload(host string, slots int, values map[string]contract.SecretValue) (contract.WorkloadSpec, error) {
 	in := e.in
 	w := contract.WorkloadSpec{
 		Namespace: e.namespace, Project: e.project, Egg: e.name,
@@ -192,7 +190,7 @@ func (e eggSpec) workload(host string, slots int, values map[string]contract.Sec
 }
 
 // ports are the egg's published ports, as its workloads carry them.
-func (e eggSpec) ports() []contract.PublishedPort {
+func (e Egg) ports() []contract.PublishedPort {
 	var out []contract.PublishedPort
 	for _, p := range e.in.Ports {
 		out = append(out, contract.PublishedPort{HostPort: p.Published, ContainerPort: p.Target, Protocol: p.Protocol})
@@ -200,9 +198,9 @@ func (e eggSpec) ports() []contract.PublishedPort {
 	return out
 }
 
-// specHash is the egg's spec hash independent of any host: what changes it
+// SpecHash is the egg's spec hash independent of any host: what changes it
 // is what rolls the egg's containers everywhere.
-func (e eggSpec) specHash() string {
+func (e Egg) SpecHash() string {
 	w, err := e.workload("", 1, nil)
 	if err != nil {
 		return ""

@@ -1,4 +1,4 @@
-package provider
+package desired
 
 import (
 	"context"
@@ -36,12 +36,14 @@ type PlanChange struct {
 // the fleet and desired states as they are now, each egg on its own. A route
 // or published port another project holds on any host is refused with a
 // *ConflictError, as the apply would refuse it, wherever the egg would run.
-func (s *Set) Preview(ctx context.Context, project string, changes []PlanChange, records []*resource.Deployed, opts Options) ([]HostSteps, error) {
-	v, err := s.states.read(ctx)
+// deleteVolumes previews volumes deleted with their data, as the providers
+// delete them with provider.Options.DeleteVolumes.
+func (s *States) Preview(ctx context.Context, project string, changes []PlanChange, records []*resource.Deployed, deleteVolumes bool) ([]HostSteps, error) {
+	v, err := s.read(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p := &preview{ctx: ctx, s: s, v: v, project: project, opts: opts, steps: map[string][]string{}, eggHosts: map[string][]string{},
+	p := &preview{ctx: ctx, s: s, v: v, project: project, deleteVolumes: deleteVolumes, steps: map[string][]string{}, eggHosts: map[string][]string{},
 		records: map[string]*resource.Deployed{}}
 	for _, r := range records {
 		p.records[r.Key()] = r
@@ -65,7 +67,7 @@ func (s *Set) Preview(ctx context.Context, project string, changes []PlanChange,
 			return nil, fmt.Errorf("preview %s: %w", c.Key, err)
 		}
 	}
-	if opts.DeleteVolumes {
+	if deleteVolumes {
 		for host, d := range v.states {
 			for _, vol := range d.Volumes {
 				if resource.Project(vol.Namespace, vol.Project) == project && !vol.Delete && p.records[resource.Key(resource.Volume, vol.Name)] == nil {
@@ -79,14 +81,14 @@ func (s *Set) Preview(ctx context.Context, project string, changes []PlanChange,
 
 // preview is one Preview's working state.
 type preview struct {
-	ctx      context.Context
-	s        *Set
-	v        *view
-	project  string
-	opts     Options
-	records  map[string]*resource.Deployed // by key
-	steps    map[string][]string           // host ID -> steps
-	eggHosts map[string][]string           // egg name -> hosts after apply; absent: unknown
+	ctx           context.Context
+	s             *States
+	v             *view
+	project       string
+	deleteVolumes bool                          // hatch destroy --volumes: deleted volumes lose their data
+	records       map[string]*resource.Deployed // by key
+	steps         map[string][]string           // host ID -> steps
+	eggHosts      map[string][]string           // egg name -> hosts after apply; absent: unknown
 }
 
 func (p *preview) add(host, format string, args ...any) {
@@ -115,7 +117,7 @@ func (p *preview) egg(ctx context.Context, name string, c PlanChange) error {
 	for _, k := range c.Unknown {
 		delete(inputs, k)
 	}
-	e, err := newEggSpec(p.project, name, inputs, c.Source, revisionOf(p.recordOutputs(c.Key)))
+	e, err := NewEgg(p.project, name, inputs, c.Source, RevisionOf(p.recordOutputs(c.Key)))
 	if err != nil {
 		return err
 	}
@@ -212,7 +214,7 @@ func (p *preview) volume(name string, c PlanChange) error {
 		host, ok := p.v.volumeEntry(p.project, name)
 		switch {
 		case !ok:
-		case p.opts.DeleteVolumes:
+		case p.deleteVolumes:
 			p.add(host, "delete volume %s and its data", name)
 		default:
 			p.add(host, "keep volume %s (retained: hatch destroy --volumes deletes it)", name)
