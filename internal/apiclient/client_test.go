@@ -1,4 +1,4 @@
-package client
+package apiclient
 
 import (
 	"encoding/json"
@@ -40,14 +40,15 @@ func TestTheClientTalksOnlyToTheServerItsTokenPins(t *testing.T) {
 
 	t.Run("the right fingerprint: the request is made, with the token", func(t *testing.T) {
 		tok := pki.NewToken(pki.KindAdmin, serverFP).String()
-		c, err := New(Config{Server: srv.URL, Token: tok})
+		c, err := New(srv.URL, tok)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		hosts, err := c.Hosts(t.Context())
-		if err != nil || len(hosts) != 1 || hosts[0].Name != "alpha" {
-			t.Fatalf("Hosts = %+v, %v", hosts, err)
+		var hosts api.HostList
+		err = c.Do(t.Context(), http.MethodGet, "/api/v1/hosts", nil, &hosts)
+		if err != nil || len(hosts.Hosts) != 1 || hosts.Hosts[0].Name != "alpha" {
+			t.Fatalf("GET /api/v1/hosts = %+v, %v", hosts, err)
 		}
 		if gotAuth.Load() != "Bearer "+tok {
 			t.Fatal("the server did not get the token as a bearer token")
@@ -57,14 +58,14 @@ func TestTheClientTalksOnlyToTheServerItsTokenPins(t *testing.T) {
 	t.Run("another fingerprint: the handshake fails and nothing is sent", func(t *testing.T) {
 		before := requests.Load()
 		tok := pki.NewToken(pki.KindAdmin, strings.Repeat("cd", 32)).String()
-		c, err := New(Config{Server: srv.URL, Token: tok})
+		c, err := New(srv.URL, tok)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		_, err = c.Hosts(t.Context())
+		err = c.Do(t.Context(), http.MethodGet, "/api/v1/hosts", nil, nil)
 		if !errors.Is(err, pki.ErrFingerprintMismatch) {
-			t.Fatalf("Hosts against a server of another CA: %v, want ErrFingerprintMismatch", err)
+			t.Fatalf("GET /api/v1/hosts against a server of another CA: %v, want ErrFingerprintMismatch", err)
 		}
 		if strings.Contains(err.Error(), tok) {
 			t.Fatal("the error repeats the token")
@@ -76,7 +77,7 @@ func TestTheClientTalksOnlyToTheServerItsTokenPins(t *testing.T) {
 }
 
 func TestPlainHTTPIsAllowedOnlyToLoopback(t *testing.T) {
-	tok := token("admin")
+	tok := pki.NewToken(pki.KindAdmin, strings.Repeat("ab", 32)).String()
 	for server, ok := range map[string]bool{
 		"http://127.0.0.1:7700":     true,
 		"http://[::1]:7700":         true,
@@ -87,7 +88,7 @@ func TestPlainHTTPIsAllowedOnlyToLoopback(t *testing.T) {
 		"127.0.0.1:7700":            false,
 		"https://user:pw@host:7700": false,
 	} {
-		_, err := New(Config{Server: server, Token: tok})
+		_, err := New(server, tok)
 		if (err == nil) != ok {
 			t.Errorf("New(%s): %v; want allowed %v", server, err, ok)
 		}
@@ -100,13 +101,13 @@ func TestErrorAnswersBecomeAPIErrors(t *testing.T) {
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"error": "not_found", "message": "no host with ID or name \"gamma\""}`))
 	}))
-	c, err := New(Config{Server: srv.URL, Token: pki.NewToken(pki.KindAdmin, serverFP).String()})
+	c, err := New(srv.URL, pki.NewToken(pki.KindAdmin, serverFP).String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.RemoveHost(t.Context(), "gamma")
+	err = c.Do(t.Context(), http.MethodDelete, "/api/v1/hosts/gamma", nil, nil)
 	var apiErr *APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != "not_found" || !strings.Contains(apiErr.Message, "gamma") {
-		t.Fatalf("RemoveHost = %v, want the server's 404 as an APIError", err)
+		t.Fatalf("DELETE /api/v1/hosts/gamma = %v, want the server's 404 as an APIError", err)
 	}
 }
