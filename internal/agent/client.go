@@ -18,7 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/hatchery/hatchery/internal/api"
-	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
 )
@@ -33,15 +33,15 @@ const maxDesiredState = 64 << 20
 
 // APIError is an error answer of the control plane (its status and JSON
 // error body); callers branch on it with errors.As.
-type APIError = client.APIError
+type APIError = apiclient.APIError
 
-// HTTPClient talks to the control plane's HTTP API as one host, through the
-// API client every command uses: TLS verified against the pinned CA
+// HTTPClient talks to the control plane's HTTP API as one host, over the
+// connection the CLI's client uses too (apiclient): TLS verified against the pinned CA
 // fingerprint (never the system roots, never skipped), authenticated by the
 // host token. It implements ControlPlane and the Docker adapter's
 // BlobSource. Safe for concurrent use.
 type HTTPClient struct {
-	api    *client.Client
+	api    *apiclient.Client
 	hostID string
 	// operator are the URLs the operator gave (Identity.Server): always
 	// kept beside the control plane's list.
@@ -74,7 +74,7 @@ func NewHTTPClient(id Identity) (*HTTPClient, error) {
 	if err := id.Validate(); err != nil {
 		return nil, err
 	}
-	api, err := client.New(client.Config{Server: client.JoinServers(id.URLs()), Token: id.Token})
+	api, err := apiclient.New(apiclient.JoinServers(id.URLs()), id.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (c *HTTPClient) Server() string { return c.api.Server() }
 // takeServers follows the control plane's list of live servers: the client
 // goes on to any of them (and to the operator's URLs) from now on.
 func (c *HTTPClient) takeServers(header string) {
-	live := client.ParseServers(header)
+	live := apiclient.ParseServers(header)
 	if len(live) == 0 {
 		return
 	}
@@ -104,7 +104,7 @@ func (c *HTTPClient) takeServers(header string) {
 	if slices.Equal(live, c.live) || slices.Equal(live, c.refused) {
 		return
 	}
-	_, err := c.api.SetServers(client.ParseServers(append([]string{c.operator}, live...)...))
+	_, err := c.api.SetServers(apiclient.ParseServers(append([]string{c.operator}, live...)...))
 	if err == nil {
 		c.live = live
 	} else {
@@ -130,7 +130,7 @@ func (c *HTTPClient) SessionServers() []string {
 // At returns a client of the same host for server alone: a session's
 // stream must reach the server that offered it, never the next one.
 func (c *HTTPClient) At(server string) (*HTTPClient, error) {
-	api, err := client.New(client.Config{Server: server, Token: c.api.Token()})
+	api, err := apiclient.New(server, c.api.Token())
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +170,7 @@ func (c *HTTPClient) DesiredState(ctx context.Context, version string, wait time
 	if err != nil {
 		return contract.DesiredState{}, fmt.Errorf("get desired state: %w", err)
 	}
-	defer drainClose(resp.Body)
+	defer apiclient.DrainClose(resp.Body)
 	if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotModified {
 		c.takeServers(resp.Header.Get(api.HeaderServers))
 	}
@@ -179,7 +179,7 @@ func (c *HTTPClient) DesiredState(ctx context.Context, version string, wait time
 		return contract.DesiredState{}, ErrNotModified
 	case http.StatusOK:
 	default:
-		return contract.DesiredState{}, fmt.Errorf("get desired state: %w", client.ReadError(resp))
+		return contract.DesiredState{}, fmt.Errorf("get desired state: %w", apiclient.ReadError(resp))
 	}
 	d, err := contract.DecodeDesiredState(io.LimitReader(resp.Body, maxDesiredState))
 	if err != nil {
@@ -222,17 +222,10 @@ func (c *HTTPClient) OpenBlob(ctx context.Context, digest string) (io.ReadCloser
 		return nil, fmt.Errorf("fetch blob %s: %w", digest, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		defer drainClose(resp.Body)
-		return nil, fmt.Errorf("fetch blob %s: %w", digest, client.ReadError(resp))
+		defer apiclient.DrainClose(resp.Body)
+		return nil, fmt.Errorf("fetch blob %s: %w", digest, apiclient.ReadError(resp))
 	}
 	return resp.Body, nil
-}
-
-// drainClose reads what is left of a body (so the connection is reused) and
-// closes it.
-func drainClose(body io.ReadCloser) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<20))
-	_ = body.Close()
 }
 
 // JoinResult is what a join gives the agent.
@@ -258,7 +251,7 @@ func Join(ctx context.Context, server, joinToken, name string, csrPEM []byte) (J
 	if tok.Kind != pki.KindJoin {
 		return JoinResult{}, fmt.Errorf("join: a %s token was given; `hatch token create --join` prints a join token", tok.Kind)
 	}
-	cl, err := client.New(client.Config{Server: server, Token: joinToken})
+	cl, err := apiclient.New(server, joinToken)
 	if err != nil {
 		return JoinResult{}, fmt.Errorf("join: %w", err)
 	}
@@ -270,15 +263,15 @@ func Join(ctx context.Context, server, joinToken, name string, csrPEM []byte) (J
 	if err != nil {
 		return JoinResult{}, fmt.Errorf("join %s: %w", cl.Server(), err)
 	}
-	defer drainClose(resp.Body)
+	defer apiclient.DrainClose(resp.Body)
 	if resp.StatusCode/100 != 2 {
-		return JoinResult{}, fmt.Errorf("join %s: %w", cl.Server(), client.ReadError(resp))
+		return JoinResult{}, fmt.Errorf("join %s: %w", cl.Server(), apiclient.ReadError(resp))
 	}
 	var jr api.JoinResponse
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&jr); err != nil {
 		return JoinResult{}, fmt.Errorf("join: decode answer: %w", err)
 	}
-	id := Identity{Server: client.JoinServers(cl.Servers()), HostID: jr.HostID, Name: name, Token: jr.Token, CAFingerprint: tok.Fingerprint}
+	id := Identity{Server: apiclient.JoinServers(cl.Servers()), HostID: jr.HostID, Name: name, Token: jr.Token, CAFingerprint: tok.Fingerprint}
 	if err := id.Validate(); err != nil {
 		return JoinResult{}, fmt.Errorf("join: the server's answer is incomplete: %w", err)
 	}

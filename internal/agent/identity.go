@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/pki"
 )
@@ -67,7 +67,7 @@ type Identity struct {
 // URLs are every server this identity may talk to: the operator's, then
 // the live ones the control plane listed, each once.
 func (id Identity) URLs() []string {
-	return client.ParseServers(append([]string{id.Server}, id.Servers...)...)
+	return apiclient.ParseServers(append([]string{id.Server}, id.Servers...)...)
 }
 
 // Validate reports an identity that cannot be used to talk to the server.

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hatchery/hatchery/internal/agent"
-	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/ingress"
 	"github.com/hatchery/hatchery/internal/mesh"
 )
@@ -43,7 +43,7 @@ func newAgentCmd() *cobra.Command {
 				return err
 			}
 			opts.Labels = l
-			opts.Server = client.JoinServers(client.ParseServers(servers...))
+			opts.Server = apiclient.JoinServers(apiclient.ParseServers(servers...))
 			log, err := newDaemonLogger(debug)
 			if err != nil {
 				return err

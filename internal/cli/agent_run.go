@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/agent"
-	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/containers/docker"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/hostsession"
@@ -203,11 +203,11 @@ func ensureIdentity(ctx context.Context, opts agentOptions, log *zap.Logger) (ag
 			log.Info("already joined: the identity in the data directory is used, the join token is not",
 				zap.String("host", id.HostID), zap.String("server", id.Server))
 		}
-		if given := client.ParseServers(opts.Server); len(given) > 0 && !slices.ContainsFunc(given, func(u string) bool {
+		if given := apiclient.ParseServers(opts.Server); len(given) > 0 && !slices.ContainsFunc(given, func(u string) bool {
 			return slices.Contains(id.URLs(), u)
 		}) {
 			return agent.Identity{}, fmt.Errorf("the data directory belongs to server %s, not %s: use another --data-dir to join another server",
-				client.JoinServers(id.URLs()), opts.Server)
+				apiclient.JoinServers(id.URLs()), opts.Server)
 		}
 		return id, nil
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/pki"
 )
@@ -32,7 +33,7 @@ func (f *apiFlags) register(cmd *cobra.Command) {
 
 // client returns an API client for the server found.
 func (f *apiFlags) client() (*client.Client, error) {
-	cfg, err := client.DefaultLookup(client.JoinServers(client.ParseServers(f.servers...)), f.token).Resolve()
+	cfg, err := client.DefaultLookup(apiclient.JoinServers(apiclient.ParseServers(f.servers...)), f.token).Resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +58,7 @@ func (f *apiFlags) callAPI(ctx context.Context, fn func(context.Context, *client
 
 // explainAPIError adds what to do to the errors of talking to the server.
 func explainAPIError(server string, err error) error {
-	var apiErr *client.APIError
+	var apiErr *apiclient.APIError
 	switch {
 	case err == nil:
 		return nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/buildctx"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/spec"
@@ -100,7 +101,7 @@ func (d *deployer) upload(ctx context.Context, egg, dir, dockerfile string) (str
 		return "", fmt.Errorf("egg %s: %w", egg, err)
 	}
 	defer os.Remove(archive.Path)
-	has, err := d.c.HasBlob(ctx, archive.Digest)
+	has, err := d.c.Blobs().Has(ctx, archive.Digest)
 	if err != nil {
 		return "", err
 	}
@@ -109,7 +110,7 @@ func (d *deployer) upload(ctx context.Context, egg, dir, dockerfile string) (str
 		return archive.Digest, nil
 	}
 	start := time.Now()
-	if err := d.c.PutBlob(ctx, archive.Digest, archive.Path); err != nil {
+	if err := d.c.Blobs().Put(ctx, archive.Digest, archive.Path); err != nil {
 		return "", fmt.Errorf("upload the build context of %s: %w", egg, err)
 	}
 	fmt.Fprintf(d.out, "%s: build context %s uploaded in %s\n", egg, byteSize(archive.Size), time.Since(start).Round(time.Millisecond))
@@ -147,7 +148,7 @@ func (d *deployer) deploy(ctx context.Context, p *spec.Project, opts deployOptio
 	if err != nil {
 		return err
 	}
-	pl, err := d.c.Plan(ctx, opts.namespace, p.Name, req)
+	pl, err := d.c.Projects().Plan(ctx, opts.namespace, p.Name, req)
 	if err != nil {
 		return err
 	}
@@ -187,7 +188,7 @@ func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project st
 			return errNotConfirmed
 		}
 	}
-	id, err := d.c.Apply(ctx, opts.namespace, project, pl.ID)
+	id, err := d.c.Projects().Apply(ctx, opts.namespace, project, pl.ID)
 	if err != nil && ctx.Err() == nil && outcomeUnknown(err) {
 		return fmt.Errorf("%w\nNo server answered the apply request, so whether the apply was recorded is not known: "+
 			"`hatch history -n %s %s` lists the applies recorded, and running this again plans from what is there "+
@@ -199,7 +200,7 @@ func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project st
 	// The server retries a failed step: each repeat of the same failure
 	// would say nothing new.
 	lastLine := map[string]string{}
-	final, err := d.c.FollowApply(ctx, opts.namespace, project, id, func(s api.Progress) {
+	final, err := d.c.Projects().FollowApply(ctx, opts.namespace, project, id, func(s api.Progress) {
 		line := stepLine(s)
 		if line == "" || lastLine[s.Resource] == line {
 			return
@@ -227,7 +228,7 @@ func (d *deployer) applyPlan(ctx context.Context, opts deployOptions, project st
 // have been carried out: no server answered it (refused, cut, timed out on
 // the way), or the one that did gave up waiting on its own work.
 func outcomeUnknown(err error) bool {
-	var answered *client.APIError
+	var answered *apiclient.APIError
 	return !errors.As(err, &answered) || answered.Code == string(api.CodeTimeout)
 }
 

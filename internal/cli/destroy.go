@@ -34,12 +34,12 @@ func newDestroyCmd() *cobra.Command {
 			opts.namespace = flags.namespace
 			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
 				d := newDeployer(cmd, c)
-				if _, ok, err := c.Project(ctx, opts.namespace, project); err != nil {
+				if _, ok, err := c.Projects().Get(ctx, opts.namespace, project); err != nil {
 					return err
 				} else if !ok {
 					return fmt.Errorf("no project %s/%s on this server: `hatch status` lists every project", opts.namespace, project)
 				}
-				pl, err := c.PlanDestroy(ctx, opts.namespace, project, volumes)
+				pl, err := c.Projects().PlanDestroy(ctx, opts.namespace, project, volumes)
 				if err != nil {
 					return err
 				}

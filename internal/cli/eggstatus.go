@@ -76,7 +76,7 @@ func eggStatuses(s api.ProjectStatus) []eggStatus {
 // projectEggs is the status of one project's eggs, and how many hosts are
 // up. A project the server does not know (yet) has no eggs.
 func projectEggs(ctx context.Context, c *client.Client, namespace, project string) (eggs []eggStatus, hostsUp int, err error) {
-	s, _, err := c.ProjectStatus(ctx, namespace, project)
+	s, _, err := c.Projects().Status(ctx, namespace, project)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -96,7 +96,7 @@ func hostLabel(h hostState) string { return cmp.Or(h.Name, h.ID) }
 
 // fetchHosts reads every host that is not removed, with its last report.
 func fetchHosts(ctx context.Context, c *client.Client) ([]hostState, error) {
-	hosts, err := c.Hosts(ctx)
+	hosts, err := c.Hosts().List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func fetchHosts(ctx context.Context, c *client.Client) ([]hostState, error) {
 		if !h.RemovedAt.IsZero() {
 			continue
 		}
-		report, err := c.HostReport(ctx, h.ID)
+		report, err := c.Hosts().Report(ctx, h.ID)
 		if err != nil {
 			return nil, err
 		}

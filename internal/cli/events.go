@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/termsafe"
@@ -47,7 +48,7 @@ func newEventsCmd() *cobra.Command {
 				}
 				var since int64
 				for {
-					page, err := c.Events(ctx, since)
+					page, err := c.Events().List(ctx, since)
 					if err != nil {
 						return err
 					}
@@ -76,7 +77,7 @@ func followEvents(ctx context.Context, c *client.Client, filter eventFilter, out
 	var last int64
 	lost := false
 	for {
-		err := c.FollowEvents(ctx, last, func(e api.Event) error {
+		err := c.Events().Follow(ctx, last, func(e api.Event) error {
 			if lost {
 				fmt.Fprintln(errOut, "(following again)")
 				lost = false
@@ -87,7 +88,7 @@ func followEvents(ctx context.Context, c *client.Client, filter eventFilter, out
 			}
 			return nil
 		})
-		var apiErr *client.APIError
+		var apiErr *apiclient.APIError
 		switch {
 		case ctx.Err() != nil:
 			return nil

@@ -76,7 +76,7 @@ func newExecCmd() *cobra.Command {
 				q.Set("stdin", "1")
 			}
 			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
-				conn, err := c.Exec(ctx, flags.namespace, args[0], egg, q)
+				conn, err := c.Sessions().Exec(ctx, flags.namespace, args[0], egg, q)
 				if err != nil {
 					return err
 				}

@@ -31,7 +31,7 @@ func newHistoryCmd() *cobra.Command {
 				return err
 			}
 			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
-				h, err := c.History(ctx, flags.namespace, args[0])
+				h, err := c.Projects().History(ctx, flags.namespace, args[0])
 				if err != nil {
 					return err
 				}

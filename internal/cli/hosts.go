@@ -27,7 +27,7 @@ func newHostsCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
-				hosts, err := c.Hosts(ctx)
+				hosts, err := c.Hosts().List(ctx)
 				if err != nil {
 					return err
 				}
@@ -115,7 +115,7 @@ func newHostsRemoveCmd() *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
-				h, err := c.RemoveHost(ctx, args[0])
+				h, err := c.Hosts().Remove(ctx, args[0])
 				if err != nil {
 					return err
 				}

@@ -59,7 +59,7 @@ func newHostsSetCmd() *cobra.Command {
 				return err
 			}
 			return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
-				h, err := c.SetHostCapacity(ctx, args[0], req)
+				h, err := c.Hosts().SetCapacity(ctx, args[0], req)
 				if err != nil {
 					return err
 				}

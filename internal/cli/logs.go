@@ -66,7 +66,7 @@ func newLogsCmd() *cobra.Command {
 			}
 			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
 				names := hostNames(ctx, c)
-				conn, err := c.Logs(ctx, flags.namespace, args[0], q)
+				conn, err := c.Sessions().Logs(ctx, flags.namespace, args[0], q)
 				if err != nil {
 					return err
 				}
@@ -103,7 +103,7 @@ func splitEggSlot(arg string) (string, int, error) {
 
 // hostNames maps host IDs to names for the prefixes; without it IDs show.
 func hostNames(ctx context.Context, c *client.Client) map[string]string {
-	hosts, err := c.Hosts(ctx)
+	hosts, err := c.Hosts().List(ctx)
 	out := map[string]string{}
 	if err != nil {
 		return out

@@ -34,7 +34,7 @@ func newPlanCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				pl, err := c.Plan(ctx, flags.namespace, p.Name, req)
+				pl, err := c.Projects().Plan(ctx, flags.namespace, p.Name, req)
 				if err != nil {
 					return err
 				}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/pki"
 )
@@ -75,7 +76,7 @@ func newDeployer(cmd *cobra.Command, c *client.Client) *deployer {
 // that failed has said why already: it only sets the exit code.
 func explainErr(server string, err error) error {
 	var (
-		apiErr *client.APIError
+		apiErr *apiclient.APIError
 		urlErr *url.Error
 	)
 	switch {

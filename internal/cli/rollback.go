@@ -42,7 +42,7 @@ func newRollbackCmd() *cobra.Command {
 			opts.namespace = flags.namespace
 			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
 				d := newDeployer(cmd, c)
-				pl, err := c.PlanRollback(ctx, opts.namespace, project, target)
+				pl, err := c.Projects().PlanRollback(ctx, opts.namespace, project, target)
 				if err != nil {
 					return err
 				}

@@ -42,7 +42,7 @@ func newRolloutRestartCmd() *cobra.Command {
 				return err
 			}
 			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
-				rev, err := c.RestartEgg(ctx, flags.namespace, project, egg)
+				rev, err := c.Projects().RestartEgg(ctx, flags.namespace, project, egg)
 				if err != nil {
 					return err
 				}

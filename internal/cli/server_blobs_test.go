@@ -46,7 +46,7 @@ func TestABlobUploadedToOneServerIsServedByAnother(t *testing.T) {
 	}
 	defer b.Close()
 	eventually(t, 30*time.Second, "server B answers", func() bool {
-		_, err := b.HasBlob(t.Context(), blobtest.Digest(nil))
+		_, err := b.Blobs().Has(t.Context(), blobtest.Digest(nil))
 		return err == nil
 	})
 
@@ -56,13 +56,13 @@ func TestABlobUploadedToOneServerIsServedByAnother(t *testing.T) {
 	if err := os.WriteFile(file, content, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if has, err := b.HasBlob(t.Context(), digest); has || err != nil {
+	if has, err := b.Blobs().Has(t.Context(), digest); has || err != nil {
 		t.Fatalf("B has the blob before its upload: %v, %v", has, err)
 	}
-	if err := a.PutBlob(t.Context(), digest, file); err != nil {
+	if err := a.Blobs().Put(t.Context(), digest, file); err != nil {
 		t.Fatalf("upload through A: %v", err)
 	}
-	if has, err := b.HasBlob(t.Context(), digest); !has || err != nil {
+	if has, err := b.Blobs().Has(t.Context(), digest); !has || err != nil {
 		t.Fatalf("B does not have the blob uploaded through A: %v, %v", has, err)
 	}
 	code, got := fetchBlob(t, b, digest)

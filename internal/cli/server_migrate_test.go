@@ -196,7 +196,7 @@ secrets:
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	if err := admin.PutBlob(t.Context(), blobDigest, blobFile); err != nil {
+	if err := admin.Blobs().Put(t.Context(), blobDigest, blobFile); err != nil {
 		t.Fatal(err)
 	}
 	// The apply returns once the eggs rolled out; the route's write that

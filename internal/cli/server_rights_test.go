@@ -12,6 +12,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/agent"
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
 )
@@ -50,7 +51,7 @@ func TestARevocationThroughOneServerEndsWhatIsHeldOnAnother(t *testing.T) {
 
 	types, streamEnded := make(chan string, 100), make(chan error, 1)
 	go func() {
-		streamEnded <- atB(ci.Token).FollowEvents(ctx, 0, func(e api.Event) error { types <- e.Type; return nil })
+		streamEnded <- atB(ci.Token).Events().Follow(ctx, 0, func(e api.Event) error { types <- e.Type; return nil })
 	}()
 	select {
 	case <-types: // the stream on B is live
@@ -94,7 +95,7 @@ func TestARevocationThroughOneServerEndsWhatIsHeldOnAnother(t *testing.T) {
 	}
 	select {
 	case err := <-pollEnded:
-		var apiErr *client.APIError
+		var apiErr *apiclient.APIError
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || !strings.Contains(apiErr.Message, "removed") {
 			t.Fatalf("the removed host's poll on server B ended with %v, want 401 saying it was removed", err)
 		}

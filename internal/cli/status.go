@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/termsafe"
@@ -47,8 +48,8 @@ func newStatusCmd() *cobra.Command {
 				if err := printStatus(cmd.OutOrStdout(), eggs); err != nil {
 					return err
 				}
-				certs, err := c.Certificates(ctx)
-				var apiErr *client.APIError
+				certs, err := c.Certificates().List(ctx)
+				var apiErr *apiclient.APIError
 				if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound {
 					certs, err = nil, nil // a server from before HTTPS: no certificates
 				}
@@ -67,7 +68,7 @@ func oneProject(ctx context.Context, c *client.Client, namespace, project string
 	if err := checkName("project", project); err != nil {
 		return nil, err
 	}
-	s, ok, err := c.ProjectStatus(ctx, namespace, project)
+	s, ok, err := c.Projects().Status(ctx, namespace, project)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +82,7 @@ func oneProject(ctx context.Context, c *client.Client, namespace, project string
 // namespace), one project after the other; a project gone since the list
 // was read is left out.
 func allProjects(ctx context.Context, c *client.Client, namespace string, allNamespaces bool) ([]eggStatus, error) {
-	projects, err := c.Projects(ctx)
+	projects, err := c.Projects().List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +91,7 @@ func allProjects(ctx context.Context, c *client.Client, namespace string, allNam
 		if !allNamespaces && p.Namespace != namespace {
 			continue
 		}
-		s, ok, err := c.ProjectStatus(ctx, p.Namespace, p.Name)
+		s, ok, err := c.Projects().Status(ctx, p.Namespace, p.Name)
 		if err != nil {
 			return nil, err
 		}

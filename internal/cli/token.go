@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/store"
@@ -54,14 +55,14 @@ func newTokenCreateCmd() *cobra.Command {
 				return errors.New("--admin needs --name NAME: the name events record for what the token runs")
 			case admin:
 				return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
-					tok, err := c.CreateAdminToken(ctx, name)
+					tok, err := c.AdminTokens().Create(ctx, name)
 					if err != nil {
 						return err
 					}
 					fmt.Fprintln(cmd.OutOrStdout(), tok.Token)
 					fmt.Fprintf(cmd.ErrOrStderr(), "admin token %q made: give it to its holder, who sets %s=<token>\n"+
 						"(or passes --server %s --token <token>); `hatch token revoke --admin %s` revokes it.\n",
-						tok.Name, client.EnvToken, client.JoinServers(c.Servers()), tok.Name)
+						tok.Name, client.EnvToken, apiclient.JoinServers(c.Servers()), tok.Name)
 					return nil
 				})
 			}
@@ -69,13 +70,13 @@ func newTokenCreateCmd() *cobra.Command {
 				return fmt.Errorf("--ttl must be positive and --uses at least 1 (got %v and %d)", ttl, uses)
 			}
 			return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
-				tok, err := c.CreateJoinToken(ctx, ttl, uses)
+				tok, err := c.JoinTokens().Create(ctx, ttl, uses)
 				if err != nil {
 					return err
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), tok.Token)
 				fmt.Fprintf(cmd.ErrOrStderr(), "join token %s: %s, valid until %s; on the new host run:\n  hatch agent --server %s --join <token>\n",
-					tok.ID, plural(tok.MaxUses, "use"), tok.ExpiresAt.Local().Format(time.DateTime), client.JoinServers(c.Servers()))
+					tok.ID, plural(tok.MaxUses, "use"), tok.ExpiresAt.Local().Format(time.DateTime), apiclient.JoinServers(c.Servers()))
 				return nil
 			})
 		},
@@ -98,11 +99,11 @@ func newTokenListCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
-				tokens, err := c.JoinTokens(ctx)
+				tokens, err := c.JoinTokens().List(ctx)
 				if err != nil {
 					return err
 				}
-				admins, err := c.AdminTokens(ctx)
+				admins, err := c.AdminTokens().List(ctx)
 				if err != nil {
 					return err
 				}
@@ -164,7 +165,7 @@ func newTokenRevokeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if admin {
 				return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
-					tok, err := c.RevokeAdminToken(ctx, args[0])
+					tok, err := c.AdminTokens().Revoke(ctx, args[0])
 					if err != nil {
 						return err
 					}
@@ -177,7 +178,7 @@ func newTokenRevokeCmd() *cobra.Command {
 				return err
 			}
 			return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
-				tok, err := c.RevokeJoinToken(ctx, id)
+				tok, err := c.JoinTokens().Revoke(ctx, id)
 				if err != nil {
 					return err
 				}

@@ -139,12 +139,12 @@ func runUp(cmd *cobra.Command, p *spec.Project, dir string, opts upOptions) erro
 		printRoutes(out, p, opts.ingressAddr)
 		fmt.Fprintf(out, "Following %s/%s (Ctrl-C stops; `hatch status` in another terminal shows where it stands):\n", opts.deploy.namespace, p.Name)
 	}
-	events, err := cp.LastEventSeq(ctx)
+	events, err := cp.Events().LastSeq(ctx)
 	if err != nil && ctx.Err() == nil {
 		return upError(explainErr(cp.Server(), err), logName)
 	}
 	filter := eventFilter{project: resource.Project(opts.deploy.namespace, p.Name)}
-	followErr := cp.FollowEvents(local.ctxUntilStopped(ctx), events, func(e api.Event) error {
+	followErr := cp.Events().Follow(local.ctxUntilStopped(ctx), events, func(e api.Event) error {
 		if filter.keep(e) {
 			printEvent(out, e)
 		}
@@ -317,7 +317,7 @@ func (l *localRun) startServer(ctx context.Context, dir string, opts upOptions, 
 		if err != nil {
 			return nil, err
 		}
-		if _, err := c.Hosts(ctx); err != nil {
+		if _, err := c.Hosts().List(ctx); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -344,7 +344,7 @@ func (l *localRun) startAgent(ctx context.Context, cp *client.Client, dir string
 			aopts.DataDir, id.Server, cp.Server(), strings.TrimPrefix(id.Server, "https://"), filepath.Dir(aopts.DataDir))
 	case !joined:
 		joinCtx, cancel := context.WithTimeout(ctx, apiTimeout)
-		tok, err := cp.CreateJoinToken(joinCtx, 10*time.Minute, 1)
+		tok, err := cp.JoinTokens().Create(joinCtx, 10*time.Minute, 1)
 		cancel()
 		if err != nil {
 			return "", fmt.Errorf("make a join token for the local agent: %w", err)
@@ -353,7 +353,7 @@ func (l *localRun) startAgent(ctx context.Context, cp *client.Client, dir string
 	}
 	early := l.run(ctx, func(ctx context.Context) error { return runAgent(ctx, aopts, alog) })
 	hostID, err := waitFor(ctx, early, 30*time.Second, "the agent did not report to the control plane", func(ctx context.Context) (string, error) {
-		hosts, err := cp.Hosts(ctx)
+		hosts, err := cp.Hosts().List(ctx)
 		if err != nil {
 			return "", err
 		}

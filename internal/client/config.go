@@ -1,12 +1,11 @@
 // Package client is the CLI's way to the control plane: where it finds the
-// server and its token (Lookup), and an HTTP client that trusts exactly the
-// server the token names (Client).
+// server and its token (Lookup), and the typed calls of the API an operator
+// makes (Client), one sub-client per family of routes as docs/API.md groups
+// them: c.Projects().Apply(...), c.Hosts().List(...).
 //
-// Every token carries the fingerprint of the server's CA, so a client that
-// has a token needs nothing else to verify the server: the connection is
-// verified against that one certificate, never against the system roots and
-// never skipped, before the token is sent. Plain HTTP is allowed only to a
-// loopback address (a server run with --insecure-http, as `hatch up` may).
+// The connection itself (finding a server that answers, pinning its
+// certificate by the token, authenticating) is apiclient's, which the agent
+// uses too: this package is the commands' layer over it.
 package client
 
 import (

@@ -231,7 +231,7 @@ func isToken(tokens []string, text, secret string) bool {
 
 func TestAnAgentWhoseTokenPinsAnotherCARefusesToConnectAndSendsNothing(t *testing.T) {
 	w := newTLSWorld(t)
-	jt, err := w.admin.CreateJoinToken(t.Context(), time.Hour, 1)
+	jt, err := w.admin.JoinTokens().Create(t.Context(), time.Hour, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestAnAgentWhoseTokenPinsAnotherCARefusesToConnectAndSendsNothing(t *testin
 
 func TestARemovedHostsAgentIsRefusedAndItsContainersKeepRunning(t *testing.T) {
 	w := newTLSWorld(t)
-	jt, err := w.admin.CreateJoinToken(t.Context(), time.Hour, 1)
+	jt, err := w.admin.JoinTokens().Create(t.Context(), time.Hour, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestARemovedHostsAgentIsRefusedAndItsContainersKeepRunning(t *testing.T) {
 	})
 
 	mark := w.answerCount()
-	removed, err := w.admin.RemoveHost(t.Context(), "alpha")
+	removed, err := w.admin.Hosts().Remove(t.Context(), "alpha")
 	if err != nil || removed.ID != id.HostID {
 		t.Fatalf("RemoveHost = %+v, %v", removed, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/server"
@@ -62,7 +63,7 @@ func TestARequestThatOutlastsItsDeadlineIsToldSo(t *testing.T) {
 			t.Cleanup(c.Close)
 
 			err = c.Do(t.Context(), "GET", "/api/v1/certificates", nil, nil)
-			var apiErr *client.APIError
+			var apiErr *apiclient.APIError
 			if !errors.As(err, &apiErr) {
 				t.Fatalf("GET /api/v1/certificates past its deadline: %v, want the server's answer", err)
 			}

@@ -16,7 +16,7 @@ import (
 // gets one through the renewal route; a removed host gets none.
 func TestAgentsGetHostCertificatesAtJoinAndByRenewal(t *testing.T) {
 	w := newTLSWorld(t)
-	jt, err := w.admin.CreateJoinToken(t.Context(), time.Hour, 2)
+	jt, err := w.admin.JoinTokens().Create(t.Context(), time.Hour, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestAgentsGetHostCertificatesAtJoinAndByRenewal(t *testing.T) {
 	}
 
 	// Removed: its token, and so its renewals, are refused.
-	if _, err := w.admin.RemoveHost(t.Context(), "beta"); err != nil {
+	if _, err := w.admin.Hosts().Remove(t.Context(), "beta"); err != nil {
 		t.Fatal(err)
 	}
 	var apiErr *agent.APIError

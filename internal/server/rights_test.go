@@ -367,7 +367,7 @@ func (sh *secureHarness) execPair(ctx context.Context, opToken, hostID, hostToke
 	t := sh.t
 	t.Helper()
 	opClient, hostClient := sh.client(opToken), sh.client(hostToken)
-	op, err := opClient.Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"sh"}})
+	op, err := opClient.Sessions().Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"sh"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ var crossHostRows = map[string]func(t *testing.T, w *crossHostWorld){
 		// In its own: stored, and acted on nowhere (before issue 24, its
 		// lower slot won the exec).
 		w.mallory.report(nil, running("default/shop/web", 0), running(shopDB, 0))
-		op, err := w.admin.Exec(t.Context(), "default", "shop", "db", url.Values{"cmd": {"sh"}})
+		op, err := w.admin.Sessions().Exec(t.Context(), "default", "shop", "db", url.Values{"cmd": {"sh"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ var crossHostRows = map[string]func(t *testing.T, w *crossHostWorld){
 	"GET /api/v1/hosts/{id}/sessions": func(t *testing.T, w *crossHostWorld) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
-		op, err := w.admin.Logs(ctx, "default", "shop", url.Values{"egg": {"db"}})
+		op, err := w.admin.Sessions().Logs(ctx, "default", "shop", url.Values{"egg": {"db"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ var crossHostRows = map[string]func(t *testing.T, w *crossHostWorld){
 	"GET /api/v1/hosts/{id}/sessions/{sid}/stream": func(t *testing.T, w *crossHostWorld) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
-		op, err := w.admin.Exec(ctx, "default", "shop", "db", url.Values{"cmd": {"sh"}})
+		op, err := w.admin.Sessions().Exec(ctx, "default", "shop", "db", url.Values{"cmd": {"sh"}})
 		if err != nil {
 			t.Fatal(err)
 		}

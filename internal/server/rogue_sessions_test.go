@@ -12,7 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/store"
@@ -40,7 +40,7 @@ func TestAnExecGoesOnlyToAHostTheEggIsPlacedOn(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	op, err := w.admin.Exec(ctx, "default", "shop", "db", url.Values{"cmd": {"psql", "postgres://app:secret@db/app"}, "stdin": {"1"}})
+	op, err := w.admin.Sessions().Exec(ctx, "default", "shop", "db", url.Values{"cmd": {"psql", "postgres://app:secret@db/app"}, "stdin": {"1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestAnExecGoesOnlyToAHostTheEggIsPlacedOn(t *testing.T) {
 	// Naming mallory, or the slot only mallory claims, finds nothing.
 	for _, q := range []url.Values{{"host": {mallory.Name}}, {"slot": {"0"}}} {
 		q.Set("cmd", "sh")
-		_, err := w.admin.Exec(ctx, "default", "shop", "db", q)
+		_, err := w.admin.Sessions().Exec(ctx, "default", "shop", "db", q)
 		wantStatus(t, err, http.StatusNotFound, "exec of db with "+q.Encode())
 	}
 	if got := mallory.offers(); len(got) != 0 {
@@ -62,7 +62,7 @@ func TestAnExecGoesOnlyToAHostTheEggIsPlacedOn(t *testing.T) {
 	}
 
 	// The claim is mallory's problem in `hatch hosts` and its detail.
-	hosts, err := w.admin.Hosts(ctx)
+	hosts, err := w.admin.Hosts().List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestAnExecGoesOnlyToAHostTheEggIsPlacedOn(t *testing.T) {
 		}
 	}
 	// Project status counts no db replica of mallory's.
-	st, _, err := w.admin.ProjectStatus(ctx, "default", "shop")
+	st, _, err := w.admin.Projects().Status(ctx, "default", "shop")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestAnExecGoesOnlyToAHostTheEggIsPlacedOn(t *testing.T) {
 		}
 	}
 	// destroy waits for every container a host reports: the report keeps it.
-	rep, err := w.admin.HostReport(ctx, mallory.ID)
+	rep, err := w.admin.Hosts().Report(ctx, mallory.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,8 +103,8 @@ func TestExecIsRefusedBeforeItIsRecordedOnAHostWithNoExec(t *testing.T) {
 	w.place(alpha, webOf("web", 1))
 	alpha.report(func(r *contract.StatusReport) { r.NoExec = true }, running("default/shop/web", 0))
 
-	_, err := w.admin.Exec(t.Context(), "default", "shop", "web", url.Values{"cmd": {"sh"}})
-	var apiErr *client.APIError
+	_, err := w.admin.Sessions().Exec(t.Context(), "default", "shop", "web", url.Values{"cmd": {"sh"}})
+	var apiErr *apiclient.APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict || !strings.Contains(apiErr.Message, "--no-exec") {
 		t.Fatalf("exec on a --no-exec host: %v, want 409 naming --no-exec", err)
 	}
@@ -132,7 +132,7 @@ func TestLogsAreAskedOfTheProjectsHostsAndHeldToWhatIsPlacedOnEach(t *testing.T)
 	w.place(mallory, webOf("web", 1))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	op, err := w.admin.Logs(ctx, "default", "shop", nil)
+	op, err := w.admin.Sessions().Logs(ctx, "default", "shop", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestALogsFollowIsJoinedByAHostPlacedOnLater(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	op, err := w.admin.Logs(ctx, "default", "shop", url.Values{"follow": {"1"}, "tail": {"10"}})
+	op, err := w.admin.Sessions().Logs(ctx, "default", "shop", url.Values{"follow": {"1"}, "tail": {"10"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,12 +240,12 @@ func TestLogsReadMoreHostsThanTheAdminsSessionLimit(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	op, err := w.admin.Logs(ctx, "default", "shop", nil)
+	op, err := w.admin.Sessions().Logs(ctx, "default", "shop", nil)
 	if err != nil {
 		t.Fatalf("logs of %d hosts: %v", len(hosts), err)
 	}
 	defer op.CloseNow()
-	second, err := w.admin.Logs(ctx, "default", "shop", url.Values{"egg": {"web"}})
+	second, err := w.admin.Sessions().Logs(ctx, "default", "shop", url.Values{"egg": {"web"}})
 	if err != nil {
 		t.Fatalf("a second logs request at once: %v", err)
 	}
@@ -285,7 +285,7 @@ func TestAHostThatNeverOpensItsLogsStreamDelaysNoOther(t *testing.T) {
 	w.place(beta, webOf("web", 1))
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	op, err := w.admin.Logs(ctx, "default", "shop", url.Values{"follow": {"1"}})
+	op, err := w.admin.Sessions().Logs(ctx, "default", "shop", url.Values{"follow": {"1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

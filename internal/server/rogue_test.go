@@ -261,7 +261,7 @@ func TestTheRogueHarnessJoinsForReal(t *testing.T) {
 		t.Fatalf("the poll after a placement: %d %v %+v, want web", a.status, a.err, a.d.Workloads)
 	}
 	h.report(nil, running("default/shop/web", 0))
-	rep, err := w.admin.HostReport(t.Context(), h.ID)
+	rep, err := w.admin.Hosts().Report(t.Context(), h.ID)
 	if err != nil || len(rep.Containers) != 1 || rep.Version != h.poll().Version {
 		t.Fatalf("the stored report %+v (%v), want web's container at the current version", rep, err)
 	}

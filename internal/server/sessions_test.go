@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/fleet"
@@ -70,7 +71,7 @@ func streamPath(host, id string) string {
 
 func wantStatus(t *testing.T, err error, status int, what string) {
 	t.Helper()
-	var apiErr *client.APIError
+	var apiErr *apiclient.APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != status {
 		t.Fatalf("%s: %v, want %d", what, err, status)
 	}
@@ -80,7 +81,7 @@ func TestAnExecSessionIsPairedWithItsHostsStreamOnlyAndRelaysBothWays(t *testing
 	w := newSessionWorld(t, DefaultConfig())
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	op, err := w.admin.Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"/bin/sh", "-c", "secret argument"}})
+	op, err := w.admin.Sessions().Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"/bin/sh", "-c", "secret argument"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,11 +158,11 @@ func TestSessionsAreLimitedPerHostAndTheOperatorGoingEndsTheAgentsStream(t *test
 	w := newSessionWorld(t, cfg)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	op, err := w.admin.Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"sh"}})
+	op, err := w.admin.Sessions().Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"sh"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = w.admin.Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"sh"}})
+	_, err = w.admin.Sessions().Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"sh"}})
 	wantStatus(t, err, http.StatusTooManyRequests, "a second session on a host allowed one")
 
 	id := w.offers(t, w.alpha, w.alphaID)[0].ID
@@ -175,7 +176,7 @@ func TestSessionsAreLimitedPerHostAndTheOperatorGoingEndsTheAgentsStream(t *test
 	}
 	// The session's slot is free again.
 	eventually(t, "the session's slot free again", func() bool {
-		c, err := w.admin.Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"sh"}})
+		c, err := w.admin.Sessions().Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"sh"}})
 		if err != nil {
 			return false
 		}
@@ -202,7 +203,7 @@ func TestLogsAndExecRequestsAreChecked(t *testing.T) {
 		{"/api/v1/projects/default/shop/logs?host=gamma", "gamma", 404},
 	} {
 		_, err := w.admin.Dial(ctx, tc.path)
-		var apiErr *client.APIError
+		var apiErr *apiclient.APIError
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != tc.status || !strings.Contains(apiErr.Message, tc.mentions) {
 			t.Errorf("%s: %v, want %d mentioning %q", tc.path, err, tc.status, tc.mentions)
 		}
@@ -220,7 +221,7 @@ func TestExecHostPicksTheReplicaOnThatHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	for _, host := range []string{"beta", w.betaID} {
-		op, err := w.admin.Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"sh"}, "slot": {"0"}, "host": {host}})
+		op, err := w.admin.Sessions().Exec(ctx, "default", "shop", "web", url.Values{"cmd": {"sh"}, "slot": {"0"}, "host": {host}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/hatchery/hatchery/internal/api"
-	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -54,8 +54,8 @@ func TestAHeadRefusedSaysWhyThroughTheClient(t *testing.T) {
 		fmt.Errorf("has blob: %w: connection refused", store.ErrUnavailable))
 	resp := rec.Result()
 	resp.Body = http.NoBody // what a client reads of a HEAD
-	err := client.ReadError(resp)
-	var apiErr *client.APIError
+	err := apiclient.ReadError(resp)
+	var apiErr *apiclient.APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Code != string(api.CodeUnavailable) ||
 		!strings.Contains(apiErr.Message, "database") {
 		t.Fatalf("the client read %v (%+v), want 503 unavailable with the reason", err, apiErr)

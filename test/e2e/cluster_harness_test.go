@@ -280,7 +280,7 @@ func (c *cluster) runAgent(a *clAgent, extra ...string) {
 func (c *cluster) waitHostUp(a *clAgent, timeout time.Duration) {
 	c.t.Helper()
 	dockertest.Eventually(c.t, timeout, 200*time.Millisecond, func() error {
-		hosts, err := c.api.Hosts(c.t.Context())
+		hosts, err := c.api.Hosts().List(c.t.Context())
 		if err != nil {
 			return err
 		}

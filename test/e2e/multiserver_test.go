@@ -200,7 +200,7 @@ func TestAnAgentFailsOverToAnotherServerWhenItsServerIsKilled(t *testing.T) {
 	// Within 5 s B hears from the agent: its heartbeat went on there.
 	var failover time.Duration
 	dockertest.Eventually(t, 15*time.Second, 100*time.Millisecond, func() error {
-		hosts, err := c.api.Hosts(t.Context())
+		hosts, err := c.api.Hosts().List(t.Context())
 		if err != nil {
 			return err
 		}
@@ -253,7 +253,7 @@ func TestAnAgentFailsOverToAnotherServerWhenItsServerIsKilled(t *testing.T) {
 	}
 	back := time.Now()
 	dockertest.Eventually(t, 30*time.Second, 200*time.Millisecond, func() error {
-		hosts, err := c.api.Hosts(t.Context())
+		hosts, err := c.api.Hosts().List(t.Context())
 		if err != nil {
 			return err
 		}

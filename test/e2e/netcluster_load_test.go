@@ -332,7 +332,7 @@ func (c *cluster) rollKv(file string, env []string, kvHost *clAgent) kvWindow {
 	if err := os.WriteFile(file, []byte(changed), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
-	seq, err := c.api.LastEventSeq(c.t.Context())
+	seq, err := c.api.Events().LastSeq(c.t.Context())
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func (c *cluster) rollKv(file string, env []string, kvHost *clAgent) kvWindow {
 	if err != nil || !strings.Contains(line.text, `"workload":"default/demo/kv"`) {
 		c.t.Fatalf("kv's agent (%s) logged no stop of the old kv during the apply (%v): %q", kvHost.name, err, line.text)
 	}
-	events, err := c.api.Events(c.t.Context(), seq)
+	events, err := c.api.Events().List(c.t.Context(), seq)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func (c *cluster) loseDemoHostUnderLoad(lost *clAgent, others []*clAgent, webRep
 func (c *cluster) webReadyOn(agents []*clAgent) (int, error) {
 	ctx, cancel := context.WithTimeout(c.t.Context(), 5*time.Second)
 	defer cancel()
-	st, ok, err := c.api.ProjectStatus(ctx, "default", "demo")
+	st, ok, err := c.api.Projects().Status(ctx, "default", "demo")
 	if err != nil || !ok {
 		return 0, fmt.Errorf("demo's status: found %v, %v", ok, err)
 	}

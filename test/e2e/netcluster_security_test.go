@@ -69,7 +69,7 @@ func (c *cluster) meshAddresses(a *clAgent) []string {
 	c.t.Helper()
 	var addrs []string
 	dockertest.Eventually(c.t, 10*time.Second, 200*time.Millisecond, func() error {
-		r, err := c.api.HostReport(c.t.Context(), a.hostID)
+		r, err := c.api.Hosts().Report(c.t.Context(), a.hostID)
 		if err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
@@ -184,7 +185,7 @@ func TestLogsFollowsEveryReplicaThroughARollAndExecRunsInOne(t *testing.T) {
 			}
 			for _, path := range []string{"/api/v1/projects/default/ticks/eggs/app/exec?cmd=ls", "/api/v1/projects/default/ticks/logs"} {
 				_, err := api.Dial(t.Context(), path)
-				var apiErr *client.APIError
+				var apiErr *apiclient.APIError
 				if !errors.As(err, &apiErr) || apiErr.StatusCode != 403 {
 					t.Errorf("%s token on %s: %v, want 403", name, path, err)
 				}
@@ -201,7 +202,7 @@ func TestLogsFollowsEveryReplicaThroughARollAndExecRunsInOne(t *testing.T) {
 		// The host stayed up through the restart: wait for a report of the
 		// new agent, which says --no-exec (the server refuses on it).
 		dockertest.Eventually(t, 30*time.Second, 200*time.Millisecond, func() error {
-			hosts, err := c.api.Hosts(t.Context())
+			hosts, err := c.api.Hosts().List(t.Context())
 			if err != nil {
 				return err
 			}
@@ -209,7 +210,7 @@ func TestLogsFollowsEveryReplicaThroughARollAndExecRunsInOne(t *testing.T) {
 				if h.Name != a.name {
 					continue
 				}
-				rep, err := c.api.HostReport(t.Context(), h.ID)
+				rep, err := c.api.Hosts().Report(t.Context(), h.ID)
 				if err != nil {
 					return err
 				}

@@ -1,4 +1,4 @@
-package client
+package apiclient
 
 import (
 	"bytes"
@@ -149,7 +149,7 @@ func TestSendGoesOnToTheNextServer(t *testing.T) {
 	tok := pki.NewToken(pki.KindAdmin, fp).String()
 
 	t.Run("the first refuses connections: a POST goes to the second, body and all", func(t *testing.T) {
-		c, err := New(Config{Server: JoinServers([]string{deadServer(t), b.URL}), Token: tok})
+		c, err := New(JoinServers([]string{deadServer(t), b.URL}), tok)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +167,7 @@ func TestSendGoesOnToTheNextServer(t *testing.T) {
 		}
 	})
 	t.Run("a GET answered 503 goes to the next; a POST does not", func(t *testing.T) {
-		c, err := New(Config{Server: a.URL + "," + b.URL, Token: tok})
+		c, err := New(a.URL+","+b.URL, tok)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestSendGoesOnToTheNextServer(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || gotB.Load() != beforeB+1 {
 			t.Fatalf("GET: status %d, B got %d requests", resp.StatusCode, gotB.Load()-beforeB)
 		}
-		c2, err := New(Config{Server: a.URL + "," + b.URL, Token: tok})
+		c2, err := New(a.URL+","+b.URL, tok)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +202,7 @@ func TestSendGoesOnToTheNextServer(t *testing.T) {
 		}
 	})
 	t.Run("every server dead: the error names the last", func(t *testing.T) {
-		c, err := New(Config{Server: deadServer(t) + "," + deadServer(t), Token: tok})
+		c, err := New(deadServer(t)+","+deadServer(t), tok)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func TestALongPollLeavesAServerFoundDead(t *testing.T) {
 			}
 		}),
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
-	c, err := New(Config{Server: a.URL + "," + b.URL, Token: pki.NewToken(pki.KindHost, fp).String()})
+	c, err := New(a.URL+","+b.URL, pki.NewToken(pki.KindHost, fp).String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestAServerThatTimesOutIsLeftForTheNext(t *testing.T) {
 			}
 		}),
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
-	c, err := New(Config{Server: a.URL + "," + b.URL, Token: pki.NewToken(pki.KindHost, fp).String()})
+	c, err := New(a.URL+","+b.URL, pki.NewToken(pki.KindHost, fp).String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package client
+package apiclient
 
 import (
 	"crypto/tls"
@@ -52,12 +52,12 @@ func TestTheClientRefusesAServerPresentingAHostCertificate(t *testing.T) {
 		"the host CA":            pki.Fingerprint(hostCA.Cert.Raw),
 	} {
 		t.Run("a token pinning "+name, func(t *testing.T) {
-			c, err := New(Config{Server: impostor.URL, Token: pki.NewToken(pki.KindAdmin, fp).String()})
+			c, err := New(impostor.URL, pki.NewToken(pki.KindAdmin, fp).String())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			_, err = c.Hosts(t.Context())
+			err = c.Do(t.Context(), http.MethodGet, "/api/v1/hosts", nil, nil)
 			if err == nil {
 				t.Fatal("the client accepted a host certificate")
 			}
