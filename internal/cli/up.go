@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hatchery/hatchery/internal/agent"
+	"github.com/hatchery/hatchery/internal/agentd"
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
@@ -329,12 +330,13 @@ func (l *localRun) startServer(ctx context.Context, dir string, opts upOptions, 
 // process, joining the control plane at the first start, and returns the
 // host's ID once the control plane sees it up.
 func (l *localRun) startAgent(ctx context.Context, cp *client.Client, dir string, opts upOptions, labels map[string]string, logs zapcore.WriteSyncer) (string, error) {
-	aopts := agentOptions{
+	alog := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(logEncoderConfig()), logs, zap.InfoLevel))
+	aopts := agentd.Config{
 		Name: opts.hostName, DataDir: filepath.Join(dir, upAgentDir), Labels: labels,
 		IngressAddr: opts.ingressAddr, AdminAddr: opts.adminAddr, PublishAddr: opts.publishAddr,
 		MeshAddr: "127.0.0.1:0", // one host: the mesh has no peer to serve
+		Logger:   alog,
 	}
-	alog := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(logEncoderConfig()), logs, zap.InfoLevel))
 	id, joined, err := agent.LoadIdentity(aopts.DataDir)
 	switch {
 	case err != nil:
@@ -351,7 +353,7 @@ func (l *localRun) startAgent(ctx context.Context, cp *client.Client, dir string
 		}
 		aopts.Server, aopts.JoinToken = cp.Server(), tok.Token
 	}
-	early := l.run(ctx, func(ctx context.Context) error { return runAgent(ctx, aopts, alog) })
+	early := l.run(ctx, func(ctx context.Context) error { return agentd.Run(ctx, aopts) })
 	hostID, err := waitFor(ctx, early, 30*time.Second, "the agent did not report to the control plane", func(ctx context.Context) (string, error) {
 		hosts, err := cp.Hosts(ctx)
 		if err != nil {
