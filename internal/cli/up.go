@@ -26,6 +26,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/serverd"
 	"github.com/hatchery/hatchery/internal/spec"
 )
 
@@ -304,11 +305,15 @@ func (l *localRun) stop() error {
 // once it answers.
 func (l *localRun) startServer(ctx context.Context, dir string, opts upOptions, logs zapcore.WriteSyncer) (*client.Client, error) {
 	configPath := client.ProjectConfigPath(filepath.Dir(dir))
-	sopts := defaultServerOptions()
-	sopts.listen, sopts.dataDir, sopts.cliConfig = opts.listen, filepath.Join(dir, upServerDir), configPath
+	cfg := serverd.DefaultConfig()
+	cfg.Listen, cfg.DataDir = opts.listen, filepath.Join(dir, upServerDir)
+	cfg.WriteCLIConfig = func(url, adminToken string) error {
+		return writeCLIConfig(configPath, client.Config{Server: url, Token: adminToken}, io.Discard)
+	}
 	// The server prints its admin token on stdout at its first start: here it
 	// goes nowhere, since the token is kept in dir (and must not reach a log).
-	early := l.run(ctx, func(ctx context.Context) error { return runServer(ctx, sopts, io.Discard, logs) })
+	cfg.Out, cfg.Logger = io.Discard, newServerLogger(logs)
+	early := l.run(ctx, func(ctx context.Context) error { return serverd.Run(ctx, cfg) })
 	return waitFor(ctx, early, 30*time.Second, "the control plane did not start", func(ctx context.Context) (*client.Client, error) {
 		cfg, ok, err := client.Load(configPath)
 		if err != nil || !ok {

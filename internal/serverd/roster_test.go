@@ -1,4 +1,4 @@
-package cli
+package serverd
 
 import (
 	"strings"
