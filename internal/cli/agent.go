@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hatchery/hatchery/internal/agent"
+	"github.com/hatchery/hatchery/internal/agentd"
 	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/ingress"
 	"github.com/hatchery/hatchery/internal/mesh"
@@ -17,8 +19,9 @@ import (
 
 func newAgentCmd() *cobra.Command {
 	var (
-		opts    agentOptions
+		opts    agentd.Config
 		labels  []string
+		proxies []string
 		servers []string
 		debug   bool
 	)
@@ -43,13 +46,17 @@ func newAgentCmd() *cobra.Command {
 				return err
 			}
 			opts.Labels = l
+			if opts.TrustedProxies, err = parsePrefixes(proxies); err != nil {
+				return fmt.Errorf("--trusted-proxy: %w", err)
+			}
 			opts.Server = apiclient.JoinServers(apiclient.ParseServers(servers...))
 			log, err := newDaemonLogger(debug)
 			if err != nil {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			return runAgent(cmd.Context(), opts, log)
+			opts.Logger = log
+			return agentd.Run(cmd.Context(), opts)
 		},
 	}
 	f := cmd.Flags()
@@ -61,7 +68,7 @@ func newAgentCmd() *cobra.Command {
 	f.StringVar(&opts.DataDir, "data-dir", "/var/lib/hatch", "where the identity, the desired-state cache and the crash history are kept")
 	f.StringVar(&opts.IngressAddr, "ingress-addr", ":8080", "where the ingress serves routed HTTP")
 	f.StringVar(&opts.HTTPSAddr, "https-addr", ":443", `where the ingress serves HTTPS for routes with TLS ("" for none); one it cannot listen on is reported as a host problem, HTTP keeps serving`)
-	f.StringArrayVar(&opts.TrustedProxies, "trusted-proxy", nil, "an address or CIDR of a TLS-terminating proxy in front whose X-Forwarded-Proto: https is believed, so its requests are not redirected to HTTPS (repeatable)")
+	f.StringArrayVar(&proxies, "trusted-proxy", nil, "an address or CIDR of a TLS-terminating proxy in front whose X-Forwarded-Proto: https is believed, so its requests are not redirected to HTTPS (repeatable)")
 	f.StringVar(&opts.AdminAddr, "admin-addr", "127.0.0.1:7701", "where /healthz and /metrics are served")
 	f.StringVar(&opts.PublishAddr, "publish-addr", "0.0.0.0", "the IP address published ports listen on")
 	f.DurationVar(&opts.HoldTimeout, "hold-timeout", ingress.DefaultConfig().HoldTimeout,
@@ -93,6 +100,23 @@ func parseLabels(pairs []string) (map[string]string, error) {
 			return nil, fmt.Errorf("--label %q: want KEY=VALUE", p)
 		}
 		out[k] = v
+	}
+	return out, nil
+}
+
+// parsePrefixes reads IP addresses (one address each) and CIDRs.
+func parsePrefixes(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range values {
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an IP address nor a CIDR (10.0.0.0/8)", v)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
 	return out, nil
 }

@@ -5,7 +5,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/hatchery/hatchery/internal/testutil/nettest"
 )
+
+// freeAddr is a loopback address nothing listens on (nettest.FreeAddr), for
+// the servers and agents these tests start.
+func freeAddr(t *testing.T) string { return nettest.FreeAddr(t) }
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()

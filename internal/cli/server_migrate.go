@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hatchery/hatchery/internal/blob"
+	"github.com/hatchery/hatchery/internal/serverd"
 	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/store/postgres"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
@@ -66,11 +67,11 @@ func runServerMigrate(ctx context.Context, from, to, blobDir, env string, stdout
 	if to == "" && env == "" {
 		return errors.New("--to: name the PostgreSQL database to copy into (postgres://user@host:port/database), or set " + storeEnv)
 	}
-	dst, err := resolveStore(to, env, "")
+	dst, err := serverd.ResolveStore(to, env, "")
 	if err != nil {
 		return err
 	}
-	if dst.postgresURL == "" {
+	if dst.PostgresURL == "" {
 		return fmt.Errorf("the target %s is not a PostgreSQL database: want postgres://user@host:port/database", dst)
 	}
 	log := newServerLogger(stderr)
@@ -80,7 +81,7 @@ func runServerMigrate(ctx context.Context, from, to, blobDir, env string, stdout
 		return err
 	}
 	defer src.Close()
-	pg, err := postgres.Open(ctx, dst.postgresURL, log)
+	pg, err := postgres.Open(ctx, dst.PostgresURL, log)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/agent"
 	"github.com/hatchery/hatchery/internal/client"
+	"github.com/hatchery/hatchery/internal/serverd"
 	"github.com/hatchery/hatchery/internal/testutil/pgtest"
 )
 
@@ -40,10 +41,10 @@ func copyFile(t testing.TB, from, to string) {
 // apply through A reaches it through B at once, by B's listening
 // connection, not by the poll's end.
 // copySharedFiles gives a server's data dir the files every server of one
-// control plane shares (sharedFiles) from another's, those it has.
+// control plane shares (serverd.SharedFiles) from another's, those it has.
 func copySharedFiles(t testing.TB, from, to string) {
 	t.Helper()
-	for _, f := range sharedFiles() {
+	for _, f := range serverd.SharedFiles() {
 		if _, err := os.Stat(filepath.Join(from, f)); err == nil {
 			copyFile(t, filepath.Join(from, f), filepath.Join(to, f))
 		}

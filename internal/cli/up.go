@@ -20,11 +20,13 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hatchery/hatchery/internal/agent"
+	"github.com/hatchery/hatchery/internal/agentd"
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/serverd"
 	"github.com/hatchery/hatchery/internal/spec"
 )
 
@@ -303,11 +305,15 @@ func (l *localRun) stop() error {
 // once it answers.
 func (l *localRun) startServer(ctx context.Context, dir string, opts upOptions, logs zapcore.WriteSyncer) (*client.Client, error) {
 	configPath := client.ProjectConfigPath(filepath.Dir(dir))
-	sopts := defaultServerOptions()
-	sopts.listen, sopts.dataDir, sopts.cliConfig = opts.listen, filepath.Join(dir, upServerDir), configPath
+	cfg := serverd.DefaultConfig()
+	cfg.Listen, cfg.DataDir = opts.listen, filepath.Join(dir, upServerDir)
+	cfg.WriteCLIConfig = func(url, adminToken string) error {
+		return writeCLIConfig(configPath, client.Config{Server: url, Token: adminToken}, io.Discard)
+	}
 	// The server prints its admin token on stdout at its first start: here it
 	// goes nowhere, since the token is kept in dir (and must not reach a log).
-	early := l.run(ctx, func(ctx context.Context) error { return runServer(ctx, sopts, io.Discard, logs) })
+	cfg.Out, cfg.Logger = io.Discard, newServerLogger(logs)
+	early := l.run(ctx, func(ctx context.Context) error { return serverd.Run(ctx, cfg) })
 	return waitFor(ctx, early, 30*time.Second, "the control plane did not start", func(ctx context.Context) (*client.Client, error) {
 		cfg, ok, err := client.Load(configPath)
 		if err != nil || !ok {
@@ -329,12 +335,13 @@ func (l *localRun) startServer(ctx context.Context, dir string, opts upOptions, 
 // process, joining the control plane at the first start, and returns the
 // host's ID once the control plane sees it up.
 func (l *localRun) startAgent(ctx context.Context, cp *client.Client, dir string, opts upOptions, labels map[string]string, logs zapcore.WriteSyncer) (string, error) {
-	aopts := agentOptions{
+	alog := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(logEncoderConfig()), logs, zap.InfoLevel))
+	aopts := agentd.Config{
 		Name: opts.hostName, DataDir: filepath.Join(dir, upAgentDir), Labels: labels,
 		IngressAddr: opts.ingressAddr, AdminAddr: opts.adminAddr, PublishAddr: opts.publishAddr,
 		MeshAddr: "127.0.0.1:0", // one host: the mesh has no peer to serve
+		Logger:   alog,
 	}
-	alog := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(logEncoderConfig()), logs, zap.InfoLevel))
 	id, joined, err := agent.LoadIdentity(aopts.DataDir)
 	switch {
 	case err != nil:
@@ -351,7 +358,7 @@ func (l *localRun) startAgent(ctx context.Context, cp *client.Client, dir string
 		}
 		aopts.Server, aopts.JoinToken = cp.Server(), tok.Token
 	}
-	early := l.run(ctx, func(ctx context.Context) error { return runAgent(ctx, aopts, alog) })
+	early := l.run(ctx, func(ctx context.Context) error { return agentd.Run(ctx, aopts) })
 	hostID, err := waitFor(ctx, early, 30*time.Second, "the agent did not report to the control plane", func(ctx context.Context) (string, error) {
 		hosts, err := cp.Hosts().List(ctx)
 		if err != nil {

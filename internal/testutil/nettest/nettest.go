@@ -28,3 +28,16 @@ func Serve(t testing.TB, network, address string, handle func(net.Conn)) net.Lis
 	}()
 	return ln
 }
+
+// FreeAddr returns a loopback address with a port nothing listens on: for
+// a component that must be told its address before it listens (and that a
+// test then checks is free again after the component closed).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

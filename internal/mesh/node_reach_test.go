@@ -1,4 +1,4 @@
-package cli
+package mesh
 
 import (
 	"bufio"
@@ -14,8 +14,6 @@ import (
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/ingress"
-	"github.com/hatchery/hatchery/internal/mesh"
-	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/testutil/nettest"
 )
 
@@ -43,11 +41,8 @@ func lineEcho(t *testing.T, name string) (addr string, port int) {
 // ports), its HTTP stream only on the egg's routes, and a stream it holds
 // is reset once its workload leaves its reach.
 func TestARogueHostReachesOnlyWhatItsStateStreamsTo(t *testing.T) {
-	ca, err := pki.LoadOrCreateHostCA(t.TempDir(), 24*time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rogue, b := startMeshHost(t, ca, "h-rogue"), startMeshHost(t, ca, "h-b")
+	hosts := newCluster(t)
+	rogue, b := startNodeHost(t, hosts, "h-rogue"), startNodeHost(t, hosts, "h-b")
 	const kv, web = "other/data/kv", "default/shop/web"
 	kvAddr, kvPort := lineEcho(t, "kv1")
 	_, adminPort := lineEcho(t, "kv1-admin") // another port of the replica: neither routed nor published
@@ -66,19 +61,19 @@ func TestARogueHostReachesOnlyWhatItsStateStreamsTo(t *testing.T) {
 		{HostID: "h-rogue", Addresses: rogue.advertise, Reaches: []string{web, kv},
 			Streams: []contract.Reach{{Workload: web, Ports: []int{0}}, {Workload: kv, Ports: []int{kvPort}}}},
 	}
-	b.mesh.SetPeers(peers)
-	rogue.mesh.SetPeers(peers)
+	b.node.SetPeers(peers)
+	rogue.node.SetPeers(peers)
 	dial := func(id string, port int) (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return rogue.mesh.DialStream(ctx, "h-b", id, port)
+		return rogue.node.DialStream(ctx, "h-b", id, port)
 	}
 
 	for _, bad := range []struct {
 		id   string
 		port int
 	}{{kv, adminPort}, {kv, 0}, {web, replica.Listener.Addr().(*net.TCPAddr).Port}} {
-		if c, err := dial(bad.id, bad.port); !errors.Is(err, mesh.ErrForbidden) {
+		if c, err := dial(bad.id, bad.port); !errors.Is(err, ErrForbidden) {
 			if c != nil {
 				c.Close()
 			}
@@ -88,12 +83,12 @@ func TestARogueHostReachesOnlyWhatItsStateStreamsTo(t *testing.T) {
 	// A peer list from before ports (workloads only): B's ingress still
 	// refuses a port the egg does not serve.
 	legacy := []contract.Peer{peers[0], {HostID: "h-rogue", Addresses: rogue.advertise, Reaches: []string{web, kv}}}
-	b.mesh.SetPeers(legacy)
+	b.node.SetPeers(legacy)
 	if c, err := dial(kv, adminPort); err == nil {
 		c.Close()
 		t.Error("with a peer list from before ports, the admin port was reached")
 	}
-	b.mesh.SetPeers(peers)
+	b.node.SetPeers(peers)
 
 	// The HTTP stream to web carries only what web's routes serve.
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
@@ -129,11 +124,11 @@ func TestARogueHostReachesOnlyWhatItsStateStreamsTo(t *testing.T) {
 	}
 	withoutKV := []contract.Peer{peers[0], {HostID: "h-rogue", Addresses: rogue.advertise, Reaches: []string{web},
 		Streams: []contract.Reach{{Workload: web, Ports: []int{0}}}}}
-	b.mesh.SetPeers(withoutKV)
+	b.node.SetPeers(withoutKV)
 	if line, err := r.ReadString('\n'); err == nil || errors.Is(err, io.EOF) || isNetTimeout(err) {
 		t.Fatalf("after kv left the rogue's reach its stream read %q, %v: want it reset", line, err)
 	}
-	if c, err := dial(kv, kvPort); !errors.Is(err, mesh.ErrForbidden) {
+	if c, err := dial(kv, kvPort); !errors.Is(err, ErrForbidden) {
 		if c != nil {
 			c.Close()
 		}

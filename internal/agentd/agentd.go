@@ -1,4 +1,13 @@
-package cli
+// Package agentd assembles a host's agent from a plain Config: the identity
+// (joined or loaded), the host certificate, the mesh, the ingress, the
+// Docker adapter, the converge loop and the session runner, started in
+// order and closed in reverse. It is the daemon ("d", as in sshd) behind
+// `hatch agent` and the agent half of `hatch up`, kept apart from the CLI
+// (as Nomad's command/agent keeps setupClient apart from its commands) so
+// that the CLI only parses flags, and the parts meet here rather than in the
+// command package. Errors name the `hatch agent` flag that sets the field at
+// fault, since that is what the operator typed.
+package agentd
 
 import (
 	"bytes"
@@ -26,9 +35,9 @@ import (
 	"github.com/hatchery/hatchery/internal/relay"
 )
 
-// agentOptions are `hatch agent`'s settings; `hatch up` sets them for the
-// agent it runs in its own process.
-type agentOptions struct {
+// Config is an agent's settings: `hatch agent` fills it from its flags, and
+// `hatch up` for the agent it runs in its own process.
+type Config struct {
 	// Server and JoinToken are needed for the first start only: the identity
 	// the join gives is kept in DataDir.
 	Server    string
@@ -42,10 +51,10 @@ type agentOptions struct {
 	// routed HTTP, /healthz and /metrics, and the IP published ports bind.
 	IngressAddr, AdminAddr, PublishAddr string
 	// HTTPSAddr is where the ingress serves HTTPS ("" for none), and
-	// TrustedProxies (IPs or CIDRs) the TLS-terminating proxies whose
-	// X-Forwarded-Proto it believes.
+	// TrustedProxies the TLS-terminating proxies whose X-Forwarded-Proto it
+	// believes.
 	HTTPSAddr      string
-	TrustedProxies []string
+	TrustedProxies []netip.Prefix
 	// HoldTimeout overrides ingress.DefaultConfig's bound on holding a
 	// stateful egg's requests while it has no replica, when non-zero.
 	HoldTimeout time.Duration
@@ -67,17 +76,32 @@ type agentOptions struct {
 	StaleCacheWait time.Duration
 	// NoExec refuses `hatch exec` sessions on this host.
 	NoExec bool
+	// Logger is where the agent logs (required).
+	Logger *zap.Logger
 }
+
+// The parts meet here, each through the small interface its consumer
+// declares.
+var (
+	_ ingress.Peers         = (*mesh.Node)(nil)
+	_ agent.Mesh            = (*mesh.Node)(nil)
+	_ mesh.LocalReplicas    = (*ingress.Ingress)(nil)
+	_ mesh.HostCertificates = (*agent.HostCerts)(nil)
+)
 
 // closeTimeout bounds the close of each part of the agent at its stop.
 const closeTimeout = 15 * time.Second
 
-// runAgent is `hatch agent`, and the agent half of `hatch up`: the one place
+// Run is `hatch agent`, and the agent half of `hatch up`: the one place
 // the agent's parts are assembled. It joins (first start) or loads the
-// identity, then starts the ingress, the Docker adapter and the agent, runs
-// them until ctx ends, and closes them in the reverse order. Containers keep
-// running after it returns.
-func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
+// identity, then starts the mesh, the ingress, the Docker adapter and the
+// agent, runs them until ctx ends, and closes them in the reverse order.
+// Containers keep running after it returns.
+func Run(ctx context.Context, opts Config) error {
+	log := opts.Logger
+	if log == nil {
+		return errors.New("agent: no logger")
+	}
 	if opts.DataDir == "" {
 		return errors.New("no data directory (--data-dir)")
 	}
@@ -110,7 +134,9 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	m, err := newAgentMesh(mesh.DefaultConfig(), id.HostID, certs, meshLn, hostLog)
+	meshCfg := mesh.DefaultConfig()
+	meshCfg.Logger = hostLog
+	m, err := mesh.NewNode(meshCfg, id.HostID, certs, meshLn)
 	if err != nil {
 		_ = meshLn.Close() // failing the start: nothing was served on it
 		return err
@@ -124,7 +150,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 	// Closed before the ingress (deferred after it): streams from peers end
 	// before the ingress they reach does.
 	defer closeWithin(hostLog, "mesh", m.Close)
-	if err := m.start(ingressDialer{in}); err != nil {
+	if err := m.Start(in); err != nil {
 		return err
 	}
 
@@ -193,7 +219,7 @@ func runAgent(ctx context.Context, opts agentOptions, log *zap.Logger) error {
 
 // ensureIdentity loads the identity kept in the data directory, or joins
 // with the server and token given and keeps the identity it gets.
-func ensureIdentity(ctx context.Context, opts agentOptions, log *zap.Logger) (agent.Identity, error) {
+func ensureIdentity(ctx context.Context, opts Config, log *zap.Logger) (agent.Identity, error) {
 	id, ok, err := agent.LoadIdentity(opts.DataDir)
 	if err != nil {
 		return agent.Identity{}, err
@@ -238,7 +264,7 @@ func keepServers(dataDir string, id agent.Identity, live []string, err error, lo
 // startIngress starts the host's proxy on the addresses given, with a
 // metrics registry of its own (what its /metrics serves), reaching other
 // hosts' replicas through peers.
-func startIngress(opts agentOptions, peers ingress.Peers, log *zap.Logger) (*ingress.Ingress, error) {
+func startIngress(opts Config, peers ingress.Peers, log *zap.Logger) (*ingress.Ingress, error) {
 	cfg := ingress.DefaultConfig()
 	cfg.HTTPAddr, cfg.AdminAddr, cfg.PublishAddr = opts.IngressAddr, opts.AdminAddr, opts.PublishAddr
 	cfg.HTTPSAddr = opts.HTTPSAddr
@@ -248,11 +274,7 @@ func startIngress(opts agentOptions, peers ingress.Peers, log *zap.Logger) (*ing
 	case opts.HoldTimeout > 0:
 		cfg.HoldTimeout = opts.HoldTimeout
 	}
-	trusted, err := parsePrefixes(opts.TrustedProxies)
-	if err != nil {
-		return nil, fmt.Errorf("--trusted-proxy: %w", err)
-	}
-	cfg.TrustedProxies = trusted
+	cfg.TrustedProxies = opts.TrustedProxies
 	cfg.Logger, cfg.Registry, cfg.Peers = log, prometheus.NewRegistry(), peers
 	in, err := ingress.New(cfg)
 	if err != nil {
@@ -263,6 +285,40 @@ func startIngress(opts agentOptions, peers ingress.Peers, log *zap.Logger) (*ing
 		return nil, err
 	}
 	return in, nil
+}
+
+// listenMesh holds the mesh port and works out the addresses to advertise:
+// those given (checked by contract.CheckMeshAddresses), else the listening
+// IP when it is a specific one, else every non-loopback address of the host,
+// each with the port listened on.
+func listenMesh(addr string, advertise []string) (net.Listener, []string, error) {
+	if addr == "" {
+		return nil, nil, errors.New("no mesh address (--mesh-addr)")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mesh listen: %w", err)
+	}
+	if len(advertise) > 0 {
+		// The control plane refuses a report with an address no peer may
+		// dial: say so now, not in every report. Loopback is the control
+		// plane's to judge (it takes it when it listens on loopback).
+		if err := contract.CheckMeshAddresses(advertise, true); err != nil {
+			_ = ln.Close()
+			return nil, nil, fmt.Errorf("--advertise: %w", err)
+		}
+		return ln, advertise, nil
+	}
+	tcp := ln.Addr().(*net.TCPAddr)
+	if !tcp.IP.IsUnspecified() {
+		return ln, []string{tcp.String()}, nil
+	}
+	all, err := mesh.DefaultAdvertise(tcp.Port)
+	if err != nil {
+		_ = ln.Close()
+		return nil, nil, err
+	}
+	return ln, all, nil
 }
 
 // relayImageOf returns the relay image's reference for the running hatch
@@ -318,23 +374,6 @@ func addrString(a net.Addr) string {
 		return ""
 	}
 	return a.String()
-}
-
-// parsePrefixes reads IP addresses (one address each) and CIDRs.
-func parsePrefixes(values []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, v := range values {
-		if p, err := netip.ParsePrefix(v); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(v)
-		if err != nil {
-			return nil, fmt.Errorf("%q is neither an IP address nor a CIDR (10.0.0.0/8)", v)
-		}
-		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-	}
-	return out, nil
 }
 
 // portOf is a listener's TCP port, 0 for none.

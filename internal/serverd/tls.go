@@ -1,4 +1,4 @@
-package cli
+package serverd
 
 import (
 	"context"
@@ -6,14 +6,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
-	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/pki"
 )
@@ -28,11 +26,17 @@ type serving struct {
 	leaf *x509.Certificate
 }
 
-// tlsOptions are hatch server's transport flags.
-type tlsOptions struct {
-	certFile, keyFile string
-	names             []string
-	insecureHTTP      bool
+// TLS is how the server serves its API: hatch server's --tls-cert,
+// --tls-key, --tls-name and --insecure-http.
+type TLS struct {
+	// CertFile and KeyFile are the operator's serving certificate (PEM, its
+	// chain after it) and its key; none: the server's own CA signs one.
+	CertFile, KeyFile string
+	// Names are extra host names or IP addresses the server's own serving
+	// certificate covers.
+	Names []string
+	// InsecureHTTP serves plain HTTP, on loopback only.
+	InsecureHTTP bool
 }
 
 // loadServing makes the server's transport. By default the CA kept in
@@ -41,15 +45,15 @@ type tlsOptions struct {
 // the operator's certificate instead, and the last certificate of its chain
 // is the one tokens pin. --insecure-http serves plain HTTP, tokens still
 // carrying the CA's fingerprint so that they stay the same once TLS is on.
-func loadServing(opts tlsOptions, dataDir, listen string, now time.Time) (serving, error) {
-	if (opts.certFile == "") != (opts.keyFile == "") {
+func loadServing(opts TLS, dataDir, listen string, now time.Time) (serving, error) {
+	if (opts.CertFile == "") != (opts.KeyFile == "") {
 		return serving{}, errors.New("--tls-cert and --tls-key go together: give both, or neither to use the server's own CA")
 	}
-	if opts.certFile != "" {
-		if opts.insecureHTTP {
+	if opts.CertFile != "" {
+		if opts.InsecureHTTP {
 			return serving{}, errors.New("--insecure-http serves plain HTTP: it cannot be used with --tls-cert")
 		}
-		pair, err := tls.LoadX509KeyPair(opts.certFile, opts.keyFile)
+		pair, err := tls.LoadX509KeyPair(opts.CertFile, opts.KeyFile)
 		if err != nil {
 			return serving{}, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
@@ -64,11 +68,11 @@ func loadServing(opts tlsOptions, dataDir, listen string, now time.Time) (servin
 			leaf:        leaf,
 		}, nil
 	}
-	material, err := pki.LoadOrCreate(filepath.Join(dataDir, "tls"), certNames(listen, opts.names), now)
+	material, err := pki.LoadOrCreate(filepath.Join(dataDir, "tls"), certNames(listen, opts.Names), now)
 	if err != nil {
 		return serving{}, err
 	}
-	if opts.insecureHTTP {
+	if opts.InsecureHTTP {
 		return serving{fingerprint: material.Fingerprint()}, nil
 	}
 	cfg := material.TLSConfig()
@@ -134,10 +138,10 @@ func onLoopback(addr net.Addr) bool {
 // checkPlainHTTP refuses --insecure-http unless the server listens on
 // loopback only: anywhere else tokens would cross the network in the clear.
 // A host name is looked up, and every address it has must be a loopback
-// one. It runs before the server makes any state; runServer checks the
+// one. It runs before the server makes any state; Run checks the
 // listener's own address again once it listens.
-func checkPlainHTTP(ctx context.Context, opts tlsOptions, listen string) error {
-	if !opts.insecureHTTP {
+func checkPlainHTTP(ctx context.Context, opts TLS, listen string) error {
+	if !opts.InsecureHTTP {
 		return nil
 	}
 	host, _, err := net.SplitHostPort(listen)
@@ -189,35 +193,4 @@ func repinTokenFile(path, fingerprint string) (string, error) {
 		return "", fmt.Errorf("write admin token: %w", err)
 	}
 	return tok.String(), nil
-}
-
-// writeCLIConfig writes the config the CLI of this machine finds the server
-// with (see client.Lookup). A file that holds another server's admin token is
-// left as it is: it is someone's way to another control plane.
-func writeCLIConfig(path string, cfg client.Config, stdout io.Writer) error {
-	old, ok, err := client.Load(path)
-	if err != nil {
-		return err
-	}
-	if old == cfg {
-		return nil
-	}
-	if ok && !sameSecret(old.Token, cfg.Token) {
-		fmt.Fprintf(stdout, "%s names another server: left as it is (use --server and --token, or %s and %s)\n",
-			path, client.EnvServer, client.EnvToken)
-		return nil
-	}
-	if err := client.Save(path, cfg); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "CLI config written to %s: hatch commands on this machine use this server\n", path)
-	return nil
-}
-
-// sameSecret reports whether two tokens have the same secret (a token file
-// and its copy, perhaps with another fingerprint).
-func sameSecret(a, b string) bool {
-	ta, errA := pki.ParseToken(a)
-	tb, errB := pki.ParseToken(b)
-	return errA == nil && errB == nil && pki.EqualHash(ta.Hash(), tb.Hash())
 }

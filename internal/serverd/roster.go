@@ -1,4 +1,4 @@
-package cli
+package serverd
 
 import (
 	"context"
@@ -16,21 +16,21 @@ import (
 // newRoster makes this server's entry in the live server list: at
 // --advertise-url, else at local (the URL on this machine) when --listen
 // names a specific address, else nowhere (the server still lists the others).
-func newRoster(reg store.ServerRegistry, opts serverOptions, local string, log *zap.Logger) (*roster.Roster, error) {
-	advertise, err := advertiseURL(opts.advertiseURL, opts.listen, local)
+func newRoster(reg store.ServerRegistry, cfg Config, local string, log *zap.Logger) (*roster.Roster, error) {
+	advertise, err := advertiseURL(cfg.AdvertiseURL, cfg.Listen, local)
 	if err != nil {
 		return nil, err
 	}
-	id, err := serverID(opts.dataDir)
+	id, err := serverID(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	if advertise == "" {
 		log.Info("this server is not in the live server list that hosts fail over with: give --advertise-url")
 	}
-	cfg := roster.DefaultConfig()
-	cfg.ID, cfg.URL, cfg.Logger = id, advertise, log
-	return roster.New(cfg, reg)
+	rcfg := roster.DefaultConfig()
+	rcfg.ID, rcfg.URL, rcfg.Logger = id, advertise, log
+	return roster.New(rcfg, reg)
 }
 
 // advertiseURL checks --advertise-url, or picks its default.

@@ -1,4 +1,4 @@
-package cli
+package serverd
 
 import (
 	"context"
@@ -18,13 +18,13 @@ import (
 	"github.com/hatchery/hatchery/internal/store/sqlite"
 )
 
-// storeEnv names the variable `hatch server` reads its store from when
+// StoreEnv names the variable `hatch server` reads its store from when
 // --store is not given: the one place a PostgreSQL URL may carry a password
 // (a command line is visible to every user of the machine).
-const storeEnv = "HATCH_STORE"
+const StoreEnv = "HATCH_STORE"
 
 // controlStore is everything the control plane keeps, in one store: what
-// wireServer hands to the providers, the apply protocol, the fleet and the
+// wire hands to the providers, the apply protocol, the fleet and the
 // API. Both *sqlite.Store and *postgres.Store are one.
 type controlStore interface {
 	reconciler.ResourceStorage
@@ -51,54 +51,54 @@ var (
 	_ controlStore = (*postgres.Store)(nil)
 )
 
-// storeLocation is where a server keeps its state: a SQLite file, or a
+// StoreLocation is where a server keeps its state: a SQLite file, or a
 // PostgreSQL database.
-type storeLocation struct {
-	sqlitePath  string
-	postgresURL string // may hold a password: never printed
+type StoreLocation struct {
+	SQLitePath  string
+	PostgresURL string // may hold a password: never printed
 }
 
 // String names the store for messages, without a password or user.
-func (l storeLocation) String() string {
-	if l.postgresURL != "" {
+func (l StoreLocation) String() string {
+	if l.PostgresURL != "" {
 		return "PostgreSQL"
 	}
-	return "sqlite:" + l.sqlitePath
+	return "sqlite:" + l.SQLitePath
 }
 
-// resolveStore reads the --store flag, else the HATCH_STORE variable's value
+// ResolveStore reads the --store flag, else the HATCH_STORE variable's value
 // env, else takes the SQLite file in the data dir. Schemes are matched
 // whatever their case. A password is refused in the flag, and no error repeats
 // the value: one that does not parse may be a URL with a typo in its scheme,
 // or a key=value connection string, either holding a password.
-func resolveStore(flag, env, dataDir string) (storeLocation, error) {
+func ResolveStore(flag, env, dataDir string) (StoreLocation, error) {
 	value, from := flag, "--store"
 	if value == "" {
-		value, from = env, storeEnv
+		value, from = env, StoreEnv
 	}
 	const sqliteScheme = "sqlite:"
 	switch {
 	case value == "":
-		return storeLocation{sqlitePath: filepath.Join(dataDir, "hatch.db")}, nil
+		return StoreLocation{SQLitePath: filepath.Join(dataDir, "hatch.db")}, nil
 	case len(value) > len(sqliteScheme) && strings.EqualFold(value[:len(sqliteScheme)], sqliteScheme):
-		return storeLocation{sqlitePath: value[len(sqliteScheme):]}, nil
+		return StoreLocation{SQLitePath: value[len(sqliteScheme):]}, nil
 	case postgres.IsURL(value):
 		value = postgres.CanonicalURL(value)
 		withPassword, err := postgres.HasPassword(value)
 		if err != nil {
-			return storeLocation{}, fmt.Errorf("%s: %w", from, err)
+			return StoreLocation{}, fmt.Errorf("%s: %w", from, err)
 		}
 		if withPassword && from == "--store" {
-			return storeLocation{}, errors.New("--store: the PostgreSQL URL holds a password, which every user of this machine " +
-				"can read in the process list: pass the URL in the " + storeEnv + " variable instead, or keep the password " +
+			return StoreLocation{}, errors.New("--store: the PostgreSQL URL holds a password, which every user of this machine " +
+				"can read in the process list: pass the URL in the " + StoreEnv + " variable instead, or keep the password " +
 				"in a password file (PGPASSFILE, ~/.pgpass)")
 		}
-		return storeLocation{postgresURL: value}, nil
+		return StoreLocation{PostgresURL: value}, nil
 	case strings.Contains(value, "="):
-		return storeLocation{}, errors.New(from + ": a key=value connection string is not read here: " +
+		return StoreLocation{}, errors.New(from + ": a key=value connection string is not read here: " +
 			"write it as a URL, postgres://user@host:port/database?option=value (the value is not repeated here)")
 	}
-	return storeLocation{}, errors.New(from + ": want sqlite:<path> or postgres://user@host:port/database (the value is not repeated here)")
+	return StoreLocation{}, errors.New(from + ": want sqlite:<path> or postgres://user@host:port/database (the value is not repeated here)")
 }
 
 // openBlobs opens the blob store that goes with st: on PostgreSQL its chunk
@@ -125,9 +125,9 @@ func openBlobs(ctx context.Context, st controlStore, dataDir string, log *zap.Lo
 }
 
 // openStore opens (and migrates) the store at loc.
-func openStore(ctx context.Context, loc storeLocation, log *zap.Logger) (controlStore, error) {
-	if loc.postgresURL != "" {
-		return postgres.Open(ctx, loc.postgresURL, log)
+func openStore(ctx context.Context, loc StoreLocation, log *zap.Logger) (controlStore, error) {
+	if loc.PostgresURL != "" {
+		return postgres.Open(ctx, loc.PostgresURL, log)
 	}
-	return sqlite.Open(ctx, loc.sqlitePath, log)
+	return sqlite.Open(ctx, loc.SQLitePath, log)
 }
