@@ -26,7 +26,9 @@ func newFlakyLeases(renewals ...error) *flakyLeases {
 	return &flakyLeases{renewals: renewals, changed: make(chan struct{}, 1)}
 }
 
-func (f *flakyLeases) AcquireLease(_ context.Context, l store.Lease) (store.Lease, error) { return l, nil }
+func (f *flakyLeases) AcquireLease(_ context.Context, l store.Lease) (store.Lease, error) {
+	return l, nil
+}
 
 func (f *flakyLeases) RenewLease(context.Context, string, string, time.Time) error {
 	f.mu.Lock()
@@ -51,7 +53,9 @@ func (f *flakyLeases) ReleaseLease(_ context.Context, _, token string) error {
 	return nil
 }
 
-func (f *flakyLeases) ReleaseServerLeases(context.Context, string) ([]store.Lease, error) { return nil, nil }
+func (f *flakyLeases) ReleaseServerLeases(context.Context, string) ([]store.Lease, error) {
+	return nil, nil
+}
 
 func (f *flakyLeases) renewCount() int {
 	f.mu.Lock()
