@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,7 +114,11 @@ func TestAnApplyThroughOneServerReachesAHostPollingAnother(t *testing.T) {
 		_, hosts, _ := run(t, "hosts")
 		return strings.Contains(hosts, " up ")
 	})
-	time.Sleep(500 * time.Millisecond) // the host is in its 30 s poll on B
+	// Applied before the host's poll waits on B, the state would be in the
+	// poll's first read: it would pass without B being woken.
+	eventually(t, 10*time.Second, "the host's poll held by B", func() bool {
+		return longPollWaiters(t, "https://"+servers.addrB, cfg.Token) == "1"
+	})
 
 	project := filepath.Join(dir, "hatch.yaml")
 	if err := os.WriteFile(project, []byte("project: shop\neggs:\n  web:\n    image: registry.local/web:1\n    replicas: 2\n    port: 8080\n"), 0o600); err != nil {
@@ -128,4 +134,26 @@ func TestAnApplyThroughOneServerReachesAHostPollingAnother(t *testing.T) {
 	if host.desiredVersion() == "" {
 		t.Fatal("the host never got a desired state")
 	}
+}
+
+// longPollWaiters reads a server's gauge of long-polls held, as /metrics
+// shows it ("" if it cannot be read).
+func longPollWaiters(t *testing.T, server, token string) string {
+	c, err := client.New(client.Config{Server: server, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	resp, err := c.Send(t.Context(), http.MethodGet, "/metrics", nil, "")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(line, "hatch_longpoll_waiters "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
