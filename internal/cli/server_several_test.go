@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,8 +114,9 @@ func TestAnApplyThroughOneServerReachesAHostPollingAnother(t *testing.T) {
 	})
 	// Applied before the host's poll waits on B, the state would be in the
 	// poll's first read: it would pass without B being woken.
+	metrics := newMetricsClient(t, servers.dataB, cfg.Token)
 	eventually(t, 10*time.Second, "the host's poll held by B", func() bool {
-		return longPollWaiters(t, "https://"+servers.addrB, cfg.Token) == "1"
+		return metrics.gauge("https://"+servers.addrB, "hatch_longpoll_waiters") == "1"
 	})
 
 	project := filepath.Join(dir, "hatch.yaml")
@@ -134,26 +133,4 @@ func TestAnApplyThroughOneServerReachesAHostPollingAnother(t *testing.T) {
 	if host.desiredVersion() == "" {
 		t.Fatal("the host never got a desired state")
 	}
-}
-
-// longPollWaiters reads a server's gauge of long-polls held, as /metrics
-// shows it ("" if it cannot be read).
-func longPollWaiters(t *testing.T, server, token string) string {
-	c, err := client.New(client.Config{Server: server, Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	resp, err := c.Send(t.Context(), http.MethodGet, "/metrics", nil, "")
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for line := range strings.Lines(string(body)) {
-		if v, ok := strings.CutPrefix(line, "hatch_longpoll_waiters "); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
