@@ -213,17 +213,39 @@ func TestSendGoesOnToTheNextServer(t *testing.T) {
 	})
 }
 
+// waitHeld waits until a frozen server holds a request to path: a request
+// sent before would find the server dead first, and the poll would go to the
+// next server without ever having to leave the frozen one.
+func waitHeld(t *testing.T, held <-chan string, path string) {
+	t.Helper()
+	for {
+		select {
+		case p := <-held:
+			if p == path {
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s never reached the frozen server", path)
+		}
+	}
+}
+
 // A long-poll held by a server that stops answering without closing its
 // connection ends when another request finds the server dead, and goes on
 // to the next server at once.
 func TestALongPollLeavesAServerFoundDead(t *testing.T) {
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
+	held := make(chan string, 8) // the paths of the requests A holds
 	a, b, fp := twoServers(t,
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodPost {
 				w.WriteHeader(http.StatusBadGateway) // as a proxy in front of a dead server says
 				return
+			}
+			select {
+			case held <- r.URL.Path:
+			default: // the test no longer looks
 			}
 			select { // a frozen server: it holds every poll
 			case <-hold:
@@ -244,7 +266,7 @@ func TestALongPollLeavesAServerFoundDead(t *testing.T) {
 		}
 		polled <- resp
 	}()
-	time.Sleep(200 * time.Millisecond) // the poll is held by A
+	waitHeld(t, held, "/poll")
 	resp, err := c.Send(t.Context(), http.MethodPost, "/status", bytes.NewReader(nil), "")
 	if err != nil {
 		t.Fatal(err)
@@ -267,8 +289,13 @@ func TestALongPollLeavesAServerFoundDead(t *testing.T) {
 func TestAServerThatTimesOutIsLeftForTheNext(t *testing.T) {
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
+	held := make(chan string, 8) // the paths of the requests A holds
 	a, b, fp := twoServers(t,
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case held <- r.URL.Path:
+			default: // the test no longer looks
+			}
 			select { // a frozen server: it answers nothing
 			case <-hold:
 			case <-r.Context().Done():
@@ -288,7 +315,7 @@ func TestAServerThatTimesOutIsLeftForTheNext(t *testing.T) {
 		}
 		polled <- resp
 	}()
-	time.Sleep(200 * time.Millisecond) // the poll is held by A
+	waitHeld(t, held, "/poll")
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	if _, err := c.Send(ctx, http.MethodPost, "/status", bytes.NewReader(nil), ""); err == nil {

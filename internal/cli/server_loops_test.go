@@ -145,8 +145,12 @@ func newMetricsClient(t *testing.T, dataDir, token string) *metricsClient {
 
 // leading reads hatch_loops_leader of the server: "1", "0", or "" when it
 // does not answer (paused, killed).
-func (m *metricsClient) leading(p *serverProc) string {
-	req, err := http.NewRequest("GET", p.url+"/metrics", nil)
+func (m *metricsClient) leading(p *serverProc) string { return m.gauge(p.url, "hatch_loops_leader") }
+
+// gauge reads the value of the metric name at the server at url, "" when
+// it does not answer.
+func (m *metricsClient) gauge(url, name string) string {
+	req, err := http.NewRequest("GET", url+"/metrics", nil)
 	if err != nil {
 		return ""
 	}
@@ -158,7 +162,7 @@ func (m *metricsClient) leading(p *serverProc) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "hatch_loops_leader "); ok {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			return strings.TrimSpace(v)
 		}
 	}

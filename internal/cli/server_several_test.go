@@ -113,7 +113,12 @@ func TestAnApplyThroughOneServerReachesAHostPollingAnother(t *testing.T) {
 		_, hosts, _ := run(t, "hosts")
 		return strings.Contains(hosts, " up ")
 	})
-	time.Sleep(500 * time.Millisecond) // the host is in its 30 s poll on B
+	// Applied before the host's poll waits on B, the state would be in the
+	// poll's first read: it would pass without B being woken.
+	metrics := newMetricsClient(t, servers.dataB, cfg.Token)
+	eventually(t, 10*time.Second, "the host's poll held by B", func() bool {
+		return metrics.gauge("https://"+servers.addrB, "hatch_longpoll_waiters") == "1"
+	})
 
 	project := filepath.Join(dir, "hatch.yaml")
 	if err := os.WriteFile(project, []byte("project: shop\neggs:\n  web:\n    image: registry.local/web:1\n    replicas: 2\n    port: 8080\n"), 0o600); err != nil {

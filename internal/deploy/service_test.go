@@ -26,14 +26,20 @@ import (
 // caller without HTTP (hatch up, the dashboard) has it.
 func newService(t *testing.T) (*deploy.Service, *sqlite.Store) {
 	t.Helper()
-	dir := t.TempDir()
-	log := zaptest.NewLogger(t)
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "hatch.db"), log)
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "hatch.db"), zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
+	return startService(t, st), st
+}
+
+// startService is a started apply protocol over st: a second one over the
+// same store is the server restarted, or another server.
+func startService(t *testing.T, st *sqlite.Store) *deploy.Service {
+	t.Helper()
+	log := zaptest.NewLogger(t)
+	blobs, err := blob.Open(filepath.Join(t.TempDir(), "blobs"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +61,7 @@ func newService(t *testing.T) (*deploy.Service, *sqlite.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	return s, st
+	return s
 }
 
 // request is a project of a network and a secret: no egg, so no host is

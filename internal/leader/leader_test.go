@@ -81,6 +81,38 @@ func (p *pausable) RenewLease(ctx context.Context, project, token string, expire
 	return p.Leases.RenewLease(ctx, project, token, expires)
 }
 
+// refusals is a server's store recording when its tries at the loops'
+// lease were refused: what a test waits for to know another server kept
+// it through a time.
+type refusals struct {
+	store.Leases
+	mu sync.Mutex  // guards at
+	at []time.Time // the time (Since) of each refused try
+}
+
+func (r *refusals) AcquireLease(ctx context.Context, l store.Lease) (store.Lease, error) {
+	held, err := r.Leases.AcquireLease(ctx, l)
+	if errors.Is(err, store.ErrLocked) {
+		r.mu.Lock()
+		r.at = append(r.at, l.Since)
+		r.mu.Unlock()
+	}
+	return held, err
+}
+
+// since counts the refused tries made at t or later.
+func (r *refusals) since(t time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, at := range r.at {
+		if !at.Before(t) {
+			n++
+		}
+	}
+	return n
+}
+
 // server is one elector running loops that write every 50 ms, as the
 // liveness monitor does, counting what lands and what is refused.
 type server struct {
@@ -151,9 +183,12 @@ func TestOneServerRunsTheLoopsAndAStopHandsThemOver(t *testing.T) {
 		if !a.leading() {
 			t.Fatal("the first server did not take the free loops at its first try")
 		}
-		b := startServer(t, st, st, "b", &running, &overlap)
+		aLed := time.Now() // A's first term ends a second after this at the latest
+		bTries := &refusals{Leases: st}
+		b := startServer(t, st, bTries, "b", &running, &overlap)
 		<-b.e.FirstTry()
-		time.Sleep(1500 * time.Millisecond) // past one term: A renews
+		eventually(t, 5*time.Second, "B refused a try begun past A's first term (A renewed)",
+			func() bool { return bTries.since(aLed.Add(time.Second)) > 0 })
 		if b.leading() || !a.leading() {
 			t.Fatalf("leading: a %v, b %v; want a only", a.leading(), b.leading())
 		}
@@ -178,7 +213,8 @@ func TestAPausedHolderIsReplacedAndItsWritesAreRefused(t *testing.T) {
 		var running atomic.Int32
 		var overlap atomic.Bool
 		pa := &pausable{Leases: st}
-		a := startServer(t, st, pa, "a", &running, &overlap)
+		aTries := &refusals{Leases: pa}
+		a := startServer(t, st, aTries, "a", &running, &overlap)
 		<-a.e.FirstTry()
 		b := startServer(t, st, st, "b", &running, &overlap)
 		eventually(t, 2*time.Second, "A's loops write", func() bool { return a.landed.Load() > 0 })
@@ -192,13 +228,15 @@ func TestAPausedHolderIsReplacedAndItsWritesAreRefused(t *testing.T) {
 		landedBefore := a.landed.Load()
 		eventually(t, 5*time.Second, "B takes the loops over", b.leading)
 		t.Logf("B took over %v after A's renewals stopped", time.Since(start).Round(time.Millisecond))
-		time.Sleep(300 * time.Millisecond)
+		refusedBefore := a.refused.Load()
+		eventually(t, 5*time.Second, "three more of A's writes refused", func() bool { return a.refused.Load() >= refusedBefore+3 })
 		if a.landed.Load() != landedBefore {
 			t.Fatal("a write of A's loops landed after its lease expired")
 		}
 		pa.resume()
 		eventually(t, 5*time.Second, "A finds its lease gone and stops its loops", func() bool { return !a.leading() })
-		time.Sleep(1500 * time.Millisecond) // A retries: the loops stay B's
+		stopped := time.Now()
+		eventually(t, 5*time.Second, "A retries twice, refused: the loops stay B's", func() bool { return aTries.since(stopped) >= 2 })
 		if a.leading() || !b.leading() || a.landed.Load() != landedBefore {
 			t.Fatalf("after A resumed: leading a %v b %v, A's writes landed %d (before %d)", a.leading(), b.leading(), a.landed.Load(), landedBefore)
 		}

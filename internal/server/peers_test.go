@@ -110,7 +110,9 @@ func TestALongPollNamingItsPeersGetsThemOnlyWhenTheyChange(t *testing.T) {
 		answer <- decode[contract.DesiredState](t, h.do("GET",
 			"/api/v1/hosts/h1/desired-state?wait=10s&version="+whole.Version+"&peers="+whole.PeersVersion, nil), 200)
 	}()
-	time.Sleep(100 * time.Millisecond) // the poll is held
+	// Joined before the poll waits, beta would be in its first read: it
+	// would pass without a held poll being woken.
+	eventually(t, "the poll held", func() bool { return gaugeValue(t, h.srv.metrics.waiters) == 1 })
 	jt, err := h.fleet.CreateJoinToken(ctx, api.CreateJoinTokenRequest{})
 	if err != nil {
 		t.Fatal(err)

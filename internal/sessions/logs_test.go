@@ -48,24 +48,7 @@ func TestALogsRequestIsOneSessionOfItsAdminAndAFullHostIsSaidUnavailable(t *test
 		defer close(served)
 		logs.Serve(ctx, opServer, req, fixedSource{"h1": {"web"}, "h2": {"web"}}, fixedSource{})
 	}()
-	var offers []contract.SessionOffer
-	for len(offers) == 0 {
-		var more <-chan struct{}
-		offers, more = b.Offers("h1")
-		if len(offers) == 0 {
-			select {
-			case <-more:
-			case <-ctx.Done():
-				t.Fatal("h1 was never offered the logs")
-			}
-		}
-	}
-	sess, err := b.Claim("h1", offers[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agentServer, agent := pair(t)
-	sess.Attach(agentServer)
+	agent := answerLogs(ctx, t, b, "h1")
 	rec, _ := json.Marshal(contract.LogRecord{Host: "h9", Egg: "web", Line: "hello"})
 	if err := agent.Write(ctx, websocket.MessageText, rec); err != nil {
 		t.Fatal(err)
@@ -74,16 +57,9 @@ func TestALogsRequestIsOneSessionOfItsAdminAndAFullHostIsSaidUnavailable(t *test
 
 	var got []contract.LogRecord
 	for {
-		_, data, err := op.Read(ctx)
-		if err != nil {
-			if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
-				t.Fatalf("the operator's stream ended with %v after %+v", err, got)
-			}
+		r, ok := readRecord(ctx, t, op)
+		if !ok {
 			break
-		}
-		var r contract.LogRecord
-		if err := json.Unmarshal(data, &r); err != nil {
-			t.Fatal(err)
 		}
 		got = append(got, r)
 	}

@@ -201,13 +201,17 @@ func TestProbeHTTPGivesUpAtItsDeadline(t *testing.T) {
 
 // scripted is a probe whose outcome per container the test sets.
 type scripted struct {
-	mu    sync.Mutex // guards fail and calls
-	fail  map[string]bool
-	calls map[string]int
-	block chan struct{} // if set, checks wait on it
+	mu      sync.Mutex // guards fail, calls and started
+	fail    map[string]bool
+	calls   map[string]int // probes finished, by address
+	started int            // probes begun, of every address
+	block   chan struct{}  // if set, checks wait on it
 }
 
 func (s *scripted) check(ctx context.Context, t target) error {
+	s.mu.Lock()
+	s.started++
+	s.mu.Unlock()
 	if s.block != nil {
 		select {
 		case <-s.block:
@@ -226,6 +230,26 @@ func (s *scripted) check(ctx context.Context, t target) error {
 
 func (s *scripted) set(addr string, fail bool) { s.mu.Lock(); s.fail[addr] = fail; s.mu.Unlock() }
 func (s *scripted) count(addr string) int      { s.mu.Lock(); defer s.mu.Unlock(); return s.calls[addr] }
+func (s *scripted) begun() int                 { s.mu.Lock(); defer s.mu.Unlock(); return s.started }
+
+// passClock is a monitor's clock the test moves, counting its reads: the
+// monitor reads it once at each pass over its entries, so a count that
+// grew by two means a whole pass ran since.
+type passClock struct {
+	mu    sync.Mutex // guards now and reads
+	now   time.Time
+	reads int
+}
+
+func (c *passClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reads++
+	return c.now
+}
+
+func (c *passClock) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+func (c *passClock) readCount() int          { c.mu.Lock(); defer c.mu.Unlock(); return c.reads }
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -278,10 +302,12 @@ func TestMonitorProbesEachTargetAndReportsChanges(t *testing.T) {
 		t.Fatalf("the result of the old incarnation is still served: %+v", r)
 	}
 
-	// A container dropped from the targets is probed no more.
+	// A container dropped from the targets is probed no more: by the time
+	// the one kept was probed twice more, a probe of the dropped one in
+	// flight at the sync has finished and no other began.
 	m.sync(map[string]target{"cb": b2})
-	n := s.count("a")
-	time.Sleep(100 * time.Millisecond)
+	n, kept := s.count("a"), s.count("b")
+	eventually(t, "the kept container probed twice more", func() bool { return s.count("b") >= kept+2 })
 	if s.count("a") > n+1 {
 		t.Fatalf("a forgotten container was probed %d more times", s.count("a")-n)
 	}
@@ -289,13 +315,22 @@ func TestMonitorProbesEachTargetAndReportsChanges(t *testing.T) {
 
 func TestMonitorNeverRunsTwoProbesOfOneContainerAtOnce(t *testing.T) {
 	s := &scripted{fail: map[string]bool{}, calls: map[string]int{}, block: make(chan struct{})}
-	m := newMonitor(s.check, 4, time.Now, func() {})
+	clock := &passClock{now: time.Now()}
+	m := newMonitor(s.check, 4, clock.Now, func() {})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.run(ctx); close(done) }()
 	a := fastTarget("a")
 	m.track("ca", a)
-	time.Sleep(100 * time.Millisecond) // five intervals with the first probe hung
+	eventually(t, "the first probe began", func() bool { return s.begun() >= 1 })
+	// Five intervals on, with the first probe hung, and two passes over the
+	// entries since: a monitor that would start a second probe has.
+	clock.advance(5 * a.probe.interval)
+	reads := clock.readCount()
+	eventually(t, "two passes over the entries", func() bool { m.poke(); return clock.readCount() >= reads+2 })
+	if n := s.begun(); n != 1 {
+		t.Fatalf("%d probes began while the first one hung, want 1", n)
+	}
 	m.mu.Lock()
 	inflight := m.entries["ca"].probing != 0
 	m.mu.Unlock()
@@ -318,7 +353,7 @@ func TestMonitorRunReturnsWithProbesInFlight(t *testing.T) {
 	done := make(chan struct{})
 	go func() { m.run(ctx); close(done) }()
 	m.sync(map[string]target{"c1": fastTarget("1"), "c2": fastTarget("2")})
-	time.Sleep(50 * time.Millisecond)
+	eventually(t, "a probe hung", func() bool { return s.begun() == 1 })
 	cancel()
 	select {
 	case <-done:

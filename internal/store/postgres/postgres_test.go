@@ -65,34 +65,42 @@ func TestLeasesAreMeasuredByTheDatabaseClock(t *testing.T) {
 		return store.Lease{Project: "default/shop", Token: token, Holder: "apply", Server: "srv-" + token, Since: since, Expires: since.Add(term)}
 	}
 	start := time.Now()
-	held, err := s.AcquireLease(t.Context(), lease("a", behind, 2*time.Second))
+	held, err := s.AcquireLease(t.Context(), lease("a", behind, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := held.Since.Sub(start); d < -time.Minute || d > time.Minute {
 		t.Fatalf("the lease was taken at %v, not at the database's now (%v)", held.Since, start)
 	}
-	if got := held.Expires.Sub(held.Since); got != 2*time.Second {
-		t.Fatalf("the lease lasts %v, want the 2s asked", got)
+	if got := held.Expires.Sub(held.Since); got != time.Second {
+		t.Fatalf("the lease lasts %v, want the 1s asked", got)
 	}
 	// A server whose clock is ten centuries ahead cannot take it over.
 	if _, err := s.AcquireLease(t.Context(), lease("b", ahead, time.Minute)); !errors.Is(err, store.ErrLocked) {
 		t.Fatalf("a server with its clock ahead took the lease: %v", err)
 	}
-	// A renewal counts its term from the database's now.
-	if err := s.RenewLease(t.Context(), "default/shop", "a", time.Now().Add(3*time.Second)); err != nil {
+	// A renewal counts its term from the database's now: it ends at most
+	// the term after the call returned (the database runs on this
+	// machine's clock), waited for rather than guessed.
+	const renewed = 4 * time.Second
+	if err := s.RenewLease(t.Context(), "default/shop", "a", time.Now().Add(renewed)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2500 * time.Millisecond) // past the first term, within the renewed one
+	renewedBy := time.Now()
+	sleepUntil(held.Expires.Add(100 * time.Millisecond)) // past the first term, 3 s within the renewed one
 	if _, err := s.AcquireLease(t.Context(), lease("b", ahead, time.Minute)); !errors.Is(err, store.ErrLocked) {
 		t.Fatalf("the renewed lease was taken over within its term: %v", err)
 	}
-	time.Sleep(time.Second) // past the renewed term
+	sleepUntil(renewedBy.Add(renewed + 100*time.Millisecond)) // past the renewed term
 	// Expired by the database's clock: one with its clock far behind takes it.
 	if _, err := s.AcquireLease(t.Context(), lease("c", behind, time.Minute)); err != nil {
 		t.Fatalf("a lease expired by the database's clock was not taken over: %v", err)
 	}
 }
+
+// sleepUntil sleeps until the machine's clock reaches t: the instant a
+// lease term ends, rather than a guess of how long the calls before took.
+func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
 
 // The reconciler's own suite for its ResourceStorage, beside ours.
 func TestReconcilerStorageSuite(t *testing.T) {

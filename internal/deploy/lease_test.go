@@ -1,0 +1,129 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+// flakyLeases holds leases in memory and answers each renewal with the next
+// of its scripted errors (nil once they run out).
+type flakyLeases struct {
+	mu       sync.Mutex // guards the fields below
+	renewals []error    // what the next renewals return, in order
+	renewed  int
+	released []string // tokens released
+	changed  chan struct{}
+}
+
+func newFlakyLeases(renewals ...error) *flakyLeases {
+	return &flakyLeases{renewals: renewals, changed: make(chan struct{}, 1)}
+}
+
+func (f *flakyLeases) AcquireLease(_ context.Context, l store.Lease) (store.Lease, error) {
+	return l, nil
+}
+
+func (f *flakyLeases) RenewLease(context.Context, string, string, time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.renewed++
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+	if len(f.renewals) == 0 {
+		return nil
+	}
+	err := f.renewals[0]
+	f.renewals = f.renewals[1:]
+	return err
+}
+
+func (f *flakyLeases) ReleaseLease(_ context.Context, _, token string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = append(f.released, token)
+	return nil
+}
+
+func (f *flakyLeases) ReleaseServerLeases(context.Context, string) ([]store.Lease, error) {
+	return nil, nil
+}
+
+func (f *flakyLeases) renewCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.renewed
+}
+
+// leaseService is just enough of a Service to hold leases renewed every
+// 10 ms.
+func leaseService(t *testing.T, leases store.Leases) *Service {
+	s := &Service{cfg: Config{LeaseTTL: 30 * time.Millisecond}, deps: Deps{Leases: leases, ServerID: "srv-unit"},
+		log: zaptest.NewLogger(t), now: time.Now}
+	s.life, s.cancel = context.WithCancel(context.Background())
+	t.Cleanup(s.cancel)
+	return s
+}
+
+// A renewal that finds the lease gone (expired and taken over) says so at
+// once: the apply holding it is cancelled rather than writing on.
+func TestALeaseFoundGoneAtARenewalIsLost(t *testing.T) {
+	leases := newFlakyLeases(errors.New("database is locked"), store.ErrNotFound)
+	s := leaseService(t, leases)
+	l, err := s.acquire(t.Context(), "default/shop", "apply 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.lost:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the lease is not lost 10 s after a renewal found it gone (%d renewals)", leases.renewCount())
+	}
+	l.release()
+	if n := leases.renewCount(); n != 2 {
+		t.Errorf("%d renewals, want 2 (none after the lease was found gone)", n)
+	}
+}
+
+// A renewal that fails for another reason (the database busy, a network
+// blip) is retried at the next tick, and the lease is kept.
+func TestAFailedRenewalIsRetriedAndTheLeaseKept(t *testing.T) {
+	leases := newFlakyLeases(errors.New("database is locked"), context.DeadlineExceeded)
+	s := leaseService(t, leases)
+	l, err := s.acquire(t.Context(), "default/shop", "apply 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for leases.renewCount() < 4 {
+		select {
+		case <-leases.changed:
+		case <-l.lost:
+			t.Fatal("a failed renewal lost the lease")
+		case <-deadline:
+			t.Fatalf("%d renewals in 10 s, want them retried after two failures", leases.renewCount())
+		}
+	}
+	l.release()
+	select {
+	case <-l.lost:
+		t.Fatal("a failed renewal lost the lease")
+	default:
+	}
+	n := leases.renewCount()
+	if len(leases.released) != 1 || leases.released[0] != l.held.Token {
+		t.Errorf("released %v, want the lease's token once", leases.released)
+	}
+	l.release()
+	if leases.renewCount() != n || len(leases.released) != 1 {
+		t.Error("a second release renewed or released again")
+	}
+}
