@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/desired"
 )
 
 // reportChallenges makes a host report the challenge tokens it has loaded.
@@ -23,7 +24,7 @@ func (e *env) reportChallenges(host string, tokens ...string) {
 func TestAnACMECertificateWithNoHostIsRefused(t *testing.T) {
 	e := newEnv(t)
 	err := e.set.PutCertificate(t.Context(), contract.Certificate{Host: "shop.example.com", Chain: "c", Key: "k"})
-	if !errors.Is(err, ErrNoHosts) {
+	if !errors.Is(err, desired.ErrNoHosts) {
 		t.Fatalf("put with no host: %v, want ErrNoHosts", err)
 	}
 }
@@ -33,7 +34,7 @@ func TestAnACMECertificateWithNoHostIsRefused(t *testing.T) {
 // for until it reports the token, the certificate on every host.
 func TestTheACMEManagersViewWithOneHostLiveAndOneDown(t *testing.T) {
 	e := newEnv(t, "h1", "h2")
-	e.set.acme = true
+	e.setWith(func(d *desired.Deps) { d.ACME = true })
 	e.apply("default/a", "project: a\neggs:\n  web: {image: w:1, port: 80, routes: [shop.example.com, plain.localhost]}\n", nil)
 	e.down("h2")
 	ctx := t.Context()
@@ -75,7 +76,7 @@ func TestTheACMEManagersViewWithOneHostLiveAndOneDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, h := range []string{"h1", "h2"} {
-		if c, ok := e.state(h).Certificate("shop.example.com"); !ok || c.Chain != "chain" || c.Source != SourceACME {
+		if c, ok := e.state(h).Certificate("shop.example.com"); !ok || c.Chain != "chain" || c.Source != desired.SourceACME {
 			t.Fatalf("certificate on %s: %+v, %v, want the ACME one", h, c, ok)
 		}
 	}
