@@ -349,7 +349,7 @@ func withSafeNames(d contract.DesiredState) (contract.DesiredState, []error) {
 	var errs []error
 	safe := d.Workloads[:0:0]
 	for _, w := range d.Workloads {
-		if !containers.ValidNamePart(w.Namespace) || !containers.ValidNamePart(w.Project) || !containers.ValidNamePart(w.Egg) {
+		if !contract.ValidNamePart(w.Namespace) || !contract.ValidNamePart(w.Project) || !contract.ValidNamePart(w.Egg) {
 			errs = append(errs, fmt.Errorf("workload %q refused: its namespace, project and egg must each be letters, digits, '_', '.' or '-', not starting with '.' or '-'", w.ID()))
 			continue
 		}

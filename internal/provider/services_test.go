@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
@@ -18,7 +17,7 @@ import (
 )
 
 // net is a network's Docker name on a host, in project default/shop.
-func net(host, name string) string { return containers.NetworkName(host, "default", "shop", name) }
+func net(host, name string) string { return contract.NetworkName(host, "default", "shop", name) }
 
 // wl is a workload of default/shop on host with replicas, edited by opts.
 func wl(host, egg string, replicas int, opts ...func(*contract.WorkloadSpec)) contract.WorkloadSpec {
@@ -126,7 +125,7 @@ func TestServicesByHost(t *testing.T) {
 				},
 				// Another namespace's network of the same name is another network.
 				"h3": {{Namespace: "staging", Project: "shop", Egg: "api", Replicas: 1, Port: 8080,
-					Networks: []string{containers.NetworkName("h3", "staging", "shop", "backend")}}},
+					Networks: []string{contract.NetworkName("h3", "staging", "shop", "backend")}}},
 			},
 			want: map[string][]contract.Service{
 				"h1": {
@@ -142,7 +141,7 @@ func TestServicesByHost(t *testing.T) {
 						Names: []string{"db", "postgres"}, Networks: []string{net("h2", "backend")}},
 				},
 				"h3": {{Namespace: "staging", Project: "shop", Egg: "api", Port: 8080, Hosts: []string{"h3"},
-					Names: []string{"api"}, Networks: []string{containers.NetworkName("h3", "staging", "shop", "backend")}}},
+					Names: []string{"api"}, Networks: []string{contract.NetworkName("h3", "staging", "shop", "backend")}}},
 			},
 		},
 		{
@@ -166,7 +165,7 @@ func TestServicesByHost(t *testing.T) {
 
 func TestNetworkOfInvertsNetworkName(t *testing.T) {
 	for _, name := range []string{"default", "back-end", "a-b-c"} {
-		docker := containers.NetworkName("h1", "default", "my-shop", name)
+		docker := contract.NetworkName("h1", "default", "my-shop", name)
 		if got, ok := networkOf(docker, "h1", "default", "my-shop"); !ok || got != name {
 			t.Errorf("networkOf(%q) = %q, %v; want %q", docker, got, ok, name)
 		}
@@ -232,13 +231,13 @@ func TestEveryHostServesTheClustersRoutesAndWhatItsWorkloadsUse(t *testing.T) {
 		site := contract.Service{Namespace: "default", Project: "site", Egg: "web", Port: 80, Hosts: []string{"h2"},
 			Routes: []contract.Route{{Host: "site.localhost"}}, DrainTimeout: 10 * time.Second}
 		if h == "h2" { // web's own replica reaches it by name
-			site.Names, site.Networks = []string{"web"}, []string{containers.NetworkName(h, "default", "site", "default")}
+			site.Names, site.Networks = []string{"web"}, []string{contract.NetworkName(h, "default", "site", "default")}
 		}
 		want := []contract.Service{site}
 		if slices.Contains(appHosts, h) || h == dbHost {
 			db := contract.Service{Namespace: "default", Project: "data", Egg: "db", Port: 5432, Hosts: []string{dbHost},
 				DrainTimeout: 10 * time.Second, Names: []string{"db"},
-				Networks: []string{containers.NetworkName(h, "default", "data", "default")}}
+				Networks: []string{contract.NetworkName(h, "default", "data", "default")}}
 			want = []contract.Service{db, site}
 		}
 		if !reflect.DeepEqual(d.Services, want) {
