@@ -15,7 +15,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/ingress"
 	"github.com/hatchery/hatchery/internal/mesh"
-	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 	"github.com/hatchery/hatchery/internal/testutil/nettest"
 )
 
@@ -43,7 +43,7 @@ func lineEcho(t *testing.T, name string) (addr string, port int) {
 // ports), its HTTP stream only on the egg's routes, and a stream it holds
 // is reset once its workload leaves its reach.
 func TestARogueHostReachesOnlyWhatItsStateStreamsTo(t *testing.T) {
-	ca, err := pki.LoadOrCreateHostCA(t.TempDir(), 24*time.Hour, time.Now())
+	ca, err := authority.LoadOrCreateHostCA(t.TempDir(), 24*time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

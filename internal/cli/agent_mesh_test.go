@@ -24,6 +24,7 @@ import (
 	"github.com/hatchery/hatchery/internal/ingress"
 	"github.com/hatchery/hatchery/internal/mesh"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 )
 
 type noRenewer struct{}
@@ -34,7 +35,7 @@ func (noRenewer) RenewCertificate(context.Context, []byte) (api.HostCertificate,
 
 // hostCertsFor writes a host certificate from ca into a data dir, as a join
 // leaves it, and opens it.
-func hostCertsFor(t *testing.T, ca *pki.HostCA, hostID string) *agent.HostCerts {
+func hostCertsFor(t *testing.T, ca *authority.HostCA, hostID string) *agent.HostCerts {
 	t.Helper()
 	dir := t.TempDir()
 	key, err := pki.NewHostKey()
@@ -75,7 +76,7 @@ type meshHost struct {
 	advertise []string
 }
 
-func startMeshHost(t *testing.T, ca *pki.HostCA, hostID string) meshHost {
+func startMeshHost(t *testing.T, ca *authority.HostCA, hostID string) meshHost {
 	t.Helper()
 	log := zaptest.NewLogger(t).With(zap.String("host", hostID))
 	ln, advertise, err := listenMesh("127.0.0.1:0", nil)
@@ -108,7 +109,7 @@ func startMeshHost(t *testing.T, ca *pki.HostCA, hostID string) meshHost {
 // request to host A, which has no replica, is served by host B's, and a
 // host that the valid host set no longer lists is not reached.
 func TestTheIngressReachesAnotherHostsReplicaThroughTheMesh(t *testing.T) {
-	ca, err := pki.LoadOrCreateHostCA(t.TempDir(), 24*time.Hour, time.Now())
+	ca, err := authority.LoadOrCreateHostCA(t.TempDir(), 24*time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
