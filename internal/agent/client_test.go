@@ -21,6 +21,7 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 )
 
 // tlsServer starts an HTTPS test server with a CA and serving certificate
@@ -28,7 +29,7 @@ import (
 // fingerprint.
 func tlsServer(t *testing.T, h http.Handler) (*httptest.Server, string) {
 	t.Helper()
-	p, err := pki.LoadOrCreate(t.TempDir(), pki.DefaultNames(), time.Now())
+	p, err := authority.LoadOrCreate(t.TempDir(), authority.DefaultNames(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func TestJoinTradesTheJoinTokenForAHostIdentity(t *testing.T) {
-	hostCA, err := pki.LoadOrCreateHostCA(t.TempDir(), pki.MaxHostLifetime, time.Now())
+	hostCA, err := authority.LoadOrCreateHostCA(t.TempDir(), authority.MaxHostLifetime, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

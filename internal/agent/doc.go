@@ -8,18 +8,20 @@
 //   - Join (client.go) trades a join token for a host identity over TLS pinned
 //     to the CA fingerprint the token carries; the identity, host token and CA
 //     are kept in the data directory, so later starts need only that.
-//   - The poller long-polls the desired state, with jittered back-off on
-//     errors; the loop caches every new state atomically before converging
+//   - The poller (poll.go) long-polls the desired state, with jittered
+//     back-off on errors; the loop caches every new state atomically before converging
 //     towards it (mode 0600, secret values sealed with a key kept beside the
-//     cache, the time of the write recorded).
+//     cache, the time of the write recorded; fromcache.go keeps the cache and
+//     the holds a converge from it calls for).
 //   - The loop converges, one converge at a time, when the desired state
 //     changes, when Docker reports a container died or changed health, when a
 //     task of the Docker adapter ends, and every ConvergeInterval. Triggers
 //     that arrive during a converge coalesce into one more (Signal). A panic
 //     in a converge is recovered, logged with its stack, and the loop goes on.
-//   - The heartbeat sends the latest status report every HeartbeatInterval
-//     from its own goroutine, and at once after each converge, so a slow or
-//     unreachable control plane never delays a converge.
+//   - The heartbeat (heartbeat.go) sends the latest status report every
+//     HeartbeatInterval from its own goroutine, and at once after each
+//     converge, so a slow or unreachable control plane never delays a
+//     converge.
 //
 // Invariants:
 //   - An agent that has never received a desired state (none cached either)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 )
 
 // unreachable is a control plane that cannot be reached.
@@ -25,7 +26,7 @@ func (unreachable) RenewCertificate(context.Context, []byte) (api.HostCertificat
 
 // signingRenewer signs as the control plane would, for host.
 type signingRenewer struct {
-	ca    *pki.HostCA
+	ca    *authority.HostCA
 	host  string
 	now   func() time.Time
 	calls atomic.Int64
@@ -42,7 +43,7 @@ func (s *signingRenewer) RenewCertificate(_ context.Context, csr []byte) (api.Ho
 
 func newSigningRenewer(t *testing.T, host string, now func() time.Time) *signingRenewer {
 	t.Helper()
-	ca, err := pki.LoadOrCreateHostCA(t.TempDir(), pki.MaxHostLifetime, now())
+	ca, err := authority.LoadOrCreateHostCA(t.TempDir(), authority.MaxHostLifetime, now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,17 @@ package agent
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 )
 
@@ -87,4 +92,69 @@ func relayWorkloads(desired contract.DesiredState, image, root string) []contrac
 func shortHash(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:6])
+}
+
+// relaysDir is the directory of relay sockets in the data directory.
+const relaysDir = "relays"
+
+// withRelays returns the desired state with the relays it calls for added
+// to its workloads. Without a relay image it adds none and says so.
+func (a *Agent) withRelays(desired contract.DesiredState) (contract.DesiredState, error) {
+	relays := relayWorkloads(desired, a.cfg.RelayImage, a.relayRoot)
+	if len(relays) == 0 {
+		return desired, nil
+	}
+	if a.cfg.RelayImage == "" {
+		return desired, fmt.Errorf("%d relays wanted, but this agent has no relay image", len(relays))
+	}
+	// A relay's socket directory must exist before its container is
+	// created: Docker refuses a bind mount of a missing path.
+	for _, r := range relays {
+		if err := os.MkdirAll(r.Binds[0].Source, 0o755); err != nil {
+			return desired, fmt.Errorf("relay %s: %w", r.ID(), err)
+		}
+	}
+	desired.Workloads = append(slices.Clone(desired.Workloads), relays...)
+	return desired, nil
+}
+
+// withoutRelays leaves out the relays' containers: what the status report
+// shows are the eggs.
+func withoutRelays(actual []containers.Container) []containers.Container {
+	out := make([]containers.Container, 0, len(actual))
+	for _, c := range actual {
+		if !isRelay(c.WorkloadID) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// removeStaleRelayDirs removes the socket directories of services that no
+// longer call for relays. It runs after the ingress closed their sockets;
+// their relays are being removed by the converge.
+func (a *Agent) removeStaleRelayDirs(desired contract.DesiredState) error {
+	entries, err := os.ReadDir(a.relayRoot)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("relay sockets: %w", err)
+	}
+	wanted := make(map[string]bool)
+	for _, s := range desired.Services {
+		if needsRelay(s) {
+			wanted[filepath.Base(relayDir(a.relayRoot, s))] = true
+		}
+	}
+	var errs []error
+	for _, e := range entries {
+		if !wanted[e.Name()] {
+			errs = append(errs, os.RemoveAll(filepath.Join(a.relayRoot, e.Name())))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("relay sockets: %w", err)
+	}
+	return nil
 }

@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"fmt"
 	"net"
 	"strconv"
+
+	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
@@ -184,4 +187,25 @@ func servingPort(w contract.WorkloadSpec) int {
 		}
 	}
 	return 0
+}
+
+// route gives the ingress the routing table for what runs now.
+func (a *Agent) route(desired contract.DesiredState, actual []containers.Container) error {
+	if err := a.cfg.Router.Update(routingTable(desired, actual, a.mem.History, a.relayRoot)); err != nil {
+		return fmt.Errorf("update ingress: %w", err)
+	}
+	return a.removeStaleRelayDirs(desired)
+}
+
+// routeBeforeSteps gives the ingress the routing table for what runs as a
+// converge's steps are about to start. A replica first seen healthy in this
+// pass joins the pool here, before the same plan drains the container it
+// replaces: were the table updated only after the pass, the egg would have
+// no backend on this host between the drain and that update, and with every
+// host rolling at once (a restart of the egg), none anywhere. A table that
+// fails to apply is reported by the route after the pass.
+func (a *Agent) routeBeforeSteps(desired contract.DesiredState, actual []containers.Container) {
+	if err := a.cfg.Router.Update(routingTable(desired, actual, a.mem.History, a.relayRoot)); err != nil {
+		a.log.Debug("routing table before the converge steps not applied", zap.Error(err))
+	}
 }

@@ -12,13 +12,14 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 )
 
 // A host joined through one server learns of the others from the
 // desired-state answers, and when its server goes away its next poll is
 // answered by a server it was never told of at the join.
 func TestTheAgentFollowsTheServerListAndFailsOver(t *testing.T) {
-	material, err := pki.LoadOrCreate(t.TempDir(), pki.DefaultNames(), time.Now())
+	material, err := authority.LoadOrCreate(t.TempDir(), authority.DefaultNames(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

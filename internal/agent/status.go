@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/converge"
@@ -142,4 +144,72 @@ func failureContainer(plan converge.Plan, f converge.Failure) string {
 		}
 	}
 	return ""
+}
+
+// crashLog is the log tail of one crash of a container, told apart from the
+// next by the end of its back-off (which moves with every crash).
+type crashLog struct {
+	until time.Time
+	lines []string
+}
+
+// noteFailures keeps, for each rollout the plan gave up on, the last log
+// lines of its failing container, and forgets those of rollouts the history
+// no longer counts as failed (the spec changed since).
+func (a *Agent) noteFailures(ctx context.Context, plan converge.Plan) {
+	stopped := a.docker.take()
+	for _, f := range plan.Failures {
+		id := failureContainer(plan, f)
+		lines, ok := stopped[id]
+		if !ok {
+			lines = a.docker.tail(ctx, id)
+		}
+		a.mem.FailureLogs[f.WorkloadID] = failureLog{SpecHash: f.SpecHash, ContainerID: id, Lines: lines}
+		a.log.Warn("rollout failed", zap.String("workload", f.WorkloadID), zap.String("spec", f.SpecHash),
+			zap.String("reason", f.Reason), zap.String("container", id))
+	}
+	for id, fl := range a.mem.FailureLogs {
+		if f, ok := a.mem.History.FailedRollouts[id]; !ok || f.SpecHash != fl.SpecHash {
+			delete(a.mem.FailureLogs, id)
+		}
+	}
+}
+
+// attachCrashLogs adds the log tail of crashed and crash-looping containers,
+// read once per exit.
+func (a *Agent) attachCrashLogs(ctx context.Context, r *contract.StatusReport) {
+	live := make(map[string]bool, len(r.Containers))
+	for i := range r.Containers {
+		c := &r.Containers[i]
+		live[c.ContainerID] = true
+		if c.LogTail != nil || !wantsLogTail(*c) {
+			continue
+		}
+		cl, ok := a.crashLogs[c.ContainerID]
+		if !ok || !cl.until.Equal(c.CrashLoopUntil) {
+			cl = crashLog{until: c.CrashLoopUntil, lines: a.docker.tail(ctx, c.ContainerID)}
+			a.crashLogs[c.ContainerID] = cl
+		}
+		c.LogTail = cl.lines
+	}
+	for id := range a.crashLogs {
+		if !live[id] {
+			delete(a.crashLogs, id)
+		}
+	}
+}
+
+// setErrorStatus records a converge that failed before it could see the
+// containers: the last report's containers stay, with the new errors.
+func (a *Agent) setErrorStatus(errs ...error) {
+	a.mu.Lock()
+	r := contract.StatusReport{HostID: a.cfg.HostID, Time: a.now(), Capacity: a.cfg.Capacity, MeshAddresses: a.cfg.MeshAddresses,
+		NoExec: a.cfg.NoExec}
+	if a.status != nil {
+		r = *a.status
+	}
+	r.Errors = errorLines(errs...)
+	a.status = &r
+	a.mu.Unlock()
+	a.report.Fire()
 }

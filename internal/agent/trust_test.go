@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 )
 
 // switchableControlPlane is one control plane until fixed, another after.
@@ -55,7 +55,7 @@ func (s *switchableControlPlane) ReportStatus(ctx context.Context, r contract.St
 func TestAControlPlaneThatDoesNotVerifyIsAnErrorEveryIntervalAndA503(t *testing.T) {
 	var reached atomic.Int32
 	srv, _ := tlsServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
-	other, err := pki.LoadOrCreate(t.TempDir(), pki.DefaultNames(), time.Now())
+	other, err := authority.LoadOrCreate(t.TempDir(), authority.DefaultNames(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

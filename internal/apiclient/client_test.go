@@ -12,13 +12,14 @@ import (
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 )
 
 // tlsServer serves h over TLS with a CA and serving certificate made by pki,
 // as `hatch server` does; it returns the server and its CA's fingerprint.
 func tlsServer(t *testing.T, h http.Handler) (*httptest.Server, string) {
 	t.Helper()
-	material, err := pki.LoadOrCreate(t.TempDir(), pki.DefaultNames(), time.Now())
+	material, err := authority.LoadOrCreate(t.TempDir(), authority.DefaultNames(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

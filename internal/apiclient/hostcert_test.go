@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 )
 
 // No client of the control plane (the CLI's, the agent's) accepts a host
@@ -20,11 +21,11 @@ import (
 func TestTheClientRefusesAServerPresentingAHostCertificate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "tls")
 	now := time.Now()
-	material, err := pki.LoadOrCreate(dir, pki.DefaultNames(), now)
+	material, err := authority.LoadOrCreate(dir, authority.DefaultNames(), now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostCA, err := pki.LoadOrCreateHostCA(dir, pki.MaxHostLifetime, now)
+	hostCA, err := authority.LoadOrCreateHostCA(dir, authority.MaxHostLifetime, now)
 	if err != nil {
 		t.Fatal(err)
 	}

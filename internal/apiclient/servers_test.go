@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 )
 
 func TestParseServersTakesCommasAndRepeats(t *testing.T) {
@@ -117,7 +118,7 @@ func deadServer(t *testing.T) string {
 // files of `hatch server init` are.
 func twoServers(t *testing.T, a, b http.Handler) (*httptest.Server, *httptest.Server, string) {
 	t.Helper()
-	material, err := pki.LoadOrCreate(t.TempDir(), pki.DefaultNames(), time.Now())
+	material, err := authority.LoadOrCreate(t.TempDir(), authority.DefaultNames(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

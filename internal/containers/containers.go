@@ -1,6 +1,7 @@
 // Package containers is the agent's view of a Docker host: the Client interface the
-// converge engine drives, the Container it observes, the labels and names that
-// mark what Hatchery owns, and Tasks, the bookkeeping of slow operations (image
+// converge engine drives, the Container it observes, the labels that mark what
+// Hatchery owns (the names Docker objects get are contract's: the control
+// plane computes them too), and Tasks, the bookkeeping of slow operations (image
 // pulls and builds, drains, stops) shared by every Client implementation.
 //
 // Nothing here talks to Docker. The real adapter lives in containers/docker (the

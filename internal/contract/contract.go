@@ -9,7 +9,9 @@
 // The package also defines SpecHash, the single definition of "this workload
 // needs a new container", shared by the control plane (which shows it in plans
 // and rollouts) and the agent (which labels containers with it and rolls the
-// ones whose label differs).
+// ones whose label differs), and the names Docker objects get (ContainerName,
+// NetworkName, VolumeName), which the control plane writes into desired
+// states and the agent creates.
 package contract
 
 import (

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 )
 
@@ -194,7 +193,7 @@ func eggNames(egg string, aliases []string) []string {
 func (e *served) sharedNetworks(host string, consumer contract.WorkloadSpec) []string {
 	var out []string
 	for _, name := range e.networks {
-		if here := containers.NetworkName(host, e.entry.Namespace, e.entry.Project, name); slices.Contains(consumer.Networks, here) {
+		if here := contract.NetworkName(host, e.entry.Namespace, e.entry.Project, name); slices.Contains(consumer.Networks, here) {
 			out = append(out, here)
 		}
 	}
@@ -202,7 +201,7 @@ func (e *served) sharedNetworks(host string, consumer contract.WorkloadSpec) []s
 }
 
 // networkOf returns a project network's name from its Docker name on host
-// (containers.NetworkName, "hatch-<project>-<name>-<hash>"), checked by
+// (contract.NetworkName, "hatch-<project>-<name>-<hash>"), checked by
 // naming it again: workloads carry only Docker names, which differ by host.
 func networkOf(docker, host, namespace, project string) (string, bool) {
 	rest, ok := strings.CutPrefix(docker, "hatch-"+project+"-")
@@ -211,5 +210,5 @@ func networkOf(docker, host, namespace, project string) (string, bool) {
 		return "", false
 	}
 	name := rest[:i]
-	return name, containers.NetworkName(host, namespace, project, name) == docker
+	return name, contract.NetworkName(host, namespace, project, name) == docker
 }

@@ -6,12 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 )
 
 // net is a network's Docker name on a host, in project default/shop.
-func net(host, name string) string { return containers.NetworkName(host, "default", "shop", name) }
+func net(host, name string) string { return contract.NetworkName(host, "default", "shop", name) }
 
 // wl is a workload of default/shop on host with replicas, edited by opts.
 func wl(host, egg string, replicas int, opts ...func(*contract.WorkloadSpec)) contract.WorkloadSpec {
@@ -119,7 +118,7 @@ func TestServicesByHost(t *testing.T) {
 				},
 				// Another namespace's network of the same name is another network.
 				"h3": {{Namespace: "staging", Project: "shop", Egg: "api", Replicas: 1, Port: 8080,
-					Networks: []string{containers.NetworkName("h3", "staging", "shop", "backend")}}},
+					Networks: []string{contract.NetworkName("h3", "staging", "shop", "backend")}}},
 			},
 			want: map[string][]contract.Service{
 				"h1": {
@@ -135,7 +134,7 @@ func TestServicesByHost(t *testing.T) {
 						Names: []string{"db", "postgres"}, Networks: []string{net("h2", "backend")}},
 				},
 				"h3": {{Namespace: "staging", Project: "shop", Egg: "api", Port: 8080, Hosts: []string{"h3"},
-					Names: []string{"api"}, Networks: []string{containers.NetworkName("h3", "staging", "shop", "backend")}}},
+					Names: []string{"api"}, Networks: []string{contract.NetworkName("h3", "staging", "shop", "backend")}}},
 			},
 		},
 		{
@@ -159,7 +158,7 @@ func TestServicesByHost(t *testing.T) {
 
 func TestNetworkOfInvertsNetworkName(t *testing.T) {
 	for _, name := range []string{"default", "back-end", "a-b-c"} {
-		docker := containers.NetworkName("h1", "default", "my-shop", name)
+		docker := contract.NetworkName("h1", "default", "my-shop", name)
 		if got, ok := networkOf(docker, "h1", "default", "my-shop"); !ok || got != name {
 			t.Errorf("networkOf(%q) = %q, %v; want %q", docker, got, ok, name)
 		}

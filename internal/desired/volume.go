@@ -8,7 +8,6 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/resource"
@@ -140,7 +139,7 @@ func (v *view) keepVolume(project, name, host string) error {
 		})
 	}
 	d.Volumes = append(d.Volumes, contract.VolumeSpec{Namespace: ns, Project: proj, Name: name,
-		DockerName: containers.VolumeName(host, ns, proj, name)})
+		DockerName: contract.VolumeName(host, ns, proj, name)})
 	return nil
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/resource"
@@ -156,7 +155,7 @@ func (e Egg) workload(host string, slots int, values map[string]contract.SecretV
 		switch m.Type {
 		case inputs.MountVolume:
 			w.Volumes = append(w.Volumes, contract.VolumeMount{Name: m.Source, Target: m.Target, ReadOnly: m.ReadOnly,
-				DockerName: containers.VolumeName(host, e.namespace, e.project, m.Source)})
+				DockerName: contract.VolumeName(host, e.namespace, e.project, m.Source)})
 		case inputs.MountBind:
 			w.Binds = append(w.Binds, contract.BindMount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 		default:
@@ -164,7 +163,7 @@ func (e Egg) workload(host string, slots int, values map[string]contract.SecretV
 		}
 	}
 	for _, n := range in.Networks {
-		w.Networks = append(w.Networks, containers.NetworkName(host, e.namespace, e.project, n))
+		w.Networks = append(w.Networks, contract.NetworkName(host, e.namespace, e.project, n))
 	}
 	if in.Port == 0 && len(w.Networks) > 0 {
 		// No relay can carry an egg without a port (a relay listens on

@@ -94,7 +94,7 @@ type Deps struct {
 	// fleet issues carries.
 	Fingerprint string
 	// HostCA signs the certificates hosts present to each other on the
-	// mesh (pki.HostCA): a CA of their own, never the one clients pin.
+	// mesh (authority.HostCA): a CA of their own, never the one clients pin.
 	HostCA HostSigner
 	// Peers rewrites the valid host set in every host's desired state
 	// (desired.States): the fleet calls it when that set or a host's mesh
@@ -123,10 +123,10 @@ type BlobCollector interface {
 	Collect(ctx context.Context, referenced []string, grace time.Duration) ([]blob.Info, error)
 }
 
-// HostSigner issues host certificates; pki.HostCA is the one.
+// HostSigner issues host certificates; authority.HostCA is the one.
 type HostSigner interface {
 	// SignHost signs the key of a PEM CSR for hostID; an error wrapping
-	// pki.ErrBadCSR is the request's fault.
+	// authority.ErrBadCSR is the request's fault.
 	SignHost(csrPEM []byte, hostID string, now time.Time) ([]byte, error)
 	// CertPEM is the host CA's certificate.
 	CertPEM() []byte

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -41,7 +42,7 @@ func (s *Service) Join(ctx context.Context, joinToken string, req api.JoinReques
 			"starting and ending with a letter or digit)", name)
 	}
 	if req.CSR != "" {
-		if _, err := pki.ParseHostCSR([]byte(req.CSR)); err != nil {
+		if _, err := authority.ParseHostCSR([]byte(req.CSR)); err != nil {
 			return api.JoinResponse{}, api.BadRequest("csr: %v", err)
 		}
 	}
@@ -92,7 +93,7 @@ func (s *Service) Join(ctx context.Context, joinToken string, req api.JoinReques
 // own ID, whatever the CSR names: the caller authenticated the host.
 func (s *Service) RenewCertificate(hostID string, req api.CertificateRequest) (api.HostCertificate, error) {
 	cert, err := s.deps.HostCA.SignHost([]byte(req.CSR), hostID, s.now())
-	if errors.Is(err, pki.ErrBadCSR) {
+	if errors.Is(err, authority.ErrBadCSR) {
 		return api.HostCertificate{}, api.BadRequest("csr: %v", err)
 	}
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 	"github.com/hatchery/hatchery/internal/testutil/nettest"
 )
 
@@ -28,13 +29,13 @@ func (f fixedCert) HostCertificate() (*tls.Certificate, error) { return f.cert, 
 // cluster is a host CA and the credentials of the hosts it signed.
 type cluster struct {
 	t    *testing.T
-	ca   *pki.HostCA
+	ca   *authority.HostCA
 	pool *x509.CertPool
 }
 
 func newCluster(t testing.TB) *cluster {
 	tt, _ := t.(*testing.T)
-	ca, err := pki.LoadOrCreateHostCA(t.TempDir(), pki.MaxHostLifetime, time.Now())
+	ca, err := authority.LoadOrCreateHostCA(t.TempDir(), authority.MaxHostLifetime, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func (c *cluster) creds(t testing.TB, hostID string) Credentials {
 	return Credentials{HostID: hostID, HostCA: c.pool, Certificate: fixedCert{hostCert(t, c.ca, hostID)}}
 }
 
-func hostCert(t testing.TB, ca *pki.HostCA, hostID string) *tls.Certificate {
+func hostCert(t testing.TB, ca *authority.HostCA, hostID string) *tls.Certificate {
 	t.Helper()
 	key, err := pki.NewHostKey()
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 )
 
 const shopWeb = "default/shop/web"
@@ -92,7 +92,7 @@ func TestCallersWithoutAValidHostCertificateGetNothing(t *testing.T) {
 	addr := p.ln.Addr().String()
 
 	other := newCluster(t) // another host CA
-	servingCA, err := pki.LoadOrCreate(t.TempDir(), []string{"localhost", "127.0.0.1"}, time.Now())
+	servingCA, err := authority.LoadOrCreate(t.TempDir(), []string{"localhost", "127.0.0.1"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

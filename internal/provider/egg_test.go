@@ -10,7 +10,6 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/reconciler"
@@ -46,7 +45,7 @@ func TestEggSpreadsItsReplicasAndWritesOneWorkloadPerHost(t *testing.T) {
 	want := contract.WorkloadSpec{
 		Namespace: "default", Project: "shop", Egg: "web", Image: "web:1", Replicas: 1, Port: 8080,
 		Env:        map[string]string{"MODE": "prod"},
-		Networks:   []string{containers.NetworkName("h2", "default", "shop", "backend")},
+		Networks:   []string{contract.NetworkName("h2", "default", "shop", "backend")},
 		Resources:  contract.Resources{MemoryBytes: 64 << 20, NanoCPUs: 250_000_000},
 		Restart:    contract.RestartAlways,
 		StopSignal: "SIGTERM", StopTimeout: 10 * time.Second,
@@ -217,7 +216,7 @@ func TestAStatefulEggRunsOnItsVolumesHostAndAnEggUsingItsAddressSpreads(t *testi
 	}
 	d := e.state(host)
 	w, _ := d.Workload("default/data/db")
-	if len(w.Volumes) != 1 || w.Volumes[0].DockerName != containers.VolumeName(host, "default", "data", "pgdata") || !w.Stateful() {
+	if len(w.Volumes) != 1 || w.Volumes[0].DockerName != contract.VolumeName(host, "default", "data", "pgdata") || !w.Stateful() {
 		t.Fatalf("db volumes %+v", w.Volumes)
 	}
 	if len(d.Volumes) != 1 || d.Volumes[0].Name != "pgdata" || d.Volumes[0].Delete {

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 	"pgregory.net/rapid"
 
-	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/resource"
@@ -214,7 +213,7 @@ func checkReachedByName(rt *rapid.T, workloads map[string][]contract.WorkloadSpe
 			}
 			port[w.Egg] = w.Port
 			for _, n := range projectNetworks {
-				if slices.Contains(w.Networks, containers.NetworkName(host, "default", "p", n)) && !slices.Contains(joins[w.Egg], n) {
+				if slices.Contains(w.Networks, contract.NetworkName(host, "default", "p", n)) && !slices.Contains(joins[w.Egg], n) {
 					joins[w.Egg] = append(joins[w.Egg], n)
 				}
 			}
@@ -228,7 +227,7 @@ func checkReachedByName(rt *rapid.T, workloads map[string][]contract.WorkloadSpe
 			}
 			for egg, nets := range joins {
 				for _, n := range nets {
-					docker := containers.NetworkName(host, "default", "p", n)
+					docker := contract.NetworkName(host, "default", "p", n)
 					if port[egg] > 0 && slices.Contains(w.Networks, docker) && !slices.Contains(want[egg], docker) {
 						want[egg] = append(want[egg], docker)
 					}

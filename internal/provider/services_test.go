@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/reconciler"
@@ -71,13 +70,13 @@ func TestEveryHostServesTheClustersRoutesAndWhatItsWorkloadsUse(t *testing.T) {
 		site := contract.Service{Namespace: "default", Project: "site", Egg: "web", Port: 80, Hosts: []string{"h2"},
 			Routes: []contract.Route{{Host: "site.localhost"}}, DrainTimeout: 10 * time.Second}
 		if h == "h2" { // web's own replica reaches it by name
-			site.Names, site.Networks = []string{"web"}, []string{containers.NetworkName(h, "default", "site", "default")}
+			site.Names, site.Networks = []string{"web"}, []string{contract.NetworkName(h, "default", "site", "default")}
 		}
 		want := []contract.Service{site}
 		if slices.Contains(appHosts, h) || h == dbHost {
 			db := contract.Service{Namespace: "default", Project: "data", Egg: "db", Port: 5432, Hosts: []string{dbHost},
 				DrainTimeout: 10 * time.Second, Names: []string{"db"},
-				Networks: []string{containers.NetworkName(h, "default", "data", "default")}}
+				Networks: []string{contract.NetworkName(h, "default", "data", "default")}}
 			want = []contract.Service{db, site}
 		}
 		if !reflect.DeepEqual(d.Services, want) {

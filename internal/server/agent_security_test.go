@@ -31,6 +31,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/ingress"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/store"
@@ -86,7 +87,7 @@ func newTLSWorld(t *testing.T) *tlsWorld {
 	t.Helper()
 	w := &tlsWorld{t: t, dataDir: t.TempDir(), logs: &lockedBuffer{}}
 	log := logger(w.logs)
-	material, err := pki.LoadOrCreate(filepath.Join(w.dataDir, "tls"), pki.DefaultNames(), time.Now())
+	material, err := authority.LoadOrCreate(filepath.Join(w.dataDir, "tls"), authority.DefaultNames(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +354,7 @@ func TestARemovedHostsAgentIsRefusedAndItsContainersKeepRunning(t *testing.T) {
 }
 
 // newTLSServer serves h over TLS with the server's own certificate.
-func newTLSServer(material *pki.Server, h http.Handler) *httptest.Server {
+func newTLSServer(material *authority.Server, h http.Handler) *httptest.Server {
 	hs := httptest.NewUnstartedServer(h)
 	hs.TLS = material.TLSConfig()
 	hs.StartTLS()

@@ -14,6 +14,7 @@ import (
 	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -45,7 +46,7 @@ func TestARequestThatOutlastsItsDeadlineIsToldSo(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			material, err := pki.LoadOrCreate(filepath.Join(dir, "tls"), pki.DefaultNames(), time.Now())
+			material, err := authority.LoadOrCreate(filepath.Join(dir, "tls"), authority.DefaultNames(), time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}

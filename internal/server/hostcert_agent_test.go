@@ -9,6 +9,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/agent"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 )
 
 // The host certificate's life with the real server over TLS: a join with a
@@ -20,7 +21,7 @@ func TestAgentsGetHostCertificatesAtJoinAndByRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostCA, err := pki.LoadOrCreateHostCA(filepath.Join(w.dataDir, "tls"), pki.MaxHostLifetime, time.Now())
+	hostCA, err := authority.LoadOrCreateHostCA(filepath.Join(w.dataDir, "tls"), authority.MaxHostLifetime, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
 )
 
@@ -29,7 +30,7 @@ type secureHarness struct {
 	t       *testing.T
 	clock   *clock
 	logs    *lockedBuffer
-	hostCA  *pki.HostCA
+	hostCA  *authority.HostCA
 	mu      sync.Mutex // guards answers
 	answers []recorded
 	secrets []string // every token, secret and hash the test made or got

@@ -13,7 +13,7 @@ import (
 	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/leader"
-	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
@@ -63,7 +63,7 @@ type Built struct {
 	Fleet  *fleet.Service
 	Deploy *deploy.Service
 	// HostCA signs the hosts' certificates.
-	HostCA *pki.HostCA
+	HostCA *authority.HostCA
 	// Providers are the deploy service's, for tests that drive the
 	// reconciler themselves.
 	Providers *provider.Set
@@ -129,7 +129,7 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostCA, err := pki.LoadOrCreateHostCA(filepath.Join(w.Dir, "tls"), pki.MaxHostLifetime, w.Now())
+	hostCA, err := authority.LoadOrCreateHostCA(filepath.Join(w.Dir, "tls"), authority.MaxHostLifetime, w.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

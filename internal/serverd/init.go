@@ -12,6 +12,7 @@ import (
 	"github.com/hatchery/hatchery/internal/acme"
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 	"github.com/hatchery/hatchery/internal/seal"
 )
 
@@ -19,7 +20,7 @@ import (
 // control plane must have the same of, relative to the data dir.
 func SharedFiles() []string {
 	var out []string
-	for _, f := range append(pki.CAFiles, pki.HostCAFiles...) {
+	for _, f := range append(authority.CAFiles, authority.HostCAFiles...) {
 		out = append(out, filepath.Join("tls", f))
 	}
 	return append(out, sealKeyFile, adminTokenFile, acmeAccountFile)
@@ -48,11 +49,11 @@ func InitShared(dir string, now time.Time, stdout io.Writer) error {
 		}
 	}()
 	tlsDir := filepath.Join(dir, "tls")
-	fingerprint, err := pki.CreateCA(tlsDir, now)
+	fingerprint, err := authority.CreateCA(tlsDir, now)
 	if err != nil {
 		return err
 	}
-	if _, err := pki.LoadOrCreateHostCA(tlsDir, pki.MaxHostLifetime, now); err != nil {
+	if _, err := authority.LoadOrCreateHostCA(tlsDir, authority.MaxHostLifetime, now); err != nil {
 		return err
 	}
 	box, err := seal.LoadOrCreate(filepath.Join(dir, sealKeyFile))

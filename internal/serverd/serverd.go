@@ -35,7 +35,7 @@ import (
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/leader"
-	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
@@ -273,7 +273,7 @@ func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config
 	}
 	// Hosts' mesh certificates come from a CA of their own, never the one
 	// clients pin.
-	hostCA, err := pki.LoadOrCreateHostCA(filepath.Join(dataDir, "tls"), pki.MaxHostLifetime, time.Now())
+	hostCA, err := authority.LoadOrCreateHostCA(filepath.Join(dataDir, "tls"), authority.MaxHostLifetime, time.Now())
 	if err != nil {
 		return nil, err
 	}

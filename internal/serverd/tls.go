@@ -14,6 +14,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/fsutil"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 )
 
 // serving is how the server is reached: its TLS configuration (nil for
@@ -68,7 +69,7 @@ func loadServing(opts TLS, dataDir, listen string, now time.Time) (serving, erro
 			leaf:        leaf,
 		}, nil
 	}
-	material, err := pki.LoadOrCreate(filepath.Join(dataDir, "tls"), certNames(listen, opts.Names), now)
+	material, err := authority.LoadOrCreate(filepath.Join(dataDir, "tls"), certNames(listen, opts.Names), now)
 	if err != nil {
 		return serving{}, err
 	}
@@ -83,7 +84,7 @@ func loadServing(opts TLS, dataDir, listen string, now time.Time) (serving, erro
 // (localhost, loopback, the host name), the machine's addresses, the listen
 // address when it is a specific one, and the extra names.
 func certNames(listen string, extra []string) []string {
-	names := pki.DefaultNames()
+	names := authority.DefaultNames()
 	if addrs, err := net.InterfaceAddrs(); err == nil {
 		for _, a := range addrs {
 			if ipNet, ok := a.(*net.IPNet); ok && ipNet.IP.IsGlobalUnicast() {

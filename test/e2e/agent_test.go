@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
@@ -443,5 +442,5 @@ func withEnv(w contract.WorkloadSpec, k, v string) contract.WorkloadSpec {
 
 // dockerVolume is the Docker name of a project volume on this host.
 func dockerVolume(e *env, name string) string {
-	return containers.VolumeName(e.hostID, e.ns, e.project, name)
+	return contract.VolumeName(e.hostID, e.ns, e.project, name)
 }

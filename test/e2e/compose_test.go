@@ -278,9 +278,9 @@ func (c *composeRun) createForeign() *dockertest.Foreign {
 	other := contract.WorkloadSpec{Namespace: composeNamespace, Project: c.name, Egg: "web", Image: "other", Replicas: 1}
 	return c.u.scope.CreateForeign(dockertest.ForeignOptions{
 		Image:           dockertest.Image(c.t, dockertest.ImageSpec{}),
-		ContainerName:   containers.ContainerName("other-ns", c.name, "web", 0, c.hostID, "f00f00"),
-		NetworkName:     containers.NetworkName(c.hostID, "other-ns", c.name, "default"),
-		VolumeName:      containers.VolumeName(c.hostID, "other-ns", c.name, "visits"),
+		ContainerName:   contract.ContainerName("other-ns", c.name, "web", 0, c.hostID, "f00f00"),
+		NetworkName:     contract.NetworkName(c.hostID, "other-ns", c.name, "default"),
+		VolumeName:      contract.VolumeName(c.hostID, "other-ns", c.name, "visits"),
 		OtherHostLabels: containers.Labels("h-other-"+c.hostID, other, 0, contract.SpecHash(other)),
 	})
 }

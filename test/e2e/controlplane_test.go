@@ -13,6 +13,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 )
 
 // controlPlane plays the control plane's agent-facing API over HTTPS, with
@@ -38,7 +39,7 @@ type cpHost struct {
 
 func newControlPlane(t testing.TB) *controlPlane {
 	t.Helper()
-	p, err := pki.LoadOrCreate(t.TempDir(), pki.DefaultNames(), time.Now())
+	p, err := authority.LoadOrCreate(t.TempDir(), authority.DefaultNames(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

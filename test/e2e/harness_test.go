@@ -64,7 +64,7 @@ func newEnv(t testing.TB, opts envOptions) *env {
 		project: "p" + scope.ID,
 	}
 	e.hostID = "h-" + e.name
-	e.network = containers.NetworkName(e.hostID, e.ns, e.project, "default")
+	e.network = contract.NetworkName(e.hostID, e.ns, e.project, "default")
 	if !opts.noForeign {
 		e.createForeign()
 	}
@@ -84,9 +84,9 @@ func (e *env) createForeign() {
 	otherHost := "h-other-" + e.name
 	e.foreign = e.scope.CreateForeign(dockertest.ForeignOptions{
 		Image:           e.image,
-		ContainerName:   containers.ContainerName("other-ns", e.project, "web", 0, e.hostID, "f00f00"),
-		NetworkName:     containers.NetworkName(e.hostID, "other-ns", e.project, "default"),
-		VolumeName:      containers.VolumeName(e.hostID, "other-ns", e.project, "data"),
+		ContainerName:   contract.ContainerName("other-ns", e.project, "web", 0, e.hostID, "f00f00"),
+		NetworkName:     contract.NetworkName(e.hostID, "other-ns", e.project, "default"),
+		VolumeName:      contract.VolumeName(e.hostID, "other-ns", e.project, "data"),
 		OtherHostLabels: containers.Labels(otherHost, other, 0, contract.SpecHash(other)),
 	})
 	e.t.Cleanup(func() {

@@ -26,6 +26,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/mesh"
 	"github.com/hatchery/hatchery/internal/pki"
+	"github.com/hatchery/hatchery/internal/pki/authority"
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
 
@@ -167,7 +168,7 @@ func (c *cluster) checkMeshIdentity(server, removed *clAgent, project string) {
 	c.meshRefusesPlainCallers(server)
 
 	cert, roots := c.hostCredentials(removed)
-	ownCA, err := pki.LoadOrCreateHostCA(c.t.TempDir(), pki.MaxHostLifetime, time.Now())
+	ownCA, err := authority.LoadOrCreateHostCA(c.t.TempDir(), authority.MaxHostLifetime, time.Now())
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 
 // network returns the Docker name of one of the test project's networks.
 func (v *env) network(name string) string {
-	return containers.NetworkName(v.host, "default", "shop", name)
+	return contract.NetworkName(v.host, "default", "shop", name)
 }
 
 // spec returns a workload of the test app, probed over HTTP every 300ms.

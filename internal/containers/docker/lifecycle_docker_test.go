@@ -28,9 +28,9 @@ func (v *env) foreignBeside() *dockertest.Foreign {
 	}
 	return v.s.CreateForeign(dockertest.ForeignOptions{
 		Image:           v.image,
-		ContainerName:   containers.ContainerName("staging", "shop", "web", 0, v.host, "f00000"),
-		NetworkName:     containers.NetworkName(v.host, "staging", "shop", "default"),
-		VolumeName:      containers.VolumeName(v.host, "staging", "shop", "data"),
+		ContainerName:   contract.ContainerName("staging", "shop", "web", 0, v.host, "f00000"),
+		NetworkName:     contract.NetworkName(v.host, "staging", "shop", "default"),
+		VolumeName:      contract.VolumeName(v.host, "staging", "shop", "data"),
 		OtherHostLabels: other,
 	})
 }
@@ -136,7 +136,7 @@ func TestForeignObjectsAreNeverTouched(t *testing.T) {
 	// A workload whose network name is taken by a foreign network does not
 	// join it.
 	w := v.spec("web")
-	w.Networks = []string{containers.NetworkName(v.host, "staging", "shop", "default")}
+	w.Networks = []string{contract.NetworkName(v.host, "staging", "shop", "default")}
 	v.start(w, 0, "")
 	dockertest.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
 		for _, f := range v.e.Failures() {
@@ -168,7 +168,7 @@ func TestListSeesOnlyThisHost(t *testing.T) {
 	t.Cleanup(func() { bEngine.Close(t.Context()) })
 	a.start(a.spec("web"), 0, "")
 	w := a.spec("web")
-	w.Networks = []string{containers.NetworkName("other-"+a.host, "default", "shop", "default")}
+	w.Networks = []string{contract.NetworkName("other-"+a.host, "default", "shop", "default")}
 	if err := bEngine.Start(t.Context(), containers.StartRequest{HostID: "other-" + a.host, Spec: w, SpecHash: "b", Slot: 0}); err != nil {
 		t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func (e *Engine) RemoveVolumes(ctx context.Context, vols []contract.VolumeSpec) 
 		}
 		name := v.DockerName
 		if name == "" {
-			name = containers.VolumeName(e.cfg.HostID, v.Namespace, v.Project, v.Name)
+			name = contract.VolumeName(e.cfg.HostID, v.Namespace, v.Project, v.Name)
 		}
 		errs = append(errs, e.removeVolume(ctx, name))
 	}

@@ -36,7 +36,7 @@ func (e *Engine) Start(ctx context.Context, req containers.StartRequest) error {
 		}
 	}
 	e.rememberWorkload(req.Spec)
-	name := containers.ContainerName(req.Spec.Namespace, req.Spec.Project, req.Spec.Egg, req.Slot, e.cfg.HostID, containers.RandomSuffix())
+	name := contract.ContainerName(req.Spec.Namespace, req.Spec.Project, req.Spec.Egg, req.Slot, e.cfg.HostID, contract.RandomSuffix())
 	task := containers.StartTask(req, name, time.Now())
 	return e.run(task, func(ctx context.Context) error {
 		if err := e.startSlot(ctx, req, name); err != nil {

@@ -20,7 +20,7 @@ import (
 // checking that never two containers ran on the volume.
 func TestStatefulVolumeSurvivesAStopFirstReplace(t *testing.T) {
 	v := newEnv(t)
-	vol := containers.VolumeName(v.host, "default", "shop", "data")
+	vol := contract.VolumeName(v.host, "default", "shop", "data")
 	w := v.spec("db")
 	w.Volumes = []contract.VolumeMount{{Name: "data", DockerName: vol, Target: "/data"}}
 	w.Env["APP_COUNT_FILE"] = "/data/count"

@@ -342,7 +342,7 @@ func (f *Fake) Start(ctx context.Context, req containers.StartRequest) error {
 		return fmt.Errorf("start %s/%d: replace %s: %w", req.Spec.ID(), req.Slot, req.Replace, containers.ErrNotFound)
 	}
 	f.seq++
-	name := containers.ContainerName(req.Spec.Namespace, req.Spec.Project, req.Spec.Egg, req.Slot, f.host, fmt.Sprintf("%06x", f.seq))
+	name := contract.ContainerName(req.Spec.Namespace, req.Spec.Project, req.Spec.Egg, req.Slot, f.host, fmt.Sprintf("%06x", f.seq))
 	task := containers.StartTask(req, name, f.now)
 	if !f.tasks.Begin(task) {
 		return nil

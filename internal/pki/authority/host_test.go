@@ -1,4 +1,4 @@
-package pki
+package authority
 
 import (
 	"bytes"
@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hatchery/hatchery/internal/pki"
 )
 
 func testHostCA(t *testing.T, dir string, now time.Time) *HostCA {
@@ -31,13 +33,13 @@ func testHostCA(t *testing.T, dir string, now time.Time) *HostCA {
 }
 
 // issue makes a key and has the CA sign it for id.
-func issue(t *testing.T, ca *HostCA, id string, now time.Time) HostCertificate {
+func issue(t *testing.T, ca *HostCA, id string, now time.Time) pki.HostCertificate {
 	t.Helper()
-	key, err := NewHostKey()
+	key, err := pki.NewHostKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	csr, err := HostCSR(key, id)
+	csr, err := pki.HostCSR(key, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,11 +47,11 @@ func issue(t *testing.T, ca *HostCA, id string, now time.Time) HostCertificate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyPEM, err := HostKeyPEM(key)
+	keyPEM, err := pki.HostKeyPEM(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc, err := ParseHostCertificate(certPEM, keyPEM)
+	hc, err := pki.ParseHostCertificate(certPEM, keyPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +79,7 @@ func TestSignHostIssuesOnlyTheHostURIForSevenDays(t *testing.T) {
 	if !cert.NotBefore.Before(now) || !cert.NotAfter.After(now.Add(6*24*time.Hour)) {
 		t.Errorf("valid %v to %v, not around %v", cert.NotBefore, cert.NotAfter, now)
 	}
-	if renew := RenewAt(cert); !renew.Equal(cert.NotBefore.Add(84 * time.Hour)) {
+	if renew := pki.RenewAt(cert); !renew.Equal(cert.NotBefore.Add(84 * time.Hour)) {
 		t.Errorf("renew at %v, want half-life", renew)
 	}
 	roots := x509.NewCertPool()
@@ -96,7 +98,7 @@ func TestSignHostTakesEd25519Keys(t *testing.T) {
 	now := time.Now()
 	ca := testHostCA(t, t.TempDir(), now)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	csr, err := HostCSR(key, "h-1")
+	csr, err := pki.HostCSR(key, "h-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +106,8 @@ func TestSignHostTakesEd25519Keys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyPEM, _ := HostKeyPEM(key)
-	if hc, err := ParseHostCertificate(certPEM, keyPEM); err != nil || hc.HostID != "h-1" {
+	keyPEM, _ := pki.HostKeyPEM(key)
+	if hc, err := pki.ParseHostCertificate(certPEM, keyPEM); err != nil || hc.HostID != "h-1" {
 		t.Fatalf("parse: %v %q", err, hc.HostID)
 	}
 }
@@ -113,14 +115,14 @@ func TestSignHostTakesEd25519Keys(t *testing.T) {
 func TestSignHostNamesTheAuthenticatedHostNotTheRequest(t *testing.T) {
 	now := time.Now()
 	ca := testHostCA(t, t.TempDir(), now)
-	key, _ := NewHostKey()
-	csr, _ := HostCSR(key, "h-victim") // asks for another host's name
+	key, _ := pki.NewHostKey()
+	csr, _ := pki.HostCSR(key, "h-victim") // asks for another host's name
 	certPEM, err := ca.SignHost(csr, "h-caller", now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, _ := ParseCertificatePEM(certPEM)
-	if id, err := HostIDFromCert(cert); err != nil || id != "h-caller" {
+	cert, _ := pki.ParseCertificatePEM(certPEM)
+	if id, err := pki.HostIDFromCert(cert); err != nil || id != "h-caller" {
 		t.Fatalf("certificate names %q (%v), want h-caller", id, err)
 	}
 }
@@ -128,8 +130,8 @@ func TestSignHostNamesTheAuthenticatedHostNotTheRequest(t *testing.T) {
 func TestSignHostRefusesBadRequests(t *testing.T) {
 	now := time.Now()
 	ca := testHostCA(t, t.TempDir(), now)
-	good, _ := NewHostKey()
-	goodCSR, _ := HostCSR(good, "h-1")
+	good, _ := pki.NewHostKey()
+	goodCSR, _ := pki.HostCSR(good, "h-1")
 
 	tampered := func() []byte {
 		block, _ := pem.Decode(goodCSR)
@@ -199,7 +201,7 @@ func TestHostCAIsKeptAndIsNotTheServerCA(t *testing.T) {
 func TestHostCAIsConstrainedToHostURIs(t *testing.T) {
 	now := time.Now()
 	ca := testHostCA(t, t.TempDir(), now)
-	key, _ := NewHostKey()
+	key, _ := pki.NewHostKey()
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Cert)
 	for name, tmpl := range map[string]*x509.Certificate{
@@ -224,12 +226,12 @@ func TestHostIDFromCertRefusesOtherCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := HostIDFromCert(srv.certificate.Leaf); err == nil {
+	if _, err := pki.HostIDFromCert(srv.certificate.Leaf); err == nil {
 		t.Error("the serving certificate passed for a host certificate")
 	}
 	for _, u := range []string{"https://host/h-1", "hatch://hosts/h-1", "hatch://host/", "hatch://host/h-1/x", "hatch://host/h-1?x=1"} {
 		parsed, _ := url.Parse(u)
-		if _, err := HostIDFromCert(&x509.Certificate{URIs: []*url.URL{parsed}}); err == nil {
+		if _, err := pki.HostIDFromCert(&x509.Certificate{URIs: []*url.URL{parsed}}); err == nil {
 			t.Errorf("URI %s passed", u)
 		}
 	}
@@ -255,10 +257,10 @@ func TestControlPlaneClientsRefuseHostCertificates(t *testing.T) {
 	impostor.StartTLS()
 	t.Cleanup(impostor.Close)
 
-	if err := get(t, impostor.URL, srv.Fingerprint()); !errors.Is(err, ErrFingerprintMismatch) {
-		t.Errorf("pinning the server CA: err %v, want ErrFingerprintMismatch", err)
+	if err := get(t, impostor.URL, srv.Fingerprint()); !errors.Is(err, pki.ErrFingerprintMismatch) {
+		t.Errorf("pinning the server CA: err %v, want pki.ErrFingerprintMismatch", err)
 	}
-	if err := get(t, impostor.URL, Fingerprint(ca.Cert.Raw)); err == nil || !strings.Contains(err.Error(), "verify server certificate") {
+	if err := get(t, impostor.URL, pki.Fingerprint(ca.Cert.Raw)); err == nil || !strings.Contains(err.Error(), "verify server certificate") {
 		t.Errorf("pinning the host CA: err %v, want a failed verification", err)
 	}
 }

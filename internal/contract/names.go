@@ -1,4 +1,4 @@
-package containers
+package contract
 
 import (
 	"crypto/rand"
@@ -9,6 +9,10 @@ import (
 	"strings"
 )
 
+// The names Docker objects get, declared here because both sides compute
+// them: the control plane writes network and volume names into the desired
+// state, the agent creates containers, networks and volumes by them.
+//
 // Names are readable and unique: a prefix, the readable parts, and a short hash
 // of the full tuple, so that "a-b"/"c" and "a"/"b-c" never collide and two
 // namespaces, or two agents sharing one Docker Engine, never meet.
