@@ -88,10 +88,13 @@ test-docker:
 	else echo "test-docker: no docker-tagged packages yet"; fi; \
 	echo "test-docker: $$(( $$(date +%s) - start ))s"; exit $$rc
 
-# Longer variants of CI's chaos tests (more trials), not run by CI.
+# Longer variants of CI's chaos tests (more trials), then the end-to-end
+# package once under the race detector (CI runs Docker tests without it, so
+# a race in a test's own goroutines would go unreported), not run by CI.
 CHAOS_TRIALS ?= 15
 test-long:
 	HATCH_CHAOS_TRIALS=$(CHAOS_TRIALS) $(GO) test -tags docker -p 1 -count=1 -timeout 60m -run 'Chaos' -v ./test/e2e/
+	$(GO) test -tags docker -race -p 1 -count=1 -timeout 90m ./test/e2e/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/converge/ ./internal/ingress/ ./internal/server/ ./internal/mesh/ ./internal/deploy/ ./internal/sessions/ ./internal/store/postgres/
