@@ -36,7 +36,8 @@ test-unit:
 
 # The fuzz targets, as package:target: the loaders of hatch.yaml and
 # Compose, hatch.yaml written back by spec.Marshal, and the API by route
-# family (bodies through a real server on a temporary SQLite store). Their
+# family (bodies through a real server on a temporary SQLite store, each
+# input checked to leave it as it found it). Their
 # seeds are in each package's testdata/fuzz; a failing input a run finds is
 # written there too, to be fixed and kept as a seed (the new inputs that only
 # widen coverage stay in Go's fuzz cache, which later runs start from).
