@@ -37,10 +37,10 @@ test-unit:
 # The fuzz targets, as package:target: the loaders of hatch.yaml and
 # Compose, hatch.yaml written back by spec.Marshal, and the API by route
 # family (bodies through a real server on a temporary SQLite store, each
-# input checked to leave it as it found it). Their
-# seeds are in each package's testdata/fuzz; a failing input a run finds is
-# written there too, to be fixed and kept as a seed (the new inputs that only
-# widen coverage stay in Go's fuzz cache, which later runs start from).
+# input checked to leave the fixture's tokens and host working). Their seeds
+# are in each package's testdata/fuzz; a failing input a run finds is written
+# there too, to be fixed and kept as a seed (the new inputs that only widen
+# coverage stay in Go's fuzz cache, which later runs start from).
 FUZZ_TARGETS = ./internal/spec:FuzzParse ./internal/spec:FuzzMarshalRoundTrip ./internal/compose:FuzzLoad \
 	./internal/server:FuzzProjectsAPI ./internal/server:FuzzHostsAPI ./internal/server:FuzzTokensAPI \
 	./internal/server:FuzzBlobsAPI ./internal/server:FuzzReadsAPI ./internal/server:FuzzReportAPI
