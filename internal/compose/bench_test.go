@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/hatchery/hatchery/internal/spec"
+	"github.com/hatchery/hatchery/internal/testutil/cputest"
 )
 
 // benchServices is the size of the project both loaders load.
@@ -50,23 +50,15 @@ func writeBenchProject(tb testing.TB, n int) (compose, hatch string) {
 	return compose, hatch
 }
 
-// cpuTime is the CPU time the process has used: on a machine shared with
-// other work, the ratio of CPU times is steadier than that of wall times.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// timed returns the CPU time of f, including a collection of the garbage it
-// left, so that each part pays for its own and not for the one before.
+// timed returns the CPU time of f (on a machine shared with other work, the
+// ratio of CPU times is steadier than that of wall times), including a
+// collection of the garbage it left, so that each part pays for its own and
+// not for the one before.
 func timed(b *testing.B, f func()) time.Duration {
-	start := cpuTime(b)
-	f()
-	runtime.GC()
-	return cpuTime(b) - start
+	return cputest.Time(b, func() {
+		f()
+		runtime.GC()
+	})
 }
 
 // BenchmarkLoadVersusHatchYAML loads 10,000 Compose services and the same

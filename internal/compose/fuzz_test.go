@@ -12,7 +12,11 @@ import (
 
 // FuzzLoad feeds Load arbitrary compose.yaml text, starting from the golden
 // cases: it must never panic, and must either give a project whose resources
-// form a graph and pass spec.CheckResource, or an error; an *spec.Error has problems, each with a line.
+// form a graph and pass spec.CheckResource, or one of the two errors a user
+// can be given: compose-go's refusal of the file (a *loadError), or an
+// *spec.Error whose problems each have a line. Any other error is this
+// package's own failure (the hatch.yaml it converted to does not load) and
+// fails the target.
 // `go test ./internal/compose -run '^$' -fuzz FuzzLoad -fuzztime 30s` explores.
 func FuzzLoad(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/*/compose.yaml")
@@ -31,7 +35,12 @@ func FuzzLoad(f *testing.F) {
 		}
 		p, err := Load(context.Background(), []string{file}, Options{Environ: []string{"APP_VERSION=1", "COMPOSE_PROJECT_NAME=fuzz"}})
 		var perr *spec.Error
+		var lerr *loadError
 		switch {
+		case errors.As(err, &lerr):
+			if lerr.err == nil {
+				t.Fatalf("compose-go's refusal without a reason: %#v", lerr)
+			}
 		case errors.As(err, &perr):
 			if len(perr.Errors) == 0 {
 				t.Fatalf("an *spec.Error without problems")
@@ -42,6 +51,7 @@ func FuzzLoad(f *testing.F) {
 				}
 			}
 		case err != nil:
+			t.Fatalf("neither compose-go's refusal nor problems with lines: %v", err)
 		default:
 			if _, err := p.Graph(); err != nil {
 				t.Fatalf("a loaded project has no graph: %v", err)

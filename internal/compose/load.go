@@ -101,7 +101,9 @@ func fromCompose(cp *types.Project, findings []loader.UnsupportedAttribute, file
 	}
 	parsed, move, err := m.convert(p)
 	if err != nil {
-		return nil, &loadError{files, err}
+		// Not compose-go's refusal (a loadError): the hatch.yaml this
+		// package wrote does not load, which is a bug of the mapping.
+		return nil, fmt.Errorf("load %s: convert to hatch.yaml: %w", strings.Join(files, ", "), err)
 	}
 	if opts.Strict {
 		m.errors = append(m.errors, m.warnings...)

@@ -15,7 +15,7 @@ import (
 
 // benchSetup starts a backend and an ingress routing bench.localhost to it,
 // and returns the two URLs to compare: direct and through the ingress.
-func benchSetup(b *testing.B) (direct, proxied string) {
+func benchSetup(b testing.TB) (direct, proxied string) {
 	b.Helper()
 	in := startIngress(b, func(c *Config) { c.Logger = zap.NewNop(); c.AdminAddr = "" })
 	be := newTestBackend(b, "a")

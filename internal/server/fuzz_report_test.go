@@ -35,6 +35,7 @@ func FuzzReportAPI(f *testing.F) {
 		}
 		path := "/api/v1/hosts/" + url.PathEscape(rf.rogue) + "/status"
 		check(t, rf.serve(rf.host, "POST", path, body), "POST", path, body)
+		rf.unchanged(t)
 		rf.checkNothingUnplacedIsActedOn(t, workload)
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -179,7 +180,7 @@ func TestAReplacementThatNeverTurnsHealthyFailsTheRollout(t *testing.T) {
 
 	w2 := withEnv(withEnv(w1, "APP_VERSION", "v2"), "APP_BOOT_DELAY", "1h")
 	hash2 := contract.SpecHash(w2)
-	sawNew := false
+	var sawNew atomic.Bool // set by the sampler's goroutine, read while it runs
 	s := startSampler(100*time.Millisecond, func(ctx context.Context) []string {
 		cs, err := e.containers(ctx, &w1)
 		if err != nil {
@@ -187,7 +188,7 @@ func TestAReplacementThatNeverTurnsHealthyFailsTheRollout(t *testing.T) {
 		}
 		for _, c := range cs {
 			if c.SpecHash == hash2 {
-				sawNew = true
+				sawNew.Store(true)
 			}
 			if c.ID == old.ID && !healthy(ctx, c) {
 				return []string{"the old container stopped serving"}
@@ -214,7 +215,7 @@ func TestAReplacementThatNeverTurnsHealthyFailsTheRollout(t *testing.T) {
 		}
 		return fmt.Errorf("no rollout failure reported yet")
 	})
-	if !sawNew {
+	if !sawNew.Load() {
 		t.Error("no replacement was ever started")
 	}
 	if !strings.Contains(failure.RolloutFailure, "progress deadline") {

@@ -26,10 +26,14 @@ import (
 // stateless egg and of a stateful one at once, restarted, and must end with
 // exactly the desired containers at the new spec (no orphan, no duplicate),
 // the stateful egg's volume intact, and nothing older answering. Each trial
-// logs the phase its kill hit; the run fails unless the kills hit building
-// (the start asked for, no new container yet), booting (a new container not
-// healthy yet) and draining (a new container healthy beside the old one,
-// which takes a while to stop: it ignores its stop signal).
+// logs the phase its kill hit; the kills are stratified over three phases:
+// building (the start asked for, no new container yet), booting (a new
+// container not healthy yet) and draining (a new container healthy beside the
+// old one, which takes a while to stop: it ignores its stop signal). Each
+// trial aims at the phase hit least so far, at a random moment once the roll
+// is in it; a kill that finds the roll already past its phase counts for the
+// phase it hit, and the missed phase is aimed at again, past the trials asked
+// for if need be. So the run fails only if a phase cannot be caught at all.
 //
 // CI runs chaosTrials (5) trials; `make test-long` sets HATCH_CHAOS_TRIALS.
 func TestChaosKill9AtRandomMomentsOfRolls(t *testing.T) {
@@ -50,12 +54,18 @@ func TestChaosKill9AtRandomMomentsOfRolls(t *testing.T) {
 
 	targets := []string{"building", "booting", "draining"}
 	hit := map[string]int{}
-	for i := range trials {
+	for i := 0; ; i++ {
+		target := leastHit(targets, hit)
+		if i >= trials && hit[target] > 0 {
+			break // every phase hit, and the trials asked for run
+		}
+		if i >= 2*trials {
+			t.Fatalf("no kill hit phase %s in %d trials (hit %v)", target, i, hit)
+		}
 		count := i + 1
 		e.hitDB(db, "v"+strconv.Itoa(i+1), count)
 		version := "v" + strconv.Itoa(i+2)
 		web, db = withEnv(web, "APP_VERSION", version), withEnv(db, "APP_VERSION", version)
-		target := targets[i%len(targets)]
 		began := time.Now()
 		e.set(web, db)
 		phase := e.waitPhase(web, target)
@@ -88,11 +98,18 @@ func TestChaosKill9AtRandomMomentsOfRolls(t *testing.T) {
 		}
 	}
 	t.Logf("phases hit: %v", hit)
-	for _, p := range targets {
-		if hit[p] == 0 {
-			t.Errorf("no kill hit phase %s in %d trials (hit %v)", p, trials, hit)
+}
+
+// leastHit is the phase of phases hit the fewest times, the earliest in the
+// roll of those.
+func leastHit(phases []string, hit map[string]int) string {
+	least := phases[0]
+	for _, p := range phases[1:] {
+		if hit[p] < hit[least] {
+			least = p
 		}
 	}
+	return least
 }
 
 // chaosTrials is HATCH_CHAOS_TRIALS, or def.
