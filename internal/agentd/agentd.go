@@ -29,10 +29,10 @@ import (
 	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/containers/docker"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/hostsession"
 	"github.com/hatchery/hatchery/internal/ingress"
 	"github.com/hatchery/hatchery/internal/mesh"
 	"github.com/hatchery/hatchery/internal/relay"
+	"github.com/hatchery/hatchery/internal/sessionhost"
 )
 
 // Config is an agent's settings: `hatch agent` fills it from its flags, and
@@ -200,8 +200,8 @@ func Run(ctx context.Context, opts Config) error {
 	}
 	// Sessions (hatch logs, hatch exec) run beside the agent: their
 	// streams end (and their commands are killed) before the agent stops.
-	sess, err := hostsession.New(hostsession.Config{HostID: id.HostID, Servers: sessionServers{cp}, Docker: dc, NoExec: opts.NoExec,
-		Kill: hostsession.KillProcess, Logger: hostLog, Wait: 30 * time.Second})
+	sess, err := sessionhost.New(sessionhost.Config{HostID: id.HostID, Servers: sessionServers{cp}, Docker: dc, NoExec: opts.NoExec,
+		Kill: sessionhost.KillProcess, Logger: hostLog, Wait: 30 * time.Second})
 	if err != nil {
 		closeWithin(hostLog, "agent", a.Close)
 		return err
@@ -389,4 +389,4 @@ type sessionServers struct{ cp *agent.HTTPClient }
 
 func (s sessionServers) SessionServers() []string { return s.cp.SessionServers() }
 
-func (s sessionServers) At(server string) (hostsession.Offers, error) { return s.cp.At(server) }
+func (s sessionServers) At(server string) (sessionhost.Offers, error) { return s.cp.At(server) }

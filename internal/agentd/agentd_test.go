@@ -15,7 +15,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/agent"
 	"github.com/hatchery/hatchery/internal/pki"
-	"github.com/hatchery/hatchery/internal/testutil/nettest"
+	"github.com/hatchery/hatchery/internal/testutil/listentest"
 )
 
 // Run starts every part of the agent and, when its context ends,
@@ -36,7 +36,7 @@ func TestRunAgentClosesWhatItStartedWhenItsContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := Config{
-		DataDir: dir, IngressAddr: nettest.FreeAddr(t), AdminAddr: nettest.FreeAddr(t), PublishAddr: "127.0.0.1", MeshAddr: nettest.FreeAddr(t),
+		DataDir: dir, IngressAddr: listentest.FreeAddr(t), AdminAddr: listentest.FreeAddr(t), PublishAddr: "127.0.0.1", MeshAddr: listentest.FreeAddr(t),
 		SecretDir: t.TempDir(), Logger: zaptest.NewLogger(t),
 	}
 	ctx, cancel := context.WithCancel(t.Context())

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hatchery/hatchery/internal/testutil/nettest"
+	"github.com/hatchery/hatchery/internal/testutil/listentest"
 )
 
-// freeAddr is a loopback address nothing listens on (nettest.FreeAddr), for
+// freeAddr is a loopback address nothing listens on (listentest.FreeAddr), for
 // the servers and agents these tests start.
-func freeAddr(t *testing.T) string { return nettest.FreeAddr(t) }
+func freeAddr(t *testing.T) string { return listentest.FreeAddr(t) }
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()

@@ -18,7 +18,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/pki/authority"
-	"github.com/hatchery/hatchery/internal/testutil/nettest"
+	"github.com/hatchery/hatchery/internal/testutil/listentest"
 )
 
 // fixedCert is a host certificate that does not change.
@@ -104,7 +104,7 @@ func (b *backends) DialWorkload(ctx context.Context, w Workload) (net.Conn, erro
 
 func (b *backends) add(t testing.TB, id string, serve func(net.Conn)) {
 	t.Helper()
-	ln := nettest.Serve(t, "tcp", "127.0.0.1:0", serve)
+	ln := listentest.Serve(t, "tcp", "127.0.0.1:0", serve)
 	b.mu.Lock()
 	if b.addrs == nil {
 		b.addrs = map[string]string{}

@@ -14,14 +14,14 @@ import (
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/ingress"
-	"github.com/hatchery/hatchery/internal/testutil/nettest"
+	"github.com/hatchery/hatchery/internal/testutil/listentest"
 )
 
 // lineEcho serves TCP on loopback, answering each line with name and the
 // line: a replica's port.
 func lineEcho(t *testing.T, name string) (addr string, port int) {
 	t.Helper()
-	ln := nettest.Serve(t, "tcp", "127.0.0.1:0", func(c net.Conn) {
+	ln := listentest.Serve(t, "tcp", "127.0.0.1:0", func(c net.Conn) {
 		defer c.Close()
 		sc := bufio.NewScanner(c)
 		for sc.Scan() {

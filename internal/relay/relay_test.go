@@ -18,7 +18,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/hatchery/hatchery/internal/testutil/nettest"
+	"github.com/hatchery/hatchery/internal/testutil/listentest"
 )
 
 // agentSocket stands for the agent: a Unix socket that echoes each line back
@@ -26,7 +26,7 @@ import (
 func agentSocket(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "relay.sock")
-	nettest.Serve(t, "unix", path, func(c net.Conn) {
+	listentest.Serve(t, "unix", path, func(c net.Conn) {
 		defer c.Close()
 		sc := bufio.NewScanner(c)
 		for sc.Scan() {

@@ -37,7 +37,7 @@ import (
 	"github.com/hatchery/hatchery/internal/holds"
 	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/seal"
-	"github.com/hatchery/hatchery/internal/sessions"
+	"github.com/hatchery/hatchery/internal/sessionbroker"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -66,7 +66,7 @@ type Config struct {
 	AuthFailureBurst  int
 	AuthFailureRefill time.Duration
 	// Sessions are the limits of `hatch logs` and `hatch exec` streams.
-	Sessions sessions.Config
+	Sessions sessionbroker.Config
 }
 
 // DefaultConfig returns the defaults documented in docs/API.md.
@@ -83,7 +83,7 @@ func DefaultConfig() Config {
 
 		AuthFailureBurst:  20,
 		AuthFailureRefill: time.Second,
-		Sessions:          sessions.DefaultConfig(),
+		Sessions:          sessionbroker.DefaultConfig(),
 	}
 }
 
@@ -190,7 +190,7 @@ type Server struct {
 	handler http.Handler
 	limiter *failureLimiter
 	// sessions pairs operators' streams with the ones agents open for them.
-	sessions *sessions.Broker
+	sessions *sessionbroker.Broker
 	peers    peerCache
 	// holds are the streams and long-polls held open, by principal: bounded
 	// per host, ended when a right ends (watchRights).
@@ -214,7 +214,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err := deps.validate(); err != nil {
 		return nil, err
 	}
-	broker, err := sessions.NewBroker(cfg.Sessions)
+	broker, err := sessionbroker.New(cfg.Sessions)
 	if err != nil {
 		return nil, err
 	}

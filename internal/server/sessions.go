@@ -18,7 +18,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/resource"
-	"github.com/hatchery/hatchery/internal/sessions"
+	"github.com/hatchery/hatchery/internal/sessionbroker"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -161,9 +161,9 @@ func (s *Server) sessionContext(r *http.Request) (context.Context, context.Cance
 }
 
 // openSession opens a session, answering a limit with 429.
-func (s *Server) openSession(ctx context.Context, host string, offer contract.SessionOffer) (*sessions.Session, error) {
+func (s *Server) openSession(ctx context.Context, host string, offer contract.SessionOffer) (*sessionbroker.Session, error) {
 	sess, err := s.sessions.Open(host, store.ActorOf(ctx), offer)
-	if errors.Is(err, sessions.ErrLimit) {
+	if errors.Is(err, sessionbroker.ErrLimit) {
 		return nil, api.Errorf(api.CodeRateLimited, "%v: wait for one to end", err)
 	}
 	return sess, err
@@ -185,7 +185,7 @@ func (s *Server) getLogs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	logs, err := s.sessions.OpenLogs(store.ActorOf(r.Context()))
-	if errors.Is(err, sessions.ErrLimit) {
+	if errors.Is(err, sessionbroker.ErrLimit) {
 		return api.Errorf(api.CodeRateLimited, "%v: wait for one to end", err)
 	}
 	if err != nil {
@@ -202,7 +202,7 @@ func (s *Server) getLogs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// logSource is the fleet as a logs request sees it (sessions.LogSource):
+// logSource is the fleet as a logs request sees it (sessionbroker.LogSource):
 // the hosts whose desired state places the project (its egg), and a
 // wake-up when a desired state changes.
 type logSource struct {
@@ -213,7 +213,7 @@ type logSource struct {
 	hosts                  []string   // every host not removed, at the last Targets
 }
 
-var _ sessions.LogSource = (*logSource)(nil)
+var _ sessionbroker.LogSource = (*logSource)(nil)
 
 // Targets reads where the request reads now.
 func (src *logSource) Targets(ctx context.Context) (map[string][]string, error) {
@@ -320,7 +320,7 @@ func (s *Server) getExec(w http.ResponseWriter, r *http.Request) error {
 		_ = conn.Close(websocket.StatusTryAgainLater, truncateReason(err.Error()))
 		return nil
 	}
-	s.sessions.Relay(ctx, conn, agent)
+	s.sessions.Pump(ctx, conn, agent)
 	return nil
 }
 

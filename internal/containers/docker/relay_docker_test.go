@@ -18,7 +18,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/relay"
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
-	"github.com/hatchery/hatchery/internal/testutil/nettest"
+	"github.com/hatchery/hatchery/internal/testutil/listentest"
 )
 
 // The relay image is built from the hatch binary on first use (nothing
@@ -39,7 +39,7 @@ func TestARelayFromTheBuiltinImagePassesConnectionsToTheSocket(t *testing.T) {
 
 	// The agent's side: a socket that answers each line with "agent: <line>".
 	dir := v.s.ShmDir()
-	nettest.Serve(t, "unix", filepath.Join(dir, "relay.sock"), func(c net.Conn) {
+	listentest.Serve(t, "unix", filepath.Join(dir, "relay.sock"), func(c net.Conn) {
 		defer c.Close()
 		sc := bufio.NewScanner(c)
 		for sc.Scan() {

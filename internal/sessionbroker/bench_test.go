@@ -1,4 +1,4 @@
-package sessions
+package sessionbroker
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // (same run). Reported: p99 of each and relayed/direct.
 func BenchmarkKeystrokeEcho(b *testing.B) {
 	ctx := b.Context()
-	br, err := NewBroker(DefaultConfig())
+	br, err := New(DefaultConfig())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func BenchmarkKeystrokeEcho(b *testing.B) {
 	// Relayed: operator → relay → agent (echoing) → relay → operator.
 	opServer, op := pair(b)
 	agServer, ag := pair(b)
-	go br.Relay(ctx, opServer, agServer)
+	go br.Pump(ctx, opServer, agServer)
 	go echo(ctx, ag)
 
 	const rounds = 2000

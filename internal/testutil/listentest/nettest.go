@@ -1,6 +1,6 @@
-// Package nettest holds what tests of network code share: a listener that
+// Package listentest holds what tests of network code share: a listener that
 // serves each connection it accepts, closed when the test ends.
-package nettest
+package listentest
 
 import (
 	"net"

@@ -1,4 +1,4 @@
-package hostsession
+package sessionhost
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package sessions
+package sessionbroker
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 // MaxMessage bounds one message of a session's stream, either way.
 const MaxMessage = 64 << 10
 
-// closeReason is how a relay says why it closed one side: the close status
-// and reason the other side gave, or the relay's own.
+// closeReason is how the pump says why it closed one side: the close status
+// and reason the other side gave, or the pump's own.
 type closeReason struct {
 	code   websocket.StatusCode
 	reason string
@@ -31,11 +31,11 @@ func reasonOf(err error, who string) closeReason {
 	return closeReason{websocket.StatusGoingAway, who + " went away"}
 }
 
-// Relay passes messages both ways between the operator's and the agent's
+// Pump passes messages both ways between the operator's and the agent's
 // streams until one ends, then closes the other with the same close status
 // and reason. Each direction is held to BytesPerSecond; a session no byte
 // crossed for IdleTimeout is closed with StatusPolicyViolation.
-func (b *Broker) Relay(ctx context.Context, operator, agent *websocket.Conn) {
+func (b *Broker) Pump(ctx context.Context, operator, agent *websocket.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	operator.SetReadLimit(MaxMessage)

@@ -1,4 +1,4 @@
-// Package sessions pairs an operator's stream (hatch logs, hatch exec) with
+// Package sessionbroker pairs an operator's stream (hatch logs, hatch exec) with
 // the stream a host's agent opens for it, in the control plane. The control
 // plane never connects to a host: it offers each session to its host on a
 // long-poll of its own (Offers), the agent opens a WebSocket naming the
@@ -13,7 +13,7 @@
 // step: an agent whose stream reaches server B for a session made on A gets
 // it relayed to A (the offer would name its server); the Broker's Attach is
 // the one place that changes.
-package sessions
+package sessionbroker
 
 import (
 	"crypto/rand"
@@ -85,8 +85,8 @@ type Broker struct {
 	perActor map[string]int
 }
 
-// NewBroker returns a broker with the limits of cfg.
-func NewBroker(cfg Config) (*Broker, error) {
+// New returns a broker with the limits of cfg.
+func New(cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-// Package hostsession serves, on a host, the sessions the control plane
+// Package sessionhost serves, on a host, the sessions the control plane
 // offers it: `hatch logs` (the output of a project's containers, following
 // new replicas as a roll starts them) and `hatch exec` (a command run in one
 // container). The agent learns of each on a long-poll of its own, apart from
@@ -11,7 +11,7 @@
 // its command does (the operator went away, the agent stops) kills the
 // command's process, by the PID the exec's inspect gives, and leaves nothing
 // behind.
-package hostsession
+package sessionhost
 
 import (
 	"context"
@@ -95,7 +95,7 @@ func KillProcess(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 // Validate names what is missing.
 func (c Config) Validate() error {
 	if c.HostID == "" || c.Servers == nil || c.Docker == nil || c.Kill == nil || c.Logger == nil || c.Wait <= 0 || c.Recheck < 0 {
-		return errors.New("hostsession: host ID, servers, Docker, kill, logger and a positive wait are all needed")
+		return errors.New("sessionhost: host ID, servers, Docker, kill, logger and a positive wait are all needed")
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package sessions
+package sessionbroker
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func pair(t testing.TB) (server, client *websocket.Conn) {
 
 func broker(t *testing.T, cfg Config) *Broker {
 	t.Helper()
-	b, err := NewBroker(cfg)
+	b, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestAnIdleSessionIsClosedOnBothSides(t *testing.T) {
 	opServer, op := pair(t)
 	agServer, ag := pair(t)
 	done := make(chan struct{})
-	go func() { b.Relay(t.Context(), opServer, agServer); close(done) }()
+	go func() { b.Pump(t.Context(), opServer, agServer); close(done) }()
 	// Traffic keeps it open past the timeout...
 	for range 4 {
 		if err := op.Write(t.Context(), websocket.MessageBinary, []byte("k")); err != nil {
@@ -155,7 +155,7 @@ func TestARelayHoldsEachDirectionToItsBytesPerSecond(t *testing.T) {
 	agServer, ag := pair(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go b.Relay(ctx, opServer, agServer)
+	go b.Pump(ctx, opServer, agServer)
 	chunk := make([]byte, 32<<10)
 	const total = 8 // 256 KiB: the first 64 KiB at once, the rest at 64 KiB/s: about 3 s
 	go func() {
