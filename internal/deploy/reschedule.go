@@ -32,25 +32,35 @@ func (s rescheduler) rescheduleLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		sig, err := s.fleetSignature(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("fleet not read for rescheduling", zap.Error(err))
-			}
-			continue
+		if sig, at, ok := s.pass(ctx, last, lastFull, fullCheck); ok {
+			last, lastFull = sig, at
 		}
-		now := s.now()
-		if sig == last && now.Sub(lastFull) < fullCheck {
-			continue
-		}
-		if err := s.rescheduleAll(ctx); err != nil {
-			if ctx.Err() == nil && !errors.Is(err, store.ErrLocked) {
-				s.log.Warn("rescheduling incomplete; retrying", zap.Error(err))
-			}
-			continue
-		}
-		last, lastFull = sig, now
+		s.progress.reschedulePasses.Add(1)
 	}
+}
+
+// pass is one tick of the loop: it reads the fleet and, when its classes
+// changed since last (or fullCheck passed since lastFull), moves what must
+// move. ok says every project was looked at, at the fleet's sig as read at.
+func (s rescheduler) pass(ctx context.Context, last string, lastFull time.Time, fullCheck time.Duration) (sig string, at time.Time, ok bool) {
+	sig, err := s.fleetSignature(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("fleet not read for rescheduling", zap.Error(err))
+		}
+		return "", time.Time{}, false
+	}
+	at = s.now()
+	if sig == last && at.Sub(lastFull) < fullCheck {
+		return "", time.Time{}, false
+	}
+	if err := s.rescheduleAll(ctx); err != nil {
+		if ctx.Err() == nil && !errors.Is(err, store.ErrLocked) {
+			s.log.Warn("rescheduling incomplete; retrying", zap.Error(err))
+		}
+		return "", time.Time{}, false
+	}
+	return sig, at, true
 }
 
 // fleetSignature says how placement treats each host now.

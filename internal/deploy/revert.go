@@ -36,9 +36,14 @@ func (s reverter) revertLoop(ctx context.Context, since int64) {
 		for _, e := range evs {
 			since = e.Seq
 			if e.Type == store.EventRolloutFailed && resource.KindOf(e.Resource) == resource.Egg {
-				s.work.Go(func() { s.autoRevert(ctx, e) })
+				s.progress.reverting.Add(1)
+				s.work.Go(func() {
+					defer s.progress.reverting.Add(-1)
+					s.autoRevert(ctx, e)
+				})
 			}
 		}
+		s.progress.revertReadTo.Store(since)
 		if len(evs) == eventPage {
 			continue
 		}

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -157,6 +158,35 @@ type Service struct {
 	life   context.Context // the service's life: jobs and loops end with it
 	cancel context.CancelFunc
 	work   sync.WaitGroup // applies, loops and auto-reverts
+
+	progress loopProgress
+}
+
+// loopProgress is how far the background loops have come: what a caller
+// waits on to know a loop has looked at something, rather than sleeping.
+type loopProgress struct {
+	reschedulePasses atomic.Int64 // ticks of the reschedule loop handled
+	revertReadTo     atomic.Int64 // the last event seq the revert loop has read
+	reverting        atomic.Int64 // auto-reverts started and not yet ended
+}
+
+// LoopProgress is a snapshot of the background loops' progress.
+type LoopProgress struct {
+	// ReschedulePasses counts the reschedule loop's passes: a pass has
+	// read the fleet and moved what it had to.
+	ReschedulePasses int64
+	// RevertReadTo is the seq of the last event the auto-revert loop read.
+	RevertReadTo int64
+	// Reverting counts the auto-reverts under way.
+	Reverting int64
+}
+
+// LoopProgress says how far this service's background loops have come.
+// Tests wait on it to know a loop has seen what they did, and that it
+// chose to do nothing, without sleeping for "long enough".
+func (s *Service) LoopProgress() LoopProgress {
+	return LoopProgress{ReschedulePasses: s.progress.reschedulePasses.Load(),
+		RevertReadTo: s.progress.revertReadTo.Load(), Reverting: s.progress.reverting.Load()}
 }
 
 // maxFinishedJobs is how many finished applies keep their progress in memory

@@ -230,6 +230,35 @@ func wantSucceeded(t *testing.T, last api.Progress) {
 }
 
 // eventsOf lists the events of a type.
+// reschedulePasses waits until the reschedule loop has made n more passes
+// than it had when called: it has looked at the fleet as it is now, more
+// than once, and done what it chose to.
+func (h *applyHarness) reschedulePasses(n int64) {
+	h.t.Helper()
+	from := h.deploy.LoopProgress().ReschedulePasses
+	eventually(h.t, fmt.Sprintf("%d passes of the reschedule loop", n), func() bool {
+		return h.deploy.LoopProgress().ReschedulePasses >= from+n
+	})
+}
+
+// revertsSettled waits until the auto-revert loop has read every event
+// stored now and every revert it started has ended.
+func (h *applyHarness) revertsSettled() {
+	h.t.Helper()
+	evs, err := h.store.ListEvents(h.t.Context(), 0, 1000)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var last int64
+	if len(evs) > 0 {
+		last = evs[len(evs)-1].Seq
+	}
+	eventually(h.t, fmt.Sprintf("the revert loop at event %d, idle", last), func() bool {
+		p := h.deploy.LoopProgress()
+		return p.RevertReadTo >= last && p.Reverting == 0
+	})
+}
+
 func (h *applyHarness) eventsOf(typ store.EventType) []store.Event {
 	h.t.Helper()
 	evs, err := h.store.ListEvents(h.t.Context(), 0, 1000)

@@ -342,7 +342,7 @@ func TestAFailedRolloutIsRevertedWhenTheEggAsks(t *testing.T) {
 			t.Fatalf("plan shows %+v for web, want ~ image", c)
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // no second revert follows
+	h.revertsSettled() // no second revert follows
 	if n := len(h.eventsOf(store.EventRolloutReverted)); n != 1 {
 		t.Fatalf("%d reverts, want 1", n)
 	}
@@ -387,7 +387,7 @@ func TestStatelessReplicasMoveOffAHostDownPastTheDelay(t *testing.T) {
 	if _, err := h.store.MarkHostDown(t.Context(), "h2", clk.Now().Add(time.Hour), clk.Now()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // several rounds of the loop, within the delay
+	h.reschedulePasses(3) // within the delay
 	if w, _ := h.desired("h2").Workload("default/shop/web"); w.Replicas != 1 {
 		t.Fatal("replicas moved before the reschedule delay passed")
 	}
@@ -406,7 +406,7 @@ func TestStatelessReplicasMoveOffAHostDownPastTheDelay(t *testing.T) {
 	}
 	// h2 comes back: nothing moves back.
 	h.report("h2")
-	time.Sleep(100 * time.Millisecond)
+	h.reschedulePasses(3)
 	if w, _ := h.desired("h1").Workload("default/shop/web"); w.Replicas != 2 {
 		t.Fatalf("h1 runs %d replicas after h2 returned, want 2", w.Replicas)
 	}
@@ -508,7 +508,7 @@ func TestHostsUnknownAfterARestartKeepTheirReplicas(t *testing.T) {
 	h = newApplyHarness(t, applyOptions{dir: dir, clock: clk})
 	h.report("h1") // h2 has not reported since the restart: unknown
 	clk.Set(clk.Now().Add(5 * time.Second))
-	time.Sleep(150 * time.Millisecond) // several rounds of the reschedule loop
+	h.reschedulePasses(3)
 	if w, ok := h.desired("h2").Workload("default/shop/web"); !ok || w.Replicas != 1 {
 		t.Fatalf("h2, unknown since the restart, runs %+v; want its replica kept", w)
 	}
@@ -622,7 +622,7 @@ func TestAFailedRolloutRecordedBetweenTwoHoldersOfTheLoopsIsRevertedOnce(t *test
 	b.stop()
 
 	c := newApplyHarness(t, applyOptions{dir: a.dir, serverID: "srv-c"})
-	time.Sleep(300 * time.Millisecond) // what it reads again is done by now
+	c.revertsSettled() // it has read the log again, and reverted nothing more
 	if n := len(c.eventsOf(store.EventRolloutReverted)); n != 1 {
 		t.Fatalf("%d reverts after a third server took the loops, want 1", n)
 	}
