@@ -25,7 +25,7 @@ import (
 
 // ErrNotModified is returned by DesiredState when the state has not changed
 // from the version the agent holds within the wait.
-var ErrNotModified = errors.New("desired state not modified")
+var ErrNotModified = errors.New("agent: desired state not modified")
 
 // maxDesiredState bounds a desired state read from the server (it is JSON of
 // a host's workloads; anything near this is a bug or an attack).

@@ -38,7 +38,7 @@ const (
 // ErrNoHostCertificate is returned by HostCertificate before the first
 // certificate came (an agent that joined before host certificates, while
 // the control plane cannot be reached).
-var ErrNoHostCertificate = errors.New("no host certificate yet: the control plane has not issued one")
+var ErrNoHostCertificate = errors.New("agent: no host certificate yet: the control plane has not issued one")
 
 // CertificateRenewer gets a host certificate for a CSR from the control
 // plane; HTTPClient is one.

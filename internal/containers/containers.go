@@ -60,7 +60,7 @@ type LogReader interface {
 }
 
 // ErrNotFound reports a container that does not exist (or is not this host's).
-var ErrNotFound = errors.New("container not found")
+var ErrNotFound = errors.New("containers: container not found")
 
 // StartRequest asks for a new container in a workload's slot.
 type StartRequest struct {

@@ -91,7 +91,7 @@ func (f TaskFailure) RetryAt() time.Time {
 }
 
 // ErrClosed is returned by Tasks.Go after Close.
-var ErrClosed = errors.New("tasks closed")
+var ErrClosed = errors.New("containers: tasks closed")
 
 // Tasks is the bookkeeping of a Client's slow operations, written once for the
 // real adapter and the fake: it refuses to begin work already in progress

@@ -137,7 +137,7 @@ func sourceFits(source, mode string) bool {
 }
 
 // ErrNoHosts is returned when there is no host to hand a certificate to.
-var ErrNoHosts = errors.New("no host")
+var ErrNoHosts = errors.New("desired: no host")
 
 // TLSNames returns the hostnames whose routes are served with TLSAuto, and
 // the certificate each has now (if any): what the ACME client keeps valid.

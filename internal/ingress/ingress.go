@@ -16,7 +16,7 @@ import (
 )
 
 // ErrClosed is returned by the calls made after Close.
-var ErrClosed = errors.New("ingress closed")
+var ErrClosed = errors.New("ingress: closed")
 
 // Ingress is the host's proxy. Create it with New, feed it with Update, serve
 // it with Start (or mount ServeHTTP yourself), stop it with Close. All methods

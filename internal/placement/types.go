@@ -14,7 +14,7 @@ const DefaultRescheduleDelay = 2 * time.Second
 // ErrInvalidInput is wrapped by every error that reports malformed input (a
 // negative replica count, a duplicate host ID...). Such an error is the
 // caller's bug, so retrying the same call cannot help.
-var ErrInvalidInput = errors.New("invalid scheduler input")
+var ErrInvalidInput = errors.New("placement: invalid input")
 
 // Config holds the scheduler's policy.
 type Config struct {

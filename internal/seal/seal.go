@@ -30,7 +30,7 @@ const (
 )
 
 // ErrNotSealed is returned by Open for a value that was not made by Seal.
-var ErrNotSealed = errors.New("not a sealed value")
+var ErrNotSealed = errors.New("seal: not a sealed value")
 
 // Box seals and opens values with one key. It is safe for concurrent use.
 type Box struct {

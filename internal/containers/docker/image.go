@@ -27,7 +27,7 @@ import (
 const BlobImageRepo = "hatch-blob"
 
 // ErrDigestMismatch reports a Blob whose content does not hash to its digest.
-var ErrDigestMismatch = errors.New("blob content does not match its digest")
+var ErrDigestMismatch = errors.New("docker: blob content does not match its digest")
 
 // ImageRef returns the image a workload's containers run: its Image
 // reference, or for a Blob the tag the Engine gives its build,

@@ -38,7 +38,7 @@ const (
 // ErrBadCSR is returned by SignHost for a certificate request it will not
 // sign: not PEM, not parsable, a bad signature, or a key of a kind not
 // accepted. The caller answers 400.
-var ErrBadCSR = errors.New("bad certificate request")
+var ErrBadCSR = errors.New("authority: bad certificate request")
 
 // HostCAFiles are the files of the host CA in the server's TLS directory.
 var HostCAFiles = []string{hostCAFile, hostCAKeyFile}

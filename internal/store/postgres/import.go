@@ -12,7 +12,7 @@ import (
 )
 
 // ErrNotEmpty refuses to import into a database that holds a store already.
-var ErrNotEmpty = errors.New("the database holds a Hatchery store already")
+var ErrNotEmpty = errors.New("postgres: the database holds a Hatchery store already")
 
 // Export is the source of an import: it hands every row of store.Tables to
 // each, table by table in that order, and returns the source's counters

@@ -57,7 +57,7 @@ var _ interface {
 
 // ErrNoRows is what Row.Scan returns when a query found no row; adapters map
 // their driver's own sentinel to it.
-var ErrNoRows = errors.New("no rows in result set")
+var ErrNoRows = errors.New("sqlstore: no rows in result set")
 
 // Row is one row a query returned, or the error it failed with.
 type Row interface {

@@ -95,7 +95,7 @@ func Shared(t testing.TB) *Cluster {
 }
 
 // ErrNoBinaries is returned when no PostgreSQL installation is found.
-var ErrNoBinaries = errors.New("no PostgreSQL binaries (initdb, pg_ctl) under /usr/lib/postgresql/*/bin or on PATH: apt-get install postgresql")
+var ErrNoBinaries = errors.New("pgtest: no PostgreSQL binaries (initdb, pg_ctl) under /usr/lib/postgresql/*/bin or on PATH: apt-get install postgresql")
 
 // binDir finds the newest installed PostgreSQL's binaries.
 func binDir() (string, error) {
