@@ -231,24 +231,24 @@ func waitHeld(t *testing.T, held <-chan string, path string) {
 	}
 }
 
-// A long-poll held by a server that stops answering without closing its
-// connection ends when another request finds the server dead, and goes on
-// to the next server at once.
-func TestALongPollLeavesAServerFoundDead(t *testing.T) {
+// pollAFrozenServer starts server A, which holds every request that answer
+// does not answer (a frozen server), and server B, which answers 204; then
+// a client of both whose long-poll A holds. polled gets the poll's answer.
+func pollAFrozenServer(t *testing.T, answer func(w http.ResponseWriter, r *http.Request) bool) (a, b *httptest.Server, c *Client, polled <-chan *http.Response) {
+	t.Helper()
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
 	held := make(chan string, 8) // the paths of the requests A holds
 	a, b, fp := twoServers(t,
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPost {
-				w.WriteHeader(http.StatusBadGateway) // as a proxy in front of a dead server says
+			if answer(w, r) {
 				return
 			}
 			select {
 			case held <- r.URL.Path:
 			default: // the test no longer looks
 			}
-			select { // a frozen server: it holds every poll
+			select {
 			case <-hold:
 			case <-r.Context().Done():
 			}
@@ -258,16 +258,30 @@ func TestALongPollLeavesAServerFoundDead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	polled := make(chan *http.Response, 1)
+	t.Cleanup(c.Close)
+	answered := make(chan *http.Response, 1)
 	go func() {
 		resp, err := c.Send(t.Context(), http.MethodGet, "/poll", nil, "")
 		if err != nil {
 			t.Error(err)
 		}
-		polled <- resp
+		answered <- resp
 	}()
 	waitHeld(t, held, "/poll")
+	return a, b, c, answered
+}
+
+// A long-poll held by a server that stops answering without closing its
+// connection ends when another request finds the server dead, and goes on
+// to the next server at once.
+func TestALongPollLeavesAServerFoundDead(t *testing.T) {
+	_, _, c, polled := pollAFrozenServer(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost {
+			return false
+		}
+		w.WriteHeader(http.StatusBadGateway) // as a proxy in front of a dead server says
+		return true
+	})
 	resp, err := c.Send(t.Context(), http.MethodPost, "/status", bytes.NewReader(nil), "")
 	if err != nil {
 		t.Fatal(err)
@@ -288,35 +302,7 @@ func TestALongPollLeavesAServerFoundDead(t *testing.T) {
 // found dead by the first request whose deadline passes: the long-poll it
 // holds moves to the next server at once.
 func TestAServerThatTimesOutIsLeftForTheNext(t *testing.T) {
-	hold := make(chan struct{})
-	t.Cleanup(func() { close(hold) })
-	held := make(chan string, 8) // the paths of the requests A holds
-	a, b, fp := twoServers(t,
-		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			select {
-			case held <- r.URL.Path:
-			default: // the test no longer looks
-			}
-			select { // a frozen server: it answers nothing
-			case <-hold:
-			case <-r.Context().Done():
-			}
-		}),
-		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
-	c, err := New(a.URL+","+b.URL, pki.NewToken(pki.KindHost, fp).String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	polled := make(chan *http.Response, 1)
-	go func() {
-		resp, err := c.Send(t.Context(), http.MethodGet, "/poll", nil, "")
-		if err != nil {
-			t.Error(err)
-		}
-		polled <- resp
-	}()
-	waitHeld(t, held, "/poll")
+	a, b, c, polled := pollAFrozenServer(t, func(http.ResponseWriter, *http.Request) bool { return false })
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	if _, err := c.Send(ctx, http.MethodPost, "/status", bytes.NewReader(nil), ""); err == nil {
