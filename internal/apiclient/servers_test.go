@@ -271,6 +271,24 @@ func pollAFrozenServer(t *testing.T, answer func(w http.ResponseWriter, r *http.
 	return a, b, c, answered
 }
 
+// wantPollAnsweredByB waits for the held poll's answer: B's 204, once the
+// client has left A.
+func wantPollAnsweredByB(t *testing.T, polled <-chan *http.Response) {
+	t.Helper()
+	select {
+	case resp := <-polled:
+		if resp == nil {
+			t.Fatal("the poll got no answer, want B's 204")
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("the poll's answer: %s from %v, want B's 204", resp.Status, resp.Request.URL)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the poll held by server A did not move on")
+	}
+}
+
 // A long-poll held by a server that stops answering without closing its
 // connection ends when another request finds the server dead, and goes on
 // to the next server at once.
@@ -287,15 +305,7 @@ func TestALongPollLeavesAServerFoundDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	select {
-	case resp := <-polled:
-		if resp == nil || resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("the poll's answer: %v from %v, want B's 204", resp, resp.Request.URL)
-		}
-		resp.Body.Close()
-	case <-time.After(10 * time.Second):
-		t.Fatal("the poll held by the dead server did not move on")
-	}
+	wantPollAnsweredByB(t, polled)
 }
 
 // A server that takes connections but answers nothing (stopped, say) is
@@ -308,15 +318,7 @@ func TestAServerThatTimesOutIsLeftForTheNext(t *testing.T) {
 	if _, err := c.Send(ctx, http.MethodPost, "/status", bytes.NewReader(nil), ""); err == nil {
 		t.Fatal("a report to the frozen server went through")
 	}
-	select {
-	case resp := <-polled:
-		if resp == nil || resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("the poll's answer: %v from %v, want B's 204", resp, resp.Request.URL)
-		}
-		resp.Body.Close()
-	case <-time.After(10 * time.Second):
-		t.Fatal("the poll held by the frozen server did not move on")
-	}
+	wantPollAnsweredByB(t, polled)
 	if c.Server() != b.URL {
 		t.Fatalf("the client talks to %s, want B", c.Server())
 	}
