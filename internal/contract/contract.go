@@ -73,6 +73,10 @@ type DesiredState struct {
 	// it loaded (StatusReport.Challenges) so the order proceeds only once
 	// every host can answer the CA.
 	Challenges []Challenge `json:"challenges,omitempty"`
+	// Runs are the runs this host is to start, or has run and keeps (see
+	// Run): a run absent from it is never started, and its container, if
+	// any, is removed.
+	Runs []Run `json:"runs,omitempty"`
 }
 
 // Certificate returns the certificate of host, if the state holds one.
@@ -231,8 +235,8 @@ type VolumeSpec struct {
 // ComputeVersion returns the version of the state: the hash of its content
 // (ContentVersion) combined with its peers' version (CombineVersions), so it
 // changes when either does. It ignores the Version and peer fields
-// themselves, the order of workloads, volumes, services, peers and a peer's
-// reaches, and secret values (a new secret value comes with a new handle,
+// themselves, the order of workloads, volumes, services, runs, peers and a
+// peer's reaches, and secret values (a new secret value comes with a new handle,
 // which is hashed).
 func (d DesiredState) ComputeVersion() string {
 	return CombineVersions(d.ContentVersion(), PeersVersion(d.Peers))
@@ -265,6 +269,15 @@ func (d DesiredState) ContentVersion() string {
 	slices.SortStableFunc(c.Certificates, func(a, b Certificate) int { return strings.Compare(a.Host, b.Host) })
 	c.Challenges = slices.Clone(d.Challenges)
 	slices.SortStableFunc(c.Challenges, func(a, b Challenge) int { return strings.Compare(a.Token, b.Token) })
+	c.Runs = make([]Run, len(d.Runs))
+	for i, r := range d.Runs {
+		r.Workload.Secrets = slices.Clone(r.Workload.Secrets)
+		for j := range r.Workload.Secrets {
+			r.Workload.Secrets[j].Value = ""
+		}
+		c.Runs[i] = r
+	}
+	slices.SortStableFunc(c.Runs, func(a, b Run) int { return strings.Compare(a.ID, b.ID) })
 	return hashJSON(c)
 }
 
@@ -417,6 +430,9 @@ type StatusReport struct {
 	// agent: the containers above are then the last ones it listed, and
 	// none of them can be taken as ready.
 	Engine *EngineProblem `json:"engine,omitempty"`
+	// Runs is the state of every run of the desired state the agent
+	// converged towards.
+	Runs []RunStatus `json:"runs,omitempty"`
 }
 
 // EngineProblem is a Docker Engine that stopped answering its agent in

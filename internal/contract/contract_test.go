@@ -16,7 +16,8 @@ func TestComputeVersionDependsOnContentOnly(t *testing.T) {
 	base := DesiredState{HostID: "h1", Workloads: []WorkloadSpec{web, api},
 		Volumes: []VolumeSpec{{Namespace: "default", Project: "shop", Name: "a"}, {Namespace: "default", Project: "shop", Name: "b"}},
 		Peers: []Peer{{HostID: "h1", Addresses: []string{"10.0.0.1:7702"}},
-			{HostID: "h2", Name: "b", Addresses: []string{"10.0.0.2:7702"}, Reaches: []string{"default/shop/web", "default/shop/api"}}}}
+			{HostID: "h2", Name: "b", Addresses: []string{"10.0.0.2:7702"}, Reaches: []string{"default/shop/web", "default/shop/api"}}},
+		Runs: []Run{{ID: "r1", Workload: web}, {ID: "r2", Workload: api, Timeout: time.Minute}}}
 
 	tests := []struct {
 		name  string
@@ -43,6 +44,10 @@ func TestComputeVersionDependsOnContentOnly(t *testing.T) {
 		{"a volume marked for deletion", func(d *DesiredState) { d.Volumes[0].Delete = true }, false},
 		{"a workload removed", func(d *DesiredState) { d.Workloads = d.Workloads[:1] }, false},
 		{"a new secret handle", func(d *DesiredState) { d.Workloads[0].Secrets[0].Handle = "h2" }, false},
+		{"runs in another order", func(d *DesiredState) { d.Runs[0], d.Runs[1] = d.Runs[1], d.Runs[0] }, true},
+		{"a new secret value in a run", func(d *DesiredState) { d.Runs[0].Workload.Secrets[0].Value = "other" }, true},
+		{"a run to stop", func(d *DesiredState) { d.Runs[1].Stop = true }, false},
+		{"a run removed", func(d *DesiredState) { d.Runs = d.Runs[:1] }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
