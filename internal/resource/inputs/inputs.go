@@ -50,12 +50,45 @@ type Egg struct {
 	StopSignal  string            `json:"stop_signal"`
 	StopTimeout string            `json:"stop_timeout"`
 	Placement   Placement         `json:"placement"`
+	// Schedule, when set, makes the egg a job: it has no long-running
+	// replicas, and each tick of the schedule runs one container of it with
+	// its own command (see Schedule).
+	Schedule *Schedule `json:"schedule,omitempty"`
 	// Uses are the eggs of the project whose address the egg references
 	// (in env), by name, sorted: the eggs its hosts must serve it (a relay
 	// per name). They are names, not references: where those eggs run does
 	// not constrain where this one runs.
 	Uses []string `json:"uses"`
 }
+
+// Schedule is a scheduled egg's timer and the rules of its runs, as
+// written (durations as Go durations, checked by the spec's loader and
+// CheckResource, parsed by internal/schedule).
+type Schedule struct {
+	// Cron (five fields, robfig/cron's standard parser) in Timezone (an IANA
+	// name; default UTC), or Every (a duration): exactly one of them.
+	Cron     string `json:"cron,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+	Every    string `json:"every,omitempty"`
+	// Concurrency is what a tick does while the previous run still runs:
+	// forbid (the default: skip the tick), allow, or replace (stop it).
+	Concurrency string `json:"concurrency,omitempty"`
+	// Timeout stops a run past it ("" for none).
+	Timeout string `json:"timeout,omitempty"`
+	// StartingDeadline is how late a tick may still start (after the
+	// control plane was away); default the schedule's interval, at most 1h.
+	StartingDeadline string `json:"starting_deadline,omitempty"`
+	// KeepRuns is how many ended runs keep their container (and output);
+	// default 20.
+	KeepRuns int `json:"keep_runs,omitempty"`
+}
+
+// The values of Schedule.Concurrency.
+const (
+	ConcurrencyForbid  = "forbid"
+	ConcurrencyAllow   = "allow"
+	ConcurrencyReplace = "replace"
+)
 
 // Env is an egg's environment. Written, each value is a string that may hold
 // references. Resolved, a value that was one whole reference holds the
