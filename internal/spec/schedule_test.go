@@ -27,6 +27,12 @@ func TestParseRefusesBadSchedulesAtTheirLine(t *testing.T) {
 				{"concurrency:", []string{"queue"}},
 				{"starting_deadline:", []string{"longer than 1h"}},
 			}},
+		{"waiting for a scheduled egg to be healthy or to complete",
+			"    schedule: {every: 1m}\n  web:\n    image: nginx\n    depends_on:\n      job: {condition: completed}\n  api:\n    image: nginx\n    depends_on: {job: {condition: healthy}}\n  ok:\n    image: nginx\n    depends_on: [job]\n",
+			[]want{
+				{"job: {condition: completed}", []string{`egg "web" waits for "job" (condition: completed), but "job" runs on a schedule`, "one-shot job"}},
+				{"depends_on: {job", []string{`egg "api" waits for "job" (condition: healthy)`}},
+			}},
 		{"an unknown time zone",
 			"    schedule:\n      cron: \"0 3 * * *\"\n      timezone: Mars/Olympus\n",
 			[]want{{"timezone:", []string{"timezone:", `"Mars/Olympus" is not a time zone`, "Europe/Berlin"}}}},

@@ -314,6 +314,13 @@ func drawModel(t *rapid.T, dir string) *Project {
 		}
 		p.Eggs = append(p.Eggs, e)
 	}
+	for _, e := range p.Eggs {
+		for i, d := range e.DependsOn {
+			if p.Eggs[d.Egg[1]-'0'].Schedule != nil {
+				e.DependsOn[i].Condition = "" // nothing of a scheduled egg is awaited
+			}
+		}
+	}
 	if rapid.Bool().Draw(t, "configureDefault") {
 		p.Networks = append(p.Networks, &Network{Name: DefaultNetwork, Internal: rapid.Bool().Draw(t, "internal"), Labels: drawMap(t, "networkLabels")})
 	}
