@@ -265,7 +265,7 @@ func FromInputs(in inputs.Schedule) (*Schedule, Rules, error) {
 		r.StartingDeadline, err = duration("starting_deadline", in.StartingDeadline)
 		check(err)
 		if r.StartingDeadline > MaxStartingDeadline {
-			check(&FieldError{"starting_deadline", fmt.Sprintf("%s is longer than %s: a tick later than that is recorded as missed", in.StartingDeadline, FormatDuration(MaxStartingDeadline))})
+			check(&FieldError{"starting_deadline", fmt.Sprintf("%s is longer than %s, the latest a tick may start (one later than its deadline is recorded as missed)", in.StartingDeadline, FormatDuration(MaxStartingDeadline))})
 		}
 	} else if s != nil {
 		r.StartingDeadline = min(s.Interval(), MaxStartingDeadline)
@@ -295,7 +295,9 @@ func duration(field, v string) (time.Duration, error) {
 }
 
 // Next is the first tick after the given time (strictly after). It is the
-// zero time for a cron that fires no more within robfig's five years.
+// zero time for a cron that fires no more within robfig's five years. An
+// every schedule counts from the Unix epoch in time.Duration, so after must
+// lie within 292 years of 1970 (a zero time does not).
 func (s *Schedule) Next(after time.Time) time.Time {
 	if s.cron == nil {
 		return s.everyTick(floorDiv(after.Sub(epoch), s.spec.Every) + 1)
