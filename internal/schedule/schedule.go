@@ -399,8 +399,8 @@ func (s *Schedule) lastBefore(t time.Time) time.Time {
 	}
 }
 
-// epoch is where every schedule's ticks are counted from.
-var epoch = time.Unix(0, 0)
+// epoch is where every schedule's ticks are counted from; its ticks are in UTC.
+var epoch = time.Unix(0, 0).UTC()
 
 // everyTick is an every schedule's k-th tick since the epoch.
 func (s *Schedule) everyTick(k int64) time.Time {
