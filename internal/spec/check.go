@@ -134,7 +134,8 @@ func (c *checker) dependsOn(e *Egg) {
 	}
 }
 
-// refs checks the output references: an address needs a port to be one.
+// refs checks the output references: an address needs a port to be one,
+// and a scheduled egg has neither address nor hosts worth reaching.
 func (c *checker) refs(e *Egg) {
 	for _, r := range e.refs {
 		typ, name, _ := resource.SplitKey(r.Key)
@@ -146,6 +147,10 @@ func (c *checker) refs(e *Egg) {
 			continue
 		}
 		target := c.eggs[name]
+		if target.Schedule != nil {
+			c.errorf(r.Line, "egg %q references %s, but egg %q runs on a schedule: it has no long-running replica to reach, and runs on no host between its runs; remove the reference", e.Name, userRef(r.Ref), name)
+			continue
+		}
 		if r.Output != "address" {
 			continue
 		}
