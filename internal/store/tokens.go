@@ -12,10 +12,13 @@ const (
 	// EventHostRemoved: `hatch hosts remove` revoked a host's token; its
 	// replicas are to be placed elsewhere.
 	EventHostRemoved EventType = "host.removed"
-	// EventTokenCreated: an admin made a named admin token.
+	// EventTokenCreated: an admin made a named token (admin or deploy).
 	EventTokenCreated EventType = "token.created"
-	// EventTokenRevoked: an admin revoked a named admin token.
+	// EventTokenRevoked: an admin revoked a named token (admin or deploy).
 	EventTokenRevoked EventType = "token.revoked"
+	// EventBlobUploaded: a deploy token uploaded a blob new to the server
+	// (a build context); the event names its project and the token.
+	EventBlobUploaded EventType = "blob.uploaded"
 )
 
 // AdminToken is a named token as stored, an admin token or a deploy token
