@@ -210,7 +210,7 @@ func (s *Server) wrap(rt route) http.Handler {
 			return
 		}
 		if !rt.access(p, r) {
-			writeError(w, api.Errorf(api.CodeForbidden, "this token may not call %s", rt.pattern))
+			writeError(w, api.Errorf(api.CodeForbidden, "%s", forbidden(p, rt.pattern)))
 			return
 		}
 		ctx := withPrincipal(r.Context(), p) // what it holds open is registered under it
@@ -234,6 +234,20 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.fail(w, r, rt.pattern, err)
 		}
 	})
+}
+
+// forbidden says why p may not call the route: a deploy token is told
+// which project it may act on, and whether it may exec.
+func forbidden(p Principal, pattern string) string {
+	if !p.Deploy() {
+		return fmt.Sprintf("this token may not call %s", pattern)
+	}
+	exec := "without exec"
+	if p.Exec {
+		exec = "with exec"
+	}
+	return fmt.Sprintf("this token may not call %s: it is deploy token %q of %s (%s), for that project's plans, applies, "+
+		"rollbacks and reads only", pattern, p.Name, p.Project, exec)
 }
 
 // answerMargin is how much sooner than the connection's deadline d a
