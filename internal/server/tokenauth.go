@@ -21,10 +21,10 @@ type TokenLookup interface {
 // TokenAuth accepts the four kinds of token the server issues: admin
 // tokens (the first one, whose hash it holds, and the named ones not
 // revoked), deploy tokens not revoked, host tokens of hosts not removed, and
-// join tokens still usable. Only
-// the secret's hash is ever looked at (pki.HashSecret); it is looked up by
-// that hash, which tells a timing observer nothing about the secret (a SHA-256
-// preimage), and then compared in constant time.
+// join tokens still usable. Only the secret's hash is ever looked at
+// (pki.HashSecret); it is looked up by that hash, which tells a timing
+// observer nothing about the secret (a SHA-256 preimage), and then compared
+// in constant time.
 type TokenAuth struct {
 	admin  AdminToken
 	tokens TokenLookup
