@@ -78,6 +78,19 @@ func TestADeployTokenDeploysItsProjectOnlyThroughTheCLI(t *testing.T) {
 	if code, out, errOut := run(t, "status"); code != 0 || !strings.Contains(out, "shop") || strings.Contains(out, "other") {
 		t.Fatalf("hatch status with the deploy token = %d\n%s\n%s; want its project only", code, out, errOut)
 	}
+	// A second version, then back to the first.
+	if err := os.WriteFile(shop, []byte("project: shop\neggs:\n  web:\n    image: registry.local/web:2\n    port: 8080\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run(t, "apply", "-f", shop, "--yes"); code != 0 {
+		t.Fatalf("hatch apply of its project's second version with the deploy token = %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := run(t, "rollback", "shop", "--yes"); code != 0 || !strings.Contains(out, "egg/web (image)") {
+		t.Fatalf("hatch rollback shop with the deploy token = %d\n%s\n%s; want web's first image back", code, out, errOut)
+	}
+	if code, out, errOut := run(t, "history", "shop"); code != 0 || !strings.Contains(out, "deploy:ci") {
+		t.Fatalf("hatch history shop with the deploy token = %d\n%s\n%s; want its apply recorded as deploy:ci's", code, out, errOut)
+	}
 	code, out, errOut := run(t, "events")
 	if code != 0 || !strings.Contains(out, "default/shop") || strings.Contains(out, "default/other") {
 		t.Fatalf("hatch events with the deploy token = %d\n%s\n%s; want its project's events only", code, out, errOut)
