@@ -236,7 +236,14 @@ func newTokenRevokeCmd() *cobra.Command {
 				return errors.New("--admin and --deploy each name one token: give one of them")
 			}
 			if admin || deploy {
+				want := api.TokenKindAdmin
+				if deploy {
+					want = api.TokenKindDeploy
+				}
 				return af.callAPI(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+					if err := checkTokenKind(ctx, c, args[0], want); err != nil {
+						return err
+					}
 					tok, err := c.AdminTokens().Revoke(ctx, args[0])
 					if err != nil {
 						return err
@@ -261,8 +268,33 @@ func newTokenRevokeCmd() *cobra.Command {
 	}
 	af.register(cmd)
 	cmd.Flags().BoolVar(&admin, "admin", false, "revoke the admin token named by the argument")
-	cmd.Flags().BoolVar(&deploy, "deploy", false, "revoke the deploy token named by the argument (names are shared: the same call)")
+	cmd.Flags().BoolVar(&deploy, "deploy", false, "revoke the deploy token named by the argument")
 	return cmd
+}
+
+// checkTokenKind refuses to revoke the named token when it is not of the
+// kind the flag said (--admin for a deploy token, say): a mistaken name then
+// revokes nothing. An unknown name is left to the revocation's own 404.
+func checkTokenKind(ctx context.Context, c *client.Client, name, want string) error {
+	all, err := c.AdminTokens().List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range all {
+		if t.Name == name && t.Kind != want {
+			return fmt.Errorf("%q is a%s %s token, not a%s %s token: revoke it with `hatch token revoke --%s %s`",
+				name, article(t.Kind), t.Kind, article(want), want, t.Kind, name)
+		}
+	}
+	return nil
+}
+
+// article is the indefinite article's ending before a token kind ("an admin", "a deploy").
+func article(kind string) string {
+	if kind == api.TokenKindAdmin {
+		return "n"
+	}
+	return ""
 }
 
 // joinTokenID returns the ID a revoke names: the argument itself, or the ID

@@ -116,6 +116,12 @@ func TestADeployTokenDeploysItsProjectOnlyThroughTheCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "ci     deploy  default/shop  no    active") || strings.Contains(out, ci) {
 		t.Fatalf("hatch token list = %d\n%s\n%s; want ci as a deploy token of default/shop without exec", code, out, errOut)
 	}
+	if code, _, errOut := run(t, "token", "revoke", "--admin", "ci"); code == 0 || !strings.Contains(errOut, "revoke it with `hatch token revoke --deploy ci`") {
+		t.Fatalf("hatch token revoke --admin ci = %d %s; want refused, naming --deploy", code, errOut)
+	}
+	if code, _, errOut := run(t, "token", "revoke", "--deploy", "admin"); code == 0 || !strings.Contains(errOut, `"admin" is an admin token`) {
+		t.Fatalf("hatch token revoke --deploy admin = %d %s; want refused as an admin token", code, errOut)
+	}
 	if code, out, errOut := run(t, "token", "revoke", "--deploy", "ci"); code != 0 || !strings.Contains(out, `deploy token "ci" revoked`) {
 		t.Fatalf("hatch token revoke --deploy ci = %d %q %s", code, out, errOut)
 	}
