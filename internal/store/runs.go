@@ -157,8 +157,9 @@ type Runs interface {
 	SetRunKept(ctx context.Context, id string, kept bool) error
 	// ReleaseRun records that the run left its host's desired state at at.
 	ReleaseRun(ctx context.Context, id string, at time.Time) error
-	// LastSuccesses returns, for every egg with a run that exited 0, when
-	// the last one ended: project -> egg -> time.
+	// LastSuccesses returns, for every egg with a scheduled or fired run
+	// (not a manual one) that exited 0, when the last one ended: project ->
+	// egg -> time.
 	LastSuccesses(ctx context.Context) (map[string]map[string]time.Time, error)
 }
 

@@ -169,7 +169,7 @@ func (s *Runs) ReleaseRun(ctx context.Context, id string, at time.Time) error {
 // LastSuccesses returns when each egg's last run that exited 0 ended.
 func (s *Runs) LastSuccesses(ctx context.Context) (map[string]map[string]time.Time, error) {
 	rows, err := s.db.Query(ctx, `SELECT project, egg, MAX(ended_at) FROM runs
-		WHERE state = '`+store.RunExited+`' AND exit_code = 0 GROUP BY project, egg`)
+		WHERE state = '`+store.RunExited+`' AND exit_code = 0 AND run_trigger <> 'manual' GROUP BY project, egg`)
 	if err != nil {
 		return nil, fmt.Errorf("last successful runs: %w", err)
 	}
