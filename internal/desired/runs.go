@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -209,22 +208,6 @@ func (s *States) ReleaseRuns(ctx context.Context, project string, ids []string, 
 		}
 	}
 	return nil
-}
-
-// DeliveredRuns returns the ID of every run in a desired state, with its
-// host: what the jobs service checks its records against.
-func (s *States) DeliveredRuns(ctx context.Context) (map[string]string, error) {
-	v, err := s.read(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, host := range slices.Sorted(maps.Keys(v.states)) {
-		for _, r := range v.states[host].Runs {
-			out[r.ID] = host
-		}
-	}
-	return out, nil
 }
 
 // runHost returns the host whose state holds the run.
