@@ -101,7 +101,7 @@ func harnessOn(t *testing.T, st testStore, serverID string, c *clock) *harness {
 	cfg := DefaultConfig()
 	cfg.Tick, cfg.LeaseWait = 100*time.Millisecond, 500*time.Millisecond
 	svc, err := New(cfg, Deps{Runs: st, Schedules: st, Leases: st, Events: st, Records: st, Hosts: st, Desired: states,
-		Sources: []Source{EggSchedules{Projects: st, Skipped: func(p, e string, err error) { t.Errorf("egg %s skipped: %v", e, err) }}},
+		Sources:  []Source{EggSchedules{Projects: st, Skipped: func(p, e string, err error) { t.Errorf("egg %s skipped: %v", e, err) }}},
 		ServerID: serverID, Logger: log, Now: c.now})
 	if err != nil {
 		t.Fatal(err)
