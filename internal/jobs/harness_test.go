@@ -161,8 +161,8 @@ func (h *harness) runs(t *testing.T) []store.Run {
 	return runs
 }
 
-// desiredRuns returns the runs in host's desired state.
-func (h *harness) desiredRuns(t *testing.T, host string) []contract.Run {
+// desiredState returns host's desired state.
+func (h *harness) desiredState(t *testing.T, host string) contract.DesiredState {
 	t.Helper()
 	st, err := h.st.DesiredState(t.Context(), host)
 	if err != nil {
@@ -172,7 +172,13 @@ func (h *harness) desiredRuns(t *testing.T, host string) []contract.Run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d.Runs
+	return d
+}
+
+// desiredRuns returns the runs in host's desired state.
+func (h *harness) desiredRuns(t *testing.T, host string) []contract.Run {
+	t.Helper()
+	return h.desiredState(t, host).Runs
 }
 
 // events returns the types of the events recorded.

@@ -348,14 +348,6 @@ func mustEgg(t *testing.T, h *harness, name string) desired.Egg {
 // replicas returns the egg's replicas in host's desired state.
 func replicas(t *testing.T, h *harness, host, egg string) int {
 	t.Helper()
-	st, err := h.st.DesiredState(t.Context(), host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := store.DecodeDesiredState(h.box, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _ := d.Workload(contract.WorkloadID("default", "shop", egg))
+	w, _ := h.desiredState(t, host).Workload(contract.WorkloadID("default", "shop", egg))
 	return w.Replicas
 }
