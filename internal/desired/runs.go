@@ -234,6 +234,23 @@ func (v *view) hostByIDOrName(s string) (placement.Host, bool) {
 	return placement.Host{}, false
 }
 
+// holdForRuns keeps a stateful egg's replica stopped on each host whose
+// state holds a run of it (the run's stop-first window: --stop), whoever
+// places the egg meanwhile (an apply, a restart): the run and a replica
+// would be two containers on the egg's volume. ReleaseRuns places the egg
+// again once the run is out.
+func (v *view) holdForRuns(e Egg, specs map[string]contract.WorkloadSpec) {
+	if e.in.Placement.Volume == "" {
+		return
+	}
+	for host, w := range specs {
+		if slices.ContainsFunc(v.states[host].Runs, func(r contract.Run) bool { return r.Workload.ID() == e.id() }) {
+			w.Replicas = 0
+			specs[host] = w
+		}
+	}
+}
+
 // scaleWorkload sets the workload's replicas on host (its entry stays).
 func (v *view) scaleWorkload(id, host string, replicas int) {
 	d := v.states[host]

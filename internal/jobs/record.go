@@ -157,8 +157,10 @@ func (s *Service) releaseProject(ctx context.Context, project string, ended []st
 			keepRuns = rules.KeepRuns
 		}
 		// A run that stopped its egg's replica is released at once, so
-		// that the egg starts again; a lost one has no host to keep it.
-		keepable := (r.Kept || r.Trigger != api.TriggerManual) && !r.StopEgg && r.State != store.RunLost
+		// that the egg starts again, and so is any run of a stateful egg
+		// with replicas, which a kept run would hold stopped (see
+		// desired's holdForRuns); a lost one has no host to keep it.
+		keepable := (r.Kept || r.Trigger != api.TriggerManual) && !r.StopEgg && !holdsReplicas(eggs[r.Egg]) && r.State != store.RunLost
 		if keepable && kept[r.Egg] < keepRuns {
 			kept[r.Egg]++
 			if !r.Kept {

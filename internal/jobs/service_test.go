@@ -180,7 +180,7 @@ func TestARunWithStopStopsTheStatefulEggForItsRunAndStartsItAgain(t *testing.T) 
 	if _, err := h.states.PlaceEgg(t.Context(), project, mustEgg(t, h, "db"), nil); err != nil {
 		t.Fatal(err)
 	}
-	run, err := h.svc.Start(t.Context(), project, "db", api.RunRequest{Command: []string{"dump"}, Stop: true}, "alice")
+	run, err := h.svc.Start(t.Context(), project, "db", api.RunRequest{Command: []string{"dump"}, Stop: true, Keep: true}, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +189,13 @@ func TestARunWithStopStopsTheStatefulEggForItsRunAndStartsItAgain(t *testing.T) 
 	}
 	if len(h.desiredRuns(t, "h1")) != 1 {
 		t.Fatal("the run is not in h1's desired state")
+	}
+	// An apply placing db meanwhile keeps its replica stopped for the run.
+	if _, err := h.states.PlaceEgg(t.Context(), project, mustEgg(t, h, "db"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := replicas(t, h, "h1", "db"); n != 0 {
+		t.Fatalf("db placed again during its --stop run has %d replicas on h1, want 0", n)
 	}
 	h.report(t, "h1", contract.RunStatus{ID: run.ID, State: contract.RunExited, EndedAt: h.clock.now()})
 	h.pass(t)
