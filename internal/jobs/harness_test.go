@@ -36,18 +36,31 @@ type testStore interface {
 	MarkHostDown(ctx context.Context, id string, notSeenSince, at time.Time) (bool, error)
 }
 
-// clock is a settable clock ahead of the wall clock by an offset that only
-// grows: leases taken by it expire after the wall clock's now, by which
-// the SQLite store checks fences.
+// clock is the tests' clock: the wall clock's (moving) if start is zero,
+// else one that stands at start and moves only when advanced, so a test's
+// ticks do not depend on how fast this machine runs it. It never goes
+// behind the wall clock by much: the SQLite store checks fences by the
+// wall clock, and leases taken by this one (30 s) must not have expired by
+// it while a test runs.
 type clock struct {
 	mu     sync.Mutex // guards offset
+	start  time.Time
 	offset time.Duration
+}
+
+// standingClock is a clock standing half a second past the wall clock's
+// last whole second.
+func standingClock() *clock {
+	return &clock{start: time.Now().Truncate(time.Second).Add(500 * time.Millisecond)}
 }
 
 func (c *clock) now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return time.Now().Add(c.offset)
+	if c.start.IsZero() {
+		return time.Now().Add(c.offset)
+	}
+	return c.start.Add(c.offset)
 }
 
 // advance moves the clock on by d.
@@ -81,7 +94,7 @@ func newSQLite(t *testing.T) *sqlite.Store {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	return harnessOn(t, newSQLite(t), "srv-a", &clock{})
+	return harnessOn(t, newSQLite(t), "srv-a", standingClock())
 }
 
 // harnessOn is a harness over st: a second one over the same store is

@@ -254,7 +254,7 @@ func TestARunWaitsForAnApplyHoldingItsProjectAndRecordsTheDelay(t *testing.T) {
 	if len(runs) != 1 || !runs[0].DeliveredAt.IsZero() {
 		t.Fatalf("runs while an apply holds the project: %+v, want one recorded, not delivered", runs)
 	}
-	time.Sleep(50 * time.Millisecond)
+	h.clock.advance(50 * time.Millisecond) // the apply runs a while
 	if err := h.st.ReleaseLease(t.Context(), project, apply.Token); err != nil {
 		t.Fatal(err)
 	}
