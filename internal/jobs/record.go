@@ -78,7 +78,11 @@ func (s *Service) recordHost(ctx context.Context, host string, down bool, open m
 		}
 		for _, rs := range rep.Runs {
 			if _, ok := open[rs.ID]; ok && knownRunStates[rs.State] {
-				progress[rs.ID] = progressOf(rs)
+				p := progressOf(rs)
+				if store.RunEnded(p.State) && p.EndedAt.IsZero() {
+					p.EndedAt = st.ReceivedAt // an end without its time: when it was reported
+				}
+				progress[rs.ID] = p
 			}
 		}
 	}

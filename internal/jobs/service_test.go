@@ -68,8 +68,11 @@ func TestAScheduledTickIsRecordedDeliveredAndItsEndRecordedFromTheReport(t *test
 	if second.ID == first.ID || second.DeliveredAt.IsZero() {
 		t.Fatalf("runs after the second tick: %+v", runs)
 	}
-	h.report(t, "h1", contract.RunStatus{ID: second.ID, State: contract.RunExited, EndedAt: h.clock.now()})
+	h.report(t, "h1", contract.RunStatus{ID: second.ID, State: contract.RunExited}) // an end without its time
 	h.pass(t)
+	if r, _ := h.st.Run(t.Context(), second.ID); r.State != store.RunExited || r.EndedAt.IsZero() {
+		t.Fatalf("an end reported without its time: %+v, want the report's time", r)
+	}
 	got = h.desiredRuns(t, "h1")
 	if len(got) != 1 || got[0].ID != second.ID {
 		t.Fatalf("h1's desired runs after the second end: %+v, want the second only", got)
