@@ -361,3 +361,39 @@ func replicas(t *testing.T, h *harness, host, egg string) int {
 	w, _ := h.desiredState(t, host).Workload(contract.WorkloadID("default", "shop", egg))
 	return w.Replicas
 }
+
+func TestARunStoppedBeforeItsDeliveryNeverRuns(t *testing.T) {
+	h := newHarness(t)
+	h.report(t, "h1")
+	h.egg(t, "report", scheduled(map[string]any{"every": "1s", "starting_deadline": "1m"}))
+	h.pass(t)
+	now := h.clock.now()
+	apply, err := h.st.AcquireLease(t.Context(), store.Lease{Project: project, Token: "apply-token", Holder: "apply 7", Server: "srv-b",
+		Since: now, Expires: now.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.tickAhead()
+	h.pass(t)
+	runs := h.runs(t)
+	if len(runs) != 1 || !runs[0].DeliveredAt.IsZero() {
+		t.Fatalf("runs while an apply holds the project: %+v", runs)
+	}
+	// Ctrl-C while the apply holds the project: the stop is recorded, and
+	// carried out once the lease is free.
+	stopped, err := h.svc.Stop(t.Context(), project, runs[0].ID, "alice")
+	if err != nil || stopped.State != store.RunPending {
+		t.Fatalf("Stop while locked: %+v, %v; want the run as it is", stopped, err)
+	}
+	if err := h.st.ReleaseLease(t.Context(), project, apply.Token); err != nil {
+		t.Fatal(err)
+	}
+	h.pass(t)
+	r, _ := h.st.Run(t.Context(), runs[0].ID)
+	if r.State != store.RunStopped || !r.DeliveredAt.IsZero() || r.ReleasedAt.IsZero() {
+		t.Fatalf("a run stopped before its delivery: %+v, want stopped, never delivered", r)
+	}
+	if got := h.desiredRuns(t, "h1"); len(got) != 0 {
+		t.Fatalf("h1's desired runs: %+v, want none", got)
+	}
+}
