@@ -86,11 +86,22 @@ func (s *Service) BeginLoops(ctx context.Context) (run func(ctx context.Context)
 	return s.loop, nil
 }
 
-// loop runs a pass every Tick, or sooner at the next due tick, until ctx
-// ends.
+// loop runs a pass every Tick, or sooner at the next due tick, and
+// prunes old records every PruneEvery, until ctx ends.
 func (s *Service) loop(ctx context.Context) {
+	var pruned time.Time
 	for {
 		next := s.pass(ctx)
+		if now := s.now(); now.Sub(pruned) >= s.cfg.PruneEvery {
+			if n, err := s.deps.Runs.PruneRuns(ctx, s.cfg.KeepRecords); err != nil && ctx.Err() == nil {
+				s.log.Warn("old records of runs not pruned; retrying", zap.Error(err))
+			} else if err == nil {
+				pruned = now
+				if n > 0 {
+					s.log.Info("old records of runs pruned", zap.Int64("runs", n), zap.Int("kept per egg", s.cfg.KeepRecords))
+				}
+			}
+		}
 		wait := s.cfg.Tick
 		if !next.IsZero() {
 			wait = min(wait, max(next.Sub(s.now()), 0))
