@@ -154,6 +154,9 @@ func (s *Service) decideTicks(ctx context.Context) (time.Time, error) {
 	for _, sc := range items {
 		key := sc.Project + " " + sc.Egg
 		st, ok := states[key]
+		if n := sc.Timer.Next(later(st.LastTick, s.now())); !st.Paused && !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
 		if !ok {
 			// A schedule seen first: its ticks count from now.
 			st = store.ScheduleState{Project: sc.Project, Egg: sc.Egg, LastTick: s.now(), UpdatedAt: s.now()}
@@ -161,9 +164,6 @@ func (s *Service) decideTicks(ctx context.Context) (time.Time, error) {
 				errs = append(errs, err)
 			}
 			continue
-		}
-		if n := sc.Timer.Next(later(st.LastTick, s.now())); !st.Paused && !n.IsZero() && (next.IsZero() || n.Before(next)) {
-			next = n
 		}
 		if st.Paused {
 			continue
