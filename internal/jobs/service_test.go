@@ -249,21 +249,7 @@ func TestARunOfAHostThatWentDownIsLostAndNeverRunAgain(t *testing.T) {
 
 func TestARunWaitsForAnApplyHoldingItsProjectAndRecordsTheDelay(t *testing.T) {
 	onStores(t, func(t *testing.T, h *harness) {
-		h.report(t, "h1")
-		h.egg(t, "report", scheduled(map[string]any{"every": "1s", "starting_deadline": "1m"}))
-		h.pass(t)
-		now := h.clock.now()
-		apply, err := h.st.AcquireLease(t.Context(), store.Lease{Project: project, Token: "apply-token", Holder: "apply 7", Server: "srv-b",
-			Since: now, Expires: now.Add(time.Minute)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.tickAhead()
-		h.pass(t)
-		runs := h.runs(t)
-		if len(runs) != 1 || !runs[0].DeliveredAt.IsZero() {
-			t.Fatalf("runs while an apply holds the project: %+v, want one recorded, not delivered", runs)
-		}
+		apply, runs := tickWhileLocked(t, h)
 		h.clock.advance(50 * time.Millisecond) // the apply runs a while
 		if err := h.st.ReleaseLease(t.Context(), project, apply.Token); err != nil {
 			t.Fatal(err)
@@ -372,23 +358,32 @@ func replicas(t *testing.T, h *harness, host, egg string) int {
 	return w.Replicas
 }
 
+// tickWhileLocked has a tick of an every-1s schedule recorded while an
+// apply holds the project: the run is recorded and not delivered. It
+// returns the apply's lease and the runs.
+func tickWhileLocked(t *testing.T, h *harness) (store.Lease, []store.Run) {
+	t.Helper()
+	h.report(t, "h1")
+	h.egg(t, "report", scheduled(map[string]any{"every": "1s", "starting_deadline": "1m"}))
+	h.pass(t)
+	now := h.clock.now()
+	apply, err := h.st.AcquireLease(t.Context(), store.Lease{Project: project, Token: "apply-token", Holder: "apply 7", Server: "srv-b",
+		Since: now, Expires: now.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.tickAhead()
+	h.pass(t)
+	runs := h.runs(t)
+	if len(runs) != 1 || !runs[0].DeliveredAt.IsZero() {
+		t.Fatalf("runs while an apply holds the project: %+v, want one recorded, not delivered", runs)
+	}
+	return apply, runs
+}
+
 func TestARunStoppedBeforeItsDeliveryNeverRuns(t *testing.T) {
 	onStores(t, func(t *testing.T, h *harness) {
-		h.report(t, "h1")
-		h.egg(t, "report", scheduled(map[string]any{"every": "1s", "starting_deadline": "1m"}))
-		h.pass(t)
-		now := h.clock.now()
-		apply, err := h.st.AcquireLease(t.Context(), store.Lease{Project: project, Token: "apply-token", Holder: "apply 7", Server: "srv-b",
-			Since: now, Expires: now.Add(time.Minute)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.tickAhead()
-		h.pass(t)
-		runs := h.runs(t)
-		if len(runs) != 1 || !runs[0].DeliveredAt.IsZero() {
-			t.Fatalf("runs while an apply holds the project: %+v", runs)
-		}
+		apply, runs := tickWhileLocked(t, h)
 		// Ctrl-C while the apply holds the project: the stop is recorded, and
 		// carried out once the lease is free.
 		stopped, err := h.svc.Stop(t.Context(), project, runs[0].ID, "alice")
