@@ -147,10 +147,11 @@ func (d Deps) validate() error {
 // Service is the jobs service: its API runs on every server, its
 // scheduler (BeginLoops) on the loops' holder only.
 type Service struct {
-	cfg  Config
-	deps Deps
-	log  *zap.Logger
-	now  func() time.Time
+	cfg   Config
+	deps  Deps
+	log   *zap.Logger
+	now   func() time.Time
+	timed *timedWork // the scheduler's copy of its sources' work
 }
 
 // New returns a service.
@@ -161,7 +162,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err := deps.validate(); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, deps: deps, log: deps.Logger.With(zap.String("component", "jobs")), now: deps.Now}, nil
+	return &Service{cfg: cfg, deps: deps, log: deps.Logger.With(zap.String("component", "jobs")), now: deps.Now,
+		timed: &timedWork{sources: deps.Sources, watch: deps.Events.WatchEvents}}, nil
 }
 
 // newRunID returns a new run ID: 16 random hex digits.

@@ -137,13 +137,9 @@ func (s *Service) pass(ctx context.Context) time.Time {
 // decideTicks records the due ticks of every schedule and returns the
 // earliest next tick.
 func (s *Service) decideTicks(ctx context.Context) (time.Time, error) {
-	var items []Scheduled
-	for _, src := range s.deps.Sources {
-		list, err := src.Scheduled(ctx, "")
-		if err != nil {
-			return time.Time{}, err
-		}
-		items = append(items, list...)
+	items, err := s.timed.read(ctx, s.now())
+	if err != nil {
+		return time.Time{}, err
 	}
 	states, err := s.scheduleStates(ctx, "")
 	if err != nil {
@@ -252,4 +248,41 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// timedWork is the scheduler's copy of what its sources list, read again
+// when the event log moved (an apply, a restart or a reschedule records
+// its changes of resources there, through whichever server), and at least
+// every refreshEvery: a pass every second reads the store's schedules
+// states and runs, not every project's resources. Only the loop uses it.
+type timedWork struct {
+	sources []Source
+	watch   func() <-chan struct{}
+	changed <-chan struct{} // closed at the next event after the last read
+	readAt  time.Time
+	items   []Scheduled
+}
+
+// refreshEvery bounds how long the copy is trusted without an event.
+const refreshEvery = 30 * time.Second
+
+func (w *timedWork) read(ctx context.Context, now time.Time) ([]Scheduled, error) {
+	if w.changed != nil && now.Sub(w.readAt) < refreshEvery {
+		select {
+		case <-w.changed:
+		default:
+			return w.items, nil
+		}
+	}
+	changed := w.watch() // before the read: no change slips between
+	var items []Scheduled
+	for _, src := range w.sources {
+		list, err := src.Scheduled(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, list...)
+	}
+	w.items, w.changed, w.readAt = items, changed, now
+	return items, nil
 }

@@ -434,3 +434,26 @@ func TestTheLoopDeliversEachTickOnTime(t *testing.T) {
 		t.Fatalf("a run delivered %v after its tick (%v), want within 1 s", worst, late)
 	}
 }
+
+// The scheduler keeps a copy of the scheduled eggs, read again when the
+// event log moves: an egg applied with a schedule (or its schedule
+// changed) is seen at the next pass, not after the copy's refresh.
+func TestAScheduleAppliedLaterIsSeenAtTheNextPass(t *testing.T) {
+	onStores(t, func(t *testing.T, h *harness) {
+		h.report(t, "h1")
+		h.egg(t, "report", scheduled(map[string]any{"every": "1s"}))
+		h.pass(t)
+		h.egg(t, "clean", scheduled(map[string]any{"every": "1s"}))
+		h.egg(t, "report", scheduled(map[string]any{"cron": "0 0 1 1 *"})) // its schedule changed: yearly
+		h.pass(t)
+		h.tickAhead()
+		h.pass(t)
+		var eggs []string
+		for _, r := range h.runs(t) {
+			eggs = append(eggs, r.Egg)
+		}
+		if !slices.Equal(eggs, []string{"clean"}) {
+			t.Fatalf("runs of %v after a tick, want clean's only (report's schedule is yearly now)", eggs)
+		}
+	})
+}
