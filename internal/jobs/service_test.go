@@ -107,7 +107,17 @@ func TestAManualRunIsRecordedAndDeliveredWithItsActor(t *testing.T) {
 	onStores(t, func(t *testing.T, h *harness) {
 		h.report(t, "h1")
 		h.egg(t, "web", map[string]any{"image": "app:1", "replicas": 2, "command": []any{"serve"}})
-		run, err := h.svc.Start(t.Context(), project, "web", api.RunRequest{Command: []string{"migrate", "--up"}, Keep: true, Timeout: "1m"}, "alice")
+		if _, err := h.states.PlaceEgg(t.Context(), project, mustEgg(t, h, "web"), nil); err != nil {
+			t.Fatal(err)
+		}
+		run, err := h.svc.Start(t.Context(), project, "web", api.RunRequest{Command: []string{"migrate", "--up"}, Keep: true, Timeout: "1m",
+			Stop: true}, "alice") // --stop means nothing to a stateless egg
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := replicas(t, h, "h1", "web"); n != 2 {
+			t.Fatalf("web has %d replicas on h1 beside its run, want its 2 left alone", n)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
