@@ -72,7 +72,7 @@ func New(cfg Config) (*Ingress, error) {
 		backends: make(map[string]*backend),
 		fenced:   make(map[string]bool),
 		srv:      &servers{log: log},
-		ports:    newPublished(cfg.PublishAddr, life, log),
+		ports:    newPublished(cfg, life, log),
 	}
 	in.m = newMetrics(cfg.Registry, in)
 	in.tls = newTLSState(log, in.m, cfg.TrustedProxies)

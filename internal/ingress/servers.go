@@ -62,12 +62,12 @@ func (s *servers) start(cfg Config, proxy, admin, streams http.Handler, certs *t
 	var httpLn, adminLn net.Listener
 	var err error
 	if cfg.HTTPAddr != "" {
-		if httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		if httpLn, err = cfg.listenTCP(cfg.HTTPAddr); err != nil {
 			return fmt.Errorf("ingress listen: %w", err)
 		}
 	}
 	if cfg.AdminAddr != "" {
-		if adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+		if adminLn, err = cfg.listenTCP(cfg.AdminAddr); err != nil {
 			if httpLn != nil {
 				_ = httpLn.Close() // we are failing Start; nothing was served on it
 			}
@@ -83,7 +83,7 @@ func (s *servers) start(cfg Config, proxy, admin, streams http.Handler, certs *t
 		s.serve(s.http)
 	}
 	if cfg.HTTPSAddr != "" {
-		s.startHTTPS(cfg.HTTPSAddr, proxy, certs)
+		s.startHTTPS(cfg, proxy, certs)
 	}
 	if adminLn != nil {
 		s.admin = &server{Server: &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second, ErrorLog: warnLog(s.log)}, ln: adminLn}
@@ -104,11 +104,12 @@ func (s *servers) proxyServer(proxy http.Handler, ln net.Listener) *server {
 	}, ln: ln}
 }
 
-// startHTTPS listens on addr and serves proxy behind TLS, with HTTP/2,
+// startHTTPS listens on cfg.HTTPSAddr and serves proxy behind TLS, with HTTP/2,
 // presenting the certificates certs picks by SNI. A failure to listen is
 // kept for HTTPSProblem: the host serves HTTP all the same.
-func (s *servers) startHTTPS(addr string, proxy http.Handler, certs *tlsState) {
-	ln, err := net.Listen("tcp", addr)
+func (s *servers) startHTTPS(cfg Config, proxy http.Handler, certs *tlsState) {
+	addr := cfg.HTTPSAddr
+	ln, err := cfg.listenTCP(addr)
 	if err != nil {
 		problem := fmt.Sprintf("HTTPS listener %s: %v (HTTP keeps serving)", addr, err)
 		s.problem.Store(&problem)
