@@ -104,7 +104,7 @@ func Serve(ctx context.Context, cfg Config, binary string, takeOver bool, log *z
 	if why != whyHandedOver {
 		_ = os.Remove(SocketPath(cfg.DataDir)) // no one serves it any more
 	}
-	return p.close()
+	return p.close(why == whyHandedOver)
 }
 
 // start starts the mesh node, the ingress with the state handed on (if
@@ -174,13 +174,23 @@ func fence(in *ingress.Ingress, containerID string) {
 	_ = in.Drain(ctx, containerID) // returns at once: ctx is done
 }
 
+// releaseGrace is how long a data plane that handed over keeps serving the
+// connections it accepted before it begins to shut down: long enough for
+// their first request to have been read (see ingress.Ingress.Release).
+const releaseGrace = time.Second
+
 // close stops the control API, then the mesh (peers' streams end before the
-// ingress they reach) and the ingress, letting requests finish.
-func (p *plane) close() error {
+// ingress they reach) and the ingress, letting requests finish. One that
+// handed over first stops accepting, for releaseGrace.
+func (p *plane) close(handedOver bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
 	if err := p.ctl.Shutdown(ctx); err != nil {
 		_ = p.ctl.Close() // an agent's call cut short: it retries
+	}
+	if handedOver {
+		p.in.Release()
+		time.Sleep(releaseGrace)
 	}
 	return p.closeParts(ctx)
 }

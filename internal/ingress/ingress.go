@@ -340,6 +340,20 @@ func (in *Ingress) Status() []EggStatus {
 	return out
 }
 
+// Release stops accepting on every listener (HTTP, HTTPS, admin, published
+// ports and sockets) and turns keep-alive off, so that the connections open
+// end after their next response, without closing anything else: a successor
+// serving the same sockets (the data plane's handover) takes every new
+// connection from then on. Close, some time later, ends the rest: a
+// connection accepted just before Release has had its request read by then,
+// where net/http's Shutdown drops a request it reads after it began.
+func (in *Ingress) Release() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.srv.release()
+	in.ports.close()
+}
+
 // Close stops listening, lets open requests and connections finish until ctx
 // ends, then closes what is left and waits for its goroutines. It returns
 // ctx's error if it had to cut connections.

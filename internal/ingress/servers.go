@@ -140,10 +140,22 @@ func (s *servers) serve(srv *server) {
 		} else {
 			err = srv.Serve(srv.ln)
 		}
-		if !errors.Is(err, http.ErrServerClosed) {
+		if !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) { // net.ErrClosed: released
 			s.log.Error("ingress server stopped", zap.Stringer("addr", srv.ln.Addr()), zap.Error(err))
 		}
 	}()
+}
+
+// release stops the HTTP, HTTPS and admin servers from accepting, and
+// their open connections from being kept alive (see Ingress.Release). The
+// caller holds Ingress.mu.
+func (s *servers) release() {
+	for _, srv := range []*server{s.http, s.https, s.admin} {
+		if srv != nil {
+			srv.SetKeepAlivesEnabled(false)
+			_ = srv.ln.Close() // Serve returns net.ErrClosed; Shutdown closes it again
+		}
+	}
 }
 
 // shutdownProxies stops the HTTP, HTTPS and stream servers from accepting
