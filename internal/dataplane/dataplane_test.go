@@ -305,4 +305,3 @@ func TestAFailedTakeOverLeavesThePredecessorServing(t *testing.T) {
 		t.Fatalf("after a failed take-over: %+v, %v; want v1 answering", v, err)
 	}
 }
-
