@@ -174,14 +174,15 @@ func fence(in *ingress.Ingress, containerID string) {
 	_ = in.Drain(ctx, containerID) // returns at once: ctx is done
 }
 
-// releaseGrace is how long a data plane that handed over keeps serving the
-// connections it accepted before it begins to shut down: long enough for
-// their first request to have been read (see ingress.Ingress.Release).
-const releaseGrace = time.Second
+// releaseWait bounds how long a data plane that handed over waits for the
+// connections kept alive to close after their next response, before it
+// closes those left (idle ones: see ingress.Ingress.Release).
+const releaseWait = 10 * time.Second
 
 // close stops the control API, then the mesh (peers' streams end before the
 // ingress they reach) and the ingress, letting requests finish. One that
-// handed over first stops accepting, for releaseGrace.
+// handed over first stops accepting and lets its connections end on their
+// own (releaseWait).
 func (p *plane) close(handedOver bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
@@ -189,8 +190,9 @@ func (p *plane) close(handedOver bool) error {
 		_ = p.ctl.Close() // an agent's call cut short: it retries
 	}
 	if handedOver {
-		p.in.Release()
-		time.Sleep(releaseGrace)
+		release, cancel := context.WithTimeout(ctx, releaseWait)
+		p.in.Release(release)
+		cancel()
 	}
 	return p.closeParts(ctx)
 }

@@ -341,18 +341,35 @@ func (in *Ingress) Status() []EggStatus {
 }
 
 // Release stops accepting on every listener (HTTP, HTTPS, admin, published
-// ports and sockets) and turns keep-alive off, so that the connections open
-// end after their next response, without closing anything else: a successor
+// ports and sockets) and turns keep-alive off, so that each connection open
+// closes after its next response, then waits until the HTTP and HTTPS
+// connections have closed or ctx ends. Nothing else is closed: a successor
 // serving the same sockets (the data plane's handover) takes every new
-// connection from then on. Close, some time later, ends the rest: a
-// connection accepted just before Release has had its request read by then,
-// where net/http's Shutdown drops a request it reads after it began.
-func (in *Ingress) Release() {
+// connection meanwhile. Close then ends the rest. Waiting matters twice:
+// net/http's Shutdown drops a request it reads after it began (on a
+// connection accepted just before), and closing a kept-alive connection
+// races its client's next request, which a client retries only if it is
+// idempotent; a connection closed after its response is closed cleanly.
+func (in *Ingress) Release(ctx context.Context) {
 	in.mu.Lock()
-	defer in.mu.Unlock()
 	in.srv.release()
 	in.ports.close()
+	in.mu.Unlock()
+	// A connection accepted just before the listener closed is counted
+	// a moment later.
+	t := time.NewTicker(releasePoll)
+	defer t.Stop()
+	for first := true; first || in.srv.open.Load() > 0; first = false {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
+
+// releasePoll is how often Release looks whether the connections closed.
+const releasePoll = 50 * time.Millisecond
 
 // Close stops listening, lets open requests and connections finish until ctx
 // ends, then closes what is left and waits for its goroutines. It returns

@@ -26,6 +26,9 @@ type servers struct {
 	// problem is why there is no HTTPS listener although one was asked
 	// for; read without the lock.
 	problem atomic.Pointer[string]
+	// open counts the HTTP and HTTPS servers' connections, which Release
+	// waits to see closed.
+	open atomic.Int64
 
 	started            bool
 	http, https, admin *server // nil when not listening
@@ -101,7 +104,18 @@ func (s *servers) proxyServer(proxy http.Handler, ln net.Listener) *server {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          warnLog(s.log),
+		ConnState:         s.countConn,
 	}, ln: ln}
+}
+
+// countConn keeps s.open.
+func (s *servers) countConn(_ net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		s.open.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		s.open.Add(-1)
+	}
 }
 
 // startHTTPS listens on cfg.HTTPSAddr and serves proxy behind TLS, with HTTP/2,
@@ -147,8 +161,8 @@ func (s *servers) serve(srv *server) {
 }
 
 // release stops the HTTP, HTTPS and admin servers from accepting, and
-// their open connections from being kept alive (see Ingress.Release). The
-// caller holds Ingress.mu.
+// their open connections from being kept alive (see Ingress.Release): each
+// closes after its next response. The caller holds Ingress.mu.
 func (s *servers) release() {
 	for _, srv := range []*server{s.http, s.https, s.admin} {
 		if srv != nil {

@@ -264,6 +264,10 @@ func (c *cluster) runAgent(a *clAgent, extra ...string) {
 	args = append(args, extra...)
 	if a.proc != nil {
 		a.past = append(a.past, a.proc)
+	} else {
+		// Registered before the agent's own: it runs after the agent
+		// stopped, and stops the data plane that outlives it.
+		c.t.Cleanup(func() { stopDataPlane(c.t, c.bin, a.dataDir) })
 	}
 	if a.host == nil {
 		a.proc = c.start("agent-"+a.name, args, nil)
