@@ -140,7 +140,8 @@ func Run(ctx context.Context, opts Config) error {
 	// stop meanwhile stops what it started the usual way.
 	setup, endSetup := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer endSetup()
-	dp, stopDataPlane, err := startDataPlane(setup, opts, id.HostID, hostLog)
+	changes := agent.NewSignal()
+	dp, stopDataPlane, err := startDataPlane(setup, opts, id.HostID, changes.Fire, hostLog)
 	if err != nil {
 		return err
 	}
@@ -162,7 +163,6 @@ func Run(ctx context.Context, opts Config) error {
 		return fmt.Errorf("docker client: %w", err)
 	}
 	defer dc.Close()
-	changes := agent.NewSignal()
 	ecfg := docker.DefaultConfig(id.HostID)
 	if opts.SecretDir != "" {
 		ecfg.SecretDir = opts.SecretDir

@@ -21,11 +21,15 @@ func dataPlaneConfig(opts Config, hostID string) dataplane.Config {
 	}
 }
 
+// superviseEvery is how often the agent checks that its data plane answers.
+const superviseEvery = 2 * time.Second
+
 // startDataPlane returns the Client of the host's data plane, and what to
 // call as the agent stops: a data plane of its own (dataplane.Ensure) is
-// left running; one in this process (Config.InProcessDataPlane) is
-// stopped, its requests finishing.
-func startDataPlane(ctx context.Context, opts Config, hostID string, log *zap.Logger) (*dataplane.Client, func(), error) {
+// left running, and started again meanwhile if it stops answering (see
+// superviseDataPlane; wake then makes the agent feed it); one in this
+// process (Config.InProcessDataPlane) is stopped, its requests finishing.
+func startDataPlane(ctx context.Context, opts Config, hostID string, wake func(), log *zap.Logger) (*dataplane.Client, func(), error) {
 	cfg := dataPlaneConfig(opts, hostID)
 	exe, err := os.Executable()
 	if err != nil {
@@ -36,7 +40,19 @@ func startDataPlane(ctx context.Context, opts Config, hostID string, log *zap.Lo
 		if err != nil {
 			return nil, nil, err
 		}
-		return c, c.Close, nil
+		life, stop := context.WithCancel(context.Background())
+		supervised := make(chan struct{})
+		go func() {
+			defer close(supervised)
+			superviseDataPlane(life, c, func(ctx context.Context) error {
+				again, err := dataplane.Ensure(ctx, cfg, exe, log)
+				if err == nil {
+					again.Close() // c reaches the new one: it dials the socket at each call
+				}
+				return err
+			}, wake, log)
+		}()
+		return c, func() { stop(); <-supervised; c.Close() }, nil
 	}
 	hash, err := dataplane.BinaryHash(exe)
 	if err != nil {
@@ -59,6 +75,33 @@ func startDataPlane(ctx context.Context, opts Config, hostID string, log *zap.Lo
 		return nil, nil, err
 	}
 	return c, stopAll, nil
+}
+
+// superviseDataPlane starts the data plane again (ensure) when it stops
+// answering while the agent runs (killed, out of memory), then wakes the
+// agent, whose next converge gives it the table; until ctx ends.
+func superviseDataPlane(ctx context.Context, c *dataplane.Client, ensure func(context.Context) error, wake func(), log *zap.Logger) {
+	t := time.NewTicker(superviseEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		check, cancel := context.WithTimeout(ctx, superviseEvery)
+		_, err := c.Version(check)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		log.Error("the data plane does not answer: starting it again", zap.Error(err))
+		if err := ensure(ctx); err != nil {
+			log.Error("the data plane could not be started again: retrying", zap.Error(err))
+			continue
+		}
+		wake()
+	}
 }
 
 // waitServing waits until the data plane in this process answers, or

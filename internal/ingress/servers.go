@@ -27,8 +27,10 @@ type servers struct {
 	// for; read without the lock.
 	problem atomic.Pointer[string]
 	// open counts the HTTP and HTTPS servers' connections, which Release
-	// waits to see closed.
-	open atomic.Int64
+	// waits to see closed; released, once set, closes each after its next
+	// response.
+	open     atomic.Int64
+	released atomic.Bool
 
 	started            bool
 	http, https, admin *server // nil when not listening
@@ -100,12 +102,25 @@ func (s *servers) start(cfg Config, proxy, admin, streams http.Handler, certs *t
 // proxyServer returns the server of proxied requests on ln, plain or TLS.
 func (s *servers) proxyServer(proxy http.Handler, ln net.Listener) *server {
 	return &server{Server: &http.Server{
-		Handler:           proxy,
+		Handler:           s.closingOnceReleased(proxy),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          warnLog(s.log),
 		ConnState:         s.countConn,
 	}, ln: ln}
+}
+
+// closingOnceReleased serves with h, asking for the connection to close
+// after the response once released. Not SetKeepAlivesEnabled(false): it
+// also closes the idle connections at once, racing their clients' next
+// request, which a client retries only if it is idempotent.
+func (s *servers) closingOnceReleased(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.released.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // countConn keeps s.open.
@@ -164,9 +179,9 @@ func (s *servers) serve(srv *server) {
 // their open connections from being kept alive (see Ingress.Release): each
 // closes after its next response. The caller holds Ingress.mu.
 func (s *servers) release() {
+	s.released.Store(true)
 	for _, srv := range []*server{s.http, s.https, s.admin} {
 		if srv != nil {
-			srv.SetKeepAlivesEnabled(false)
 			_ = srv.ln.Close() // Serve returns net.ErrClosed; Shutdown closes it again
 		}
 	}

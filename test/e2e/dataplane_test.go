@@ -90,7 +90,8 @@ func requireNoFailure(t *testing.T, phase string, r loadReport) {
 // then restarts it on another binary (an upgrade in place, the data plane's
 // listeners handed over): not one request or TCP exchange fails. The data
 // plane survives the kills (same process) and is replaced by the upgrade
-// (a process of the new binary).
+// (a process of the new binary). A data plane killed in turn is started
+// again by the agent, and routes again.
 func TestAgentCrashesAndAnUpgradeFailNoRequest(t *testing.T) {
 	e, _, target := loadEnv(t)
 	before, err := e.dataPlaneOf()
@@ -125,6 +126,23 @@ func TestAgentCrashesAndAnUpgradeFailNoRequest(t *testing.T) {
 	dockertest.Eventually(t, 45*time.Second, 100*time.Millisecond, func() error {
 		if syscall.Kill(before.PID, 0) == nil {
 			return fmt.Errorf("the data plane of the old binary (%d) still runs after the handover", before.PID)
+		}
+		return nil
+	})
+
+	// The data plane itself killed: the agent starts it again and feeds it.
+	if err := syscall.Kill(after.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	client := newLoadClient()
+	defer client.CloseIdleConnections()
+	dockertest.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
+		v, err := e.dataPlaneOf()
+		if err != nil || v.PID == after.PID {
+			return fmt.Errorf("no new data plane yet: %+v %v", v, err)
+		}
+		if _, err := getThroughIngress(client, target.http, "/version"); err != nil {
+			return fmt.Errorf("the new data plane does not route yet: %w", err)
 		}
 		return nil
 	})
