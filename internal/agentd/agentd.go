@@ -1,7 +1,8 @@
 // Package agentd assembles a host's agent from a plain Config: the identity
-// (joined or loaded), the host certificate, the mesh, the ingress, the
-// Docker adapter, the converge loop and the session runner, started in
-// order and closed in reverse. It is the daemon ("d", as in sshd) behind
+// (joined or loaded), the host certificate, the data plane (the ingress and
+// the mesh, in a process of their own that outlives the agent: see package
+// dataplane), the Docker adapter, the converge loop and the session runner,
+// started in order and closed in reverse. It is the daemon ("d", as in sshd) behind
 // `hatch agent` and the agent half of `hatch up`, kept apart from the CLI
 // (as Nomad's command/agent keeps setupClient apart from its commands) so
 // that the CLI only parses flags, and the parts meet here rather than in the
@@ -98,9 +99,10 @@ const closeTimeout = 15 * time.Second
 
 // Run is `hatch agent`, and the agent half of `hatch up`: the one place
 // the agent's parts are assembled. It joins (first start) or loads the
-// identity, then starts the mesh, the ingress, the Docker adapter and the
-// agent, runs them until ctx ends, and closes them in the reverse order.
-// Containers keep running after it returns.
+// identity, then adopts or starts the data plane, starts the Docker adapter
+// and the agent, runs them until ctx ends, and closes them in the reverse
+// order. Containers and the data plane keep running after it returns (but
+// an InProcessDataPlane).
 func Run(ctx context.Context, opts Config) error {
 	log := opts.Logger
 	if log == nil {

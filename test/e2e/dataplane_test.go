@@ -22,13 +22,18 @@ import (
 // the agent (issue 26 point 3): an agent killed, restarted or upgraded
 // under load fails no request.
 
-// dataPlaneOf answers who serves the agent's data plane.
-func (e *env) dataPlaneOf() (dataplane.Version, error) {
+// askDataPlane asks the agent's data plane one question.
+func askDataPlane[T any](e *env, ask func(*dataplane.Client, context.Context) (T, error)) (T, error) {
 	c := dataplane.NewClient(e.agent.dataDir, zap.NewNop())
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return c.Version(ctx)
+	return ask(c, ctx)
+}
+
+// dataPlaneOf answers who serves the agent's data plane.
+func (e *env) dataPlaneOf() (dataplane.Version, error) {
+	return askDataPlane(e, (*dataplane.Client).Version)
 }
 
 // restartAgent kills the agent (sig), starts it again and waits until it has
@@ -141,7 +146,13 @@ func TestAgentCrashesAndAnUpgradeFailNoRequest(t *testing.T) {
 		if err != nil || v.PID == after.PID {
 			return fmt.Errorf("no new data plane yet: %+v %v", v, err)
 		}
-		if _, err := getThroughIngress(client, target.http, "/version"); err != nil {
+		// The harness's agents listen on port 0: the new data plane
+		// listens elsewhere.
+		st, err := askDataPlane(e, (*dataplane.Client).Status)
+		if err != nil {
+			return err
+		}
+		if _, err := getThroughIngress(client, st.HTTP, "/version"); err != nil {
 			return fmt.Errorf("the new data plane does not route yet: %w", err)
 		}
 		return nil
