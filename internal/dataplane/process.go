@@ -66,8 +66,10 @@ func Ensure(ctx context.Context, cfg Config, exe string, log *zap.Logger) (*Clie
 	default:
 		log.Info("adopted the running data plane", zap.Int("pid", v.PID))
 	}
+	// Connections kept from the questions asked while a predecessor
+	// answered would reach it, not its successor.
+	c.Close()
 	if err != nil {
-		c.Close()
 		return nil, err
 	}
 	return c, nil
