@@ -33,6 +33,11 @@ func (p *plane) routes() http.Handler {
 		if !readJSON(w, r, &t) {
 			return
 		}
+		if err := t.Check(); err != nil {
+			// Refused whole: what is served, and handed on, stays.
+			http.Error(w, fmt.Sprintf("ingress table: %v", err), http.StatusUnprocessableEntity)
+			return
+		}
 		err := p.in.Update(t)
 		// Kept even when part of it failed: Update applied the rest, and a
 		// successor applies it the same way.

@@ -216,6 +216,12 @@ func TestAHandoverFailsNoRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.SetProblem("kept across the handover")
+	// A table the ingress refuses whole is not what the successor gets.
+	bad := webTable("")
+	bad.Eggs[0].Routes[0].Host = ""
+	if err := c.Update(bad); err == nil {
+		t.Fatal("a table with a route without a hostname was taken")
+	}
 	before, err := c.Status(t.Context())
 	if err != nil {
 		t.Fatal(err)
