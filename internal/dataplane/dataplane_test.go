@@ -7,7 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -309,5 +312,59 @@ func TestAFailedTakeOverLeavesThePredecessorServing(t *testing.T) {
 	}
 	if v, err := c.Version(t.Context()); err != nil || v.Binary != "v1" {
 		t.Fatalf("after a failed take-over: %+v, %v; want v1 answering", v, err)
+	}
+}
+
+// A published port and a relay socket are handed over too: once the
+// predecessor has exited, both still answer, and the socket's file is still
+// there (the predecessor's close did not remove it).
+func TestAHandoverKeepsPublishedPortsAndRelaySockets(t *testing.T) {
+	cfg := testConfig(t)
+	old := serveDataPlane(t, cfg, "v1", false)
+	c := NewClient(cfg.DataDir, zaptest.NewLogger(t))
+	defer c.Close()
+	addr := backend(t, "web-1")
+	_, backendPort, _ := net.SplitHostPort(addr)
+	target, _ := strconv.Atoi(backendPort)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	socket := filepath.Join(cfg.DataDir, "relays", "r1", "relay.sock")
+	table := webTable(addr)
+	table.Eggs[0].Ports = []ingress.Port{{Published: published, Target: target}}
+	table.Eggs[0].Sockets = []ingress.Socket{{Path: socket, Target: target}}
+	if err := c.Update(table); err != nil {
+		t.Fatal(err)
+	}
+	viaPort := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	viaSocket := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		}}}
+	check := func(when string) {
+		t.Helper()
+		for name, try := range map[string]func() (int, string, error){
+			"published port": func() (int, string, error) { return get(viaPort, fmt.Sprintf("127.0.0.1:%d", published)) },
+			"relay socket":   func() (int, string, error) { return get(viaSocket, "relay") },
+		} {
+			if code, body, err := try(); err != nil || code != 200 || body != "web-1" {
+				t.Errorf("%s, through the %s: %d %q %v; want web-1's answer", when, name, code, body, err)
+			}
+		}
+	}
+	check("before the handover")
+	serveDataPlane(t, cfg, "v2", true)
+	select {
+	case <-old.done:
+	case <-time.After(time.Minute):
+		t.Fatal("the predecessor did not exit after the handover")
+	}
+	check("after the predecessor exited")
+	if fi, err := os.Stat(socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		t.Errorf("the relay socket after the handover: %v, %v", fi, err)
 	}
 }
