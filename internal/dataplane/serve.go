@@ -20,6 +20,15 @@ import (
 	"github.com/hatchery/hatchery/internal/mesh"
 )
 
+// The parts meet here, each through the small interface its consumer
+// declares.
+var (
+	_ ingress.Peers         = (*mesh.Node)(nil)
+	_ mesh.LocalReplicas    = (*ingress.Ingress)(nil)
+	_ mesh.HostCertificates = (*fileCerts)(nil)
+	_ ingress.Listeners     = (*listenerSet)(nil)
+)
+
 // whyHandedOver is why a data plane that handed over stops.
 const whyHandedOver = "handed over to a successor"
 
