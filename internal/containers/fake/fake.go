@@ -58,6 +58,9 @@ type Behaviour struct {
 	// with ExitCode.
 	CrashAfter time.Duration
 	ExitCode   int
+	// StartErr, if set, makes a start fail after Timing.Build (an image
+	// that cannot be pulled): the task ends with it, no container is made.
+	StartErr error
 }
 
 // Op names a Client call, for fault injection.
@@ -70,6 +73,10 @@ const (
 	OpStop    Op = "stop"
 	OpRestart Op = "restart"
 	OpLogs    Op = "logs"
+	// OpStartRun and OpStopRun are StartRun and StopRun; their target is
+	// the run ID, and the container ID.
+	OpStartRun Op = "start-run"
+	OpStopRun  Op = "stop-run"
 )
 
 // EventKind names a lifecycle event.
@@ -348,6 +355,10 @@ func (f *Fake) Start(ctx context.Context, req containers.StartRequest) error {
 		return nil
 	}
 	create := func() {
+		if err := f.behaviour[req.SpecHash].StartErr; err != nil {
+			f.tasks.End(task, fmt.Errorf("start %s/%d: %w", req.Spec.ID(), req.Slot, err))
+			return
+		}
 		k := f.newCtr("", name, req.Stamp.AddTo(containers.Labels(req.HostID, req.Spec, req.Slot, req.SpecHash)))
 		k.created = f.now
 		f.start(k)
@@ -366,6 +377,83 @@ func (f *Fake) Start(ctx context.Context, req containers.StartRequest) error {
 	}
 	f.after(f.timing.Build, create)
 	return nil
+}
+
+// StartRun begins a run's container: after Timing.Build it exists and
+// starts, unless a container of its name exists by then (it is left alone,
+// as Docker's name conflict leaves it), or its spec hash's StartErr fails
+// the task.
+func (f *Fake) StartRun(ctx context.Context, req containers.RunRequest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, OpStartRun, req.RunID); err != nil {
+		return err
+	}
+	if req.HostID != f.host {
+		return fmt.Errorf("start run %s: host %q is not this host (%q)", req.RunID, req.HostID, f.host)
+	}
+	task := containers.StartRunTask(req, f.now)
+	if !f.tasks.Begin(task) {
+		return nil
+	}
+	f.after(f.timing.Build, func() {
+		if err := f.behaviour[req.SpecHash].StartErr; err != nil {
+			f.tasks.End(task, fmt.Errorf("start run %s: %w", req.RunID, err))
+			return
+		}
+		if !f.named(req.Name()) {
+			k := f.newCtr("", req.Name(), containers.RunLabels(req.HostID, req.Spec, req.SpecHash, req.RunID))
+			k.created = f.now
+			f.start(k)
+			f.record(EventCreate, k)
+		}
+		f.tasks.End(task, nil)
+	})
+	return nil
+}
+
+// StopRun begins stopping a run's container and keeps it: after
+// Timing.Stop it has exited, stopped, with code 143 (SIGTERM's).
+func (f *Fake) StopRun(ctx context.Context, req containers.StopRequest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, OpStopRun, req.ID); err != nil {
+		return err
+	}
+	k, err := f.mine(OpStopRun, req.ID)
+	if k == nil {
+		return err
+	}
+	task := containers.Task{Kind: containers.TaskHalt, Container: k.id, Began: f.now}
+	if !f.tasks.Begin(task) {
+		return nil
+	}
+	f.record(EventStop, k)
+	f.after(f.stopTime(k), func() {
+		if !k.exited {
+			f.exit(k, 143)
+			k.stoppedOut = true
+		}
+		f.tasks.End(task, nil)
+	})
+	return nil
+}
+
+// Failures returns the last failure of each task that has not succeeded
+// since (a start that failed with its Behaviour's StartErr).
+func (f *Fake) Failures() []containers.TaskFailure { return f.tasks.Failures() }
+
+// ForgetRun drops the failure of a run's start.
+func (f *Fake) ForgetRun(runID string) { f.tasks.ForgetRun(runID) }
+
+// named reports whether a container of that name exists.
+func (f *Fake) named(name string) bool {
+	for _, k := range f.containers {
+		if k.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Drain begins draining a container: out of traffic now, then after
