@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -99,6 +100,8 @@ type Event struct {
 	WorkloadID string
 	Slot       int
 	SpecHash   string
+	// RunID is the run of a run's container (containers.LabelRun).
+	RunID string
 	// Healthy tells whether the container was passing its health checks
 	// just before the event.
 	Healthy bool
@@ -111,6 +114,9 @@ type Fake struct {
 
 	mu         sync.Mutex
 	now        time.Time            // guarded by mu
+	// clock is now, readable without mu: the tasks' clock, which Tasks.End
+	// reads while the fake holds mu (a start that fails).
+	clock atomic.Int64
 	timing     Timing               // guarded by mu
 	behaviour  map[string]Behaviour // by spec hash; guarded by mu
 	containers map[string]*ctr      // by ID, foreign ones included; guarded by mu
@@ -160,7 +166,9 @@ func New(hostID string, start time.Time, timing Timing) *Fake {
 		behaviour:  map[string]Behaviour{},
 		containers: map[string]*ctr{},
 	}
-	f.tasks = containers.NewTasks(zap.NewNop(), f.Now) // a fake's task failures show in its Failures, not in logs
+	f.clock.Store(start.UnixNano())
+	// A fake's task failures show in its Failures, not in logs.
+	f.tasks = containers.NewTasks(zap.NewNop(), func() time.Time { return time.Unix(0, f.clock.Load()).In(start.Location()) })
 	return f
 }
 
@@ -179,10 +187,15 @@ func (f *Fake) Advance(d time.Duration) {
 	for len(f.pending) > 0 && !f.pending[0].at.After(target) {
 		next := f.pending[0]
 		f.pending = f.pending[1:]
-		f.now = next.at
+		f.setNow(next.at)
 		next.run()
 	}
-	f.now = target
+	f.setNow(target)
+}
+
+func (f *Fake) setNow(t time.Time) {
+	f.now = t
+	f.clock.Store(t.UnixNano())
 }
 
 // SetTiming changes how long operations begun from now on take.
@@ -657,7 +670,7 @@ func (f *Fake) after(d time.Duration, run func()) {
 func (f *Fake) record(kind EventKind, k *ctr) {
 	v := f.view(k)
 	f.events = append(f.events, Event{At: f.now, Kind: kind, ID: k.id, WorkloadID: v.WorkloadID,
-		Slot: v.Slot, SpecHash: v.SpecHash, Healthy: v.Healthy && v.State == contract.StateRunning})
+		Slot: v.Slot, SpecHash: v.SpecHash, RunID: v.RunID, Healthy: v.Healthy && v.State == contract.StateRunning})
 }
 
 func (f *Fake) snapshot(keep func(*ctr) bool) []containers.Container {
