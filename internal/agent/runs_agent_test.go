@@ -246,4 +246,3 @@ func TestARunOnAStatefulEggsVolumeStartsOnlyOnceItsReplicaIsGone(t *testing.T) {
 		t.Errorf("replica gone at %v, run created at %v: they overlapped", replicaGone, runCreated)
 	}
 }
-

@@ -92,7 +92,9 @@ type RunRequest struct {
 }
 
 // Name returns the Docker name of the run's container.
-func (r RunRequest) Name() string { return contract.RunContainerName(r.Spec.Project, r.Spec.Egg, r.RunID) }
+func (r RunRequest) Name() string {
+	return contract.RunContainerName(r.Spec.Project, r.Spec.Egg, r.RunID)
+}
 
 // StopRequest asks for a container to be drained or stopped, then removed.
 type StopRequest struct {

@@ -112,11 +112,11 @@ type Fake struct {
 	host  string
 	tasks *containers.Tasks
 
-	mu         sync.Mutex
-	now        time.Time            // guarded by mu
+	mu  sync.Mutex
+	now time.Time // guarded by mu
 	// clock is now, readable without mu: the tasks' clock, which Tasks.End
 	// reads while the fake holds mu (a start that fails).
-	clock atomic.Int64
+	clock      atomic.Int64
 	timing     Timing               // guarded by mu
 	behaviour  map[string]Behaviour // by spec hash; guarded by mu
 	containers map[string]*ctr      // by ID, foreign ones included; guarded by mu
