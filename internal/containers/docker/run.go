@@ -42,19 +42,8 @@ func (e *Engine) startRun(ctx context.Context, req containers.RunRequest) error 
 	if exists, err := e.runExists(ctx, name); exists || err != nil {
 		return err
 	}
-	ref, err := e.ensureImage(ctx, w)
+	ref, secretFiles, err := e.prepare(ctx, w, name)
 	if err != nil {
-		return err
-	}
-	if err := e.ensureNetworks(ctx, w); err != nil {
-		return err
-	}
-	if err := e.ensureVolumes(ctx, w); err != nil {
-		return err
-	}
-	secretFiles, err := e.secrets().write(name, w.Secrets, w.User)
-	if err != nil {
-		e.secrets().remove(name)
 		return err
 	}
 	labels := e.labels(containers.RunLabels(e.cfg.HostID, w, req.SpecHash, req.RunID))

@@ -3,7 +3,6 @@
 package docker
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -42,18 +41,7 @@ func (v *env) runContainers(id string) []container.Summary {
 func newEnvOn(t *testing.T, v *env) *Engine {
 	cfg := testConfig(t, v.host)
 	cfg.SecretDir, cfg.Labels = v.s.ShmDir(), v.s.Labels(nil)
-	e, err := New(t.Context(), v.s.Client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := e.Close(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	return e
+	return newEngine(t, v.s, cfg)
 }
 
 func runOf(cs []containers.Container, id string) (containers.Container, bool) {
