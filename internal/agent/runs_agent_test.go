@@ -101,8 +101,33 @@ func runState(w contract.WorkloadSpec, runs ...contract.Run) contract.DesiredSta
 
 func TestARunExitsWithItsCodeBesideItsEggsReplicaAndIsRemovedOnceItLeaves(t *testing.T) {
 	w, r := web(1), migrate("r1")
+	w.Routes = []contract.Route{{Host: "shop.example"}}
+	r.Workload.Routes = w.Routes // the egg's spec, as the control plane copies it
 	h := newRunAgent(t, runState(w, r))
-	h.f.SetBehaviour(contract.SpecHash(r.Workload), fake.Behaviour{CrashAfter: 3 * time.Second, ExitCode: 3})
+	h.f.SetBehaviour(contract.SpecHash(r.Workload), fake.Behaviour{CrashAfter: 8 * time.Second, ExitCode: 3})
+	started := h.until("r1", contract.RunRunning)
+	// Once the replica serves, it alone is in the ingress: the run, running
+	// still, is not.
+	router := h.a.cfg.Router.(*fakeRouter)
+	backends := func() (ids []string) {
+		router.mu.Lock()
+		defer router.mu.Unlock()
+		for _, egg := range router.table.Eggs {
+			for _, b := range egg.Backends {
+				ids = append(ids, b.ContainerID)
+			}
+		}
+		return ids
+	}
+	for i := 0; i < 5 && len(backends()) == 0; i++ {
+		tickAndConverge(t, h.f, h.a)
+	}
+	if ids := backends(); len(ids) != 1 || ids[0] == started.ContainerID {
+		t.Errorf("ingress backends %q, want the replica's alone (the run is %s)", ids, started.ContainerID)
+	}
+	if rep, _ := h.a.Status(); len(rep.Runs) != 1 || rep.Runs[0].State != contract.RunRunning {
+		t.Fatalf("runs %+v, want r1 still running", rep.Runs)
+	}
 	st := h.until("r1", contract.RunExited)
 	if st.ExitCode != 3 || st.StartedAt.IsZero() || !st.EndedAt.After(st.StartedAt) || st.ContainerID == "" {
 		t.Errorf("status %+v, want exited 3 with its times and container", st)
