@@ -34,6 +34,8 @@ type runner interface {
 	Failures() []containers.TaskFailure
 	// ForgetRun drops the failure of a run that left the desired state.
 	ForgetRun(runID string)
+	// CancelRun makes a run's start in progress make no container.
+	CancelRun(runID string)
 }
 
 // runRecord is what the agent remembers of a run between converges and
@@ -76,8 +78,11 @@ type haltStep struct {
 // runPlan is what planRuns decides: the calls to make, the report's
 // statuses, and the memory to keep.
 type runPlan struct {
-	starts   []containers.RunRequest
-	halts    []haltStep
+	starts []containers.RunRequest
+	halts  []haltStep
+	// cancels are the runs stopped while their start is in progress: they
+	// get no container.
+	cancels  []string
 	removals []containers.StopRequest
 	statuses []contract.RunStatus
 	records  map[string]runRecord
@@ -119,6 +124,9 @@ func planRuns(in runInput) runPlan {
 			st = p.noContainer(in, r, &rec)
 		case c.Placeholder():
 			st = contract.RunStatus{ID: r.ID, State: contract.RunPending}
+			if r.Stop {
+				p.cancels = append(p.cancels, r.ID)
+			}
 		default:
 			st = p.withContainer(in, r, c, &rec)
 		}
@@ -328,6 +336,9 @@ func (a *Agent) handleRuns(ctx context.Context, desired contract.DesiredState, a
 		if err := rn.StartRun(ctx, s); err != nil {
 			errs = append(errs, fmt.Errorf("run %s: %w", s.RunID, err))
 		}
+	}
+	for _, id := range p.cancels {
+		rn.CancelRun(id)
 	}
 	for _, h := range p.halts {
 		if err := rn.StopRun(ctx, h.req); err != nil {

@@ -271,3 +271,24 @@ func TestARunOnAStatefulEggsVolumeStartsOnlyOnceItsReplicaIsGone(t *testing.T) {
 		t.Errorf("replica gone at %v, run created at %v: they overlapped", replicaGone, runCreated)
 	}
 }
+
+func TestARunStoppedWhileItsImageIsPulledNeverStarts(t *testing.T) {
+	w, r := web(1), migrate("r1")
+	h := newRunAgent(t, runState(w, r)) // the fake's builds take 2s
+	eventually(t, "the run pending", func() error {
+		if rep, _ := h.a.Status(); len(rep.Runs) != 1 || rep.Runs[0].State != contract.RunPending {
+			return fmt.Errorf("runs %+v", rep.Runs)
+		}
+		return nil
+	})
+	r.Stop = true
+	h.set(runState(w, r))
+	h.a.Notify()
+	h.until("r1", contract.RunStopped)
+	for range 3 {
+		tickAndConverge(t, h.f, h.a)
+	}
+	if n := runCreates(h.f, "r1"); n != 0 {
+		t.Errorf("%d containers created for the run stopped before it started, want none", n)
+	}
+}

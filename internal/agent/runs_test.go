@@ -58,8 +58,13 @@ func TestARunWithoutAContainerIsStartedOnceAndPending(t *testing.T) {
 	building := containers.Container{Name: s.Name(), RunID: "r1", State: contract.StateBuilding,
 		Labels: containers.RunLabels(testHost, r.Workload, s.SpecHash, "r1")}
 	p = planRuns(runIn([]contract.Run{r}, building))
-	if len(p.starts) != 0 || onlyStatus(t, p).State != contract.RunPending {
-		t.Errorf("with its start in progress: starts %+v, status %+v", p.starts, p.statuses)
+	if len(p.starts) != 0 || len(p.cancels) != 0 || onlyStatus(t, p).State != contract.RunPending {
+		t.Errorf("with its start in progress: starts %+v, cancels %v, status %+v", p.starts, p.cancels, p.statuses)
+	}
+	// Stopped while its start is in progress: the start makes no container.
+	r.Stop = true
+	if p := planRuns(runIn([]contract.Run{r}, building)); !slices.Equal(p.cancels, []string{"r1"}) {
+		t.Errorf("stopped while starting: cancels %v, want r1", p.cancels)
 	}
 }
 
