@@ -286,6 +286,32 @@ func volumeHolder(in runInput, r contract.Run) string {
 	return ""
 }
 
+// runHolds returns the desired workloads with volumes whose replicas may
+// not start now, with the reason: a run of the same egg (made from its
+// spec, so on its volumes) has a container that has not ended, or a start
+// in progress. The other half of volumeHolder: a stateful egg's replica
+// and a run never share the volume, whichever came first. Pure.
+func runHolds(desired contract.DesiredState, listed []containers.Container) map[string]string {
+	held := map[string]string{}
+	for _, w := range desired.Workloads {
+		if len(w.Volumes) == 0 {
+			continue
+		}
+		for _, c := range listed {
+			if c.RunID == "" || !containers.Owned(c.Labels, desired.HostID) || c.Labels[containers.LabelNamespace] != w.Namespace ||
+				c.Labels[containers.LabelProject] != w.Project || c.Labels[containers.LabelEgg] != w.Egg {
+				continue
+			}
+			switch c.State {
+			case contract.StateCompleted, contract.StateCrashed, contract.StateStopped:
+			default:
+				held[w.ID()] = "run " + c.RunID + " of the egg uses its volume until it ends"
+			}
+		}
+	}
+	return held
+}
+
 // runFailures returns the failed run starts among the Docker client's
 // failed tasks, by run ID.
 func runFailures(fs []containers.TaskFailure) map[string]string {

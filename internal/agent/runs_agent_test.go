@@ -292,3 +292,35 @@ func TestARunStoppedWhileItsImageIsPulledNeverStarts(t *testing.T) {
 		t.Errorf("%d containers created for the run stopped before it started, want none", n)
 	}
 }
+
+func TestAStatefulEggsReplicaWaitsForARunOnItsVolumeToEnd(t *testing.T) {
+	db := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "db", Image: "db:1", Replicas: 1,
+		Volumes: []contract.VolumeMount{{Name: "data", DockerName: "hatch-default-shop-data", Target: "/data"}}}
+	r := contract.Run{ID: "r1", Workload: db}
+	d := contract.DesiredState{HostID: testHost, Runs: []contract.Run{r}}
+	d.Seal()
+	h := newRunAgent(t, d)
+	h.f.SetBehaviour(contract.SpecHash(db), fake.Behaviour{CrashAfter: 5 * time.Second})
+	h.until("r1", contract.RunRunning)
+	// The replica comes back while the run still runs (a control plane
+	// that did not wait for the run's end): it waits.
+	d = contract.DesiredState{HostID: testHost, Workloads: []contract.WorkloadSpec{db}, Runs: []contract.Run{r}}
+	d.Seal()
+	h.set(d)
+	h.until("r1", contract.RunExited)
+	for i := 0; i < 10 && running(h.f.All(), db) == 0; i++ {
+		tickAndConverge(t, h.f, h.a)
+	}
+	var runEnded, replicaCreated time.Time
+	for _, e := range h.f.Events() {
+		switch {
+		case e.Kind == fake.EventExit && e.RunID == "r1":
+			runEnded = e.At
+		case e.Kind == fake.EventCreate && e.RunID == "" && e.WorkloadID == db.ID():
+			replicaCreated = e.At
+		}
+	}
+	if replicaCreated.IsZero() || replicaCreated.Before(runEnded) {
+		t.Errorf("replica created at %v, the run ended at %v: want the replica after the run", replicaCreated, runEnded)
+	}
+}

@@ -255,3 +255,20 @@ func TestRunsAreNotStartedWhileHeldNorOnANoExecHostNorWithUnsafeNames(t *testing
 		t.Errorf("unsafe ID: %+v", p)
 	}
 }
+
+func TestRunHoldsAStatefulEggsReplicaWhileARunOfTheEggHasNotEnded(t *testing.T) {
+	db := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "db", Image: "db:1", Replicas: 1,
+		Volumes: []contract.VolumeMount{{Name: "data", DockerName: "hatch-default-shop-data", Target: "/data"}}}
+	w := web(1)
+	d := contract.DesiredState{HostID: testHost, Workloads: []contract.WorkloadSpec{db, w}}
+	dbRun, webRun := contract.Run{ID: "r1", Workload: db}, migrate("r2")
+	for _, s := range []contract.ContainerState{contract.StateRunning, contract.StateBuilding, contract.StateStarting} {
+		held := runHolds(d, []containers.Container{runContainer(dbRun, s, runT0), runContainer(webRun, contract.StateRunning, runT0)})
+		if _, ok := held[db.ID()]; !ok || len(held) != 1 {
+			t.Errorf("db's run %s: held %v, want db alone (web has no volume)", s, held)
+		}
+	}
+	if held := runHolds(d, []containers.Container{runContainer(dbRun, contract.StateCrashed, runT0)}); len(held) != 0 {
+		t.Errorf("db's run ended: held %v", held)
+	}
+}
