@@ -242,8 +242,7 @@ func TestARunIsKilledPastItsTimeoutAndStoppedWhenAsked(t *testing.T) {
 }
 
 func TestARunOnAStatefulEggsVolumeStartsOnlyOnceItsReplicaIsGone(t *testing.T) {
-	db := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "db", Image: "db:1", Replicas: 1,
-		Volumes: []contract.VolumeMount{{Name: "data", DockerName: "hatch-default-shop-data", Target: "/data"}}}
+	db := statefulDB()
 	h := newRunAgent(t, runState(db))
 	for range 10 {
 		tickAndConverge(t, h.f, h.a)
@@ -294,8 +293,7 @@ func TestARunStoppedWhileItsImageIsPulledNeverStarts(t *testing.T) {
 }
 
 func TestAStatefulEggsReplicaWaitsForARunOnItsVolumeToEnd(t *testing.T) {
-	db := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "db", Image: "db:1", Replicas: 1,
-		Volumes: []contract.VolumeMount{{Name: "data", DockerName: "hatch-default-shop-data", Target: "/data"}}}
+	db := statefulDB()
 	r := contract.Run{ID: "r1", Workload: db}
 	d := contract.DesiredState{HostID: testHost, Runs: []contract.Run{r}}
 	d.Seal()

@@ -28,6 +28,13 @@ func runContainer(r contract.Run, s contract.ContainerState, started time.Time) 
 	return c
 }
 
+// statefulDB is an egg with a volume: a run of it and its replica must
+// never share the volume.
+func statefulDB() contract.WorkloadSpec {
+	return contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "db", Image: "db:1", Replicas: 1,
+		Volumes: []contract.VolumeMount{{Name: "data", DockerName: "hatch-default-shop-data", Target: "/data"}}}
+}
+
 func runIn(runs []contract.Run, actual ...containers.Container) runInput {
 	return runInput{hostID: testHost, runs: runs, actual: actual, records: map[string]runRecord{}, failures: map[string]string{}, now: runT0}
 }
@@ -196,8 +203,7 @@ func TestARunCreatedButNeverStartedIsNotStarted(t *testing.T) {
 }
 
 func TestARunOnAStatefulEggsVolumeWaitsForItsReplica(t *testing.T) {
-	db := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "db", Image: "db:1", Replicas: 1,
-		Volumes: []contract.VolumeMount{{Name: "data", DockerName: "hatch-default-shop-data", Target: "/data"}}}
+	db := statefulDB()
 	r := contract.Run{ID: "r1", Workload: db}
 	replica := containers.FromLabels("db0", "hatch-default-shop-db-0", containers.Labels(testHost, db, 0, contract.SpecHash(db)))
 	other := containers.FromLabels("web0", "hatch-default-shop-web-0", containers.Labels(testHost, web(1), 0, "h"))
@@ -257,8 +263,7 @@ func TestRunsAreNotStartedWhileHeldNorOnANoExecHostNorWithUnsafeNames(t *testing
 }
 
 func TestRunHoldsAStatefulEggsReplicaWhileARunOfTheEggHasNotEnded(t *testing.T) {
-	db := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "db", Image: "db:1", Replicas: 1,
-		Volumes: []contract.VolumeMount{{Name: "data", DockerName: "hatch-default-shop-data", Target: "/data"}}}
+	db := statefulDB()
 	w := web(1)
 	d := contract.DesiredState{HostID: testHost, Workloads: []contract.WorkloadSpec{db, w}}
 	dbRun, webRun := contract.Run{ID: "r1", Workload: db}, migrate("r2")
