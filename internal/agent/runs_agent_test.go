@@ -93,6 +93,18 @@ func runCreates(f *fake.Fake, id string) int {
 	return n
 }
 
+// neverCreated ticks a few converges on, then fails the test if a container
+// was ever created for run id.
+func (h *runAgent) neverCreated(id, what string) {
+	h.t.Helper()
+	for range 5 {
+		tickAndConverge(h.t, h.f, h.a)
+	}
+	if n := runCreates(h.f, id); n != 0 {
+		h.t.Errorf("%d containers created for %s, want none", n, what)
+	}
+}
+
 func runState(w contract.WorkloadSpec, runs ...contract.Run) contract.DesiredState {
 	d := contract.DesiredState{HostID: testHost, Workloads: []contract.WorkloadSpec{w}, Runs: runs}
 	d.Seal()
@@ -210,12 +222,7 @@ func TestAFailedRunStartIsNotRetriedAcrossARestart(t *testing.T) {
 	f.SetBehaviour(contract.SpecHash(r.Workload), fake.Behaviour{})
 	h.restart()
 	h.until("r1", contract.RunFailed)
-	for range 5 {
-		tickAndConverge(t, h.f, h.a)
-	}
-	if n := runCreates(h.f, "r1"); n != 0 {
-		t.Errorf("%d containers created for the failed run, want none", n)
-	}
+	h.neverCreated("r1", "the failed run")
 }
 
 func TestARunIsKilledPastItsTimeoutAndStoppedWhenAsked(t *testing.T) {
@@ -284,12 +291,7 @@ func TestARunStoppedWhileItsImageIsPulledNeverStarts(t *testing.T) {
 	h.set(runState(w, r))
 	h.a.Notify()
 	h.until("r1", contract.RunStopped)
-	for range 3 {
-		tickAndConverge(t, h.f, h.a)
-	}
-	if n := runCreates(h.f, "r1"); n != 0 {
-		t.Errorf("%d containers created for the run stopped before it started, want none", n)
-	}
+	h.neverCreated("r1", "the run stopped before it started")
 }
 
 func TestAStatefulEggsReplicaWaitsForARunOnItsVolumeToEnd(t *testing.T) {
