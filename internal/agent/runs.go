@@ -237,13 +237,23 @@ func (p *runPlan) withContainer(in runInput, r contract.Run, c containers.Contai
 			break
 		}
 		st.State = cmp.Or(rec.Halted, contract.RunExited)
-		st.ExitCode, st.EndedAt = c.ExitCode, c.FinishedAt
+		// Docker can date a process ending at once a millisecond before its
+		// start: a duration is never negative.
+		st.ExitCode, st.EndedAt = c.ExitCode, latest(c.FinishedAt, c.StartedAt)
 	default: // building: a placeholder, handled by the caller
 		st.State = contract.RunPending
 	}
 	last := st
 	rec.Last = &last
 	return st
+}
+
+// latest returns the later of two times.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // runProblem says why the agent refuses a run: its ID and its workload's

@@ -277,3 +277,12 @@ func TestRunHoldsAStatefulEggsReplicaWhileARunOfTheEggHasNotEnded(t *testing.T) 
 		t.Errorf("db's run ended: held %v", held)
 	}
 }
+
+func TestARunNeverEndsBeforeItStarted(t *testing.T) {
+	r := migrate("r1")
+	c := runContainer(r, contract.StateCompleted, runT0)
+	c.FinishedAt = runT0.Add(-time.Millisecond) // as Docker dates a process that ends at once
+	if st := onlyStatus(t, planRuns(runIn([]contract.Run{r}, c))); !st.EndedAt.Equal(runT0) {
+		t.Errorf("ended at %v, want its start %v", st.EndedAt, runT0)
+	}
+}
