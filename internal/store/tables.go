@@ -30,6 +30,7 @@ var Tables = []Table{
 	{"secret_values", []string{"project", "name", "fingerprint", "sealed", "created_at"}},
 	{"host_capacities", []string{"host_id", "baseline_memory", "baseline_milli_cpu", "baseline_at",
 		"pinned_memory", "pinned_milli_cpu", "pinned_at", "pinned_by"}},
+	{"notify_cursor", []string{"id", "seq"}},
 }
 
 // Uncopied are the tables a copy leaves out: servers, the live servers'

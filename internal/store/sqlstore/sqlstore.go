@@ -43,6 +43,7 @@ var (
 	_ store.Plans                = (*Store)(nil)
 	_ store.SecretValues         = (*Store)(nil)
 	_ store.ServerRegistry       = (*Store)(nil)
+	_ store.NotifyCursor         = (*Store)(nil)
 )
 
 // The shared store reads and writes desired states; a backend adds their
@@ -160,6 +161,7 @@ type Store struct {
 	Plans
 	SecretValues
 	HostCapacities
+	NotifyCursors
 }
 
 // New returns the shared store over a backend's reads, writes and dialect.
@@ -184,6 +186,7 @@ func New(db Reader, w Writer, d Dialect) *Store {
 		Plans:          Plans{b},
 		SecretValues:   SecretValues{b},
 		HostCapacities: HostCapacities{b},
+		NotifyCursors:  NotifyCursors{b},
 	}
 }
 
