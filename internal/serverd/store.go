@@ -43,6 +43,7 @@ type controlStore interface {
 	store.SecretValues
 	store.ServerRegistry
 	store.HostCapacities
+	store.NotifyCursor
 	io.Closer
 }
 
