@@ -132,6 +132,9 @@ type Service struct {
 	cfg  Config
 	deps Deps
 	log  *zap.Logger
+
+	following chan struct{} // closed once a Run fixed where it starts
+	once      sync.Once
 }
 
 // New returns the notifications' service; nothing runs until Run.
@@ -142,8 +145,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Events == nil || deps.Cursor == nil || deps.Projects == nil || deps.Logger == nil || deps.Now == nil {
 		return nil, errors.New("notify: every dependency must be set")
 	}
-	return &Service{cfg: cfg, deps: deps, log: deps.Logger.With(zap.String("component", "notify"))}, nil
+	return &Service{cfg: cfg, deps: deps, log: deps.Logger.With(zap.String("component", "notify")), following: make(chan struct{})}, nil
 }
+
+// Following is closed once the first Run has fixed where in the event log
+// it starts: every event recorded after that is notified.
+func (s *Service) Following() <-chan struct{} { return s.following }
 
 // delivery is one event to post to one target, with the key that signs it;
 // project is set for a project's own target.
@@ -172,9 +179,11 @@ func (s *Service) Run(ctx context.Context) {
 	}
 	defer workers.Wait()
 	defer cancel() // before the wait: a worker retrying stops now
-	since, err := s.deps.Cursor.NotifyCursor(ctx)
+	since, err := s.start(ctx)
 	if err != nil {
-		s.log.Warn("notifications stopped: their cursor not read", zap.Error(err))
+		if ctx.Err() == nil {
+			s.log.Warn("notifications stopped: their cursor not read or kept", zap.Error(err))
+		}
 		return
 	}
 	for {
@@ -204,6 +213,21 @@ func (s *Service) Run(ctx context.Context) {
 		case <-time.After(time.Minute): // a read that failed is retried
 		}
 	}
+}
+
+// start reads where the notifications resume and stores it, so that a
+// cursor never set (a new control plane: the log's end) is fixed at once
+// and the next holder resumes there too, whatever is recorded meanwhile.
+func (s *Service) start(ctx context.Context) (int64, error) {
+	since, err := s.deps.Cursor.NotifyCursor(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.deps.Cursor.SetNotifyCursor(ctx, since); err != nil {
+		return 0, err
+	}
+	s.once.Do(func() { close(s.following) })
+	return since, nil
 }
 
 // hand queues e's deliveries, if its type is notified: to the server's
