@@ -164,6 +164,10 @@ type delivery struct {
 // eventPage is how many events one read of the log takes.
 const eventPage = 200
 
+// cursorEvery is how often at most the cursor is stored past events that
+// handed nothing over.
+const cursorEvery = 10 * time.Second
+
 // Run follows the event log from the stored cursor and delivers the
 // notified events until ctx ends (the loops' lease lost, or the server
 // stopping), then waits for its workers. ctx is fenced by the loops' lease:
@@ -180,6 +184,7 @@ func (s *Service) Run(ctx context.Context) {
 	defer workers.Wait()
 	defer cancel() // before the wait: a worker retrying stops now
 	since, err := s.start(ctx)
+	saved, savedAt := since, time.Now()
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("notifications stopped: their cursor not read or kept", zap.Error(err))
@@ -192,15 +197,24 @@ func (s *Service) Run(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("events not read for notifications", zap.Error(err))
 		}
+		handed := false
 		for _, e := range evs {
-			s.hand(ctx, queue, e)
+			handed = s.hand(ctx, queue, e) || handed
 		}
 		if len(evs) > 0 {
 			since = evs[len(evs)-1].Seq
+		}
+		// The cursor is stored after every page that handed something over,
+		// so that no event is notified twice; past the others (most events)
+		// only every cursorEvery, sparing the store a write per event: a new
+		// holder reads those again, and notifies none of them.
+		if since != saved && (handed || time.Since(savedAt) >= cursorEvery) {
 			if err := s.deps.Cursor.SetNotifyCursor(ctx, since); errors.Is(err, store.ErrFenced) {
 				return
 			} else if err != nil && ctx.Err() == nil {
 				s.log.Warn("notifications' cursor not moved (the next move records it)", zap.Error(err))
+			} else if err == nil {
+				saved, savedAt = since, time.Now()
 			}
 		}
 		if len(evs) == eventPage {
@@ -210,7 +224,7 @@ func (s *Service) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-changed:
-		case <-time.After(time.Minute): // a read that failed is retried
+		case <-time.After(cursorEvery): // a read that failed is retried, a cursor behind is stored
 		}
 	}
 }
@@ -232,10 +246,11 @@ func (s *Service) start(ctx context.Context) (int64, error) {
 
 // hand queues e's deliveries, if its type is notified: to the server's
 // targets and to its project's. A full queue drops the delivery, with an
-// event: a receiver slow enough to fill it must not hold the log back.
-func (s *Service) hand(ctx context.Context, queue chan<- delivery, e store.Event) {
+// event: a receiver slow enough to fill it must not hold the log back. It
+// reports whether e had any delivery.
+func (s *Service) hand(ctx context.Context, queue chan<- delivery, e store.Event) bool {
 	if !Notified(e.Type) {
-		return
+		return false
 	}
 	var ds []delivery
 	for _, t := range s.cfg.Targets {
@@ -258,6 +273,7 @@ func (s *Service) hand(ctx context.Context, queue chan<- delivery, e store.Event
 			s.failed(ctx, d, "dropped: the delivery queue is full (receivers too slow or failing)")
 		}
 	}
+	return len(ds) > 0
 }
 
 // work posts the queued deliveries until ctx ends.
