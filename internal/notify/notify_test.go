@@ -419,7 +419,9 @@ type countingCursor struct {
 	moves []int64
 }
 
-func (c *countingCursor) NotifyCursor(ctx context.Context) (int64, error) { return c.st.NotifyCursor(ctx) }
+func (c *countingCursor) NotifyCursor(ctx context.Context) (int64, error) {
+	return c.st.NotifyCursor(ctx)
+}
 
 func (c *countingCursor) SetNotifyCursor(ctx context.Context, seq int64) error {
 	c.mu.Lock()
