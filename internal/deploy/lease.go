@@ -21,18 +21,17 @@ type lease struct {
 	once   sync.Once // release runs once
 }
 
-// lockedWait is how long acquire waits for a project's lease held by
-// someone else before it gives up: the jobs scheduler holds it for a few
-// milliseconds at a time to deliver a run, and an apply that met such a
-// moment must not fail with "locked". An apply held by another apply still
-// fails, lockedWait later.
-const lockedWait = 2 * time.Second
+// briefWait bounds how long acquire waits for a project's lease held for a
+// moment (store.Lease.Brief: the jobs service delivering a run), so an
+// apply that met such a moment is not refused as locked. A lease held by
+// anything else (another apply) is refused at once.
+const briefWait = 2 * time.Second
 
 // acquire takes the project's lease for holder, or returns the
-// *store.LockedError naming who holds it once it has waited lockedWait for
-// it. The lease is renewed on its own goroutine until release.
+// *store.LockedError naming who holds it. The lease is renewed on its own
+// goroutine until release.
 func (s *Service) acquire(ctx context.Context, project, holder string) (*lease, error) {
-	held, err := s.acquireWaiting(ctx, project, holder, lockedWait)
+	held, err := s.acquireWaiting(ctx, project, holder, briefWait)
 	if err != nil {
 		return nil, err
 	}
@@ -42,14 +41,16 @@ func (s *Service) acquire(ctx context.Context, project, holder string) (*lease, 
 	return l, nil
 }
 
-// acquireWaiting tries to take the lease every 50 ms until wait has passed.
+// acquireWaiting takes the lease, trying again every 50 ms while a brief
+// holder has it, until wait has passed.
 func (s *Service) acquireWaiting(ctx context.Context, project, holder string, wait time.Duration) (store.Lease, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		now := s.now()
 		held, err := s.deps.Leases.AcquireLease(ctx, store.Lease{Project: project, Token: randomID(), Holder: holder,
 			Server: s.deps.ServerID, Since: now, Expires: now.Add(s.cfg.LeaseTTL)})
-		if !errors.Is(err, store.ErrLocked) || time.Now().After(deadline) {
+		var locked *store.LockedError
+		if !errors.As(err, &locked) || !locked.Held.Brief() || time.Now().After(deadline) {
 			return held, err
 		}
 		select {

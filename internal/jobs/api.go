@@ -78,7 +78,7 @@ func (s *Service) Stop(ctx context.Context, project, runID, actor string) (api.R
 	if _, err := s.deps.Runs.RequestRunStop(ctx, runID); err != nil {
 		return api.Run{}, err
 	}
-	_, err = s.withLease(ctx, project, "stop run", s.cfg.LeaseWait, func(ctx context.Context) error {
+	_, err = s.withLease(ctx, project, store.BriefHolder+"stop", s.cfg.LeaseWait, func(ctx context.Context) error {
 		return s.deliver(ctx, project, []string{runID})
 	})
 	if err != nil && !errors.Is(err, store.ErrLocked) { // locked: the scheduler's next pass stops it

@@ -34,7 +34,7 @@ func (s *Service) deliverPending(ctx context.Context) error {
 	}
 	var errs []error
 	for _, project := range slices.Sorted(maps.Keys(byProject)) {
-		_, err := s.withLease(ctx, project, "runs", 0, func(ctx context.Context) error {
+		_, err := s.withLease(ctx, project, store.BriefHolder+"delivery", 0, func(ctx context.Context) error {
 			return s.deliver(ctx, project, byProject[project])
 		})
 		if errors.Is(err, store.ErrLocked) {
@@ -186,7 +186,7 @@ func (s *Service) eggRecords(ctx context.Context, project string) (map[string]*r
 // recorded. It returns the run as recorded.
 func (s *Service) startRun(ctx context.Context, r store.Run, rec *resource.Deployed) (store.Run, error) {
 	start := s.now()
-	_, err := s.withLease(ctx, r.Project, "hatch run", s.cfg.LeaseWait, func(ctx context.Context) error {
+	_, err := s.withLease(ctx, r.Project, store.BriefHolder+"hatch run", s.cfg.LeaseWait, func(ctx context.Context) error {
 		hosts, _, err := s.deps.Desired.DeliverRuns(ctx, r.Project, []desired.RunDelivery{delivery(r, rec)},
 			func(hosts map[string]string, refused map[string]error) error {
 				if err := refused[r.ID]; err != nil {

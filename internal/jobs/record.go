@@ -182,7 +182,7 @@ func (s *Service) releaseProject(ctx context.Context, project string, ended []st
 	if len(release) == 0 {
 		return nil
 	}
-	_, err = s.withLease(ctx, project, "runs", 0, func(ctx context.Context) error {
+	_, err = s.withLease(ctx, project, store.BriefHolder+"release", 0, func(ctx context.Context) error {
 		if err := s.deps.Desired.ReleaseRuns(ctx, project, release, restart); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -45,6 +46,15 @@ type Lease struct {
 	Since   time.Time
 	Expires time.Time
 }
+
+// BriefHolder begins the Holder of a lease held for a moment only: the
+// jobs service writing runs into desired states, for a few milliseconds at
+// a time. An operation that meets such a lease waits for it rather than
+// failing as locked (see Lease.Brief).
+const BriefHolder = "runs: "
+
+// Brief reports whether the lease is held for a moment only (BriefHolder).
+func (l Lease) Brief() bool { return strings.HasPrefix(l.Holder, BriefHolder) }
 
 // LockedError is the answer to acquiring a lease someone else holds.
 type LockedError struct{ Held Lease }
