@@ -26,6 +26,9 @@ const (
 	// LabelTestRun marks objects created by tests, so that a test's cleanup,
 	// and CI's sweep of leftovers, remove only those.
 	LabelTestRun = LabelPrefix + "test-run"
+	// LabelRun is the run ID on a run's container (contract.Run): its logs
+	// are found by it, and every start of a run can be counted on Docker.
+	LabelRun = LabelPrefix + "run"
 )
 
 // Owned reports whether labels mark an object this host's agent may touch:
