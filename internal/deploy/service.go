@@ -129,6 +129,17 @@ type Deps struct {
 	Logger   *zap.Logger
 	// Now is the clock.
 	Now func() time.Time
+	// Loops are more background loops, begun and run with the revert and
+	// reschedule loops on the server that holds the loops' lease: the jobs
+	// scheduler (jobs.Service). None is a valid set.
+	Loops []Loop
+}
+
+// Loop is background work that runs only on the loops' holder, fenced by
+// its lease: BeginLoops prepares it and returns what runs it until its
+// context ends.
+type Loop interface {
+	BeginLoops(ctx context.Context) (run func(ctx context.Context), err error)
 }
 
 func (d Deps) validate() error {
@@ -230,8 +241,9 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// BeginLoops finds where auto-revert resumes in the event log, and returns
-// the function that runs the reschedule and revert loops until its context
+// BeginLoops finds where auto-revert resumes in the event log, begins
+// Deps.Loops, and returns the function that runs the reschedule and revert
+// loops and those until its context
 // (or the service's life) ends and waits for the auto-reverts they started;
 // auto-revert follows the failed rollouts recorded from revertLookback
 // before the BeginLoops on. The server calls both while it holds the loops'
@@ -243,6 +255,12 @@ func (s *Service) BeginLoops(ctx context.Context) (run func(ctx context.Context)
 	if err != nil {
 		return nil, fmt.Errorf("read the event log: %w", err)
 	}
+	more := make([]func(context.Context), len(s.deps.Loops))
+	for i, l := range s.deps.Loops {
+		if more[i], err = l.BeginLoops(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return func(ctx context.Context) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -251,6 +269,9 @@ func (s *Service) BeginLoops(ctx context.Context) (run func(ctx context.Context)
 		var loops sync.WaitGroup
 		loops.Go(func() { rescheduler{s}.rescheduleLoop(ctx) })
 		loops.Go(func() { reverter{s, &loops}.revertLoop(ctx, since) })
+		for _, run := range more {
+			loops.Go(func() { run(ctx) })
+		}
 		loops.Wait()
 	}, nil
 }

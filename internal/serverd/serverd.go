@@ -34,6 +34,7 @@ import (
 	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/fsutil"
+	"github.com/hatchery/hatchery/internal/jobs"
 	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/pki/authority"
 	"github.com/hatchery/hatchery/internal/placement"
@@ -301,9 +302,14 @@ func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config
 		}
 		background = certs
 	}
+	runs, err := newJobs(st, providers, id, log)
+	if err != nil {
+		return nil, err
+	}
 	applies, err := deploy.New(deployCfg, deploy.Deps{
 		Resources: st, Plans: st, Leases: st, Applies: st, Projects: st, Events: st, Reports: st,
 		Sources: blobs, Providers: providers, ServerID: id, Logger: log, Now: time.Now,
+		Loops: []deploy.Loop{runs}, // the jobs scheduler runs with the loops, on their holder only
 	})
 	if err != nil {
 		return nil, err
@@ -324,6 +330,20 @@ func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config
 		Deploy: applies, Fleet: hosts, Loops: loops, Desired: st, Box: box, Blobs: blobs,
 		Auth: server.NewTokenAuth(adminHash, st, time.Now), Servers: servers, Logger: log, Now: time.Now,
 		Certificates: background, TLS: certificateStatus{providers: providers, acme: certs},
+	})
+}
+
+// newJobs is the jobs service over the store and the hosts' desired
+// states: its API on every server, its scheduler with the background loops.
+func newJobs(st controlStore, providers *provider.Set, serverID string, log *zap.Logger) (*jobs.Service, error) {
+	jlog := log.With(zap.String("component", "jobs"))
+	return jobs.New(jobs.DefaultConfig(), jobs.Deps{
+		Runs: st, Schedules: st, Leases: st, Events: st, Records: st, Hosts: st, Desired: providers.States,
+		Sources: []jobs.Source{jobs.EggSchedules{Projects: st, Skipped: func(project, egg string, err error) {
+			jlog.Warn("a scheduled egg is skipped: its schedule is unreadable", zap.String("project", project),
+				zap.String("egg", egg), zap.Error(err))
+		}}},
+		ServerID: serverID, Logger: log, Now: time.Now,
 	})
 }
 

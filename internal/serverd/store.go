@@ -43,6 +43,8 @@ type controlStore interface {
 	store.SecretValues
 	store.ServerRegistry
 	store.HostCapacities
+	store.Runs
+	store.ScheduleStates
 	io.Closer
 }
 

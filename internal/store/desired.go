@@ -16,13 +16,11 @@ import (
 func EncodeDesiredState(box *seal.Box, d contract.DesiredState) (DesiredState, error) {
 	d.Workloads = append([]contract.WorkloadSpec(nil), d.Workloads...)
 	for i := range d.Workloads {
-		w := &d.Workloads[i]
-		w.Secrets = append([]contract.SecretFile(nil), w.Secrets...)
-		for j := range w.Secrets {
-			if w.Secrets[j].Value != "" {
-				w.Secrets[j].Value = contract.SecretValue(box.Seal([]byte(w.Secrets[j].Value)))
-			}
-		}
+		sealSecrets(box, &d.Workloads[i])
+	}
+	d.Runs = append([]contract.Run(nil), d.Runs...)
+	for i := range d.Runs {
+		sealSecrets(box, &d.Runs[i].Workload)
 	}
 	d.Certificates = append([]contract.Certificate(nil), d.Certificates...)
 	for i := range d.Certificates {
@@ -55,17 +53,13 @@ func DecodeDesiredState(box *seal.Box, s DesiredState) (contract.DesiredState, e
 		return contract.DesiredState{}, fmt.Errorf("stored desired state of %s: %w", s.HostID, err)
 	}
 	for i := range d.Workloads {
-		w := &d.Workloads[i]
-		for j := range w.Secrets {
-			sec := &w.Secrets[j]
-			if sec.Value == "" {
-				continue
-			}
-			plain, err := box.Open(string(sec.Value))
-			if err != nil {
-				return contract.DesiredState{}, fmt.Errorf("secret %s of workload %s on %s: %w", sec.Name, w.ID(), s.HostID, err)
-			}
-			sec.Value = contract.SecretValue(plain)
+		if err := openSecrets(box, &d.Workloads[i]); err != nil {
+			return contract.DesiredState{}, fmt.Errorf("workload %s on %s: %w", d.Workloads[i].ID(), s.HostID, err)
+		}
+	}
+	for i := range d.Runs {
+		if err := openSecrets(box, &d.Runs[i].Workload); err != nil {
+			return contract.DesiredState{}, fmt.Errorf("run %s on %s: %w", d.Runs[i].ID, s.HostID, err)
 		}
 	}
 	for i := range d.Certificates {
@@ -91,6 +85,32 @@ func DecodeDesiredState(box *seal.Box, s DesiredState) (contract.DesiredState, e
 		c.ALPNKey = contract.SecretValue(plain)
 	}
 	return d, nil
+}
+
+// sealSecrets seals the secret values of w, in a copy of its secrets.
+func sealSecrets(box *seal.Box, w *contract.WorkloadSpec) {
+	w.Secrets = append([]contract.SecretFile(nil), w.Secrets...)
+	for j := range w.Secrets {
+		if w.Secrets[j].Value != "" {
+			w.Secrets[j].Value = contract.SecretValue(box.Seal([]byte(w.Secrets[j].Value)))
+		}
+	}
+}
+
+// openSecrets opens the sealed secret values of w.
+func openSecrets(box *seal.Box, w *contract.WorkloadSpec) error {
+	for j := range w.Secrets {
+		sec := &w.Secrets[j]
+		if sec.Value == "" {
+			continue
+		}
+		plain, err := box.Open(string(sec.Value))
+		if err != nil {
+			return fmt.Errorf("secret %s: %w", sec.Name, err)
+		}
+		sec.Value = contract.SecretValue(plain)
+	}
+	return nil
 }
 
 // EncodePeers turns the fleet's peer list into its stored form. Peers hold

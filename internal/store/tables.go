@@ -30,6 +30,10 @@ var Tables = []Table{
 	{"secret_values", []string{"project", "name", "fingerprint", "sealed", "created_at"}},
 	{"host_capacities", []string{"host_id", "baseline_memory", "baseline_milli_cpu", "baseline_at",
 		"pinned_memory", "pinned_milli_cpu", "pinned_at", "pinned_by"}},
+	{"runs", []string{"id", "project", "egg", "host", "run_trigger", "actor", "scheduled_at", "created_at", "delivered_at",
+		"delay_ms", "started_at", "ended_at", "state", "exit_code", "error", "kept", "command", "timeout_ms", "stop_requested",
+		"stop_egg", "missed", "released_at"}},
+	{"schedule_states", []string{"project", "egg", "paused", "last_tick", "updated_at"}},
 }
 
 // Uncopied are the tables a copy leaves out: servers, the live servers'

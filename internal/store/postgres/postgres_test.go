@@ -45,6 +45,11 @@ func TestApplyProtocolConformance(t *testing.T) {
 	storetest.RunApply(t, func(t *testing.T) storetest.ApplyStore { return openCallerClock(t) })
 }
 
+// The scheduler's fenced writes, with leases read as the lease contract's.
+func TestRunFencing(t *testing.T) {
+	storetest.RunRunFencing(t, func(t *testing.T) storetest.RunFencingStore { return openCallerClock(t) })
+}
+
 // openCallerClock is openTemp with leases measured by the callers' times.
 func openCallerClock(t *testing.T) *Store {
 	t.Helper()

@@ -9,3 +9,7 @@ import (
 func TestApplyProtocolConformance(t *testing.T) {
 	storetest.RunApply(t, func(t *testing.T) storetest.ApplyStore { return openTemp(t) })
 }
+
+func TestRunFencing(t *testing.T) {
+	storetest.RunRunFencing(t, func(t *testing.T) storetest.RunFencingStore { return openTemp(t) })
+}

@@ -43,6 +43,8 @@ var (
 	_ store.Plans                = (*Store)(nil)
 	_ store.SecretValues         = (*Store)(nil)
 	_ store.ServerRegistry       = (*Store)(nil)
+	_ store.Runs                 = (*Store)(nil)
+	_ store.ScheduleStates       = (*Store)(nil)
 )
 
 // The shared store reads and writes desired states; a backend adds their
@@ -160,6 +162,8 @@ type Store struct {
 	Plans
 	SecretValues
 	HostCapacities
+	Runs
+	ScheduleStates
 }
 
 // New returns the shared store over a backend's reads, writes and dialect.
@@ -184,6 +188,8 @@ func New(db Reader, w Writer, d Dialect) *Store {
 		Plans:          Plans{b},
 		SecretValues:   SecretValues{b},
 		HostCapacities: HostCapacities{b},
+		Runs:           Runs{b},
+		ScheduleStates: ScheduleStates{b},
 	}
 }
 

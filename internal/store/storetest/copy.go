@@ -99,6 +99,21 @@ func Fill(t *testing.T, s FullStore) {
 		Host: "h1", Resource: "egg/web", Message: "web is at its spec on h1"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.InitSchedule(c, store.ScheduleState{Project: "default/shop", Egg: "report", LastTick: t0, UpdatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	must(s.CreateRuns(c, []store.Run{
+		{ID: "run1", Project: "default/shop", Egg: "report", Trigger: "schedule", ScheduledAt: t0.Add(time.Minute), CreatedAt: t0.Add(time.Minute),
+			State: store.RunPending, Timeout: time.Minute, Kept: true},
+		{ID: "run2", Project: "default/shop", Egg: "web", Trigger: "manual", Actor: "alice", CreatedAt: t0, State: store.RunPending,
+			Command: []string{"migrate", "--up"}, StopEgg: true},
+	}, &store.ScheduleState{Project: "default/shop", Egg: "report", LastTick: t0.Add(time.Minute), UpdatedAt: t0.Add(time.Minute)}))
+	must(s.DeliverRun(c, "run2", "h1", t0.Add(time.Second), time.Second))
+	if _, err := s.RecordRunProgress(c, "run2", store.RunProgress{State: store.RunExited, ExitCode: 3, StartedAt: t0.Add(2 * time.Second),
+		EndedAt: t0.Add(3 * time.Second), Error: "exit 3"}); err != nil {
+		t.Fatal(err)
+	}
+	must(s.ReleaseRun(c, "run2", t0.Add(4*time.Second)))
 }
 
 // AssertSameContents checks that got reads back everything Fill wrote to
@@ -116,6 +131,12 @@ func AssertSameContents(t *testing.T, want, got FullStore) {
 			t.Fatalf("%s differs:\nwant %+v\ngot  %+v", what, w, g)
 		}
 	}
+	wruns, werr := want.ListRuns(c, store.RunFilter{})
+	gruns, gerr := got.ListRuns(c, store.RunFilter{})
+	same("runs", wruns, gruns, werr, gerr)
+	wsched, werr := want.ListScheduleStates(c, "")
+	gsched, gerr := got.ListScheduleStates(c, "")
+	same("schedule states", wsched, gsched, werr, gerr)
 	wp, werr := want.ListProjects(c)
 	gp, gerr := got.ListProjects(c)
 	same("projects", wp, gp, werr, gerr)

@@ -40,6 +40,8 @@ type Store interface {
 	store.JoinTokens
 	store.Members
 	store.HostCapacities
+	store.Runs
+	store.ScheduleStates
 }
 
 // Open returns a new, empty store for one test.
@@ -61,6 +63,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("HostIdentities", func(t *testing.T) { RunHostIdentities(t, open) })
 	t.Run("HostCapacities", func(t *testing.T) { RunHostCapacities(t, open) })
 	t.Run("Actors", func(t *testing.T) { RunActors(t, open) })
+	t.Run("Runs", func(t *testing.T) { RunRuns(t, open) })
 }
 
 // t0 is a fixed starting time with whole milliseconds.

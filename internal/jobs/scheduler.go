@@ -1,0 +1,244 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
+	"github.com/hatchery/hatchery/internal/store"
+)
+
+// tickPlan is what one pass decides of one schedule: the runs to record
+// (to run, skipped, and one standing for the missed ticks), the runs to
+// stop (concurrency: replace), and the last tick decided.
+type tickPlan struct {
+	record []store.Run
+	stop   []string
+	last   time.Time
+}
+
+// onTime is how late a tick may be decided and still count as on time
+// (trigger schedule): a scheduler passes at least every second, so a
+// later one was decided after the control plane was away (a takeover, a
+// restart): trigger missed.
+const onTime = 2 * time.Second
+
+// planTicks decides the ticks of sc due at now since st's last tick,
+// given the egg's runs that have not ended (open). It is pure: the clock
+// and the IDs are its inputs. A tick within its starting deadline runs
+// (late if need be, with trigger missed), unless concurrency forbid
+// finds a run of the egg still open (the tick is recorded skipped); under
+// replace the open runs are stopped. The ticks past their deadline are one
+// run recorded missed, with their count. Nothing is due: a zero plan.
+func planTicks(sc Scheduled, st store.ScheduleState, open []store.Run, now time.Time, newID func() string) tickPlan {
+	due, missed, lastMissed := sc.Timer.Due(st.LastTick, now, sc.Rules.StartingDeadline)
+	var p tickPlan
+	run := func(tick time.Time, trigger, state string) store.Run {
+		r := store.Run{ID: newID(), Project: sc.Project, Egg: sc.Egg, Trigger: trigger, ScheduledAt: tick, CreatedAt: now,
+			State: state, Timeout: sc.Rules.Timeout}
+		if store.RunEnded(state) {
+			r.EndedAt, r.ReleasedAt = now, now // never delivered
+		}
+		return r
+	}
+	if missed > 0 {
+		m := run(lastMissed, api.TriggerMissed, store.RunMissed)
+		m.Missed = missed
+		p.record = append(p.record, m)
+		p.last = lastMissed
+	}
+	running := len(open) > 0
+	for i, tick := range due {
+		trigger := api.TriggerSchedule
+		if i < len(due)-1 || now.Sub(tick) > onTime {
+			trigger = api.TriggerMissed // a catch-up of a tick the control plane was away for
+		}
+		switch {
+		case running && sc.Rules.Concurrency == inputs.ConcurrencyForbid:
+			p.record = append(p.record, run(tick, trigger, store.RunSkipped))
+		case running && sc.Rules.Concurrency == inputs.ConcurrencyReplace:
+			for _, r := range open {
+				p.stop = append(p.stop, r.ID)
+			}
+			open = nil
+			fallthrough
+		default:
+			r := run(tick, trigger, store.RunPending)
+			p.record = append(p.record, r)
+			open = append(open, r)
+			running = true
+		}
+		p.last = tick
+	}
+	return p
+}
+
+// BeginLoops returns the scheduler's loop, which the server runs while it
+// holds the loops' lease, on a context fenced by it (package leader): its
+// writes need that lease, so none lands once another server took over.
+func (s *Service) BeginLoops(ctx context.Context) (run func(ctx context.Context), err error) {
+	return s.loop, nil
+}
+
+// loop runs a pass every Tick, or sooner at the next due tick, until ctx
+// ends.
+func (s *Service) loop(ctx context.Context) {
+	for {
+		next := s.pass(ctx)
+		wait := s.cfg.Tick
+		if !next.IsZero() {
+			wait = min(wait, max(next.Sub(s.now()), 0))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// pass is one round of the scheduler: record the due ticks, deliver what
+// is recorded and not delivered (and the stops asked), record what hosts
+// reported of their runs, and take ended runs out of the desired states.
+// It returns the earliest next tick of the schedules (zero: none).
+func (s *Service) pass(ctx context.Context) time.Time {
+	next, err := s.decideTicks(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("ticks not decided; retrying", zap.Error(err))
+	}
+	for _, step := range []struct {
+		name string
+		fn   func(context.Context) error
+	}{{"deliver runs", s.deliverPending}, {"record runs' progress", s.recordProgress}, {"release ended runs", s.releaseEnded}} {
+		if err := step.fn(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("jobs: "+step.name+" incomplete; retrying", zap.Error(err))
+		}
+	}
+	return next
+}
+
+// decideTicks records the due ticks of every schedule and returns the
+// earliest next tick.
+func (s *Service) decideTicks(ctx context.Context) (time.Time, error) {
+	var items []Scheduled
+	for _, src := range s.deps.Sources {
+		list, err := src.Scheduled(ctx, "")
+		if err != nil {
+			return time.Time{}, err
+		}
+		items = append(items, list...)
+	}
+	states, err := s.scheduleStates(ctx, "")
+	if err != nil {
+		return time.Time{}, err
+	}
+	var next time.Time
+	var errs []error
+	for _, sc := range items {
+		key := sc.Project + " " + sc.Egg
+		st, ok := states[key]
+		if !ok {
+			// A schedule seen first: its ticks count from now.
+			st = store.ScheduleState{Project: sc.Project, Egg: sc.Egg, LastTick: s.now(), UpdatedAt: s.now()}
+			if _, err := s.deps.Schedules.InitSchedule(ctx, st); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if n := sc.Timer.Next(later(st.LastTick, s.now())); !st.Paused && !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
+		if st.Paused {
+			continue
+		}
+		if err := s.decideSchedule(ctx, sc, st); err != nil {
+			errs = append(errs, fmt.Errorf("%s egg %s: %w", sc.Project, sc.Egg, err))
+		}
+	}
+	return next, errors.Join(errs...)
+}
+
+// decideSchedule records the due ticks of one schedule.
+func (s *Service) decideSchedule(ctx context.Context, sc Scheduled, st store.ScheduleState) error {
+	open, err := s.openRuns(ctx, sc.Project, sc.Egg)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	p := planTicks(sc, st, open, now, newRunID)
+	if p.last.IsZero() {
+		return nil
+	}
+	err = s.deps.Runs.CreateRuns(ctx, p.record, &store.ScheduleState{Project: sc.Project, Egg: sc.Egg, LastTick: p.last, UpdatedAt: now})
+	if errors.Is(err, store.ErrExists) {
+		s.log.Info("ticks decided already (by another pass or server): left as recorded",
+			zap.String("project", sc.Project), zap.String("egg", sc.Egg), zap.Error(err))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range p.record {
+		switch r.State {
+		case store.RunMissed:
+			s.event(ctx, store.Event{Type: store.EventRunMissed, Project: r.Project, Resource: resource.Key(resource.Egg, r.Egg),
+				Message: fmt.Sprintf("egg %s missed %d ticks of its schedule, the last at %s, past its starting deadline of %s",
+					r.Egg, r.Missed, r.ScheduledAt.Format(time.RFC3339), sc.Rules.StartingDeadline)})
+		case store.RunSkipped:
+			s.log.Info("tick skipped: the egg's previous run still runs (concurrency: forbid)",
+				zap.String("project", r.Project), zap.String("egg", r.Egg), zap.Time("tick", r.ScheduledAt))
+		default:
+			s.log.Info("tick recorded", zap.String("project", r.Project), zap.String("egg", r.Egg), zap.String("run", r.ID),
+				zap.Time("tick", r.ScheduledAt), zap.Duration("late", now.Sub(r.ScheduledAt)))
+		}
+	}
+	for _, id := range p.stop {
+		if _, err := s.deps.Runs.RequestRunStop(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scheduleStates returns the stored schedule states of project ("" for
+// all) by "project egg".
+func (s *Service) scheduleStates(ctx context.Context, project string) (map[string]store.ScheduleState, error) {
+	list, err := s.deps.Schedules.ListScheduleStates(ctx, project)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]store.ScheduleState, len(list))
+	for _, st := range list {
+		out[st.Project+" "+st.Egg] = st
+	}
+	return out, nil
+}
+
+// openRuns returns the egg's runs that have not ended.
+func (s *Service) openRuns(ctx context.Context, project, egg string) ([]store.Run, error) {
+	runs, err := s.deps.Runs.ListRuns(ctx, store.RunFilter{Project: project, Egg: egg, Unreleased: true})
+	if err != nil {
+		return nil, err
+	}
+	var open []store.Run
+	for _, r := range runs {
+		if !store.RunEnded(r.State) {
+			open = append(open, r)
+		}
+	}
+	return open, nil
+}
+
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
