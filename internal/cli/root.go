@@ -71,6 +71,9 @@ func newRootCmd() *cobra.Command {
 		newRelayCmd(),
 		newLogsCmd(),
 		newExecCmd(),
+		newRunCmd(),
+		newRunsCmd(),
+		newScheduleCmd(),
 		newHistoryCmd(),
 		newRollbackCmd(),
 	)

@@ -70,6 +70,23 @@ func (s *Service) LogTargets(ctx context.Context, namespace, project, egg, run, 
 	return out, nil
 }
 
+// CheckRunHost refuses a run asked on host (an ID or a name) whose agent
+// last reported --no-exec, which refuses runs as it refuses exec: 409,
+// before anything is recorded. A host not known is left to the jobs
+// service, which says so.
+func (s *Service) CheckRunHost(ctx context.Context, host string) error {
+	hosts, err := s.statusHosts(ctx, "", "")
+	if err != nil {
+		return err
+	}
+	for _, h := range hosts {
+		if (host == h.ID || host == h.Name) && h.NoExec {
+			return api.Errorf(api.CodeConflict, "runs are turned off on host %s (hatch agent --no-exec refuses exec and runs)", h.label())
+		}
+	}
+	return nil
+}
+
 // ExecTarget is where `hatch exec` runs: a host and a slot whose container
 // its agent last reported running.
 type ExecTarget struct {
