@@ -115,6 +115,7 @@ func (s *States) place(ctx context.Context, project string, e Egg) (placed, erro
 				return err
 			}
 		}
+		v.holdForRuns(e, specs)
 		v.setWorkload(e.id(), specs)
 		pl = placedOf(dec)
 		return nil

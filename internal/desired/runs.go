@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -211,22 +210,6 @@ func (s *States) ReleaseRuns(ctx context.Context, project string, ids []string, 
 	return nil
 }
 
-// DeliveredRuns returns the ID of every run in a desired state, with its
-// host: what the jobs service checks its records against.
-func (s *States) DeliveredRuns(ctx context.Context) (map[string]string, error) {
-	v, err := s.read(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, host := range slices.Sorted(maps.Keys(v.states)) {
-		for _, r := range v.states[host].Runs {
-			out[r.ID] = host
-		}
-	}
-	return out, nil
-}
-
 // runHost returns the host whose state holds the run.
 func (v *view) runHost(id string) (string, bool) {
 	for host, d := range v.states {
@@ -249,6 +232,23 @@ func (v *view) hostByIDOrName(s string) (placement.Host, bool) {
 		}
 	}
 	return placement.Host{}, false
+}
+
+// holdForRuns keeps a stateful egg's replica stopped on each host whose
+// state holds a run of it (the run's stop-first window: --stop), whoever
+// places the egg meanwhile (an apply, a restart): the run and a replica
+// would be two containers on the egg's volume. ReleaseRuns places the egg
+// again once the run is out.
+func (v *view) holdForRuns(e Egg, specs map[string]contract.WorkloadSpec) {
+	if e.in.Placement.Volume == "" {
+		return
+	}
+	for host, w := range specs {
+		if slices.ContainsFunc(v.states[host].Runs, func(r contract.Run) bool { return r.Workload.ID() == e.id() }) {
+			w.Replicas = 0
+			specs[host] = w
+		}
+	}
 }
 
 // scaleWorkload sets the workload's replicas on host (its entry stays).

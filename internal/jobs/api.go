@@ -62,7 +62,9 @@ func (s *Service) Fire(ctx context.Context, project, egg, actor string) (api.Run
 }
 
 // Stop asks the run's host to stop it (Ctrl-C on `hatch run`); a run not
-// delivered yet never starts. Stopping an ended run changes nothing.
+// delivered yet never starts. Stopping an ended run changes nothing. The
+// stop is recorded first, and carried to the desired state under the
+// project's lease, by the scheduler's next pass if an apply holds it.
 func (s *Service) Stop(ctx context.Context, project, runID, actor string) (api.Run, error) {
 	r, err := s.run(ctx, project, runID)
 	if err != nil {
@@ -75,17 +77,11 @@ func (s *Service) Stop(ctx context.Context, project, runID, actor string) (api.R
 	if _, err := s.deps.Runs.RequestRunStop(ctx, runID); err != nil {
 		return api.Run{}, err
 	}
-	if r.DeliveredAt.IsZero() {
-		if err := s.endUndelivered(ctx, r, store.RunProgress{State: store.RunStopped, EndedAt: s.now()}); err != nil {
-			return api.Run{}, err
-		}
-	} else {
-		_, err := s.withLease(ctx, project, "stop run", s.cfg.LeaseWait, func(ctx context.Context) error {
-			return s.deps.Desired.StopRuns(ctx, []string{runID})
-		})
-		if err != nil && !errors.Is(err, store.ErrLocked) {
-			return api.Run{}, err
-		} // locked: the scheduler's next pass asks for the stop
+	_, err = s.withLease(ctx, project, "stop run", s.cfg.LeaseWait, func(ctx context.Context) error {
+		return s.deliver(ctx, project, []string{runID})
+	})
+	if err != nil && !errors.Is(err, store.ErrLocked) { // locked: the scheduler's next pass stops it
+		return api.Run{}, err
 	}
 	return s.Get(ctx, project, runID)
 }

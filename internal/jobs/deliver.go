@@ -26,19 +26,10 @@ func (s *Service) deliverPending(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	byProject := map[string][]store.Run{}
+	byProject := map[string][]string{}
 	for _, r := range runs {
-		if store.RunEnded(r.State) {
-			continue
-		}
-		if r.DeliveredAt.IsZero() && r.StopRequested { // stopped before it was delivered: it never runs
-			if err := s.endUndelivered(ctx, r, store.RunProgress{State: store.RunStopped, EndedAt: s.now()}); err != nil {
-				return err
-			}
-			continue
-		}
-		if r.DeliveredAt.IsZero() || r.StopRequested {
-			byProject[r.Project] = append(byProject[r.Project], r)
+		if !store.RunEnded(r.State) && (r.DeliveredAt.IsZero() || r.StopRequested) {
+			byProject[r.Project] = append(byProject[r.Project], r.ID)
 		}
 	}
 	var errs []error
@@ -58,10 +49,11 @@ func (s *Service) deliverPending(ctx context.Context) error {
 }
 
 // deliver puts runs of one project in their hosts' desired states (or
-// asks for their stop there), under the project's lease. A scheduled run
-// that no host takes waits, until its starting deadline (then it failed);
-// any other fails at once.
-func (s *Service) deliver(ctx context.Context, project string, runs []store.Run) error {
+// asks for their stop there), under the project's lease. Each run is read
+// again under it: what another server's `hatch run` or Ctrl-C did before
+// the lease was taken stands. A scheduled run that no host takes waits,
+// until its starting deadline (then it failed); any other fails at once.
+func (s *Service) deliver(ctx context.Context, project string, ids []string) error {
 	var stops []string
 	var deliveries []desired.RunDelivery
 	byID := map[string]store.Run{}
@@ -69,8 +61,20 @@ func (s *Service) deliver(ctx context.Context, project string, runs []store.Run)
 	if err != nil {
 		return err
 	}
-	for _, r := range runs {
-		if !r.DeliveredAt.IsZero() {
+	for _, id := range ids {
+		r, err := s.deps.Runs.Run(ctx, id)
+		if err != nil {
+			return err
+		}
+		switch {
+		case store.RunEnded(r.State):
+			continue
+		case r.DeliveredAt.IsZero() && r.StopRequested:
+			if err := s.stopUndelivered(ctx, r); err != nil {
+				return err
+			}
+			continue
+		case !r.DeliveredAt.IsZero():
 			stops = append(stops, r.ID)
 			continue
 		}
@@ -133,6 +137,17 @@ func deadlineOf(rec *resource.Deployed) time.Duration {
 	return rules.StartingDeadline
 }
 
+// stopUndelivered ends a run asked to stop before its delivery was
+// recorded: it never runs. A run put in a desired state by a delivery
+// whose record did not follow (its server died between the two) is taken
+// out of it first. The caller holds the project's lease.
+func (s *Service) stopUndelivered(ctx context.Context, r store.Run) error {
+	if err := s.deps.Desired.ReleaseRuns(ctx, r.Project, []string{r.ID}, nil); err != nil {
+		return err
+	}
+	return s.endUndelivered(ctx, r, store.RunProgress{State: store.RunStopped, EndedAt: s.now()})
+}
+
 // endUndelivered records the end of a run that was never delivered (it
 // never runs), and its release, with the event its end calls for.
 func (s *Service) endUndelivered(ctx context.Context, r store.Run, p store.RunProgress) error {
@@ -170,19 +185,28 @@ func (s *Service) eggRecords(ctx context.Context, project string) (map[string]*r
 // would be a second container on a stateful egg's volume) is not
 // recorded. It returns the run as recorded.
 func (s *Service) startRun(ctx context.Context, r store.Run, rec *resource.Deployed) (store.Run, error) {
-	var host string
-	waited, err := s.withLease(ctx, r.Project, "hatch run", s.cfg.LeaseWait, func(ctx context.Context) error {
-		_, _, err := s.deps.Desired.DeliverRuns(ctx, r.Project, []desired.RunDelivery{delivery(r, rec)},
+	start := s.now()
+	_, err := s.withLease(ctx, r.Project, "hatch run", s.cfg.LeaseWait, func(ctx context.Context) error {
+		hosts, _, err := s.deps.Desired.DeliverRuns(ctx, r.Project, []desired.RunDelivery{delivery(r, rec)},
 			func(hosts map[string]string, refused map[string]error) error {
 				if err := refused[r.ID]; err != nil {
 					return err
 				}
-				host = hosts[r.ID]
 				rec := r
-				rec.Host = host
+				rec.Host = hosts[r.ID]
 				return s.deps.Runs.CreateRuns(ctx, []store.Run{rec}, nil)
 			})
-		return err
+		if err != nil {
+			return err
+		}
+		// Recorded, then delivered, then its delivery recorded, all under
+		// the lease: a failure of this last step leaves the run to the
+		// scheduler, which finds it in its host's state already.
+		now := s.now()
+		if err := s.deps.Runs.DeliverRun(ctx, r.ID, hosts[r.ID], now, max(now.Sub(start), 0)); err != nil {
+			s.log.Warn("a run's delivery not recorded; the scheduler records it", zap.String("run", r.ID), zap.Error(err))
+		}
+		return nil
 	})
 	var locked *store.LockedError
 	switch {
@@ -196,12 +220,6 @@ func (s *Service) startRun(ctx context.Context, r store.Run, rec *resource.Deplo
 		return store.Run{}, fmt.Errorf("%w: %w", ErrNoHost, err)
 	case err != nil:
 		return store.Run{}, err
-	}
-	// Recorded and delivered: the delivery's record is the last step (a
-	// failure here leaves it to the scheduler's next pass, which finds
-	// the run in its host's state already).
-	if err := s.deps.Runs.DeliverRun(ctx, r.ID, host, s.now(), waited); err != nil {
-		s.log.Warn("a run's delivery not recorded; the scheduler records it", zap.String("run", r.ID), zap.Error(err))
 	}
 	return s.deps.Runs.Run(ctx, r.ID)
 }

@@ -78,7 +78,11 @@ func (s *Service) recordHost(ctx context.Context, host string, down bool, open m
 		}
 		for _, rs := range rep.Runs {
 			if _, ok := open[rs.ID]; ok && knownRunStates[rs.State] {
-				progress[rs.ID] = progressOf(rs)
+				p := progressOf(rs)
+				if store.RunEnded(p.State) && p.EndedAt.IsZero() {
+					p.EndedAt = st.ReceivedAt // an end without its time: when it was reported
+				}
+				progress[rs.ID] = p
 			}
 		}
 	}
@@ -157,8 +161,10 @@ func (s *Service) releaseProject(ctx context.Context, project string, ended []st
 			keepRuns = rules.KeepRuns
 		}
 		// A run that stopped its egg's replica is released at once, so
-		// that the egg starts again; a lost one has no host to keep it.
-		keepable := (r.Kept || r.Trigger != api.TriggerManual) && !r.StopEgg && r.State != store.RunLost
+		// that the egg starts again, and so is any run of a stateful egg
+		// with replicas, which a kept run would hold stopped (see
+		// desired's holdForRuns); a lost one has no host to keep it.
+		keepable := (r.Kept || r.Trigger != api.TriggerManual) && !r.StopEgg && !holdsReplicas(eggs[r.Egg]) && r.State != store.RunLost
 		if keepable && kept[r.Egg] < keepRuns {
 			kept[r.Egg]++
 			if !r.Kept {

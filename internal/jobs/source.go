@@ -105,3 +105,14 @@ func eggSchedule(in map[string]any) (*schedule.Schedule, schedule.Rules, error) 
 	}
 	return timer, rules, nil
 }
+
+// holdsReplicas reports whether a run kept in its host's desired state
+// would hold the egg's replica there stopped: a stateful egg that has
+// long-running replicas (not a scheduled one).
+func holdsReplicas(rec *resource.Deployed) bool {
+	if rec == nil {
+		return false
+	}
+	egg, err := inputs.Decode[inputs.Egg](rec.Inputs)
+	return err == nil && egg.Placement.Volume != "" && egg.Schedule == nil
+}

@@ -17,7 +17,9 @@ func TestDesiredStateIsStoredWithSecretsSealed(t *testing.T) {
 	d := contract.DesiredState{HostID: "h1", Workloads: []contract.WorkloadSpec{{
 		Namespace: "default", Project: "shop", Egg: "web", Replicas: 2,
 		Secrets: []contract.SecretFile{{Name: "api_key", Handle: "s1:hmac", Value: "hunter2-plaintext"}, {Name: "empty", Handle: "s2"}},
-	}}, Certificates: []contract.Certificate{{Host: "shop.example.com", Chain: "CHAIN", Key: "private-key-plaintext", Source: "acme"}}}
+	}}, Certificates: []contract.Certificate{{Host: "shop.example.com", Chain: "CHAIN", Key: "private-key-plaintext", Source: "acme"}},
+		Runs: []contract.Run{{ID: "r1", Workload: contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "migrate", Replicas: 1,
+			Secrets: []contract.SecretFile{{Name: "db_password", Handle: "s3:hmac", Value: "run-secret-plaintext"}}}}}}
 	d.Seal()
 	stored, err := EncodeDesiredState(box, d)
 	if err != nil {
@@ -26,10 +28,12 @@ func TestDesiredStateIsStoredWithSecretsSealed(t *testing.T) {
 	if stored.HostID != "h1" || stored.Version != d.Version || stored.Version == "" {
 		t.Fatalf("stored %+v, want host h1 at version %s", stored, d.Version)
 	}
-	if bytes.Contains(stored.Doc, []byte("hunter2")) || bytes.Contains(stored.Doc, []byte("private-key")) {
+	if bytes.Contains(stored.Doc, []byte("hunter2")) || bytes.Contains(stored.Doc, []byte("private-key")) ||
+		bytes.Contains(stored.Doc, []byte("run-secret")) {
 		t.Fatalf("the stored document holds the secret in clear: %s", stored.Doc)
 	}
-	if d.Workloads[0].Secrets[0].Value != "hunter2-plaintext" || d.Certificates[0].Key != "private-key-plaintext" {
+	if d.Workloads[0].Secrets[0].Value != "hunter2-plaintext" || d.Certificates[0].Key != "private-key-plaintext" ||
+		d.Runs[0].Workload.Secrets[0].Value != "run-secret-plaintext" {
 		t.Fatal("encoding changed the caller's state")
 	}
 	back, err := DecodeDesiredState(box, stored)

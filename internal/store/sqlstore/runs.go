@@ -107,63 +107,36 @@ func (s *Runs) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, er
 
 // DeliverRun records the run's delivery, once.
 func (s *Runs) DeliverRun(ctx context.Context, id, host string, at time.Time, delay time.Duration) error {
-	return s.change(ctx, "deliver run "+id, `UPDATE runs SET host = $2, delivered_at = $3, delay_ms = $4
+	_, err := s.change(ctx, "deliver run "+id, `UPDATE runs SET host = $2, delivered_at = $3, delay_ms = $4
 		WHERE id = $1 AND delivered_at = 0`, id, host, Millis(at), delay.Milliseconds())
+	return err
 }
 
 // RecordRunProgress records what became of a run that has not ended.
 func (s *Runs) RecordRunProgress(ctx context.Context, id string, p store.RunProgress) (bool, error) {
-	changed := false
-	err := s.write(ctx, func(tx Tx) error {
-		n, err := tx.Exec(ctx, `UPDATE runs SET state = $2,
-				started_at = CASE WHEN CAST($3 AS bigint) <> 0 THEN CAST($3 AS bigint) ELSE started_at END,
-				ended_at = $4, exit_code = $5, error = $6
-			WHERE id = $1 AND state IN ('`+store.RunPending+`', '`+store.RunRunning+`')
-				AND NOT (state = $2 AND started_at = $3 AND ended_at = $4 AND exit_code = $5 AND error = $6)`,
-			id, p.State, Millis(p.StartedAt), Millis(p.EndedAt), p.ExitCode, s.d.StorableText(p.Error))
-		if err != nil {
-			return err
-		}
-		changed = n > 0
-		if changed {
-			return nil
-		}
-		return exists(ctx, tx, id)
-	})
-	if err != nil {
-		return false, fmt.Errorf("record progress of run %s: %w", id, err)
-	}
-	return changed, nil
+	return s.change(ctx, "record progress of run "+id, `UPDATE runs SET state = $2,
+			started_at = CASE WHEN CAST($3 AS bigint) <> 0 THEN CAST($3 AS bigint) ELSE started_at END,
+			ended_at = $4, exit_code = $5, error = $6
+		WHERE id = $1 AND state IN ('`+store.RunPending+`', '`+store.RunRunning+`')
+			AND NOT (state = $2 AND started_at = $3 AND ended_at = $4 AND exit_code = $5 AND error = $6)`,
+		id, p.State, Millis(p.StartedAt), Millis(p.EndedAt), p.ExitCode, s.d.StorableText(p.Error))
 }
 
 // RequestRunStop marks the run to be stopped.
 func (s *Runs) RequestRunStop(ctx context.Context, id string) (bool, error) {
-	changed := false
-	err := s.write(ctx, func(tx Tx) error {
-		n, err := tx.Exec(ctx, `UPDATE runs SET stop_requested = 1 WHERE id = $1 AND stop_requested = 0`, id)
-		if err != nil {
-			return err
-		}
-		changed = n > 0
-		if changed {
-			return nil
-		}
-		return exists(ctx, tx, id)
-	})
-	if err != nil {
-		return false, fmt.Errorf("stop run %s: %w", id, err)
-	}
-	return changed, nil
+	return s.change(ctx, "stop run "+id, `UPDATE runs SET stop_requested = 1 WHERE id = $1 AND stop_requested = 0`, id)
 }
 
 // SetRunKept sets whether the run's container is kept.
 func (s *Runs) SetRunKept(ctx context.Context, id string, kept bool) error {
-	return s.change(ctx, "keep run "+id, `UPDATE runs SET kept = $2 WHERE id = $1`, id, flag(kept))
+	_, err := s.change(ctx, "keep run "+id, `UPDATE runs SET kept = $2 WHERE id = $1`, id, flag(kept))
+	return err
 }
 
 // ReleaseRun records that the run left its host's desired state.
 func (s *Runs) ReleaseRun(ctx context.Context, id string, at time.Time) error {
-	return s.change(ctx, "release run "+id, `UPDATE runs SET released_at = $2 WHERE id = $1 AND released_at = 0`, id, Millis(at))
+	_, err := s.change(ctx, "release run "+id, `UPDATE runs SET released_at = $2 WHERE id = $1 AND released_at = 0`, id, Millis(at))
+	return err
 }
 
 // LastSuccesses returns when each egg's last run that exited 0 ended.
@@ -191,20 +164,22 @@ func (s *Runs) LastSuccesses(ctx context.Context) (map[string]map[string]time.Ti
 	return out, nil
 }
 
-// change runs one statement on a run; a run that does not exist gives
-// ErrNotFound, one the statement's condition left alone nothing.
-func (s *Runs) change(ctx context.Context, what, sql string, args ...any) error {
+// change runs one statement on a run (its ID the first argument) and
+// reports whether it changed it; a run that does not exist gives
+// ErrNotFound, one the statement's condition left alone no change.
+func (s *Runs) change(ctx context.Context, what, sql string, args ...any) (bool, error) {
+	changed := false
 	err := s.write(ctx, func(tx Tx) error {
 		n, err := tx.Exec(ctx, sql, args...)
-		if err != nil || n > 0 {
+		if changed = n > 0; err != nil || changed {
 			return err
 		}
 		return exists(ctx, tx, args[0].(string))
 	})
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	return nil
+	return changed, nil
 }
 
 // exists returns ErrNotFound unless the run is recorded.

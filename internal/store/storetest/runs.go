@@ -207,7 +207,7 @@ func RunRuns(t *testing.T, open Open) {
 		}
 	})
 
-	t.Run("the last success of each egg", func(t *testing.T) {
+	t.Run("the last success of each egg's schedule", func(t *testing.T) {
 		s := open(t)
 		for i, r := range []store.Run{run("a", "report", t0.Add(time.Minute), 0), run("b", "report", t0.Add(2*time.Minute), 0),
 			run("c", "report", t0.Add(3*time.Minute), 0)} {
@@ -222,6 +222,14 @@ func RunRuns(t *testing.T, open Open) {
 				EndedAt: t0.Add(time.Duration(i+1) * time.Minute)}); err != nil {
 				t.Fatal(err)
 			}
+		}
+		manual := run("m", "report", time.Time{}, time.Hour)
+		manual.Trigger = "manual" // a `hatch run` that succeeded later says nothing of the schedule
+		if err := s.CreateRuns(ctx(t), []store.Run{manual}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RecordRunProgress(ctx(t), "m", store.RunProgress{State: store.RunExited, EndedAt: t0.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
 		}
 		got, err := s.LastSuccesses(ctx(t))
 		if err != nil {
