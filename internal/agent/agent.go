@@ -306,19 +306,33 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 	if known {
 		a.cfg.Mesh.SetPeers(desired.Peers)
 	}
+	// Runs' containers are no replicas: neither routed nor reported as
+	// containers. The runs are handled after the converge, on this
+	// listing, so that a run waits for a replica the converge just began
+	// to stop.
+	replicas, _ := containers.SplitRuns(actual)
+	var runs []contract.RunStatus
+	if known {
+		var runErrs []error
+		var runWake time.Time
+		runs, runErrs, runWake = a.handleRuns(ctx, desired, actual, fromCache, now)
+		errs = append(errs, runErrs...)
+		plan.WakeAt = earliest(plan.WakeAt, runWake)
+	}
 	// Without a desired state the table is empty: the ingress then answers
 	// 404 for what it does not serve, where it answered 503 until told.
-	errs = append(errs, a.route(desired, actual))
+	errs = append(errs, a.route(desired, replicas))
 	errs = append(errs, a.memFile.save(a.mem))
 
 	lines := errorLines(append(errs, newerErr)...)
 	if tr, ok := a.cfg.Docker.(taskReporter); ok {
-		lines = append(lines, taskErrors(tr.Failures())...)
+		lines = append(lines, taskErrors(withoutRunTasks(tr.Failures()))...)
 	}
 	if p := a.cfg.Router.HTTPSProblem(); p != "" {
 		lines = append(lines, p)
 	}
-	report := buildReport(desired, withoutRelays(actual), a.mem, lines, now)
+	report := buildReport(desired, withoutRelays(replicas), a.mem, lines, now)
+	report.Runs = runs
 	report.Capacity, report.NoExec = a.cfg.Capacity, a.cfg.NoExec
 	report.MeshAddresses = a.cfg.MeshAddresses
 	report.HTTPPort, report.HTTPSPort = a.cfg.HTTPPort, a.cfg.HTTPSPort
@@ -378,6 +392,7 @@ func (a *Agent) housekeep(ctx context.Context, desired contract.DesiredState) er
 	for _, w := range desired.Workloads {
 		keep = append(keep, w.Networks...)
 	}
+	keep = append(keep, runNetworks(desired.Runs)...)
 	slices.Sort(keep)
 	return errors.Join(hk.RemoveVolumes(ctx, desired.Volumes), hk.PruneNetworks(ctx, slices.Compact(keep)))
 }

@@ -21,6 +21,9 @@ type memory struct {
 	// FailureLogs are the last log lines of the container whose rollout
 	// failed, by workload ID.
 	FailureLogs map[string]failureLog `json:"failure_logs,omitempty"`
+	// Runs is what the agent knows of the runs of its desired state beyond
+	// their containers (see runRecord), by run ID.
+	Runs map[string]runRecord `json:"runs,omitempty"`
 }
 
 type failureLog struct {
@@ -30,7 +33,7 @@ type failureLog struct {
 }
 
 func newMemory() *memory {
-	return &memory{History: converge.NewHistory(), FailureLogs: map[string]failureLog{}}
+	return &memory{History: converge.NewHistory(), FailureLogs: map[string]failureLog{}, Runs: map[string]runRecord{}}
 }
 
 // memoryFile persists memory atomically, skipping writes that would not
@@ -58,6 +61,9 @@ func (f *memoryFile) load() (*memory, error) {
 	}
 	if m.FailureLogs == nil {
 		m.FailureLogs = map[string]failureLog{}
+	}
+	if m.Runs == nil {
+		m.Runs = map[string]runRecord{}
 	}
 	f.last = data
 	return m, nil

@@ -79,6 +79,23 @@ type StartRequest struct {
 	Stamp StateStamp
 }
 
+// RunRequest asks for a run's container (contract.Run): created from Spec,
+// named contract.RunContainerName, labelled RunLabels, started once. A
+// container of that name that exists already is never started again.
+type RunRequest struct {
+	// HostID is this host's ID, written into the container's labels.
+	HostID string
+	RunID  string
+	Spec   contract.WorkloadSpec
+	// SpecHash is contract.SpecHash(Spec), written into the labels.
+	SpecHash string
+}
+
+// Name returns the Docker name of the run's container.
+func (r RunRequest) Name() string {
+	return contract.RunContainerName(r.Spec.Project, r.Spec.Egg, r.RunID)
+}
+
 // StopRequest asks for a container to be drained or stopped, then removed.
 type StopRequest struct {
 	ID string
@@ -121,6 +138,11 @@ type Container struct {
 	Slot       int
 	SpecHash   string
 	LabelError string
+	// RunID is the run whose container this is (LabelRun), empty for a
+	// replica. A run's container carries its egg's workload label too, but
+	// it is no replica: the converge, the ingress and the status report's
+	// containers leave it out (see SplitRuns).
+	RunID string
 	// Stamp is the desired state the container was created for, from its
 	// labels (zero for a container of an older agent).
 	Stamp StateStamp
@@ -152,6 +174,20 @@ type Container struct {
 	FinishedAt time.Time
 
 	Labels map[string]string
+}
+
+// SplitRuns parts listed containers into the replicas (and any container
+// that is not a run's) and the runs' containers, keeping their order.
+func SplitRuns(listed []Container) (replicas, runs []Container) {
+	replicas = make([]Container, 0, len(listed))
+	for _, c := range listed {
+		if c.RunID != "" {
+			runs = append(runs, c)
+		} else {
+			replicas = append(replicas, c)
+		}
+	}
+	return replicas, runs
 }
 
 // Placeholder reports whether c stands for a container still being built.

@@ -26,8 +26,9 @@ const (
 	// LabelTestRun marks objects created by tests, so that a test's cleanup,
 	// and CI's sweep of leftovers, remove only those.
 	LabelTestRun = LabelPrefix + "test-run"
-	// LabelRun is the run ID on a run's container (contract.Run): its logs
-	// are found by it, and every start of a run can be counted on Docker.
+	// LabelRun carries the run ID on a run's container (contract.Run): it
+	// tells a run's container from its egg's replicas, which share its
+	// workload label, and lets every start of a run be counted on Docker.
 	LabelRun = LabelPrefix + "run"
 )
 
@@ -58,6 +59,16 @@ func Labels(hostID string, spec contract.WorkloadSpec, slot int, specHash string
 	if spec.BlobID != "" {
 		out[LabelBlob] = spec.BlobID
 	}
+	return out
+}
+
+// RunLabels returns the labels of a run's container: its workload's (slot 0)
+// and LabelRun with the run's ID. No StateStamp: a run is not a replica of
+// the state being converged to, and its container is never held back or
+// rolled by the converge.
+func RunLabels(hostID string, spec contract.WorkloadSpec, specHash, runID string) map[string]string {
+	out := Labels(hostID, spec, 0, specHash)
+	out[LabelRun] = runID
 	return out
 }
 
@@ -111,6 +122,7 @@ func FromLabels(id, name string, labels map[string]string) Container {
 		WorkloadID: labels[LabelWorkload],
 		BlobID:     labels[LabelBlob],
 		SpecHash:   labels[LabelSpec],
+		RunID:      labels[LabelRun],
 		Stamp:      StampFromLabels(labels),
 		Labels:     labels,
 	}

@@ -23,6 +23,9 @@ const (
 	TaskDrain   TaskKind = "drain"
 	TaskStop    TaskKind = "stop"
 	TaskRestart TaskKind = "restart"
+	// TaskHalt stops a run's container and keeps it (its exit code and
+	// output stay for the run's record and `hatch logs --run`).
+	TaskHalt TaskKind = "halt"
 )
 
 // Task is one slow operation: a container being built and started, drained,
@@ -47,7 +50,12 @@ func (t Task) keys() []string {
 	var keys []string
 	if t.Kind == TaskStart {
 		p := t.Placeholder
-		keys = append(keys, "slot "+p.WorkloadID+"/"+strconv.Itoa(p.Slot)+"@"+p.SpecHash)
+		if p.RunID != "" {
+			// Two runs of one egg share its workload, slot and spec hash.
+			keys = append(keys, runKey(p.RunID))
+		} else {
+			keys = append(keys, "slot "+p.WorkloadID+"/"+strconv.Itoa(p.Slot)+"@"+p.SpecHash)
+		}
 	}
 	if t.Container != "" {
 		keys = append(keys, "container "+t.Container)
@@ -55,7 +63,12 @@ func (t Task) keys() []string {
 	return keys
 }
 
+func runKey(runID string) string { return "run " + runID }
+
 func (t Task) String() string {
+	if t.Kind == TaskStart && t.Placeholder.RunID != "" {
+		return "start run " + t.Placeholder.RunID
+	}
 	if t.Kind == TaskStart {
 		return fmt.Sprintf("start %s/%d", t.Placeholder.WorkloadID, t.Placeholder.Slot)
 	}
@@ -184,8 +197,8 @@ func (ts *Tasks) End(t Task, err error) {
 	}
 	delete(ts.failures, keys[0])
 	// A drain or stop removes its container, and so does a stop-first start
-	// the one it replaces.
-	if t.Container != "" && t.Kind != TaskRestart && !ts.removed[t.Container] {
+	// the one it replaces; a restart and a halt keep theirs.
+	if t.Container != "" && t.Kind != TaskRestart && t.Kind != TaskHalt && !ts.removed[t.Container] {
 		ts.removed[t.Container] = true
 		ts.removedOrder = append(ts.removedOrder, t.Container)
 		if len(ts.removedOrder) > removedMemory {
@@ -250,6 +263,15 @@ func (ts *Tasks) Close(ctx context.Context) error {
 	}
 }
 
+// ForgetRun drops the failure of a run's start: a run that failed is never
+// started again, so its failure would otherwise stay for good. The agent
+// calls it once the run has left its desired state.
+func (ts *Tasks) ForgetRun(runID string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	delete(ts.failures, runKey(runID))
+}
+
 // InFlight returns the tasks in progress, each once.
 func (ts *Tasks) InFlight() []Task {
 	ts.mu.Lock()
@@ -302,7 +324,7 @@ func (ts *Tasks) Overlay(listed []Container) []Container {
 		listedNames[c.Name] = true
 		if t, ok := ts.inflight["container "+c.ID]; ok {
 			switch t.Kind {
-			case TaskDrain, TaskStop:
+			case TaskDrain, TaskStop, TaskHalt:
 				c.State, c.Healthy = contract.StateDraining, false
 			case TaskRestart:
 				c.State, c.Healthy = contract.StateStarting, false
@@ -336,6 +358,16 @@ func StartTask(req StartRequest, name string, began time.Time) Task {
 		Kind:        TaskStart,
 		Container:   req.Replace,
 		Placeholder: FromLabels("", name, labels),
+		Began:       began,
+	}
+}
+
+// StartRunTask returns the task that carries out req, its placeholder
+// showing the run's container-to-be with the labels it will have.
+func StartRunTask(req RunRequest, began time.Time) Task {
+	return Task{
+		Kind:        TaskStart,
+		Placeholder: FromLabels("", req.Name(), RunLabels(req.HostID, req.Spec, req.SpecHash, req.RunID)),
 		Began:       began,
 	}
 }

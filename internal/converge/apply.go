@@ -165,6 +165,9 @@ func Converge(ctx context.Context, client containers.Client, desired contract.De
 	if err != nil {
 		return Plan{}, fmt.Errorf("list containers: %w", err)
 	}
+	// Runs' containers are the agent's runs' business, not replicas: no
+	// history, no hold, never before the ingress.
+	actual, _ = containers.SplitRuns(actual)
 	history.Observe(desired, actual, now)
 	plan := Diff(desired, actual, history, now)
 	if opts.FromCache {

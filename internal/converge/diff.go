@@ -102,11 +102,13 @@ func groupByWorkload(actual []containers.Container, hostID string) (index map[st
 	return index, groups
 }
 
-// inScope reports whether Diff may consider c: this host's, and either a real
-// container or a start in progress.
+// inScope reports whether Diff may consider c: this host's, no run's (a
+// run's container shares its egg's workload label, but fills no slot: the
+// agent starts, stops and removes it), and either a real container or a
+// start in progress.
 func inScope(c *containers.Container, hostID string) bool {
-	if !containers.Owned(c.Labels, hostID) {
-		return false // not ours: never in a plan, whatever it is
+	if !containers.Owned(c.Labels, hostID) || c.RunID != "" {
+		return false // not ours, or a run's: never in a plan, whatever it is
 	}
 	return !c.Placeholder() || c.State == contract.StateBuilding
 }

@@ -11,7 +11,8 @@ import (
 // health, the agent's restarts, when a crash-looping container will next be
 // tried, and why its workload's rollout failed. Like Diff it is pure; the
 // agent adds the log tail of failed containers. Containers without Hatchery's
-// labels and this host's ID are left out.
+// labels and this host's ID are left out, and so are runs' containers (the
+// report's Runs say how those are).
 func Status(desired contract.DesiredState, actual []containers.Container, h *History, now time.Time) []contract.ContainerStatus {
 	hashes := make(map[string]string, len(desired.Workloads))
 	for _, w := range desired.Workloads {
@@ -19,7 +20,7 @@ func Status(desired contract.DesiredState, actual []containers.Container, h *His
 	}
 	var out []contract.ContainerStatus
 	for _, c := range actual {
-		if !containers.Owned(c.Labels, desired.HostID) {
+		if !containers.Owned(c.Labels, desired.HostID) || c.RunID != "" {
 			continue
 		}
 		ch := h.container(c.ID)

@@ -48,13 +48,19 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 	for _, c := range configure {
 		c(&cfg)
 	}
+	v.e = newEngine(t, s, cfg)
+	return v
+}
+
+// newEngine returns an Engine on the scope's client, closed when the test
+// ends. Registered after the scope's cleanup, that runs first: the tasks
+// stop before their containers are swept.
+func newEngine(t *testing.T, s *dockertest.Scope, cfg Config) *Engine {
+	t.Helper()
 	e, err := New(t.Context(), s.Client, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v.e = e
-	// Registered after the scope's cleanup, so it runs first: the tasks stop
-	// before their containers are swept.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -62,7 +68,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 			t.Error(err)
 		}
 	})
-	return v
+	return e
 }
 
 // network returns the Docker name of one of the test project's networks.

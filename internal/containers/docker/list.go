@@ -95,6 +95,11 @@ func (e *Engine) observe(c *container.InspectResponse) (containers.Container, ta
 	}
 	w, known := e.workload(dc.WorkloadID)
 	dc.IP = containerAddr(c, w)
+	if dc.RunID != "" {
+		// A run's container serves nothing and is never probed: it shares
+		// its egg's workload, whose probes are the replicas'.
+		return dc, target{}, false
+	}
 	if known {
 		if p, ok := agentProbe(w); ok {
 			t := target{probe: p, addr: dc.IP, startedAt: dc.StartedAt, paused: dc.Paused}

@@ -49,23 +49,12 @@ func (e *Engine) Start(ctx context.Context, req containers.StartRequest) error {
 func (e *Engine) startSlot(ctx context.Context, req containers.StartRequest, name string) error {
 	w := req.Spec
 	log := e.log.With(zap.String("workload", w.ID()), zap.Int("slot", req.Slot), zap.String("container", name))
-	ref, err := e.ensureImage(ctx, w)
-	if err != nil {
-		return err
-	}
 	// Networks, volumes and secret files before the replaced container
 	// goes: a stateful egg has no replica from its drain until the new one
 	// is healthy, so that gap holds only what needs the old one gone, and
 	// a failure here leaves it serving.
-	if err := e.ensureNetworks(ctx, w); err != nil {
-		return err
-	}
-	if err := e.ensureVolumes(ctx, w); err != nil {
-		return err
-	}
-	secretFiles, err := e.secrets().write(name, w.Secrets, w.User)
+	ref, secretFiles, err := e.prepare(ctx, w, name)
 	if err != nil {
-		e.secrets().remove(name)
 		return err
 	}
 	if req.Replace != "" {
@@ -87,6 +76,28 @@ func (e *Engine) startSlot(ctx context.Context, req containers.StartRequest, nam
 	}
 	log.Info("started container", zap.String("id", short(id)), zap.String("spec", req.SpecHash))
 	return nil
+}
+
+// prepare gets what a container of w named name needs before its create:
+// its image (the reference to create it from), its networks and volumes,
+// and its secret files (by secret name; removed again if writing fails).
+func (e *Engine) prepare(ctx context.Context, w contract.WorkloadSpec, name string) (string, map[string]string, error) {
+	ref, err := e.ensureImage(ctx, w)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := e.ensureNetworks(ctx, w); err != nil {
+		return "", nil, err
+	}
+	if err := e.ensureVolumes(ctx, w); err != nil {
+		return "", nil, err
+	}
+	secretFiles, err := e.secrets().write(name, w.Secrets, w.User)
+	if err != nil {
+		e.secrets().remove(name)
+		return "", nil, err
+	}
+	return ref, secretFiles, nil
 }
 
 // replace drains the container a stop-first start supersedes, as Drain

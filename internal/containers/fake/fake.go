@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -58,6 +59,9 @@ type Behaviour struct {
 	// with ExitCode.
 	CrashAfter time.Duration
 	ExitCode   int
+	// StartErr, if set, makes a start fail after Timing.Build (an image
+	// that cannot be pulled): the task ends with it, no container is made.
+	StartErr error
 }
 
 // Op names a Client call, for fault injection.
@@ -70,6 +74,10 @@ const (
 	OpStop    Op = "stop"
 	OpRestart Op = "restart"
 	OpLogs    Op = "logs"
+	// OpStartRun and OpStopRun are StartRun and StopRun; their target is
+	// the run ID, and the container ID.
+	OpStartRun Op = "start-run"
+	OpStopRun  Op = "stop-run"
 )
 
 // EventKind names a lifecycle event.
@@ -92,6 +100,8 @@ type Event struct {
 	WorkloadID string
 	Slot       int
 	SpecHash   string
+	// RunID is the run of a run's container (containers.LabelRun).
+	RunID string
 	// Healthy tells whether the container was passing its health checks
 	// just before the event.
 	Healthy bool
@@ -102,8 +112,11 @@ type Fake struct {
 	host  string
 	tasks *containers.Tasks
 
-	mu         sync.Mutex
-	now        time.Time            // guarded by mu
+	mu  sync.Mutex
+	now time.Time // guarded by mu
+	// clock is now, readable without mu: the tasks' clock, which Tasks.End
+	// reads while the fake holds mu (a start that fails).
+	clock      atomic.Int64
 	timing     Timing               // guarded by mu
 	behaviour  map[string]Behaviour // by spec hash; guarded by mu
 	containers map[string]*ctr      // by ID, foreign ones included; guarded by mu
@@ -153,7 +166,9 @@ func New(hostID string, start time.Time, timing Timing) *Fake {
 		behaviour:  map[string]Behaviour{},
 		containers: map[string]*ctr{},
 	}
-	f.tasks = containers.NewTasks(zap.NewNop(), f.Now) // a fake's task failures show in its Failures, not in logs
+	f.clock.Store(start.UnixNano())
+	// A fake's task failures show in its Failures, not in logs.
+	f.tasks = containers.NewTasks(zap.NewNop(), func() time.Time { return time.Unix(0, f.clock.Load()).In(start.Location()) })
 	return f
 }
 
@@ -172,10 +187,15 @@ func (f *Fake) Advance(d time.Duration) {
 	for len(f.pending) > 0 && !f.pending[0].at.After(target) {
 		next := f.pending[0]
 		f.pending = f.pending[1:]
-		f.now = next.at
+		f.setNow(next.at)
 		next.run()
 	}
-	f.now = target
+	f.setNow(target)
+}
+
+func (f *Fake) setNow(t time.Time) {
+	f.now = t
+	f.clock.Store(t.UnixNano())
 }
 
 // SetTiming changes how long operations begun from now on take.
@@ -348,6 +368,10 @@ func (f *Fake) Start(ctx context.Context, req containers.StartRequest) error {
 		return nil
 	}
 	create := func() {
+		if err := f.behaviour[req.SpecHash].StartErr; err != nil {
+			f.tasks.End(task, fmt.Errorf("start %s/%d: %w", req.Spec.ID(), req.Slot, err))
+			return
+		}
 		k := f.newCtr("", name, req.Stamp.AddTo(containers.Labels(req.HostID, req.Spec, req.Slot, req.SpecHash)))
 		k.created = f.now
 		f.start(k)
@@ -366,6 +390,83 @@ func (f *Fake) Start(ctx context.Context, req containers.StartRequest) error {
 	}
 	f.after(f.timing.Build, create)
 	return nil
+}
+
+// StartRun begins a run's container: after Timing.Build it exists and
+// starts, unless a container of its name exists by then (it is left alone,
+// as Docker's name conflict leaves it), or its spec hash's StartErr fails
+// the task.
+func (f *Fake) StartRun(ctx context.Context, req containers.RunRequest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, OpStartRun, req.RunID); err != nil {
+		return err
+	}
+	if req.HostID != f.host {
+		return fmt.Errorf("start run %s: host %q is not this host (%q)", req.RunID, req.HostID, f.host)
+	}
+	task := containers.StartRunTask(req, f.now)
+	if !f.tasks.Begin(task) {
+		return nil
+	}
+	f.after(f.timing.Build, func() {
+		if err := f.behaviour[req.SpecHash].StartErr; err != nil {
+			f.tasks.End(task, fmt.Errorf("start run %s: %w", req.RunID, err))
+			return
+		}
+		if !f.named(req.Name()) {
+			k := f.newCtr("", req.Name(), containers.RunLabels(req.HostID, req.Spec, req.SpecHash, req.RunID))
+			k.created = f.now
+			f.start(k)
+			f.record(EventCreate, k)
+		}
+		f.tasks.End(task, nil)
+	})
+	return nil
+}
+
+// StopRun begins stopping a run's container and keeps it: after
+// Timing.Stop it has exited, stopped, with code 143 (SIGTERM's).
+func (f *Fake) StopRun(ctx context.Context, req containers.StopRequest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, OpStopRun, req.ID); err != nil {
+		return err
+	}
+	k, err := f.mine(OpStopRun, req.ID)
+	if k == nil {
+		return err
+	}
+	task := containers.Task{Kind: containers.TaskHalt, Container: k.id, Began: f.now}
+	if !f.tasks.Begin(task) {
+		return nil
+	}
+	f.record(EventStop, k)
+	f.after(f.stopTime(k), func() {
+		if !k.exited {
+			f.exit(k, 143)
+			k.stoppedOut = true
+		}
+		f.tasks.End(task, nil)
+	})
+	return nil
+}
+
+// Failures returns the last failure of each task that has not succeeded
+// since (a start that failed with its Behaviour's StartErr).
+func (f *Fake) Failures() []containers.TaskFailure { return f.tasks.Failures() }
+
+// ForgetRun drops the failure of a run's start.
+func (f *Fake) ForgetRun(runID string) { f.tasks.ForgetRun(runID) }
+
+// named reports whether a container of that name exists.
+func (f *Fake) named(name string) bool {
+	for _, k := range f.containers {
+		if k.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Drain begins draining a container: out of traffic now, then after
@@ -569,7 +670,7 @@ func (f *Fake) after(d time.Duration, run func()) {
 func (f *Fake) record(kind EventKind, k *ctr) {
 	v := f.view(k)
 	f.events = append(f.events, Event{At: f.now, Kind: kind, ID: k.id, WorkloadID: v.WorkloadID,
-		Slot: v.Slot, SpecHash: v.SpecHash, Healthy: v.Healthy && v.State == contract.StateRunning})
+		Slot: v.Slot, SpecHash: v.SpecHash, RunID: v.RunID, Healthy: v.Healthy && v.State == contract.StateRunning})
 }
 
 func (f *Fake) snapshot(keep func(*ctr) bool) []containers.Container {

@@ -1,0 +1,56 @@
+package converge
+
+import (
+	"testing"
+
+	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/contract"
+)
+
+// runOf returns the container of run id of w, labelled as the agent makes
+// it: w's workload label, slot 0 and spec hash, and the run's label.
+func runOf(id string, w contract.WorkloadSpec, state contract.ContainerState) containers.Container {
+	c := ctr("run-"+id, w, 0, contract.SpecHash(w), state)
+	c.Labels = containers.RunLabels(host, w, contract.SpecHash(w), id)
+	c.RunID = id
+	return c
+}
+
+// A run's container shares its egg's workload label, but it is no replica:
+// it neither fills the egg's slot, nor is removed, rolled or restarted as
+// a replica, nor reported as one.
+func TestRunContainersAreNoReplicas(t *testing.T) {
+	w := wl("web", 1)
+	tests := []struct {
+		name   string
+		d      contract.DesiredState
+		actual []containers.Container
+		want   []string
+	}{
+		{"a running run does not fill the slot", desiredOf(w),
+			[]containers.Container{runOf("r1", w, contract.StateRunning)}, []string{"start default/shop/web/0 (missing)"}},
+		{"a crashed run is not restarted", desiredOf(w),
+			[]containers.Container{ctr("c1", w, 0, contract.SpecHash(w), contract.StateRunning), runOf("r1", w, contract.StateCrashed)}, nil},
+		{"a stale-looking run is not rolled", desiredOf(wl("web", 1, func(s *contract.WorkloadSpec) { s.Image = "img:v3" })),
+			[]containers.Container{runOf("r1", w, contract.StateRunning)}, []string{"start default/shop/web/0 (missing)"}},
+		{"a run of an egg no longer desired is not removed", desiredOf(),
+			[]containers.Container{runOf("r1", w, contract.StateRunning)}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Diff(tt.d, tt.actual, nil, t0)
+			var got []string
+			for _, s := range p.Steps {
+				got = append(got, s.String())
+			}
+			if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) {
+				t.Errorf("steps %q, want %q", got, tt.want)
+			}
+			for _, c := range Status(tt.d, tt.actual, NewHistory(), t0) {
+				if c.ContainerID == "run-r1" {
+					t.Errorf("the run's container is in the status: %+v", c)
+				}
+			}
+		})
+	}
+}
