@@ -25,6 +25,7 @@ var composeFields = map[string][]string{
 	"resources":    {"deploy", "resources", "limits"},
 	"stop_timeout": {"stop_grace_period"},
 	"placement":    {"deploy", "placement"},
+	"schedule":     {"x-hatch", "schedule"},
 }
 
 // anchor ties a line of the converted text to a Compose setting.

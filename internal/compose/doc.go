@@ -43,10 +43,16 @@
 //	x-hatch:
 //	  routes: [shop.localhost, api.localhost/v1]  # sent to the egg by the ingress
 //	  port: 8080                                  # the port it listens on
+//	  schedule: {cron: "0 3 * * *", timezone: Europe/Berlin}  # or {every: 15m}
 //
 // A route may be an object, {host: shop.example.com, tls: auto | off, hsts:
 // true}, as in hatch.yaml; a certificate of the user's own (tls: {cert, key}
-// from secrets) is given in hatch.yaml.
+// from secrets) is given in hatch.yaml. A schedule is hatch.yaml's schedule
+// block (cron, timezone, every, concurrency, timeout, starting_deadline,
+// keep_runs), checked alike: the service becomes a job run at each tick, with
+// no replica between ticks (a scheduled service without deploy.replicas or
+// scale has none; with them, or with ports, a healthcheck or routes, it is
+// refused).
 //
 // # References
 //

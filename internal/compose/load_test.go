@@ -162,6 +162,36 @@ func TestLoadProblemsAtTheirLines(t *testing.T) {
 			want: []string{`4: egg "web" labels: "io.hatchery.egg" uses Hatchery's own prefix`},
 		},
 		{
+			name: "a bad cron expression in x-hatch.schedule, with robfig's reason",
+			src:  "services:\n  job:\n    image: busybox\n    x-hatch:\n      schedule:\n        cron: \"61 * * * *\"\n",
+			want: []string{`5: egg "job" schedule: cron: "61 * * * *": end of range (61) above maximum (59)`},
+		},
+		{
+			name: "an unknown zone and a long deadline in x-hatch.schedule",
+			src:  "services:\n  job:\n    image: busybox\n    x-hatch:\n      schedule: {cron: \"0 3 * * *\", timezone: Mars/Olympus, starting_deadline: 2h}\n",
+			want: []string{`5: timezone: "Mars/Olympus" is not a time zone`, `5: starting_deadline: 2h is longer than 1h`},
+		},
+		{
+			name: "keep_runs 0 in x-hatch.schedule",
+			src:  "services:\n  job:\n    image: busybox\n    x-hatch:\n      schedule: {cron: \"0 3 * * *\", every: 1m, keep_runs: 0}\n",
+			want: []string{`5: service "job" x-hatch.schedule: keep_runs: 0 must be a whole number of runs, at least 1`},
+		},
+		{
+			name: "both cron and every in x-hatch.schedule",
+			src:  "services:\n  job:\n    image: busybox\n    x-hatch:\n      schedule: {cron: \"0 3 * * *\", every: 1m}\n",
+			want: []string{`5: either cron or every, not both`},
+		},
+		{
+			name: "an unknown key of x-hatch.schedule",
+			src:  "services:\n  job:\n    image: busybox\n    x-hatch:\n      schedule: {every: 1m, retries: 3}\n",
+			want: []string{`5: service "job" x-hatch.schedule: unknown key "retries": a schedule has concurrency, cron, every, starting_deadline, timeout, timezone and keep_runs`},
+		},
+		{
+			name: "a scheduled service with replicas and published ports",
+			src:  "services:\n  job:\n    image: busybox\n    ports: [\"8080:80\"]\n    deploy:\n      replicas: 2\n    x-hatch:\n      schedule: {every: 1m}\n",
+			want: []string{`4: egg "job" has a schedule and ports: a scheduled egg cannot have ports, since it has no long-running replica`, `6: egg "job" has a schedule and replicas`},
+		},
+		{
 			name: "a build from a git repository",
 			src:  "services:\n  web:\n    build: https://github.com/acme/web.git#main\n",
 			want: []string{`3: service "web" build.context: "https://github.com/acme/web.git#main" is not a local directory`},

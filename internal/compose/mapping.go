@@ -12,6 +12,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/spec"
 )
 
@@ -420,13 +421,65 @@ func (sm *serviceMapper) extension() {
 				continue
 			}
 			sm.egg.Port = port
+		case "schedule":
+			sm.egg.Schedule = sm.schedule(v)
 		default:
-			sm.errorAt("x-hatch", "unknown key %q: x-hatch has routes and port", k)
+			sm.errorAt("x-hatch", "unknown key %q: x-hatch has routes, port and schedule", k)
 		}
+	}
+	if sm.egg.Schedule != nil && sm.s.Scale == nil && (sm.s.Deploy == nil || sm.s.Deploy.Replicas == nil) {
+		sm.egg.Replicas = 0 // a scheduled egg has none; written ones are refused by spec's checks
 	}
 	if len(sm.egg.Routes) > 0 && sm.egg.Port == 0 {
 		sm.errorAt("x-hatch.routes", "the service has routes but no port to send their requests to: publish one under ports:, list it under expose:, or set x-hatch.port")
 	}
+}
+
+// scheduleKeys are x-hatch.schedule's keys that hold text, and where each
+// goes; keep_runs is the one number.
+var scheduleKeys = map[string]func(*inputs.Schedule) *string{
+	"cron":              func(s *inputs.Schedule) *string { return &s.Cron },
+	"timezone":          func(s *inputs.Schedule) *string { return &s.Timezone },
+	"every":             func(s *inputs.Schedule) *string { return &s.Every },
+	"concurrency":       func(s *inputs.Schedule) *string { return &s.Concurrency },
+	"timeout":           func(s *inputs.Schedule) *string { return &s.Timeout },
+	"starting_deadline": func(s *inputs.Schedule) *string { return &s.StartingDeadline },
+}
+
+// schedule reads x-hatch.schedule, as hatch.yaml's schedule: its values
+// as written, which spec's parse of the converted file checks (a bad cron
+// expression, zone or duration is refused there, at this setting's line).
+func (sm *serviceMapper) schedule(v any) *inputs.Schedule {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		sm.errorAt("x-hatch.schedule", `must be a mapping: {cron: "0 3 * * *", timezone: Europe/Berlin} or {every: 15m}`)
+		return nil
+	}
+	s := &inputs.Schedule{}
+	for _, k := range sortedKeys(obj) {
+		value := obj[k]
+		if k == "keep_runs" {
+			n, isInt := value.(int)
+			if !isInt || n < 1 {
+				sm.errorAt("x-hatch.schedule", "keep_runs: %v must be a whole number of runs, at least 1", value)
+				continue
+			}
+			s.KeepRuns = n
+			continue
+		}
+		field, known := scheduleKeys[k]
+		if !known {
+			sm.errorAt("x-hatch.schedule", "unknown key %q: a schedule has %s and keep_runs", k, strings.Join(sortedKeys(scheduleKeys), ", "))
+			continue
+		}
+		switch value.(type) {
+		case string, int, float64, bool:
+			*field(s) = fmt.Sprint(value) // plain text, as spec reads it; any "$" is refused by its checks
+		default:
+			sm.errorAt("x-hatch.schedule", "%s: %v must be a single value", k, value)
+		}
+	}
+	return s
 }
 
 // route reads one x-hatch route: a hostname, optionally with a path, or

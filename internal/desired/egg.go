@@ -47,6 +47,10 @@ func (s *States) EggReady(ctx context.Context, project string, r *resource.Deplo
 	if err != nil {
 		return false, "", err
 	}
+	if e.Scheduled() {
+		// No replica to wait for: its runs are its schedule's, not the apply's.
+		return true, "", nil
+	}
 	v, err := s.read(ctx)
 	if err != nil {
 		return false, "", err
@@ -126,7 +130,7 @@ func (s *States) place(ctx context.Context, project string, e Egg) (placed, erro
 // decide asks the scheduler. An egg that fits nowhere fails for good, unless
 // no host is live yet (agents still starting): then it is retried.
 func (s *States) decide(ctx context.Context, v *view, e Egg) (placement.Decision, error) {
-	dec, err := s.sched.Place(ctx, e.schedulerEgg(v.slotsOf(e.id())), v.scheduled(), s.now())
+	dec, err := s.placeReplicas(ctx, v, e)
 	var unplaceable *placement.UnplaceableError
 	switch {
 	case err == nil:
@@ -136,6 +140,17 @@ func (s *States) decide(ctx context.Context, v *view, e Egg) (placement.Decision
 	default:
 		return dec, backoff.Permanent(err)
 	}
+}
+
+// placeReplicas asks the scheduler where e's long-running replicas go: for
+// a scheduled egg nowhere, since it has none (each of its runs is placed on
+// its own when it starts, by the jobs service), so a scheduled egg is on no
+// host's workloads and an egg that becomes scheduled leaves them all.
+func (s *States) placeReplicas(ctx context.Context, v *view, e Egg) (placement.Decision, error) {
+	if e.Scheduled() {
+		return placement.Decision{}, nil
+	}
+	return s.sched.Place(ctx, e.schedulerEgg(v.slotsOf(e.id())), v.scheduled(), s.now())
 }
 
 func placedOf(d placement.Decision) placed {

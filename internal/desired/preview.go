@@ -13,6 +13,7 @@ import (
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/resource/inputs"
+	"github.com/hatchery/hatchery/internal/schedule"
 )
 
 // HostSteps are the container steps a plan implies on one host.
@@ -128,7 +129,12 @@ func (p *preview) egg(ctx context.Context, name string, c PlanChange) error {
 		p.add("", "place %s: %s", name, plural(e.in.Replicas, "replica"))
 		return nil
 	}
-	dec, err := p.s.sched.Place(ctx, e.schedulerEgg(p.v.slotsOf(id)), p.v.scheduled(), p.s.now())
+	if e.Scheduled() {
+		if sch, _, err := schedule.FromInputs(*e.in.Schedule); err == nil {
+			p.add("", "schedule %s: %s, no long-running replica", name, sch)
+		}
+	}
+	dec, err := p.s.placeReplicas(ctx, p.v, e)
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr // not the egg's problem: the plan is cut short
 	}

@@ -43,6 +43,10 @@ func NewEgg(project, name string, resolved map[string]any, source string, revisi
 
 func (e Egg) id() string { return contract.WorkloadID(e.namespace, e.project, e.name) }
 
+// Scheduled reports whether the egg runs on a schedule (inputs.Schedule):
+// it then has no long-running replicas, on any host.
+func (e Egg) Scheduled() bool { return e.in.Schedule != nil }
+
 // address is the egg's address output: its name (always one of its aliases on
 // its networks) and port.
 func (e Egg) address() string {

@@ -25,6 +25,7 @@
 package schedule
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -87,8 +88,8 @@ type Schedule struct {
 // Parse refuses "@every" and the "TZ=" prefix, which have fields of their own.
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// Parse checks a schedule and prepares it. The error is a *FieldError
-// naming the field and saying why.
+// Parse checks a schedule and prepares it. The error holds a *FieldError
+// for each field at fault, naming it and saying why (FieldErrors lists them).
 func Parse(s Spec) (*Schedule, error) {
 	switch {
 	case s.Cron != "" && s.Every != 0:
@@ -99,36 +100,22 @@ func Parse(s Spec) (*Schedule, error) {
 		return nil, &FieldError{"cron", `a schedule with a timezone needs cron (for example "0 3 * * *")`}
 	}
 	if s.Cron == "" {
+		var errs []error
 		if s.Every < MinEvery {
-			return nil, &FieldError{"every", fmt.Sprintf("%s is shorter than %s, the shortest interval", s.Every, MinEvery)}
+			errs = append(errs, &FieldError{"every", fmt.Sprintf("%s is shorter than %s, the shortest interval", s.Every, MinEvery)})
 		}
 		if s.Timezone != "" {
-			return nil, &FieldError{"timezone", "every ticks at multiples of its interval since the Unix epoch, in no time zone: a timezone goes with cron only"}
+			errs = append(errs, &FieldError{"timezone", "every ticks at multiples of its interval since the Unix epoch, in no time zone: a timezone goes with cron only"})
+		}
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
 		}
 		return &Schedule{spec: s, interval: s.Every}, nil
 	}
-	expr := strings.TrimSpace(s.Cron)
-	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
-		return nil, &FieldError{"cron", "give the time zone in timezone, not in the expression"}
-	}
-	if strings.HasPrefix(expr, "@every") {
-		return nil, &FieldError{"cron", `write "every: <duration>" instead of "cron: @every"`}
-	}
-	loc := time.UTC
-	if s.Timezone != "" {
-		l, err := time.LoadLocation(s.Timezone)
-		if err != nil || s.Timezone == "Local" {
-			return nil, &FieldError{"timezone", fmt.Sprintf("%q is not a time zone: give an IANA name such as Europe/Berlin or UTC", s.Timezone)}
-		}
-		loc = l
-	}
-	parsed, err := cronParser.Parse(expr)
-	if err != nil {
-		return nil, &FieldError{"cron", fmt.Sprintf("%q: %v (five fields: minute hour day-of-month month day-of-week)", s.Cron, err)}
-	}
-	spec, ok := parsed.(*cron.SpecSchedule)
-	if !ok { // every descriptor but @every (refused above) gives a SpecSchedule
-		return nil, &FieldError{"cron", fmt.Sprintf("%q is not a cron expression", s.Cron)}
+	spec, cronErr := parseCron(s.Cron)
+	loc, zoneErr := zone(s.Timezone)
+	if cronErr != nil || zoneErr != nil {
+		return nil, errors.Join(cronErr, zoneErr)
 	}
 	spec.Location = loc
 	sch := &Schedule{spec: s, cron: spec, loc: loc, once: !everyHour(spec)}
@@ -137,6 +124,60 @@ func Parse(s Spec) (*Schedule, error) {
 		return nil, &FieldError{"cron", fmt.Sprintf("%q never fires (no such date)", s.Cron)}
 	}
 	return sch, nil
+}
+
+// parseCron parses a cron expression with robfig's standard parser.
+func parseCron(expr string) (*cron.SpecSchedule, error) {
+	trimmed := strings.TrimSpace(expr)
+	if strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ=") {
+		return nil, &FieldError{"cron", "give the time zone in timezone, not in the expression"}
+	}
+	if strings.HasPrefix(trimmed, "@every") {
+		return nil, &FieldError{"cron", `write "every: <duration>" instead of "cron: @every"`}
+	}
+	parsed, err := cronParser.Parse(trimmed)
+	if err != nil {
+		return nil, &FieldError{"cron", fmt.Sprintf("%q: %v (five fields: minute hour day-of-month month day-of-week)", expr, err)}
+	}
+	spec, ok := parsed.(*cron.SpecSchedule)
+	if !ok { // every descriptor but @every (refused above) gives a SpecSchedule
+		return nil, &FieldError{"cron", fmt.Sprintf("%q is not a cron expression", expr)}
+	}
+	return spec, nil
+}
+
+// zone loads a time zone from the embedded database; "" is UTC. "Local"
+// is refused: it would tick differently on each server.
+func zone(name string) (*time.Location, error) {
+	if name == "" {
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil || name == "Local" {
+		return nil, &FieldError{"timezone", fmt.Sprintf("%q is not a time zone: give an IANA name such as Europe/Berlin or UTC", name)}
+	}
+	return loc, nil
+}
+
+// FieldErrors lists the *FieldErrors an error of Parse or FromInputs holds.
+func FieldErrors(err error) []*FieldError {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *FieldError:
+		return []*FieldError{e}
+	case interface{ Unwrap() []error }:
+		var out []*FieldError
+		for _, inner := range e.Unwrap() {
+			out = append(out, FieldErrors(inner)...)
+		}
+		return out
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return []*FieldError{fe}
+	}
+	return nil
 }
 
 // everyHour says whether a cron's hour field matches every hour (written *
@@ -188,48 +229,55 @@ type Rules struct {
 }
 
 // FromInputs reads an egg's schedule as stored (inputs.Schedule): the
-// schedule and its rules, defaults applied. The error is a *FieldError, the
-// first problem found.
+// schedule and its rules, defaults applied. The error holds a *FieldError
+// for every field at fault (FieldErrors lists them).
 func FromInputs(in inputs.Schedule) (*Schedule, Rules, error) {
-	var spec Spec
-	spec.Cron, spec.Timezone = in.Cron, in.Timezone
-	if in.Every != "" {
-		d, err := duration("every", in.Every)
+	var errs []error
+	check := func(err error) {
 		if err != nil {
-			return nil, Rules{}, err
+			errs = append(errs, err)
 		}
-		spec.Every = d
 	}
-	s, err := Parse(spec)
-	if err != nil {
-		return nil, Rules{}, err
+	spec := Spec{Cron: in.Cron, Timezone: in.Timezone}
+	var err error
+	if in.Every != "" {
+		spec.Every, err = duration("every", in.Every)
+		check(err)
 	}
-	r := Rules{Concurrency: inputs.ConcurrencyForbid, KeepRuns: DefaultKeepRuns, StartingDeadline: min(s.Interval(), MaxStartingDeadline)}
+	var s *Schedule
+	if err == nil {
+		s, err = Parse(spec)
+		check(err)
+	}
+	r := Rules{Concurrency: inputs.ConcurrencyForbid, KeepRuns: DefaultKeepRuns}
 	switch in.Concurrency {
 	case "":
 	case inputs.ConcurrencyForbid, inputs.ConcurrencyAllow, inputs.ConcurrencyReplace:
 		r.Concurrency = in.Concurrency
 	default:
-		return nil, Rules{}, &FieldError{"concurrency", fmt.Sprintf("%q is not one of forbid (skip a tick while a run runs; the default), allow, replace (stop the run)", in.Concurrency)}
+		check(&FieldError{"concurrency", fmt.Sprintf("%q is not one of forbid (skip a tick while a run runs; the default), allow, replace (stop the run)", in.Concurrency)})
 	}
 	if in.Timeout != "" {
-		if r.Timeout, err = duration("timeout", in.Timeout); err != nil {
-			return nil, Rules{}, err
-		}
+		r.Timeout, err = duration("timeout", in.Timeout)
+		check(err)
 	}
 	if in.StartingDeadline != "" {
-		if r.StartingDeadline, err = duration("starting_deadline", in.StartingDeadline); err != nil {
-			return nil, Rules{}, err
-		}
+		r.StartingDeadline, err = duration("starting_deadline", in.StartingDeadline)
+		check(err)
 		if r.StartingDeadline > MaxStartingDeadline {
-			return nil, Rules{}, &FieldError{"starting_deadline", fmt.Sprintf("%s is longer than %s: a tick later than that is recorded as missed", in.StartingDeadline, MaxStartingDeadline)}
+			check(&FieldError{"starting_deadline", fmt.Sprintf("%s is longer than %s, the latest a tick may start (one later than its deadline is recorded as missed)", in.StartingDeadline, FormatDuration(MaxStartingDeadline))})
 		}
+	} else if s != nil {
+		r.StartingDeadline = min(s.Interval(), MaxStartingDeadline)
 	}
-	if in.KeepRuns < 0 {
-		return nil, Rules{}, &FieldError{"keep_runs", fmt.Sprintf("%d: keep at least 1 run (default %d)", in.KeepRuns, DefaultKeepRuns)}
-	}
-	if in.KeepRuns > 0 {
+	switch {
+	case in.KeepRuns < 0:
+		check(&FieldError{"keep_runs", fmt.Sprintf("%d: keep at least 1 run (default %d)", in.KeepRuns, DefaultKeepRuns)})
+	case in.KeepRuns > 0:
 		r.KeepRuns = in.KeepRuns
+	}
+	if len(errs) > 0 {
+		return nil, Rules{}, errors.Join(errs...)
 	}
 	return s, r, nil
 }
@@ -247,7 +295,9 @@ func duration(field, v string) (time.Duration, error) {
 }
 
 // Next is the first tick after the given time (strictly after). It is the
-// zero time for a cron that fires no more within robfig's five years.
+// zero time for a cron that fires no more within robfig's five years. An
+// every schedule counts from the Unix epoch in time.Duration, so after must
+// lie within 292 years of 1970 (a zero time does not).
 func (s *Schedule) Next(after time.Time) time.Time {
 	if s.cron == nil {
 		return s.everyTick(floorDiv(after.Sub(epoch), s.spec.Every) + 1)
@@ -349,8 +399,8 @@ func (s *Schedule) lastBefore(t time.Time) time.Time {
 	}
 }
 
-// epoch is where every schedule's ticks are counted from.
-var epoch = time.Unix(0, 0)
+// epoch is where every schedule's ticks are counted from; its ticks are in UTC.
+var epoch = time.Unix(0, 0).UTC()
 
 // everyTick is an every schedule's k-th tick since the epoch.
 func (s *Schedule) everyTick(k int64) time.Time {

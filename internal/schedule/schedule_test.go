@@ -62,6 +62,17 @@ func TestParseRefusesBadSchedulesNamingTheField(t *testing.T) {
 	}
 }
 
+func TestFromInputsNamesEveryFieldAtFault(t *testing.T) {
+	_, _, err := FromInputs(inputs.Schedule{Cron: "0 3 * *", Timezone: "Nowhere/Land", Concurrency: "queue", Timeout: "-1s", StartingDeadline: "2h", KeepRuns: -2})
+	var fields []string
+	for _, fe := range FieldErrors(err) {
+		fields = append(fields, fe.Field)
+	}
+	if got, want := strings.Join(fields, " "), "cron timezone concurrency timeout starting_deadline keep_runs"; got != want {
+		t.Fatalf("FieldErrors name %q, want %q (error: %v)", got, want, err)
+	}
+}
+
 func TestFromInputsAppliesDefaultsAndRefusesBadRules(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

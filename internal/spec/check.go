@@ -125,6 +125,8 @@ func (c *checker) dependsOn(e *Egg) {
 			c.errorf(d.Line, "egg %q depends on %q, which is not defined%s", e.Name, d.Egg, suggest(d.Egg, keys(c.eggs)))
 		case seen[d.Egg]:
 			c.errorf(d.Line, "egg %q depends on %q twice", e.Name, d.Egg)
+		case parent.Schedule != nil && d.Condition != resource.ConditionCreated:
+			c.errorf(d.Line, "egg %q waits for %q (condition: %s), but %q runs on a schedule: none of its runs is part of an apply, so there is nothing to wait for; depend on it without a condition (the order of the apply only), or make %q a one-shot job (restart: no, no schedule) to wait for it to complete", e.Name, d.Egg, conditionName(d.Condition), d.Egg, d.Egg)
 		case d.Condition == resource.ConditionCompleted && parent.Restart == RestartAlways:
 			c.errorf(d.Line, "egg %q waits for %q to complete, but %q restarts always and never completes: make %q a one-shot job (restart: no), or wait for condition: healthy", e.Name, d.Egg, d.Egg, d.Egg)
 		}
@@ -132,7 +134,8 @@ func (c *checker) dependsOn(e *Egg) {
 	}
 }
 
-// refs checks the output references: an address needs a port to be one.
+// refs checks the output references: an address needs a port to be one,
+// and a scheduled egg has neither address nor hosts worth reaching.
 func (c *checker) refs(e *Egg) {
 	for _, r := range e.refs {
 		typ, name, _ := resource.SplitKey(r.Key)
@@ -144,6 +147,10 @@ func (c *checker) refs(e *Egg) {
 			continue
 		}
 		target := c.eggs[name]
+		if target.Schedule != nil {
+			c.errorf(r.Line, "egg %q references %s, but egg %q runs on a schedule: it has no long-running replica to reach, and runs on no host between its runs; remove the reference", e.Name, userRef(r.Ref), name)
+			continue
+		}
 		if r.Output != "address" {
 			continue
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hatchery/hatchery/internal/schedule"
 )
 
 // This file holds the helpers that read yaml.Nodes into typed values. Each
@@ -368,13 +370,4 @@ func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // formatDuration writes a duration without trailing zero units ("5m", not
 // "5m0s"), for messages and inputs.
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+func formatDuration(d time.Duration) string { return schedule.FormatDuration(d) }

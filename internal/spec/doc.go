@@ -68,6 +68,14 @@
 //	             constraints of placement.Egg (Placement, Volume, VolumeHost).
 //	             Records written before cross-host addressing also hold
 //	             beside: [{egg, hosts}], which nothing reads any more.
+//	schedule     omitted, or a scheduled egg's {cron, timezone, every,
+//	             concurrency, timeout, starting_deadline, keep_runs} as
+//	             written (durations canonical, unwritten fields omitted: their
+//	             defaults are schedule.FromInputs's: concurrency forbid,
+//	             starting_deadline the interval at most 1h, keep_runs 20, no
+//	             timeout). A scheduled egg has replicas 0, no ports, health
+//	             or routes: each tick runs one container of it (package
+//	             schedule says what ticks, daylight-saving included).
 //	uses         the eggs whose address it references, by name, sorted: plain
 //	             names, so where they run constrains nothing; each host running
 //	             the egg serves them to it under their names (relays).

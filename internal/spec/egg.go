@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
+	"github.com/hatchery/hatchery/internal/schedule"
 )
 
 // Defaults of an egg's settings, applied where the file says nothing.
@@ -35,6 +38,18 @@ var eggFields = []string{
 	"port", "ports", "env", "health", "routes", "aliases", "rollout", "restart",
 	"resources", "volumes", "tmpfs", "read_only", "cap_add", "cap_drop", "labels",
 	"secrets", "networks", "depends_on", "stop_signal", "stop_timeout", "placement",
+	"schedule",
+}
+
+// scheduleFields are the settings of an egg's schedule.
+var scheduleFields = []string{"cron", "timezone", "every", "concurrency", "timeout", "starting_deadline", "keep_runs"}
+
+// notScheduled are the settings a scheduled egg cannot have, with why.
+var notScheduled = []struct{ field, why string }{
+	{"replicas", "each tick runs one container of it, and nothing runs between ticks"},
+	{"routes", "it has no long-running replica for the ingress to route to"},
+	{"ports", "it has no long-running replica to publish a port of"},
+	{"health", "its runs are judged by their exit code, not by a health check"},
 }
 
 // composeNames are Compose's names for settings hatch.yaml names otherwise,
@@ -104,6 +119,14 @@ func (d *decoder) egg(f field, dir string) *Egg {
 	}
 	if len(e.Networks) == 0 {
 		e.Networks = []string{DefaultNetwork}
+	}
+	if e.Schedule != nil {
+		for _, f := range notScheduled {
+			if line := e.lines[f.field]; line != 0 {
+				d.errorf(line, "%s has a schedule and %s: a scheduled egg cannot have %s, since %s; remove %s (or the schedule)", what, f.field, f.field, f.why, f.field)
+			}
+		}
+		e.Replicas = 0
 	}
 	if e.Rollout.Order == "" { // not written, or reported as wrong
 		e.Rollout.Order = StartFirst
@@ -234,6 +257,59 @@ func (ed *eggDecoder) field(g field, what string) {
 				e.Placement.Hosts = v
 			}
 		}
+	case "schedule":
+		ed.schedule(g, what)
+	}
+}
+
+// schedule reads an egg's schedule: {cron: "0 3 * * *", timezone:
+// Europe/Berlin} or {every: 15m}, with its run rules; schedule.FromInputs
+// checks it as the control plane will read it, and its complaint points at
+// the field's line.
+func (ed *eggDecoder) schedule(g field, what string) {
+	s := &inputs.Schedule{}
+	ok := true
+	for _, f := range ed.fields(g.Value, what, scheduleFields...) {
+		ed.egg.lines["schedule."+f.Key] = f.Line
+		w := what + "." + f.Key
+		var fieldOK bool
+		switch f.Key {
+		case "cron":
+			s.Cron, fieldOK = ed.plain(f.Value, w)
+		case "timezone":
+			s.Timezone, fieldOK = ed.plain(f.Value, w)
+		case "concurrency":
+			s.Concurrency, fieldOK = ed.plain(f.Value, w)
+		case "every", "timeout", "starting_deadline":
+			var d time.Duration
+			// Any duration: schedule.FromInputs says what is too short.
+			if d, fieldOK = ed.duration(f.Value, w, math.MinInt64); fieldOK {
+				v := formatDuration(d)
+				switch f.Key {
+				case "every":
+					s.Every = v
+				case "timeout":
+					s.Timeout = v
+				default:
+					s.StartingDeadline = v
+				}
+			}
+		case "keep_runs":
+			s.KeepRuns, fieldOK = ed.integer(f.Value, w, 1, math.MaxInt32)
+		}
+		ok = ok && fieldOK
+	}
+	ed.egg.Schedule = s
+	if !ok {
+		return // its problems are reported; FromInputs would only guess at more
+	}
+	_, _, err := schedule.FromInputs(*s)
+	for _, fe := range schedule.FieldErrors(err) {
+		line := g.Line
+		if l := ed.egg.lines["schedule."+fe.Field]; l != 0 {
+			line = l
+		}
+		ed.errorf(line, "%s: %v", what, fe)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/resource/inputs"
+	"github.com/hatchery/hatchery/internal/schedule"
 )
 
 // The limits of a file, here once: the loader and CheckResource both use them.
@@ -289,12 +290,31 @@ func checkEggInputs(name string, in inputs.Egg, lim Limits) error {
 	if err := checkPlacement(in.Placement); err != nil {
 		errs = append(errs, err)
 	}
+	if in.Schedule != nil {
+		checkScheduleInputs(in, bad)
+	}
 	for i, u := range in.Uses {
 		if !ValidName(u) {
 			bad(fmt.Sprintf("uses[%d]", i), "%q is not an egg name (%s)", u, NameRule)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkScheduleInputs applies the loader's rules of a scheduled egg: its
+// schedule as schedule.FromInputs reads it, and none of what a scheduled egg
+// cannot have (notScheduled; its routes are resources of their own).
+func checkScheduleInputs(in inputs.Egg, bad func(field, format string, args ...any)) {
+	_, _, err := schedule.FromInputs(*in.Schedule)
+	for _, fe := range schedule.FieldErrors(err) {
+		bad("schedule."+fe.Field, "%s", fe.Reason)
+	}
+	has := map[string]bool{"replicas": in.Replicas != 0, "ports": len(in.Ports) > 0, "health": in.Health != nil}
+	for _, f := range notScheduled {
+		if has[f.field] {
+			bad(f.field, "a scheduled egg cannot have %s, since %s", f.field, f.why)
+		}
+	}
 }
 
 func checkHealthInputs(h *inputs.Health, bad func(field, format string, args ...any)) {

@@ -70,6 +70,11 @@ type Egg struct {
 	StopSignal  string
 	StopTimeout time.Duration
 	Placement   Placement
+	// Schedule, when set, makes the egg a job run on a schedule: it has no
+	// long-running replicas (Replicas is 0), no routes, ports or health
+	// check. Held as its inputs are (durations canonical, defaults left
+	// unset for schedule.FromInputs to apply), checked by schedule.FromInputs.
+	Schedule *inputs.Schedule
 
 	// lines maps a field name ("replicas", "rollout.order") to its line, for
 	// the checks that run on the typed model.

@@ -96,6 +96,7 @@ func eggInputsOf(e *Egg) inputs.Egg {
 		StopSignal:  e.StopSignal,
 		StopTimeout: formatDuration(e.StopTimeout),
 		Placement:   placementOf(e),
+		Schedule:    e.Schedule,
 		Uses:        usesOf(e),
 		Rollout: inputs.Rollout{
 			Order:            string(e.Rollout.Order),

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
 // Marshal writes a project as a canonical hatch.yaml: sections and eggs in a
@@ -129,7 +130,9 @@ func (w *writer) egg(e *Egg) *yaml.Node {
 	} else {
 		add(m, "image", str(text(e.Image)))
 	}
-	if e.Replicas != DefaultReplicas {
+	// A scheduled egg has no replicas: one that has any (a loader's
+	// mistake) is written, and the parse refuses it.
+	if e.Schedule == nil && e.Replicas != DefaultReplicas || e.Schedule != nil && e.Replicas != 0 {
 		add(m, "replicas", integer(e.Replicas))
 	}
 	if len(e.Command) > 0 {
@@ -245,6 +248,27 @@ func (w *writer) egg(e *Egg) *yaml.Node {
 		pl := mapping(true)
 		add(pl, "hosts", literals(e.Placement.Hosts))
 		add(m, "placement", pl)
+	}
+	if s := e.Schedule; s != nil {
+		add(m, "schedule", scheduleNode(s))
+	}
+	return m
+}
+
+// scheduleNode writes an egg's schedule as a flow mapping, {cron: "0 3 * *
+// *", timezone: Europe/Berlin}, its fields in the order of scheduleFields.
+func scheduleNode(s *inputs.Schedule) *yaml.Node {
+	m := mapping(true)
+	for _, f := range []struct{ key, value string }{
+		{"cron", s.Cron}, {"timezone", s.Timezone}, {"every", s.Every}, {"concurrency", s.Concurrency},
+		{"timeout", s.Timeout}, {"starting_deadline", s.StartingDeadline},
+	} {
+		if f.value != "" {
+			add(m, f.key, str(literal(f.value)))
+		}
+	}
+	if s.KeepRuns != 0 {
+		add(m, "keep_runs", integer(s.KeepRuns))
 	}
 	return m
 }

@@ -314,6 +314,13 @@ func drawModel(t *rapid.T, dir string) *Project {
 		}
 		p.Eggs = append(p.Eggs, e)
 	}
+	for _, e := range p.Eggs {
+		for i, d := range e.DependsOn {
+			if p.Eggs[d.Egg[1]-'0'].Schedule != nil {
+				e.DependsOn[i].Condition = "" // nothing of a scheduled egg is awaited
+			}
+		}
+	}
 	if rapid.Bool().Draw(t, "configureDefault") {
 		p.Networks = append(p.Networks, &Network{Name: DefaultNetwork, Internal: rapid.Bool().Draw(t, "internal"), Labels: drawMap(t, "networkLabels")})
 	}
@@ -429,7 +436,28 @@ func drawEgg(t *rapid.T, i, secrets int) *Egg {
 		}
 	}
 	e.Placement.Hosts = drawList(t, "hosts", "host-a", "Host_B.lan")
+	if i > 0 && rapid.Bool().Draw(t, "scheduled") { // e0's outputs are referenced
+		e.Schedule = drawSchedule(t)
+		e.Replicas, e.Ports, e.Health, e.Routes = 0, nil, nil, nil
+	}
 	return e
+}
+
+// drawSchedule draws a valid schedule, its durations canonical as the
+// loader keeps them.
+func drawSchedule(t *rapid.T) *inputs.Schedule {
+	s := &inputs.Schedule{}
+	if rapid.Bool().Draw(t, "cron") {
+		s.Cron = drawFrom(t, "cronExpr", "0 3 * * *", "*/5 * * * *", "@daily", "30 2 * * 1-5")
+		s.Timezone = drawFrom(t, "timezone", "", "UTC", "Europe/Berlin", "America/New_York")
+	} else {
+		s.Every = drawFrom(t, "every", "1s", "5s", "15m", "1h30m", "1.5s")
+	}
+	s.Concurrency = drawFrom(t, "concurrency", "", "forbid", "allow", "replace")
+	s.Timeout = drawFrom(t, "timeout", "", "30s", "1h")
+	s.StartingDeadline = drawFrom(t, "startingDeadline", "", "1s", "1h")
+	s.KeepRuns = rapid.IntRange(0, 50).Draw(t, "keepRuns")
+	return s
 }
 
 // drawText draws an encoded string for an egg's env or command: literal
