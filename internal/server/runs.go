@@ -110,11 +110,7 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	run, err := s.deps.Jobs.Start(r.Context(), project, egg, req, store.ActorOf(r.Context()))
-	if err != nil {
-		return jobsError(err)
-	}
-	writeJSON(w, http.StatusCreated, run)
-	return nil
+	return answerRun(w, http.StatusCreated, run, err)
 }
 
 // getRuns is GET .../runs (?egg=): the project's runs, newest first.
@@ -153,11 +149,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	state := r.URL.Query().Get("state")
 	if wait == 0 || state == "" {
 		run, err := s.deps.Jobs.Get(r.Context(), project, id)
-		if err != nil {
-			return jobsError(err)
-		}
-		writeJSON(w, http.StatusOK, run)
-		return nil
+		return answerRun(w, http.StatusOK, run, err)
 	}
 	held, err := s.hold(r, endpointRunWait)
 	if err != nil {
@@ -201,11 +193,7 @@ func (s *Server) postRunStop(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	run, err := s.deps.Jobs.Stop(r.Context(), project, id, store.ActorOf(r.Context()))
-	if err != nil {
-		return jobsError(err)
-	}
-	writeJSON(w, http.StatusOK, run)
-	return nil
+	return answerRun(w, http.StatusOK, run, err)
 }
 
 // getSchedules is GET .../schedules: the project's scheduled eggs, each
@@ -234,11 +222,7 @@ func (s *Server) postScheduleRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	run, err := s.deps.Jobs.Fire(r.Context(), project, egg, store.ActorOf(r.Context()))
-	if err != nil {
-		return jobsError(err)
-	}
-	writeJSON(w, http.StatusCreated, run)
-	return nil
+	return answerRun(w, http.StatusCreated, run, err)
 }
 
 // postSchedulePause and postScheduleResume are POST
@@ -260,6 +244,16 @@ func (s *Server) scheduleSwitch(w http.ResponseWriter, r *http.Request, do func(
 		return jobsError(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// answerRun writes the run the jobs service answered, at status, or its
+// error.
+func answerRun(w http.ResponseWriter, status int, run api.Run, err error) error {
+	if err != nil {
+		return jobsError(err)
+	}
+	writeJSON(w, status, run)
 	return nil
 }
 

@@ -147,6 +147,32 @@ volumes:
 		c.noRunContainers(t, "runs")
 	})
 
+	t.Run("a kept run's output is read with hatch logs --run; hatch runs and hatch status show runs and schedules", func(t *testing.T) {
+		out, code := c.hatchCode(nil, "run", "runs", "task", "--keep", "--detach", "--", "-exit", "0")
+		id := strings.TrimSpace(out)
+		if code != 0 || strings.ContainsAny(id, " \n") || id == "" {
+			t.Fatalf("hatch run --detach: exit %d, want the run's ID alone:\n%s", code, out)
+		}
+		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(id) + `\s+task\s+manual\s+admin\s+a\s+.*\bexited\s+0\s*$`)
+		dockertest.Eventually(t, 30*time.Second, 200*time.Millisecond, func() error {
+			if runs, _ := c.hatch(nil, "runs", "runs", "task"); !row.MatchString(runs) {
+				return fmt.Errorf("hatch runs has no row of run %s exited 0:\n%s", id, runs)
+			}
+			return nil
+		})
+		logs := c.mustHatch(nil, "logs", "runs", "task", "--run", id)
+		if !strings.Contains(logs, "job done, exit 0") || !strings.Contains(logs, "job version from-egg-env") {
+			t.Errorf("hatch logs --run %s shows no output of the run:\n%s", id, logs)
+		}
+		if n := len(c.runContainers(t, "runs", false)); n != 1 {
+			t.Errorf("%d run containers, want the kept one", n)
+		}
+		status := c.mustHatch(nil, "status", "runs")
+		if !regexp.MustCompile(`(?m)^\s*task\s+.*0 0 1 1 \*.*\d{4}-01-01 00:00:00`).MatchString(status) {
+			t.Errorf("hatch status shows no next run of task's schedule:\n%s", status)
+		}
+	})
+
 	t.Run("a failing migration stops the apply and the egg depending on it does not roll", func(t *testing.T) {
 		mig := file("mig", `project: mig
 eggs:
