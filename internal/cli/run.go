@@ -196,7 +196,7 @@ func (f *runFollower) printOutput(ctx context.Context, run api.Run) {
 
 // waitEnd long-polls the run until its state is an end.
 func (f *runFollower) waitEnd(ctx context.Context, run api.Run) (api.Run, error) {
-	for !runEnded(run.State) {
+	for !run.Ended() {
 		next, err := f.runs.Wait(ctx, f.ns, f.project, run.ID, run.State, f.wait)
 		if err != nil {
 			return run, fmt.Errorf("wait for run %s: %w", run.ID, err)
@@ -204,12 +204,6 @@ func (f *runFollower) waitEnd(ctx context.Context, run api.Run) (api.Run, error)
 		run = next
 	}
 	return run, nil
-}
-
-// runEnded reports whether a run's recorded state is an end: the host's
-// (contract.RunState.Ended) or the control plane's own (lost, missed).
-func runEnded(state string) bool {
-	return contract.RunState(state).Ended() || state == api.RunLost || state == api.RunMissed
 }
 
 // runEnd is a run's end as the command's: its exit code (an exit code of

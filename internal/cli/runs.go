@@ -74,7 +74,7 @@ func printRuns(w io.Writer, runs []api.Run, now time.Time) error {
 			}
 			duration = end.Sub(r.StartedAt).Round(100 * time.Millisecond).String()
 		}
-		if runEnded(r.State) && !r.EndedAt.IsZero() {
+		if r.Ended() && !r.EndedAt.IsZero() {
 			exit = strconv.Itoa(r.ExitCode)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.Line(r.ID), termsafe.Line(r.Egg), termsafe.Line(r.Trigger),

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -118,4 +120,46 @@ func TestARunOnAHostThatRefusesExecIsRefusedBeforeItIsRecorded(t *testing.T) {
 	if len(runs.Runs) != 1 {
 		t.Fatalf("runs %+v, want r1 only: the refused run recorded nothing", runs.Runs)
 	}
+}
+
+func TestARunsLogsAreRefusedWhenNoHostWouldEverServeThem(t *testing.T) {
+	w := newSessionWorld(t, DefaultConfig())
+	ctx := t.Context()
+	if err := w.sh.store.PutResource(ctx, "default/shop", &resource.Deployed{ID: "w1", Type: resource.Egg, Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	now := w.sh.clock.Now()
+	runs := []store.Run{
+		{ID: "gone", Project: "default/shop", Egg: "web", Trigger: api.TriggerManual, CreatedAt: now, State: store.RunPending},
+		{ID: "kept", Project: "default/shop", Egg: "web", Trigger: api.TriggerManual, CreatedAt: now, State: store.RunPending, Kept: true},
+	}
+	if err := w.sh.store.CreateRuns(ctx, runs, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"gone", "kept"} {
+		if _, err := w.sh.store.RecordRunProgress(ctx, id, store.RunProgress{State: store.RunExited, StartedAt: now, EndedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		query, mentions string
+		status          int
+	}{
+		{"egg=web&run=nope", "nope", 404},
+		{"egg=db&run=kept", "not of db", 404},
+		{"egg=web&run=gone", "--keep", 410},
+		{"egg=web&run=a%20b", "run", 400},
+	} {
+		_, err := w.admin.Dial(ctx, "/api/v1/projects/default/shop/logs?"+c.query)
+		var apiErr *apiclient.APIError
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != c.status || !strings.Contains(apiErr.Message, c.mentions) {
+			t.Errorf("logs?%s: %v, want %d mentioning %q", c.query, err, c.status, c.mentions)
+		}
+	}
+	// A kept run's logs are a stream (no host holds it here: it ends at once).
+	conn, err := w.admin.Dial(ctx, "/api/v1/projects/default/shop/logs?egg=web&run=kept")
+	if err != nil {
+		t.Fatalf("a kept run's logs: %v", err)
+	}
+	conn.CloseNow()
 }

@@ -179,6 +179,11 @@ func (s *Server) getLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if req.Run != "" {
+		if err := s.checkRunLogs(r.Context(), req); err != nil {
+			return err
+		}
+	}
 	src := &logSource{fleet: s.deps.Fleet, desired: s.deps.Desired, ns: ns, project: project, egg: req.Egg, run: req.Run, only: only}
 	targets, err := src.Targets(r.Context())
 	if err != nil {
@@ -199,6 +204,23 @@ func (s *Server) getLogs(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.sessionContext(r)
 	defer cancel()
 	logs.Serve(ctx, conn, req, targets, src)
+	return nil
+}
+
+// checkRunLogs refuses a logs request for a run that is not the egg's
+// (404), or whose container is gone: ended, and not kept (410), which no
+// host would ever serve.
+func (s *Server) checkRunLogs(ctx context.Context, req contract.LogsRequest) error {
+	run, err := s.deps.Jobs.Get(ctx, req.Project, req.Run)
+	if err != nil {
+		return jobsError(err)
+	}
+	if run.Egg != req.Egg {
+		return api.NotFound("run %s is a run of egg %s, not of %s", run.ID, run.Egg, req.Egg)
+	}
+	if run.Ended() && !run.Kept {
+		return api.Errorf(api.CodeGone, "run %s ended (%s) and its container was removed: hatch run --keep keeps a run's output", run.ID, run.State)
+	}
 	return nil
 }
 
@@ -260,8 +282,8 @@ func (src *logSource) Changed(ctx context.Context) <-chan struct{} {
 func parseLogsRequest(r *http.Request, project string) (contract.LogsRequest, string, error) {
 	q := r.URL.Query()
 	req := contract.LogsRequest{Project: project, Egg: q.Get("egg"), Slot: -1, Tail: -1, Follow: q.Get("follow") == "1", Run: q.Get("run")}
-	if req.Run != "" && (req.Egg == "" || q.Has("slot")) {
-		return req, "", api.BadRequest("run: %q needs its egg and no slot (hatch logs PROJECT EGG --run ID)", req.Run)
+	if req.Run != "" && (req.Egg == "" || q.Has("slot") || !runIDPattern.MatchString(req.Run)) {
+		return req, "", api.BadRequest("run: %q is not a run's ID given with its egg and no slot (hatch logs PROJECT EGG --run ID)", req.Run)
 	}
 	if v := q.Get("slot"); v != "" {
 		n, err := strconv.Atoi(v)
