@@ -183,7 +183,13 @@ func (f *runFollower) printOutput(ctx context.Context, run api.Run) {
 			return
 		}
 		var r contract.LogRecord
-		if json.Unmarshal(data, &r) != nil || r.Event != "" {
+		switch {
+		case json.Unmarshal(data, &r) != nil:
+			continue
+		case r.Event != "":
+			// The server's word on the stream (its host could not be
+			// read), not the command's output.
+			fmt.Fprintf(f.errOut, "hatch: the run's output: %s\n", termsafe.Line(r.Event+": "+r.Line))
 			continue
 		}
 		w := f.out
