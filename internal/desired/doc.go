@@ -49,6 +49,11 @@
 //     serves them all): one held by another project (or namespace) on any
 //     host is refused with a *ConflictError naming the holder; Preview
 //     refuses it at plan time already.
+//   - runs (DeliverRuns, StopRuns, ReleaseRuns; the jobs service's): a run
+//     of an egg goes into the state of the one host placement chooses for one
+//     replica of it, with the egg's workload spec made for that host; a
+//     stateful egg's replica on a host whose state holds a run of it stays
+//     stopped (its --stop window), whoever places the egg meanwhile.
 //   - secret: an egg's workloads carry the values of the secrets it uses
 //     (contract.SecretFile.Value, sealed at rest), read by their handles
 //     (SecretHandle).

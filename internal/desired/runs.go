@@ -41,7 +41,8 @@ type RunDelivery struct {
 	// choose among the hosts that may run the egg.
 	Host string
 	// StopEgg, for a stateful egg, stops its replica while the run is in
-	// the desired state (ReleaseRuns with its egg puts it back).
+	// the desired state (ReleaseRuns with its egg puts it back); a
+	// stateless egg's replicas are left alone.
 	StopEgg bool
 	// Stop asks the host to stop the run (it is never started if it has
 	// not started yet).
@@ -105,7 +106,7 @@ func (s *States) DeliverRuns(ctx context.Context, project string, runs []RunDeli
 			}
 			w.Replicas, w.Restart = 1, contract.RestartNo
 			w.Routes, w.Ports, w.Health, w.Rollout = nil, nil, contract.HealthCheck{}, contract.Rollout{}
-			if r.StopEgg {
+			if r.StopEgg && r.egg.in.Placement.Volume != "" {
 				v.scaleWorkload(r.egg.id(), host, 0)
 			}
 			d := v.states[host]

@@ -27,7 +27,8 @@ func (s *Service) Start(ctx context.Context, project, egg string, req api.RunReq
 		}
 	}
 	r := store.Run{ID: newRunID(), Project: project, Egg: egg, Host: req.Host, Trigger: api.TriggerManual, Actor: actor,
-		CreatedAt: s.now(), State: store.RunPending, Kept: req.Keep, Command: req.Command, Timeout: timeout, StopEgg: req.Stop}
+		CreatedAt: s.now(), State: store.RunPending, Kept: req.Keep, Command: req.Command, Timeout: timeout,
+		StopEgg: req.Stop && holdsReplicas(rec)} // --stop means nothing to an egg without a volume's replica
 	got, err := s.startRun(store.WithActor(ctx, actor), r, rec)
 	if err != nil {
 		return api.Run{}, err

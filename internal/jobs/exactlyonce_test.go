@@ -12,7 +12,6 @@ import (
 
 	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/store"
-	"github.com/hatchery/hatchery/internal/store/postgres"
 	"github.com/hatchery/hatchery/internal/testutil/pgtest"
 )
 
@@ -68,11 +67,7 @@ type server struct {
 
 func startServer(t *testing.T, url, id string, ttl time.Duration) *server {
 	t.Helper()
-	st, err := postgres.Open(t.Context(), url, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := newPostgres(t, url)
 	h := harnessOn(t, st, id, &clock{})
 	leases := &frozen{Leases: st}
 	el, err := leader.New(ttl, leader.Deps{Leases: leases, ServerID: id, Logger: zaptest.NewLogger(t).Named(id)})

@@ -17,7 +17,9 @@ import (
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store"
+	"github.com/hatchery/hatchery/internal/store/postgres"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
+	"github.com/hatchery/hatchery/internal/testutil/pgtest"
 )
 
 // testStore is what the tests need of a real store.
@@ -92,9 +94,22 @@ func newSQLite(t *testing.T) *sqlite.Store {
 	return st
 }
 
-func newHarness(t *testing.T) *harness {
+// onStores runs test on a harness over SQLite and over PostgreSQL.
+func onStores(t *testing.T, test func(t *testing.T, h *harness)) {
+	t.Run("sqlite", func(t *testing.T) { test(t, harnessOn(t, newSQLite(t), "srv-a", standingClock())) })
+	t.Run("postgres", func(t *testing.T) {
+		test(t, harnessOn(t, newPostgres(t, pgtest.Shared(t).NewSchema(t)), "srv-a", standingClock()))
+	})
+}
+
+func newPostgres(t *testing.T, url string) *postgres.Store {
 	t.Helper()
-	return harnessOn(t, newSQLite(t), "srv-a", standingClock())
+	st, err := postgres.Open(t.Context(), url, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // harnessOn is a harness over st: a second one over the same store is

@@ -65,11 +65,16 @@ type Config struct {
 	LeaseWait time.Duration
 	// ListLimit bounds the runs List returns.
 	ListLimit int
+	// KeepRecords is how many records of runs out of the desired states
+	// each egg keeps (`hatch runs` shows them), checked every PruneEvery.
+	KeepRecords int
+	PruneEvery  time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{Tick: time.Second, LeaseTTL: 30 * time.Second, LeaseWait: 10 * time.Second, ListLimit: 200}
+	return Config{Tick: time.Second, LeaseTTL: 30 * time.Second, LeaseWait: 10 * time.Second, ListLimit: 200,
+		KeepRecords: 1000, PruneEvery: time.Minute}
 }
 
 // Validate reports every setting that cannot work.
@@ -78,13 +83,16 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"tick", c.Tick}, {"lease TTL", c.LeaseTTL}, {"lease wait", c.LeaseWait}} {
+	}{{"tick", c.Tick}, {"lease TTL", c.LeaseTTL}, {"lease wait", c.LeaseWait}, {"prune every", c.PruneEvery}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("jobs config: %s must be positive, not %v", d.name, d.v))
 		}
 	}
 	if c.ListLimit < 1 {
 		errs = append(errs, fmt.Errorf("jobs config: list limit must be at least 1, not %d", c.ListLimit))
+	}
+	if c.KeepRecords < 1 {
+		errs = append(errs, fmt.Errorf("jobs config: keep records must be at least 1, not %d", c.KeepRecords))
 	}
 	return errors.Join(errs...)
 }
@@ -139,10 +147,11 @@ func (d Deps) validate() error {
 // Service is the jobs service: its API runs on every server, its
 // scheduler (BeginLoops) on the loops' holder only.
 type Service struct {
-	cfg  Config
-	deps Deps
-	log  *zap.Logger
-	now  func() time.Time
+	cfg   Config
+	deps  Deps
+	log   *zap.Logger
+	now   func() time.Time
+	timed *timedWork // the scheduler's copy of its sources' work
 }
 
 // New returns a service.
@@ -153,7 +162,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err := deps.validate(); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, deps: deps, log: deps.Logger.With(zap.String("component", "jobs")), now: deps.Now}, nil
+	return &Service{cfg: cfg, deps: deps, log: deps.Logger.With(zap.String("component", "jobs")), now: deps.Now,
+		timed: &timedWork{sources: deps.Sources, watch: deps.Events.WatchEvents}}, nil
 }
 
 // newRunID returns a new run ID: 16 random hex digits.

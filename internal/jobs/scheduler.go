@@ -86,11 +86,22 @@ func (s *Service) BeginLoops(ctx context.Context) (run func(ctx context.Context)
 	return s.loop, nil
 }
 
-// loop runs a pass every Tick, or sooner at the next due tick, until ctx
-// ends.
+// loop runs a pass every Tick, or sooner at the next due tick, and
+// prunes old records every PruneEvery, until ctx ends.
 func (s *Service) loop(ctx context.Context) {
+	var pruned time.Time
 	for {
 		next := s.pass(ctx)
+		if now := s.now(); now.Sub(pruned) >= s.cfg.PruneEvery {
+			if n, err := s.deps.Runs.PruneRuns(ctx, s.cfg.KeepRecords); err != nil && ctx.Err() == nil {
+				s.log.Warn("old records of runs not pruned; retrying", zap.Error(err))
+			} else if err == nil {
+				pruned = now
+				if n > 0 {
+					s.log.Info("old records of runs pruned", zap.Int64("runs", n), zap.Int("kept per egg", s.cfg.KeepRecords))
+				}
+			}
+		}
 		wait := s.cfg.Tick
 		if !next.IsZero() {
 			wait = min(wait, max(next.Sub(s.now()), 0))
@@ -126,13 +137,9 @@ func (s *Service) pass(ctx context.Context) time.Time {
 // decideTicks records the due ticks of every schedule and returns the
 // earliest next tick.
 func (s *Service) decideTicks(ctx context.Context) (time.Time, error) {
-	var items []Scheduled
-	for _, src := range s.deps.Sources {
-		list, err := src.Scheduled(ctx, "")
-		if err != nil {
-			return time.Time{}, err
-		}
-		items = append(items, list...)
+	items, err := s.timed.read(ctx, s.now())
+	if err != nil {
+		return time.Time{}, err
 	}
 	states, err := s.scheduleStates(ctx, "")
 	if err != nil {
@@ -143,6 +150,9 @@ func (s *Service) decideTicks(ctx context.Context) (time.Time, error) {
 	for _, sc := range items {
 		key := sc.Project + " " + sc.Egg
 		st, ok := states[key]
+		if n := sc.Timer.Next(later(st.LastTick, s.now())); !st.Paused && !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
 		if !ok {
 			// A schedule seen first: its ticks count from now.
 			st = store.ScheduleState{Project: sc.Project, Egg: sc.Egg, LastTick: s.now(), UpdatedAt: s.now()}
@@ -150,9 +160,6 @@ func (s *Service) decideTicks(ctx context.Context) (time.Time, error) {
 				errs = append(errs, err)
 			}
 			continue
-		}
-		if n := sc.Timer.Next(later(st.LastTick, s.now())); !st.Paused && !n.IsZero() && (next.IsZero() || n.Before(next)) {
-			next = n
 		}
 		if st.Paused {
 			continue
@@ -241,4 +248,41 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// timedWork is the scheduler's copy of what its sources list, read again
+// when the event log moved (an apply, a restart or a reschedule records
+// its changes of resources there, through whichever server), and at least
+// every refreshEvery: a pass every second reads the store's schedules
+// states and runs, not every project's resources. Only the loop uses it.
+type timedWork struct {
+	sources []Source
+	watch   func() <-chan struct{}
+	changed <-chan struct{} // closed at the next event after the last read
+	readAt  time.Time
+	items   []Scheduled
+}
+
+// refreshEvery bounds how long the copy is trusted without an event.
+const refreshEvery = 30 * time.Second
+
+func (w *timedWork) read(ctx context.Context, now time.Time) ([]Scheduled, error) {
+	if w.changed != nil && now.Sub(w.readAt) < refreshEvery {
+		select {
+		case <-w.changed:
+		default:
+			return w.items, nil
+		}
+	}
+	changed := w.watch() // before the read: no change slips between
+	var items []Scheduled
+	for _, src := range w.sources {
+		list, err := src.Scheduled(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, list...)
+	}
+	w.items, w.changed, w.readAt = items, changed, now
+	return items, nil
 }

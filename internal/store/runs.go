@@ -157,6 +157,11 @@ type Runs interface {
 	SetRunKept(ctx context.Context, id string, kept bool) error
 	// ReleaseRun records that the run left its host's desired state at at.
 	ReleaseRun(ctx context.Context, id string, at time.Time) error
+	// PruneRuns deletes the records of released runs beyond the newest
+	// keep of each egg (their containers are gone already), so a schedule
+	// every few seconds does not grow the table for ever; it returns how
+	// many it deleted.
+	PruneRuns(ctx context.Context, keep int) (int64, error)
 	// LastSuccesses returns, for every egg with a scheduled or fired run
 	// (not a manual one) that exited 0, when the last one ended: project ->
 	// egg -> time.

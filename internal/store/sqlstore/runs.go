@@ -139,6 +139,23 @@ func (s *Runs) ReleaseRun(ctx context.Context, id string, at time.Time) error {
 	return err
 }
 
+// PruneRuns deletes released runs' records beyond the newest keep of
+// each egg.
+func (s *Runs) PruneRuns(ctx context.Context, keep int) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(tx Tx) error {
+		var err error
+		n, err = tx.Exec(ctx, `DELETE FROM runs WHERE released_at <> 0 AND id IN (
+			SELECT id FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY project, egg ORDER BY created_at DESC, id DESC) AS n
+				FROM runs) ranked WHERE n > $1)`, keep)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune runs: %w", err)
+	}
+	return n, nil
+}
+
 // LastSuccesses returns when each egg's last run that exited 0 ended.
 func (s *Runs) LastSuccesses(ctx context.Context) (map[string]map[string]time.Time, error) {
 	rows, err := s.db.Query(ctx, `SELECT project, egg, MAX(ended_at) FROM runs

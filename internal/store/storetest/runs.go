@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -204,6 +205,42 @@ func RunRuns(t *testing.T, open Open) {
 			if !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("an unknown run: %v, want ErrNotFound", err)
 			}
+		}
+	})
+
+	t.Run("the records of released runs past the newest of each egg are pruned", func(t *testing.T) {
+		s := open(t)
+		for i := range 5 {
+			r := run(fmt.Sprint("a", i), "report", t0.Add(time.Duration(i+1)*time.Minute), time.Duration(i)*time.Second)
+			if err := s.CreateRuns(ctx(t), []store.Run{r}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if i != 0 { // a0, the oldest, is still in its host's desired state
+				if err := s.ReleaseRun(ctx(t), r.ID, t0.Add(time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := s.CreateRuns(ctx(t), []store.Run{run("b0", "clean", t0.Add(time.Minute), 0)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ReleaseRun(ctx(t), "b0", t0.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.PruneRuns(ctx(t), 2)
+		if err != nil || n != 2 {
+			t.Fatalf("PruneRuns: %d, %v; want a1 and a2 deleted", n, err)
+		}
+		runs, err := s.ListRuns(ctx(t), store.RunFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range runs {
+			ids = append(ids, r.ID)
+		}
+		if want := []string{"a4", "a3", "b0", "a0"}; !reflect.DeepEqual(ids, want) {
+			t.Fatalf("left %v, want %v (the newest two of each egg, and those not released)", ids, want)
 		}
 	})
 

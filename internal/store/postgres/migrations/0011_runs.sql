@@ -1,5 +1,5 @@
 -- Runs of eggs and the schedules' states, as the SQLite store's migration
--- 0012. A tick is recorded once: runs_tick makes a second record of one egg's tick fail, whichever
+-- 0013. A tick is recorded once: runs_tick makes a second record of one egg's tick fail, whichever
 -- server's scheduler tries it.
 CREATE TABLE runs (
     id             TEXT PRIMARY KEY,
