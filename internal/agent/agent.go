@@ -275,7 +275,8 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		errs = append(errs, cacheErr)
 		plan, err = converge.Converge(ctx, a.docker, withRelays, a.mem.History, now,
 			converge.Options{Logger: a.log, HoldCreatedAfter: hold, Stamp: stamp, FromCache: fromCache,
-				BeforeApply: func(actual []containers.Container) { a.routeBeforeSteps(desired, actual) }})
+				BeforeApply: func(actual []containers.Container) { a.routeBeforeSteps(desired, actual) },
+				HoldStarts:  func(listed []containers.Container) map[string]string { return runHolds(desired, listed) }})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("converge: %w", err))
 		}

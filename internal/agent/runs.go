@@ -34,6 +34,8 @@ type runner interface {
 	Failures() []containers.TaskFailure
 	// ForgetRun drops the failure of a run that left the desired state.
 	ForgetRun(runID string)
+	// CancelRun makes a run's start in progress make no container.
+	CancelRun(runID string)
 }
 
 // runRecord is what the agent remembers of a run between converges and
@@ -76,8 +78,11 @@ type haltStep struct {
 // runPlan is what planRuns decides: the calls to make, the report's
 // statuses, and the memory to keep.
 type runPlan struct {
-	starts   []containers.RunRequest
-	halts    []haltStep
+	starts []containers.RunRequest
+	halts  []haltStep
+	// cancels are the runs stopped while their start is in progress: they
+	// get no container.
+	cancels  []string
 	removals []containers.StopRequest
 	statuses []contract.RunStatus
 	records  map[string]runRecord
@@ -119,6 +124,9 @@ func planRuns(in runInput) runPlan {
 			st = p.noContainer(in, r, &rec)
 		case c.Placeholder():
 			st = contract.RunStatus{ID: r.ID, State: contract.RunPending}
+			if r.Stop {
+				p.cancels = append(p.cancels, r.ID)
+			}
 		default:
 			st = p.withContainer(in, r, c, &rec)
 		}
@@ -229,13 +237,23 @@ func (p *runPlan) withContainer(in runInput, r contract.Run, c containers.Contai
 			break
 		}
 		st.State = cmp.Or(rec.Halted, contract.RunExited)
-		st.ExitCode, st.EndedAt = c.ExitCode, c.FinishedAt
+		// Docker can date a process ending at once a millisecond before its
+		// start: a duration is never negative.
+		st.ExitCode, st.EndedAt = c.ExitCode, latest(c.FinishedAt, c.StartedAt)
 	default: // building: a placeholder, handled by the caller
 		st.State = contract.RunPending
 	}
 	last := st
 	rec.Last = &last
 	return st
+}
+
+// latest returns the later of two times.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // runProblem says why the agent refuses a run: its ID and its workload's
@@ -276,6 +294,32 @@ func volumeHolder(in runInput, r contract.Run) string {
 		}
 	}
 	return ""
+}
+
+// runHolds returns the desired workloads with volumes whose replicas may
+// not start now, with the reason: a run of the same egg (made from its
+// spec, so on its volumes) has a container that has not ended, or a start
+// in progress. The other half of volumeHolder: a stateful egg's replica
+// and a run never share the volume, whichever came first. Pure.
+func runHolds(desired contract.DesiredState, listed []containers.Container) map[string]string {
+	held := map[string]string{}
+	for _, w := range desired.Workloads {
+		if len(w.Volumes) == 0 {
+			continue
+		}
+		for _, c := range listed {
+			if c.RunID == "" || !containers.Owned(c.Labels, desired.HostID) || c.Labels[containers.LabelNamespace] != w.Namespace ||
+				c.Labels[containers.LabelProject] != w.Project || c.Labels[containers.LabelEgg] != w.Egg {
+				continue
+			}
+			switch c.State {
+			case contract.StateCompleted, contract.StateCrashed, contract.StateStopped:
+			default:
+				held[w.ID()] = "run " + c.RunID + " of the egg uses its volume until it ends"
+			}
+		}
+	}
+	return held
 }
 
 // runFailures returns the failed run starts among the Docker client's
@@ -328,6 +372,9 @@ func (a *Agent) handleRuns(ctx context.Context, desired contract.DesiredState, a
 		if err := rn.StartRun(ctx, s); err != nil {
 			errs = append(errs, fmt.Errorf("run %s: %w", s.RunID, err))
 		}
+	}
+	for _, id := range p.cancels {
+		rn.CancelRun(id)
 	}
 	for _, h := range p.halts {
 		if err := rn.StopRun(ctx, h.req); err != nil {

@@ -93,6 +93,18 @@ func runCreates(f *fake.Fake, id string) int {
 	return n
 }
 
+// neverCreated ticks a few converges on, then fails the test if a container
+// was ever created for run id.
+func (h *runAgent) neverCreated(id, what string) {
+	h.t.Helper()
+	for range 5 {
+		tickAndConverge(h.t, h.f, h.a)
+	}
+	if n := runCreates(h.f, id); n != 0 {
+		h.t.Errorf("%d containers created for %s, want none", n, what)
+	}
+}
+
 func runState(w contract.WorkloadSpec, runs ...contract.Run) contract.DesiredState {
 	d := contract.DesiredState{HostID: testHost, Workloads: []contract.WorkloadSpec{w}, Runs: runs}
 	d.Seal()
@@ -101,8 +113,33 @@ func runState(w contract.WorkloadSpec, runs ...contract.Run) contract.DesiredSta
 
 func TestARunExitsWithItsCodeBesideItsEggsReplicaAndIsRemovedOnceItLeaves(t *testing.T) {
 	w, r := web(1), migrate("r1")
+	w.Routes = []contract.Route{{Host: "shop.example"}}
+	r.Workload.Routes = w.Routes // the egg's spec, as the control plane copies it
 	h := newRunAgent(t, runState(w, r))
-	h.f.SetBehaviour(contract.SpecHash(r.Workload), fake.Behaviour{CrashAfter: 3 * time.Second, ExitCode: 3})
+	h.f.SetBehaviour(contract.SpecHash(r.Workload), fake.Behaviour{CrashAfter: 8 * time.Second, ExitCode: 3})
+	started := h.until("r1", contract.RunRunning)
+	// Once the replica serves, it alone is in the ingress: the run, running
+	// still, is not.
+	router := h.a.cfg.Router.(*fakeRouter)
+	backends := func() (ids []string) {
+		router.mu.Lock()
+		defer router.mu.Unlock()
+		for _, egg := range router.table.Eggs {
+			for _, b := range egg.Backends {
+				ids = append(ids, b.ContainerID)
+			}
+		}
+		return ids
+	}
+	for i := 0; i < 5 && len(backends()) == 0; i++ {
+		tickAndConverge(t, h.f, h.a)
+	}
+	if ids := backends(); len(ids) != 1 || ids[0] == started.ContainerID {
+		t.Errorf("ingress backends %q, want the replica's alone (the run is %s)", ids, started.ContainerID)
+	}
+	if rep, _ := h.a.Status(); len(rep.Runs) != 1 || rep.Runs[0].State != contract.RunRunning {
+		t.Fatalf("runs %+v, want r1 still running", rep.Runs)
+	}
 	st := h.until("r1", contract.RunExited)
 	if st.ExitCode != 3 || st.StartedAt.IsZero() || !st.EndedAt.After(st.StartedAt) || st.ContainerID == "" {
 		t.Errorf("status %+v, want exited 3 with its times and container", st)
@@ -185,12 +222,7 @@ func TestAFailedRunStartIsNotRetriedAcrossARestart(t *testing.T) {
 	f.SetBehaviour(contract.SpecHash(r.Workload), fake.Behaviour{})
 	h.restart()
 	h.until("r1", contract.RunFailed)
-	for range 5 {
-		tickAndConverge(t, h.f, h.a)
-	}
-	if n := runCreates(h.f, "r1"); n != 0 {
-		t.Errorf("%d containers created for the failed run, want none", n)
-	}
+	h.neverCreated("r1", "the failed run")
 }
 
 func TestARunIsKilledPastItsTimeoutAndStoppedWhenAsked(t *testing.T) {
@@ -217,8 +249,7 @@ func TestARunIsKilledPastItsTimeoutAndStoppedWhenAsked(t *testing.T) {
 }
 
 func TestARunOnAStatefulEggsVolumeStartsOnlyOnceItsReplicaIsGone(t *testing.T) {
-	db := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "db", Image: "db:1", Replicas: 1,
-		Volumes: []contract.VolumeMount{{Name: "data", DockerName: "hatch-default-shop-data", Target: "/data"}}}
+	db := statefulDB()
 	h := newRunAgent(t, runState(db))
 	for range 10 {
 		tickAndConverge(t, h.f, h.a)
@@ -244,5 +275,52 @@ func TestARunOnAStatefulEggsVolumeStartsOnlyOnceItsReplicaIsGone(t *testing.T) {
 	}
 	if replicaGone.IsZero() || runCreated.Before(replicaGone) {
 		t.Errorf("replica gone at %v, run created at %v: they overlapped", replicaGone, runCreated)
+	}
+}
+
+func TestARunStoppedWhileItsImageIsPulledNeverStarts(t *testing.T) {
+	w, r := web(1), migrate("r1")
+	h := newRunAgent(t, runState(w, r)) // the fake's builds take 2s
+	eventually(t, "the run pending", func() error {
+		if rep, _ := h.a.Status(); len(rep.Runs) != 1 || rep.Runs[0].State != contract.RunPending {
+			return fmt.Errorf("runs %+v", rep.Runs)
+		}
+		return nil
+	})
+	r.Stop = true
+	h.set(runState(w, r))
+	h.a.Notify()
+	h.until("r1", contract.RunStopped)
+	h.neverCreated("r1", "the run stopped before it started")
+}
+
+func TestAStatefulEggsReplicaWaitsForARunOnItsVolumeToEnd(t *testing.T) {
+	db := statefulDB()
+	r := contract.Run{ID: "r1", Workload: db}
+	d := contract.DesiredState{HostID: testHost, Runs: []contract.Run{r}}
+	d.Seal()
+	h := newRunAgent(t, d)
+	h.f.SetBehaviour(contract.SpecHash(db), fake.Behaviour{CrashAfter: 5 * time.Second})
+	h.until("r1", contract.RunRunning)
+	// The replica comes back while the run still runs (a control plane
+	// that did not wait for the run's end): it waits.
+	d = contract.DesiredState{HostID: testHost, Workloads: []contract.WorkloadSpec{db}, Runs: []contract.Run{r}}
+	d.Seal()
+	h.set(d)
+	h.until("r1", contract.RunExited)
+	for i := 0; i < 10 && running(h.f.All(), db) == 0; i++ {
+		tickAndConverge(t, h.f, h.a)
+	}
+	var runEnded, replicaCreated time.Time
+	for _, e := range h.f.Events() {
+		switch {
+		case e.Kind == fake.EventExit && e.RunID == "r1":
+			runEnded = e.At
+		case e.Kind == fake.EventCreate && e.RunID == "" && e.WorkloadID == db.ID():
+			replicaCreated = e.At
+		}
+	}
+	if replicaCreated.IsZero() || replicaCreated.Before(runEnded) {
+		t.Errorf("replica created at %v, the run ended at %v: want the replica after the run", replicaCreated, runEnded)
 	}
 }

@@ -259,3 +259,36 @@ func TestDockerARunOnAStatefulEggsVolumeWaitsForTheReplicaToBeGone(t *testing.T)
 		t.Errorf("run %+v started before the replica was last seen running (%v), or failed", st, replicaLastSeen)
 	}
 }
+
+func TestDockerAStatefulEggsReplicaWaitsForARunOnItsVolume(t *testing.T) {
+	h := newDockerHost(t)
+	h.start()
+	db := h.workload("db", map[string]string{"APP_COUNT_FILE": "/data/count"})
+	db.Volumes = []contract.VolumeMount{{Name: "data", DockerName: contract.VolumeName(h.host, "default", "shop", "data"), Target: "/data"}}
+	run := contract.Run{ID: "r6", Workload: db} // serves until stopped
+	h.set(nil, run)
+	h.runStatus("r6", contract.RunRunning)
+	// The replica comes back while the run runs: it waits for its end.
+	h.set([]contract.WorkloadSpec{db}, run)
+	time.Sleep(3 * time.Second) // several converges
+	if r, _ := h.a.Status(); len(r.Containers) != 0 {
+		t.Fatalf("replica %+v started beside the run on the volume", r.Containers)
+	}
+	run.Stop = true
+	h.set([]contract.WorkloadSpec{db}, run)
+	ended := h.runStatus("r6", contract.RunStopped).EndedAt
+	dockertest.Eventually(t, 60*time.Second, 50*time.Millisecond, func() error {
+		r, _ := h.a.Status()
+		if len(r.Containers) != 1 || r.Containers[0].State != contract.StateRunning {
+			return fmt.Errorf("replicas %+v", r.Containers)
+		}
+		c, err := h.s.Client.ContainerInspect(t.Context(), r.Containers[0].ContainerID)
+		if err != nil {
+			return err
+		}
+		if started, _ := time.Parse(time.RFC3339Nano, c.State.StartedAt); started.Before(ended) {
+			t.Errorf("replica started at %v, before the run ended at %v", started, ended)
+		}
+		return nil
+	})
+}

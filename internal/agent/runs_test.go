@@ -28,6 +28,13 @@ func runContainer(r contract.Run, s contract.ContainerState, started time.Time) 
 	return c
 }
 
+// statefulDB is an egg with a volume: a run of it and its replica must
+// never share the volume.
+func statefulDB() contract.WorkloadSpec {
+	return contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "db", Image: "db:1", Replicas: 1,
+		Volumes: []contract.VolumeMount{{Name: "data", DockerName: "hatch-default-shop-data", Target: "/data"}}}
+}
+
 func runIn(runs []contract.Run, actual ...containers.Container) runInput {
 	return runInput{hostID: testHost, runs: runs, actual: actual, records: map[string]runRecord{}, failures: map[string]string{}, now: runT0}
 }
@@ -58,8 +65,13 @@ func TestARunWithoutAContainerIsStartedOnceAndPending(t *testing.T) {
 	building := containers.Container{Name: s.Name(), RunID: "r1", State: contract.StateBuilding,
 		Labels: containers.RunLabels(testHost, r.Workload, s.SpecHash, "r1")}
 	p = planRuns(runIn([]contract.Run{r}, building))
-	if len(p.starts) != 0 || onlyStatus(t, p).State != contract.RunPending {
-		t.Errorf("with its start in progress: starts %+v, status %+v", p.starts, p.statuses)
+	if len(p.starts) != 0 || len(p.cancels) != 0 || onlyStatus(t, p).State != contract.RunPending {
+		t.Errorf("with its start in progress: starts %+v, cancels %v, status %+v", p.starts, p.cancels, p.statuses)
+	}
+	// Stopped while its start is in progress: the start makes no container.
+	r.Stop = true
+	if p := planRuns(runIn([]contract.Run{r}, building)); !slices.Equal(p.cancels, []string{"r1"}) {
+		t.Errorf("stopped while starting: cancels %v, want r1", p.cancels)
 	}
 }
 
@@ -191,8 +203,7 @@ func TestARunCreatedButNeverStartedIsNotStarted(t *testing.T) {
 }
 
 func TestARunOnAStatefulEggsVolumeWaitsForItsReplica(t *testing.T) {
-	db := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "db", Image: "db:1", Replicas: 1,
-		Volumes: []contract.VolumeMount{{Name: "data", DockerName: "hatch-default-shop-data", Target: "/data"}}}
+	db := statefulDB()
 	r := contract.Run{ID: "r1", Workload: db}
 	replica := containers.FromLabels("db0", "hatch-default-shop-db-0", containers.Labels(testHost, db, 0, contract.SpecHash(db)))
 	other := containers.FromLabels("web0", "hatch-default-shop-web-0", containers.Labels(testHost, web(1), 0, "h"))
@@ -248,5 +259,30 @@ func TestRunsAreNotStartedWhileHeldNorOnANoExecHostNorWithUnsafeNames(t *testing
 	p := planRuns(runIn([]contract.Run{bad}))
 	if len(p.starts) != 0 || onlyStatus(t, p).State != contract.RunFailed || len(p.errors) != 1 {
 		t.Errorf("unsafe ID: %+v", p)
+	}
+}
+
+func TestRunHoldsAStatefulEggsReplicaWhileARunOfTheEggHasNotEnded(t *testing.T) {
+	db := statefulDB()
+	w := web(1)
+	d := contract.DesiredState{HostID: testHost, Workloads: []contract.WorkloadSpec{db, w}}
+	dbRun, webRun := contract.Run{ID: "r1", Workload: db}, migrate("r2")
+	for _, s := range []contract.ContainerState{contract.StateRunning, contract.StateBuilding, contract.StateStarting} {
+		held := runHolds(d, []containers.Container{runContainer(dbRun, s, runT0), runContainer(webRun, contract.StateRunning, runT0)})
+		if _, ok := held[db.ID()]; !ok || len(held) != 1 {
+			t.Errorf("db's run %s: held %v, want db alone (web has no volume)", s, held)
+		}
+	}
+	if held := runHolds(d, []containers.Container{runContainer(dbRun, contract.StateCrashed, runT0)}); len(held) != 0 {
+		t.Errorf("db's run ended: held %v", held)
+	}
+}
+
+func TestARunNeverEndsBeforeItStarted(t *testing.T) {
+	r := migrate("r1")
+	c := runContainer(r, contract.StateCompleted, runT0)
+	c.FinishedAt = runT0.Add(-time.Millisecond) // as Docker dates a process that ends at once
+	if st := onlyStatus(t, planRuns(runIn([]contract.Run{r}, c))); !st.EndedAt.Equal(runT0) {
+		t.Errorf("ended at %v, want its start %v", st.EndedAt, runT0)
 	}
 }

@@ -64,3 +64,21 @@ func TestTasksTellRunsApartAndKeepAHaltedRunsContainer(t *testing.T) {
 		t.Errorf("overlay after the halt %+v: a halt keeps its container", got)
 	}
 }
+
+func TestACancelledRunStartIsToldUntilItEnds(t *testing.T) {
+	ts := NewTasks(zaptest.NewLogger(t), func() time.Time { return t0 })
+	ts.CancelRun("r1") // nothing in progress: nothing to cancel
+	if ts.RunCancelled("r1") {
+		t.Error("a run with no start in progress is cancelled")
+	}
+	start := StartRunTask(RunRequest{HostID: "h1", RunID: "r1", Spec: spec(), SpecHash: "v1"}, t0)
+	ts.Begin(start)
+	ts.CancelRun("r1")
+	if !ts.RunCancelled("r1") || ts.RunCancelled("r2") {
+		t.Error("the cancel of r1's start is not told, or told of r2")
+	}
+	ts.End(start, nil)
+	if ts.RunCancelled("r1") {
+		t.Error("the cancel outlived the start")
+	}
+}

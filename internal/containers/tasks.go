@@ -133,6 +133,9 @@ type Tasks struct {
 	// before a removal must not show the container running. Guarded by mu.
 	removed      map[string]bool
 	removedOrder []string
+	// cancelled are the runs whose start in progress is to make no
+	// container (see CancelRun). Guarded by mu.
+	cancelled map[string]bool
 }
 
 // removedMemory is how many removed containers are remembered: far more
@@ -149,9 +152,10 @@ func NewTasks(log *zap.Logger, now func() time.Time) *Tasks {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Tasks{
 		log: log, now: now, ctx: ctx, cancel: cancel,
-		inflight: map[string]Task{},
-		failures: map[string]TaskFailure{},
-		removed:  map[string]bool{},
+		inflight:  map[string]Task{},
+		failures:  map[string]TaskFailure{},
+		removed:   map[string]bool{},
+		cancelled: map[string]bool{},
 	}
 }
 
@@ -187,6 +191,9 @@ func (ts *Tasks) End(t Task, err error) {
 	keys := t.keys()
 	for _, k := range keys {
 		delete(ts.inflight, k)
+	}
+	if t.Kind == TaskStart {
+		delete(ts.cancelled, t.Placeholder.RunID)
 	}
 	if len(keys) == 0 {
 		return
@@ -270,6 +277,26 @@ func (ts *Tasks) ForgetRun(runID string) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	delete(ts.failures, runKey(runID))
+}
+
+// CancelRun asks the start in progress of a run, if any, to make no
+// container: a run stopped while its image is pulled never starts. The
+// start checks RunCancelled before it creates the container; once the
+// start has ended there is nothing to cancel (a container is stopped).
+func (ts *Tasks) CancelRun(runID string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, busy := ts.inflight[runKey(runID)]; busy {
+		ts.cancelled[runID] = true
+	}
+}
+
+// RunCancelled reports whether the start in progress of a run was
+// cancelled.
+func (ts *Tasks) RunCancelled(runID string) bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.cancelled[runID]
 }
 
 // InFlight returns the tasks in progress, each once.

@@ -45,6 +45,12 @@ type Options struct {
 	// healthy there: the same plan drains the containers they replace, and
 	// the pool must have the new one before it loses the old.
 	BeforeApply func(actual []containers.Container)
+	// HoldStarts, if set, is asked with each listing (runs' containers
+	// included) which workloads may start no container now, by ID, with
+	// the reason: their start and replace steps are left out of the plan
+	// (see WithoutStarts). The agent holds a stateful egg's replica while a
+	// run of the egg on its volume has not ended.
+	HoldStarts func(listed []containers.Container) map[string]string
 }
 
 // Validate reports options Apply and Converge cannot work with.
@@ -161,13 +167,13 @@ func Converge(ctx context.Context, client containers.Client, desired contract.De
 	if err := opts.Validate(); err != nil {
 		return Plan{}, err
 	}
-	actual, err := client.List(ctx)
+	listed, err := client.List(ctx)
 	if err != nil {
 		return Plan{}, fmt.Errorf("list containers: %w", err)
 	}
 	// Runs' containers are the agent's runs' business, not replicas: no
 	// history, no hold, never before the ingress.
-	actual, _ = containers.SplitRuns(actual)
+	actual, _ := containers.SplitRuns(listed)
 	history.Observe(desired, actual, now)
 	plan := Diff(desired, actual, history, now)
 	if opts.FromCache {
@@ -175,6 +181,15 @@ func Converge(ctx context.Context, client containers.Client, desired contract.De
 	}
 	if !opts.HoldCreatedAfter.IsZero() {
 		plan = Hold(plan, actual, desired.HostID, opts.HoldCreatedAfter)
+	}
+	if opts.HoldStarts != nil {
+		if held := opts.HoldStarts(listed); len(held) > 0 {
+			var left []Step
+			plan, left = WithoutStarts(plan, held)
+			for _, s := range left {
+				opts.Logger.Info("start held", zap.Stringer("step", s), zap.String("reason", held[s.WorkloadID]))
+			}
+		}
 	}
 	for _, f := range plan.Failures {
 		history.RecordFailure(f, now)

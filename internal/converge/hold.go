@@ -127,3 +127,22 @@ func HoldNewer(plan Plan, actual []containers.Container, hostID string, generati
 	}
 	return out
 }
+
+// WithoutStarts returns plan without the start and replace steps of the
+// workloads in held (by ID), and those steps. Nothing else changes: a
+// container still running is restarted, drained or stopped as planned, and
+// the starts come back in the first plan after the hold is gone (the
+// agent's run ends, which Docker's events tell it at once). Pure.
+func WithoutStarts(plan Plan, held map[string]string) (Plan, []Step) {
+	out := plan
+	out.Steps = nil
+	var left []Step
+	for _, s := range plan.Steps {
+		if _, hold := held[s.WorkloadID]; hold && (s.Action == ActionStart || s.Action == ActionReplace) {
+			left = append(left, s)
+			continue
+		}
+		out.Steps = append(out.Steps, s)
+	}
+	return out, left
+}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/containers/fake"
 	"github.com/hatchery/hatchery/internal/contract"
 )
 
@@ -52,5 +53,43 @@ func TestRunContainersAreNoReplicas(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestWithoutStartsHoldsOnlyTheStartsOfTheHeldWorkloads(t *testing.T) {
+	db, web := wl("db", 2, stateful), wl("web", 1)
+	d := desiredOf(db, web)
+	actual := []containers.Container{ctr("d0", db, 0, old, contract.StateRunning)}
+	plan := Diff(d, actual, nil, t0)
+	got, left := WithoutStarts(plan, map[string]string{db.ID(): "a run"})
+	for _, s := range got.Steps {
+		if s.WorkloadID == db.ID() && (s.Action == ActionStart || s.Action == ActionReplace) {
+			t.Errorf("held workload's step left in: %v", s)
+		}
+	}
+	if len(left) != 2 || len(got.Steps) != len(plan.Steps)-2 {
+		t.Errorf("left %v of %v: want db's replace of slot 0 and start of slot 1", left, plan.Steps)
+	}
+	if len(got.Steps) != 1 || got.Steps[0].WorkloadID != web.ID() {
+		t.Errorf("steps %v, want web's start alone", got.Steps)
+	}
+}
+
+func TestConvergeAsksWhichStartsToHoldWithTheRunsListed(t *testing.T) {
+	db := wl("db", 1, stateful)
+	f := fake.New(host, t0, fake.DefaultTiming())
+	runID := f.Add(runOf("r1", db, contract.StateRunning))
+	var asked []containers.Container
+	opts := testOptions(t)
+	opts.HoldStarts = func(listed []containers.Container) map[string]string {
+		asked = listed
+		return map[string]string{db.ID(): "a run"}
+	}
+	plan, err := Converge(t.Context(), f, desiredOf(db), NewHistory(), t0, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Steps) != 0 || len(asked) != 1 || asked[0].ID != runID {
+		t.Errorf("steps %v, asked with %+v: want no start, and the run's container listed", plan.Steps, asked)
 	}
 }

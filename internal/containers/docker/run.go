@@ -46,6 +46,10 @@ func (e *Engine) startRun(ctx context.Context, req containers.RunRequest) error 
 	if err != nil {
 		return err
 	}
+	if e.tasks.RunCancelled(req.RunID) {
+		log.Info("run stopped before its container was made: never started")
+		return e.secrets().remove(name)
+	}
 	labels := e.labels(containers.RunLabels(e.cfg.HostID, w, req.SpecHash, req.RunID))
 	plan := planCreate(containers.StartRequest{Spec: w}, ref, name, labels, secretFiles)
 	id, err := e.create(ctx, plan)
@@ -101,6 +105,10 @@ func (e *Engine) StopRun(ctx context.Context, req containers.StopRequest) error 
 		return e.stop(ctx, c.ID, req.StopTimeout)
 	})
 }
+
+// CancelRun asks a run's start in progress to make no container (see
+// containers.Tasks.CancelRun).
+func (e *Engine) CancelRun(runID string) { e.tasks.CancelRun(runID) }
 
 // ForgetRun drops the failure of a run's start (see containers.Tasks.ForgetRun).
 func (e *Engine) ForgetRun(runID string) { e.tasks.ForgetRun(runID) }

@@ -394,8 +394,8 @@ func (f *Fake) Start(ctx context.Context, req containers.StartRequest) error {
 
 // StartRun begins a run's container: after Timing.Build it exists and
 // starts, unless a container of its name exists by then (it is left alone,
-// as Docker's name conflict leaves it), or its spec hash's StartErr fails
-// the task.
+// as Docker's name conflict leaves it), the start was cancelled
+// (CancelRun), or its spec hash's StartErr fails the task.
 func (f *Fake) StartRun(ctx context.Context, req containers.RunRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -414,7 +414,7 @@ func (f *Fake) StartRun(ctx context.Context, req containers.RunRequest) error {
 			f.tasks.End(task, fmt.Errorf("start run %s: %w", req.RunID, err))
 			return
 		}
-		if !f.named(req.Name()) {
+		if !f.named(req.Name()) && !f.tasks.RunCancelled(req.RunID) {
 			k := f.newCtr("", req.Name(), containers.RunLabels(req.HostID, req.Spec, req.SpecHash, req.RunID))
 			k.created = f.now
 			f.start(k)
@@ -455,6 +455,9 @@ func (f *Fake) StopRun(ctx context.Context, req containers.StopRequest) error {
 // Failures returns the last failure of each task that has not succeeded
 // since (a start that failed with its Behaviour's StartErr).
 func (f *Fake) Failures() []containers.TaskFailure { return f.tasks.Failures() }
+
+// CancelRun makes a run's start in progress make no container.
+func (f *Fake) CancelRun(runID string) { f.tasks.CancelRun(runID) }
 
 // ForgetRun drops the failure of a run's start.
 func (f *Fake) ForgetRun(runID string) { f.tasks.ForgetRun(runID) }
