@@ -174,19 +174,43 @@ type JoinToken struct {
 	Token     string    `json:"token,omitempty"`
 }
 
-// CreateAdminTokenRequest is POST /api/v1/admin-tokens's body.
+// CreateAdminTokenRequest is POST /api/v1/admin-tokens's body: a named
+// admin token, or a deploy token of one project.
 type CreateAdminTokenRequest struct {
 	// Name is what events and apply records will say ran things with it:
-	// letters, digits, '-', '_' and '.', unique forever.
+	// letters, digits, '-', '_' and '.', unique forever among named tokens
+	// of either kind.
 	Name string `json:"name"`
+	// Kind is TokenKindAdmin (the default, "") or TokenKindDeploy.
+	Kind string `json:"kind,omitempty"`
+	// Namespace and Project name a deploy token's project, the only one
+	// it may plan, apply, roll back and read; an admin token has neither.
+	Namespace string `json:"namespace,omitempty"`
+	Project   string `json:"project,omitempty"`
+	// Exec lets a deploy token also exec into its project's eggs.
+	Exec bool `json:"exec,omitempty"`
 }
 
-// AdminToken is a named admin token as the API shows it. Token is set only
-// in the answer that made it: the server keeps only its hash. First marks
-// the token the server made at its first start (in its data dir), which
-// cannot be revoked through the API.
+// The kinds of named token.
+const (
+	// TokenKindAdmin may call every endpoint an admin may.
+	TokenKindAdmin = "admin"
+	// TokenKindDeploy may call the endpoints of its own project (and exec
+	// into its eggs only when made with Exec), upload blobs and read its
+	// project's events: docs/API.md, "Authentication".
+	TokenKindDeploy = "deploy"
+)
+
+// AdminToken is a named token (admin or deploy: Kind) as the API shows it.
+// Token is set only in the answer that made it: the server keeps only its
+// hash. First marks the token the server made at its first start (in its
+// data dir), which cannot be revoked through the API.
 type AdminToken struct {
 	Name      string    `json:"name"`
+	Kind      string    `json:"kind"`
+	Namespace string    `json:"namespace,omitempty"`
+	Project   string    `json:"project,omitempty"`
+	Exec      bool      `json:"exec,omitempty"`
 	First     bool      `json:"first,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	RevokedAt time.Time `json:"revoked_at,omitzero"`

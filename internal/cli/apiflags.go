@@ -66,8 +66,8 @@ func explainAPIError(server string, err error) error {
 		return fmt.Errorf("%s is not the server the token was made by (its certificate does not match the token's fingerprint): "+
 			"check --server, or use a token of that server", server)
 	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized && strings.Contains(apiErr.Message, "revoked"):
-		// A named admin token revoked: its holder needs a new one, not
-		// the data dir's.
+		// A named admin or deploy token revoked: its holder needs a new
+		// one, not the data dir's.
 		return fmt.Errorf("%s refused the token: %s", server, apiErr.Message)
 	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized:
 		// Whatever the server's reason (it writes for any HTTP client, and

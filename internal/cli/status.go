@@ -53,8 +53,13 @@ func newStatusCmd() *cobra.Command {
 				}
 				certs, err := c.Certificates().List(ctx)
 				var apiErr *apiclient.APIError
-				if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound {
+				switch {
+				case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound:
 					certs, err = nil, nil // a server from before HTTPS: no certificates
+				case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusForbidden:
+					// A deploy token: the list spans every project's hostnames,
+					// so it reads its project's eggs only.
+					certs, err = nil, nil
 				}
 				if err != nil {
 					return err

@@ -39,8 +39,8 @@ func (j *JoinTokens) Revoke(ctx context.Context, id string) (api.JoinToken, erro
 	return out, err
 }
 
-// AdminTokens makes the calls at /api/v1/admin-tokens (docs/API.md,
-// "Joining"). Get one with Client.AdminTokens.
+// AdminTokens makes the calls at /api/v1/admin-tokens, of the named tokens,
+// admin and deploy (docs/API.md, "Joining"). Get one with Client.AdminTokens.
 type AdminTokens struct{ c *Client }
 
 // Create makes a named admin token; the answer carries the token,
@@ -51,14 +51,25 @@ func (a *AdminTokens) Create(ctx context.Context, name string) (api.AdminToken, 
 	return out, err
 }
 
-// List lists every admin token, the first one included, oldest first.
+// CreateDeploy makes a deploy token of the project namespace/project,
+// allowed to exec into its eggs when exec; the answer carries the token,
+// shown this once.
+func (a *AdminTokens) CreateDeploy(ctx context.Context, name, namespace, project string, exec bool) (api.AdminToken, error) {
+	var out api.AdminToken
+	req := api.CreateAdminTokenRequest{Name: name, Kind: api.TokenKindDeploy, Namespace: namespace, Project: project, Exec: exec}
+	err := a.c.Do(ctx, http.MethodPost, "/api/v1/admin-tokens", req, &out)
+	return out, err
+}
+
+// List lists every named token, admin and deploy, the first admin token
+// included, oldest first.
 func (a *AdminTokens) List(ctx context.Context) ([]api.AdminToken, error) {
 	var out api.AdminTokenList
 	err := a.c.Do(ctx, http.MethodGet, "/api/v1/admin-tokens", nil, &out)
 	return out.AdminTokens, err
 }
 
-// Revoke revokes the named admin token.
+// Revoke revokes the named token, admin or deploy.
 func (a *AdminTokens) Revoke(ctx context.Context, name string) (api.AdminToken, error) {
 	var out api.AdminToken
 	err := a.c.Do(ctx, http.MethodDelete, "/api/v1/admin-tokens/"+url.PathEscape(name), nil, &out)

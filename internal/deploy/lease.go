@@ -21,13 +21,18 @@ type lease struct {
 	once   sync.Once // release runs once
 }
 
+// lockedWait is how long acquire waits for a project's lease held by
+// someone else before it gives up: the jobs scheduler holds it for a few
+// milliseconds at a time to deliver a run, and an apply that met such a
+// moment must not fail with "locked". An apply held by another apply still
+// fails, lockedWait later.
+const lockedWait = 2 * time.Second
+
 // acquire takes the project's lease for holder, or returns the
-// *store.LockedError naming who holds it. The lease is renewed on its own
-// goroutine until release.
+// *store.LockedError naming who holds it once it has waited lockedWait for
+// it. The lease is renewed on its own goroutine until release.
 func (s *Service) acquire(ctx context.Context, project, holder string) (*lease, error) {
-	now := s.now()
-	held, err := s.deps.Leases.AcquireLease(ctx, store.Lease{Project: project, Token: randomID(), Holder: holder,
-		Server: s.deps.ServerID, Since: now, Expires: now.Add(s.cfg.LeaseTTL)})
+	held, err := s.acquireWaiting(ctx, project, holder, lockedWait)
 	if err != nil {
 		return nil, err
 	}
@@ -35,6 +40,24 @@ func (s *Service) acquire(ctx context.Context, project, holder string) (*lease, 
 	l := &lease{s: s, held: held, cancel: cancel, lost: make(chan struct{})}
 	l.wg.Go(func() { l.renew(renewCtx) })
 	return l, nil
+}
+
+// acquireWaiting tries to take the lease every 50 ms until wait has passed.
+func (s *Service) acquireWaiting(ctx context.Context, project, holder string, wait time.Duration) (store.Lease, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		now := s.now()
+		held, err := s.deps.Leases.AcquireLease(ctx, store.Lease{Project: project, Token: randomID(), Holder: holder,
+			Server: s.deps.ServerID, Since: now, Expires: now.Add(s.cfg.LeaseTTL)})
+		if !errors.Is(err, store.ErrLocked) || time.Now().After(deadline) {
+			return held, err
+		}
+		select {
+		case <-ctx.Done():
+			return store.Lease{}, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (l *lease) renew(ctx context.Context) {

@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hatchery/hatchery/internal/store"
+	"github.com/hatchery/hatchery/internal/store/sqlite"
 )
 
 // flakyLeases holds leases in memory and answers each renewal with the next
@@ -126,4 +128,42 @@ func TestAFailedRenewalIsRetriedAndTheLeaseKept(t *testing.T) {
 	if leases.renewCount() != n || len(leases.released) != 1 {
 		t.Error("a second release renewed or released again")
 	}
+}
+
+// A project's lease held for a moment (the jobs scheduler delivering a
+// run) is waited for, so the apply that met that moment goes on; one held
+// for longer than lockedWait (another apply) is refused with who holds it.
+func TestALeaseHeldForAMomentIsWaitedFor(t *testing.T) {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "hatch.db"), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	s := leaseService(t, st)
+	s.cfg.LeaseTTL = time.Minute
+	now := time.Now()
+	brief, err := st.AcquireLease(t.Context(), store.Lease{Project: "default/shop", Token: "runs-token", Holder: "runs",
+		Server: "srv-b", Since: now, Expires: now.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_ = st.ReleaseLease(context.Background(), brief.Project, brief.Token)
+	}()
+	l, err := s.acquire(t.Context(), "default/shop", "apply 1")
+	if err != nil {
+		t.Fatalf("an apply meeting a lease held for 300 ms: %v", err)
+	}
+
+	start := time.Now()
+	_, err = s.acquire(t.Context(), "default/shop", "apply 2")
+	var locked *store.LockedError
+	if !errors.As(err, &locked) || locked.Held.Holder != "apply 1" {
+		t.Fatalf("a second apply while the first holds the lease: %v, want the *store.LockedError of apply 1", err)
+	}
+	if waited := time.Since(start); waited < lockedWait {
+		t.Errorf("refused after %s, before lockedWait (%s)", waited, lockedWait)
+	}
+	l.release()
 }

@@ -293,9 +293,16 @@ func (s *Service) ReferencesBlob(ctx context.Context, hostID, digest string) (bo
 	return false, nil
 }
 
-// Events returns up to limit events of the log after since, oldest first.
-func (s *Service) Events(ctx context.Context, since int64, limit int) ([]api.Event, error) {
-	evs, err := s.deps.Events.ListEvents(ctx, since, limit)
+// Events returns up to limit events of the log after since, oldest first:
+// every event, or with project ("<namespace>/<name>") only that project's.
+func (s *Service) Events(ctx context.Context, project string, since int64, limit int) ([]api.Event, error) {
+	var evs []store.Event
+	var err error
+	if project == "" {
+		evs, err = s.deps.Events.ListEvents(ctx, since, limit)
+	} else {
+		evs, err = s.deps.Events.ListProjectEvents(ctx, project, since, limit)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -12,12 +12,19 @@ import (
 // the reason its holder is told (it holds the token, so saying why gives
 // nothing away). Exactly one of AdminToken and Host is set.
 type EndedRight struct {
+	// AdminToken is the name of a named token, admin or deploy (one name
+	// space for both).
 	AdminToken string
 	Host       string
 	Reason     string
 }
 
-// EndedRights returns, of the admin tokens named and the host IDs given
+// RevokedReason is what the holder of a revoked named token is told.
+func RevokedReason(t store.AdminToken) string {
+	return fmt.Sprintf("%s was revoked at %s: ask an admin for a new one", t.Describe(), t.RevokedAt.Format(time.RFC3339))
+}
+
+// EndedRights returns, of the named tokens (admin or deploy) and the host IDs given
 // (what a server holds streams and polls open for), those whose right
 // ended: a token revoked, a host removed. One that the store does not know
 // counts as ended, since nothing unknown holds a right; the first admin
@@ -39,10 +46,9 @@ func (s *Service) EndedRights(ctx context.Context, adminTokens, hosts []string) 
 			switch {
 			case name == store.FirstAdminToken:
 			case !ok:
-				out = append(out, EndedRight{AdminToken: name, Reason: fmt.Sprintf("admin token %q is not known to the server", name)})
+				out = append(out, EndedRight{AdminToken: name, Reason: fmt.Sprintf("token %q is not known to the server", name)})
 			case t.Revoked():
-				out = append(out, EndedRight{AdminToken: name, Reason: fmt.Sprintf("admin token %q was revoked at %s: ask an admin for a new one",
-					name, t.RevokedAt.Format(time.RFC3339))})
+				out = append(out, EndedRight{AdminToken: name, Reason: RevokedReason(t)})
 			}
 		}
 	}

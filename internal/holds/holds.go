@@ -35,6 +35,9 @@ const (
 	AdminToken Kind = "admin-token"
 	// Host is a host's own token; its ID is the host ID.
 	Host Kind = "host"
+	// DeployToken is a project's deploy token; its ID is the name (unique
+	// forever among named tokens, admin ones included).
+	DeployToken Kind = "deploy-token"
 )
 
 // Principal is who holds: a kind and an ID unique within it.
@@ -45,6 +48,9 @@ type Principal struct {
 
 // AdminTokenNamed is the principal of the admin token with the name.
 func AdminTokenNamed(name string) Principal { return Principal{Kind: AdminToken, ID: name} }
+
+// DeployTokenNamed is the principal of the deploy token with the name.
+func DeployTokenNamed(name string) Principal { return Principal{Kind: DeployToken, ID: name} }
 
 // HostID is the principal of the host with the ID.
 func HostID(id string) Principal { return Principal{Kind: Host, ID: id} }

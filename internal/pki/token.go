@@ -15,6 +15,9 @@ const (
 	KindAdmin = "admin" // everything
 	KindJoin  = "join"  // trade once (or a few times) for a host identity
 	KindHost  = "host"  // one host's desired state, blobs and status
+	// KindDeploy is a deploy token: one project's plans, applies and reads
+	// (and its exec, when made with it), for a CI pipeline.
+	KindDeploy = "deploy"
 )
 
 // Token is what the server prints and clients present:
@@ -65,9 +68,9 @@ func ParseToken(s string) (Token, error) {
 		return Token{}, fmt.Errorf("malformed token: want hatch-<kind>.<secret>.<fingerprint>")
 	}
 	switch parts[0] {
-	case KindAdmin, KindJoin, KindHost:
+	case KindAdmin, KindJoin, KindHost, KindDeploy:
 	default:
-		return Token{}, fmt.Errorf("malformed token: unknown kind %q (want admin, join or host)", parts[0])
+		return Token{}, fmt.Errorf("malformed token: unknown kind %q (want admin, deploy, join or host)", parts[0])
 	}
 	if b, err := hex.DecodeString(parts[2]); err != nil || len(b) != sha256.Size {
 		return Token{}, fmt.Errorf("malformed token: its fingerprint is not 64 hex digits")

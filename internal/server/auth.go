@@ -18,14 +18,35 @@ import (
 type Principal struct {
 	// Admin may do everything.
 	Admin bool
-	// Name is an admin token's name: events, apply records and session
-	// limits say who ran what by it.
+	// Name is a named token's name (admin or deploy): events, apply records
+	// and session limits say who ran what by it.
 	Name string
+	// Project is a deploy token's project ("<namespace>/<name>"), the only
+	// one it may act on (projectScoped); "" for every other kind.
+	Project string
+	// Exec says a deploy token may also exec into its project's eggs.
+	Exec bool
 	// HostID is set for a host's own token: it may read its desired state
 	// and the blobs that state references, and report its status.
 	HostID string
 	// JoinToken is the ID of a usable join token: it may only join.
 	JoinToken string
+}
+
+// Deploy reports whether the principal is a deploy token.
+func (p Principal) Deploy() bool { return p.Project != "" }
+
+// actor is who the principal's work is recorded as in events and apply
+// records: an admin token's name, or a deploy token's name and kind; ""
+// for a host or a join token, whose own records name them.
+func (p Principal) actor() string {
+	switch {
+	case p.Admin:
+		return p.Name
+	case p.Deploy():
+		return store.DeployActor(p.Name)
+	}
+	return ""
 }
 
 // ErrUnauthenticated is what an Authenticator returns for a token it does not accept.

@@ -28,6 +28,17 @@ const (
 	joinAudience
 	// selfHostAudience: a host token for its own {id}; not the admin.
 	selfHostAudience
+	// projectAudience: the admin, and a deploy token of the path's project.
+	projectAudience
+	// projectExecAudience: the admin, and a deploy token of the path's
+	// project made with --exec.
+	projectExecAudience
+	// deployAudience: the admin, and every deploy token (the handler
+	// narrows what it gets to its project, or the route names none).
+	deployAudience
+	// blobCheckAudience: blobAudience, and every deploy token (which asks
+	// before it uploads a build context).
+	blobCheckAudience
 )
 
 // audiences says who may call each endpoint of the server. The matrix walks
@@ -38,14 +49,14 @@ var audiences = map[string]audience{
 	"GET /api/v1/hosts/{id}":                            adminAudience,
 	"GET /api/v1/hosts/{id}/desired-state":              ownHostAudience,
 	"POST /api/v1/hosts/{id}/status":                    ownHostAudience,
-	"PUT /api/v1/blobs/{digest}":                        adminAudience,
-	"HEAD /api/v1/blobs/{digest}":                       blobAudience,
+	"PUT /api/v1/blobs/{digest}":                        deployAudience,
+	"HEAD /api/v1/blobs/{digest}":                       blobCheckAudience,
 	"GET /api/v1/blobs/{digest}":                        blobAudience,
-	"GET /api/v1/events":                                adminAudience,
+	"GET /api/v1/events":                                deployAudience,
 	"GET /api/v1/certificates":                          adminAudience,
-	"GET /api/v1/projects":                              adminAudience,
-	"GET /api/v1/projects/{namespace}/{project}":        adminAudience,
-	"GET /api/v1/projects/{namespace}/{project}/status": adminAudience,
+	"GET /api/v1/projects":                              deployAudience,
+	"GET /api/v1/projects/{namespace}/{project}":        projectAudience,
+	"GET /api/v1/projects/{namespace}/{project}/status": projectAudience,
 	"GET /metrics":                                      adminAudience,
 	"POST /api/v1/join":                                 joinAudience,
 	"POST /api/v1/join-tokens":                          adminAudience,
@@ -61,25 +72,27 @@ var audiences = map[string]audience{
 	"GET /api/v1/hosts/{id}/sessions":              selfHostAudience,
 	"GET /api/v1/hosts/{id}/sessions/{sid}/stream": selfHostAudience,
 
-	"POST /api/v1/projects/{namespace}/{project}/plan":               adminAudience,
+	"POST /api/v1/projects/{namespace}/{project}/plan": projectAudience,
+	// A pipeline deploys; tearing a project down is an admin's decision.
 	"POST /api/v1/projects/{namespace}/{project}/destroy":            adminAudience,
-	"POST /api/v1/projects/{namespace}/{project}/apply":              adminAudience,
-	"POST /api/v1/projects/{namespace}/{project}/rollback":           adminAudience,
-	"GET /api/v1/projects/{namespace}/{project}/applies":             adminAudience,
-	"GET /api/v1/projects/{namespace}/{project}/applies/{id}":        adminAudience,
-	"GET /api/v1/projects/{namespace}/{project}/applies/{id}/events": adminAudience,
+	"POST /api/v1/projects/{namespace}/{project}/apply":              projectAudience,
+	"POST /api/v1/projects/{namespace}/{project}/rollback":           projectAudience,
+	"GET /api/v1/projects/{namespace}/{project}/applies":             projectAudience,
+	"GET /api/v1/projects/{namespace}/{project}/applies/{id}":        projectAudience,
+	"GET /api/v1/projects/{namespace}/{project}/applies/{id}/events": projectAudience,
 	"POST /api/v1/projects/{namespace}/{project}/eggs/{egg}/restart": adminAudience,
-	"GET /api/v1/projects/{namespace}/{project}/logs":                adminAudience,
-	"GET /api/v1/projects/{namespace}/{project}/eggs/{egg}/exec":     adminAudience,
-	// Runs: admin tokens; a deploy token with exec rights joins mayRun's.
-	"POST /api/v1/projects/{namespace}/{project}/eggs/{egg}/runs":        adminAudience,
-	"GET /api/v1/projects/{namespace}/{project}/runs":                    adminAudience,
-	"GET /api/v1/projects/{namespace}/{project}/runs/{id}":               adminAudience,
-	"POST /api/v1/projects/{namespace}/{project}/runs/{id}/stop":         adminAudience,
-	"GET /api/v1/projects/{namespace}/{project}/schedules":               adminAudience,
-	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/run":    adminAudience,
-	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/pause":  adminAudience,
-	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/resume": adminAudience,
+	"GET /api/v1/projects/{namespace}/{project}/logs":                projectAudience,
+	"GET /api/v1/projects/{namespace}/{project}/eggs/{egg}/exec":     projectExecAudience,
+	// A run is a command in a new container of an egg: exec's right.
+	// Reading runs and schedules, and pausing one, are the project's.
+	"POST /api/v1/projects/{namespace}/{project}/eggs/{egg}/runs":        projectExecAudience,
+	"GET /api/v1/projects/{namespace}/{project}/runs":                    projectAudience,
+	"GET /api/v1/projects/{namespace}/{project}/runs/{id}":               projectAudience,
+	"POST /api/v1/projects/{namespace}/{project}/runs/{id}/stop":         projectExecAudience,
+	"GET /api/v1/projects/{namespace}/{project}/schedules":               projectAudience,
+	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/run":    projectExecAudience,
+	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/pause":  projectAudience,
+	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/resume": projectAudience,
 }
 
 // admitted is the status of a request let in, for the endpoints whose
@@ -155,6 +168,11 @@ func newMatrixWorld(t *testing.T) *matrixWorld {
 	gone, goneTok := sh.join(live, "gone")
 	named := sh.createAdminToken(sh.token, "named")
 	revoked := sh.createAdminToken(sh.token, "revoked")
+	shopCI := sh.createDeployToken(sh.token, "shop-ci", "default", "shop", false)
+	shopExec := sh.createDeployToken(sh.token, "shop-exec", "default", "shop", true)
+	otherCI := sh.createDeployToken(sh.token, "other-ci", "default", "other", true)
+	revokedCI := sh.createDeployToken(sh.token, "revoked-ci", "default", "shop", true)
+	decode[api.AdminToken](t, sh.do("DELETE", "/api/v1/admin-tokens/revoked-ci", nil), http.StatusOK)
 	sh.createAdminToken(sh.token, "victim") // what DELETE /api/v1/admin-tokens/{name} revokes
 	decode[api.AdminToken](t, sh.do("DELETE", "/api/v1/admin-tokens/revoked", nil), http.StatusOK)
 	decode[api.RemovedHost](t, sh.do("DELETE", "/api/v1/hosts/"+gone, nil), http.StatusOK)
@@ -177,17 +195,33 @@ func newMatrixWorld(t *testing.T) *matrixWorld {
 		{"an expired join token", expired, false, never},
 		{"a removed host's token", goneTok, false, never},
 		{"a revoked admin token", revoked, false, never},
+		{"a revoked deploy token of the project", revokedCI, false, never},
 		{"another host's token", betaTok, true, never},
 		{"a usable join token", live, true, func(a audience) bool { return a == joinAudience }},
 		{"the right host's token", alphaTok, true, func(a audience) bool {
-			return a == ownHostAudience || a == blobAudience || a == selfHostAudience
+			return a == ownHostAudience || a == blobAudience || a == blobCheckAudience || a == selfHostAudience
+		}},
+		// Deploy tokens: of the path's project (default/shop), without and
+		// with --exec, and of another project, with --exec.
+		{"the project's deploy token", shopCI, true, func(a audience) bool {
+			return a == projectAudience || a == deployAudience || a == blobCheckAudience
+		}},
+		{"the project's deploy token with exec", shopExec, true, func(a audience) bool {
+			return a == projectAudience || a == projectExecAudience || a == deployAudience || a == blobCheckAudience
+		}},
+		{"another project's deploy token with exec", otherCI, true, func(a audience) bool {
+			return a == deployAudience || a == blobCheckAudience
 		}},
 		// The admins go last: their calls may change the world (remove alpha).
-		{"a named admin token", named, true, func(a audience) bool { return a != joinAudience && a != selfHostAudience }},
-		{"the admin token", sh.token, true, func(a audience) bool { return a != joinAudience && a != selfHostAudience }},
+		{"a named admin token", named, true, adminIn},
+		{"the admin token", sh.token, true, adminIn},
 	}
 	return w
 }
+
+// adminIn says an admin may call every endpoint but joining and a host's
+// own.
+func adminIn(a audience) bool { return a != joinAudience && a != selfHostAudience }
 
 var wildcard = regexp.MustCompile(`\{[a-z]+\}`)
 

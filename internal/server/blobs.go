@@ -36,7 +36,8 @@ func blobError(err error) error {
 }
 
 // putBlob streams an upload into the blob store and keeps it only if its content matches
-// its digest: 201 when stored, 200 when the server had it already.
+// its digest: 201 when stored, 200 when the server had it already. A blob a
+// deploy token stored is recorded with its project (fleet.BlobUploaded).
 func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) error {
 	digest := r.PathValue("digest")
 	if _, err := blob.ParseDigest(digest); err != nil {
@@ -56,6 +57,11 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) error {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
+		if p := principalOf(r.Context()); p.Deploy() {
+			if err := s.deps.Fleet.BlobUploaded(r.Context(), p.Project, info.Digest, info.Size); err != nil {
+				return err
+			}
+		}
 	}
 	writeJSON(w, status, api.StoredBlob{Digest: info.Digest, Size: info.Size})
 	return nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/resource"
 )
 
 const (
@@ -21,7 +22,8 @@ func (s *Server) eventsDeadline(r *http.Request) time.Duration {
 }
 
 // getEvents lists the events after ?since=N, or with ?follow=1 streams them
-// as server-sent events, from since on, until the client or the server goes.
+// as server-sent events, from since on, until the client or the server goes;
+// with ?project=NS/NAME, only that project's (a deploy token's are always).
 func (h fleetAPI) getEvents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	since, err := intParam(q.Get("since"), "since", 0)
@@ -35,6 +37,10 @@ func (h fleetAPI) getEvents(w http.ResponseWriter, r *http.Request) error {
 	if limit < 1 || limit > maxEventLimit {
 		return api.BadRequest("limit: %d is not between 1 and %d", limit, maxEventLimit)
 	}
+	project, err := eventsProject(r)
+	if err != nil {
+		return err
+	}
 	switch q.Get("follow") {
 	case "", "0":
 	case "1":
@@ -43,11 +49,11 @@ func (h fleetAPI) getEvents(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		}
-		return h.streams.events(w, r, h.svc, since)
+		return h.streams.events(w, r, h.svc, project, since)
 	default:
 		return api.BadRequest("follow: %q, want 1 or 0", q.Get("follow"))
 	}
-	evs, err := h.svc.Events(r.Context(), since, int(limit))
+	evs, err := h.svc.Events(r.Context(), project, since, int(limit))
 	if err != nil {
 		return err
 	}
@@ -64,4 +70,25 @@ func intParam(v, name string, def int64) (int64, error) {
 		return 0, api.BadRequest("%s: %q is not a whole number >= 0", name, v)
 	}
 	return n, nil
+}
+
+// eventsProject is the events' ?project= filter ("<namespace>/<name>", or
+// "" for every event), forced to a deploy token's own project: a deploy
+// token reads no other project's events, nor the hosts'.
+func eventsProject(r *http.Request) (string, error) {
+	want := r.URL.Query().Get("project")
+	if want != "" {
+		ns, name, err := resource.SplitProject(want)
+		if err != nil || !namePattern.MatchString(ns) || !namePattern.MatchString(name) {
+			return "", api.BadRequest("project: %q is not <namespace>/<name> (each [a-z0-9-], 1 to 40 characters)", want)
+		}
+	}
+	p := principalOf(r.Context())
+	if !p.Deploy() {
+		return want, nil
+	}
+	if want != "" && want != p.Project {
+		return "", api.Errorf(api.CodeForbidden, "this deploy token reads the events of %s only", p.Project)
+	}
+	return p.Project, nil
 }

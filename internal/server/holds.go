@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,10 +65,12 @@ const (
 // holdLimits are the bounds per principal per endpoint (docs/API.md).
 func holdLimits() holds.Limits {
 	return holds.Limits{
-		{Kind: holds.Host, Endpoint: endpointDesiredState}:  pollsPerHost,
-		{Kind: holds.Host, Endpoint: endpointSessionOffers}: pollsPerHost,
-		{Kind: holds.AdminToken, Endpoint: endpointEvents}:  eventStreamsPerToken,
-		{Kind: holds.AdminToken, Endpoint: endpointRunWait}: runWaitsPerToken,
+		{Kind: holds.Host, Endpoint: endpointDesiredState}:   pollsPerHost,
+		{Kind: holds.Host, Endpoint: endpointSessionOffers}:  pollsPerHost,
+		{Kind: holds.AdminToken, Endpoint: endpointEvents}:   eventStreamsPerToken,
+		{Kind: holds.AdminToken, Endpoint: endpointRunWait}:  runWaitsPerToken,
+		{Kind: holds.DeployToken, Endpoint: endpointEvents}:  eventStreamsPerToken,
+		{Kind: holds.DeployToken, Endpoint: endpointRunWait}: runWaitsPerToken,
 	}
 }
 
@@ -79,13 +82,21 @@ func withPrincipal(ctx context.Context, p Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
-// holder is the principal a request holds things under: its admin token's
-// name or its host; a join token holds nothing open.
-func holder(ctx context.Context) (holds.Principal, bool) {
+// principalOf is the request's principal, as wrap put it on its context.
+func principalOf(ctx context.Context) Principal {
 	p, _ := ctx.Value(principalKey{}).(Principal)
+	return p
+}
+
+// holder is the principal a request holds things under: its admin or
+// deploy token's name, or its host; a join token holds nothing open.
+func holder(ctx context.Context) (holds.Principal, bool) {
+	p := principalOf(ctx)
 	switch {
 	case p.Admin:
 		return holds.AdminTokenNamed(p.Name), true
+	case p.Deploy():
+		return holds.DeployTokenNamed(p.Name), true
 	case p.HostID != "":
 		return holds.HostID(p.HostID), true
 	}
@@ -204,7 +215,7 @@ func (s *Server) watchRights(ctx context.Context) {
 // endEndedRights ends everything held by the principals whose right ended.
 func (s *Server) endEndedRights(ctx context.Context, log *zap.Logger) error {
 	var tokens, hosts []string
-	for _, p := range s.holds.Principals(holds.AdminToken) {
+	for _, p := range slices.Concat(s.holds.Principals(holds.AdminToken), s.holds.Principals(holds.DeployToken)) {
 		tokens = append(tokens, p.ID)
 	}
 	for _, p := range s.holds.Principals(holds.Host) {
@@ -218,13 +229,16 @@ func (s *Server) endEndedRights(ctx context.Context, log *zap.Logger) error {
 		return err
 	}
 	for _, g := range gone {
-		p := holds.HostID(g.Host)
+		ps := []holds.Principal{holds.HostID(g.Host)}
 		if g.AdminToken != "" {
-			p = holds.AdminTokenNamed(g.AdminToken)
+			// One name space for both kinds: the name is one token's.
+			ps = []holds.Principal{holds.AdminTokenNamed(g.AdminToken), holds.DeployTokenNamed(g.AdminToken)}
 		}
-		if n := s.holds.End(p, api.Errorf(api.CodeUnauthorized, "%s", g.Reason)); n > 0 {
-			log.Info("ended what a principal held open: its right ended",
-				zap.String("kind", string(p.Kind)), zap.String("id", p.ID), zap.Int("ended", n))
+		for _, p := range ps {
+			if n := s.holds.End(p, api.Errorf(api.CodeUnauthorized, "%s", g.Reason)); n > 0 {
+				log.Info("ended what a principal held open: its right ended",
+					zap.String("kind", string(p.Kind)), zap.String("id", p.ID), zap.Int("ended", n))
+			}
 		}
 	}
 	return nil

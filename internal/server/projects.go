@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/hatchery/hatchery/internal/api"
@@ -51,10 +52,18 @@ func applyOf(r *http.Request) (string, int64, error) {
 	return project, id, nil
 }
 
+// listProjects lists every project; a deploy token gets its own project
+// only (an empty list before its first apply), so that `hatch status`
+// works in a pipeline without telling it which other projects exist.
 func (h deployAPI) listProjects(w http.ResponseWriter, r *http.Request) error {
 	projects, err := h.svc.Projects(r.Context())
 	if err != nil {
 		return err
+	}
+	if p := principalOf(r.Context()); p.Deploy() {
+		projects = slices.DeleteFunc(projects, func(s api.ProjectSummary) bool {
+			return resource.Project(s.Namespace, s.Name) != p.Project
+		})
 	}
 	writeJSON(w, http.StatusOK, api.ProjectList{Projects: projects})
 	return nil

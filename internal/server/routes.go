@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -26,10 +27,34 @@ type route struct {
 	handle   func(http.ResponseWriter, *http.Request) error
 }
 
-// access says whether a principal may call a route.
+// access says whether a principal may call a route: each route's rule in
+// the route table is the one place its required right is declared, and the
+// auth matrix test checks every route against every kind of token. A route
+// under /api/v1/projects/{namespace}/{project}/ that a deploy token may
+// call takes projectScoped (projectExec for exec); one a deploy token must
+// not call takes adminOnly.
 type access func(p Principal, r *http.Request) bool
 
+// adminOnly lets an admin token in, and nobody else.
 func adminOnly(p Principal, _ *http.Request) bool { return p.Admin }
+
+// projectScoped lets an admin act on any project, and a deploy token on its
+// own only: the project of the path's {namespace} and {project}.
+func projectScoped(p Principal, r *http.Request) bool {
+	return p.Admin || (p.Deploy() && p.Project == resource.Project(r.PathValue("namespace"), r.PathValue("project")))
+}
+
+// projectExec is projectScoped for a deploy token made with --exec only:
+// exec runs any command in an egg, more than a pipeline needs to deploy.
+func projectExec(p Principal, r *http.Request) bool {
+	return p.Admin || (p.Exec && projectScoped(p, r))
+}
+
+// adminOrDeploy lets an admin and every deploy token in: for a route whose
+// handler narrows what a deploy token gets to its own project (the event
+// log, the project list), or that names no project (a blob upload, which
+// records the token's project).
+func adminOrDeploy(p Principal, _ *http.Request) bool { return p.Admin || p.Deploy() }
 
 // hostOrAdmin lets a host act on its own {id}, and the admin on any.
 func hostOrAdmin(p Principal, r *http.Request) bool {
@@ -64,32 +89,32 @@ func (s *Server) routeTable() []route {
 		{"GET /api/v1/hosts/{id}", adminOnly, plain, 0, f.getHost},
 		{"GET /api/v1/hosts/{id}/desired-state", hostOrAdmin, s.waitPlusMargin, 0, s.getDesiredState},
 		{"POST /api/v1/hosts/{id}/status", hostOrAdmin, plain, body, f.postStatus},
-		{"PUT /api/v1/blobs/{digest}", adminOnly, blobs, s.cfg.MaxBlobBytes, s.putBlob},
-		{"HEAD /api/v1/blobs/{digest}", s.hostBlobOrAdmin, plain, 0, s.headBlob},
+		{"PUT /api/v1/blobs/{digest}", adminOrDeploy, blobs, s.cfg.MaxBlobBytes, s.putBlob},
+		{"HEAD /api/v1/blobs/{digest}", s.blobCheckers, plain, 0, s.headBlob},
 		{"GET /api/v1/blobs/{digest}", s.hostBlobOrAdmin, blobs, 0, s.getBlob},
-		{"GET /api/v1/events", adminOnly, s.eventsDeadline, 0, f.getEvents},
+		{"GET /api/v1/events", adminOrDeploy, s.eventsDeadline, 0, f.getEvents},
 		{"GET /api/v1/certificates", adminOnly, plain, 0, s.getCertificates},
-		{"GET /api/v1/projects", adminOnly, plain, 0, d.listProjects},
-		{"GET /api/v1/projects/{namespace}/{project}", adminOnly, plain, 0, d.getProject},
-		{"GET /api/v1/projects/{namespace}/{project}/status", adminOnly, plain, 0, f.getProjectStatus},
-		{"POST " + p + "/plan", adminOnly, plain, body, d.postPlan},
+		{"GET /api/v1/projects", adminOrDeploy, plain, 0, d.listProjects},
+		{"GET /api/v1/projects/{namespace}/{project}", projectScoped, plain, 0, d.getProject},
+		{"GET /api/v1/projects/{namespace}/{project}/status", projectScoped, plain, 0, f.getProjectStatus},
+		{"POST " + p + "/plan", projectScoped, plain, body, d.postPlan},
 		{"POST " + p + "/destroy", adminOnly, plain, body, d.postDestroy},
-		{"POST " + p + "/apply", adminOnly, s.streamOrPlain, body, d.postApply},
-		{"POST " + p + "/rollback", adminOnly, plain, body, d.postRollback},
-		{"GET " + p + "/applies", adminOnly, plain, 0, d.getHistory},
-		{"GET " + p + "/applies/{id}", adminOnly, plain, 0, d.getApply},
-		{"GET " + p + "/applies/{id}/events", adminOnly, noDeadline, 0, d.getApplyEvents},
+		{"POST " + p + "/apply", projectScoped, s.streamOrPlain, body, d.postApply},
+		{"POST " + p + "/rollback", projectScoped, plain, body, d.postRollback},
+		{"GET " + p + "/applies", projectScoped, plain, 0, d.getHistory},
+		{"GET " + p + "/applies/{id}", projectScoped, plain, 0, d.getApply},
+		{"GET " + p + "/applies/{id}/events", projectScoped, noDeadline, 0, d.getApplyEvents},
 		{"POST " + p + "/eggs/{egg}/restart", adminOnly, plain, body, d.postRestart},
-		{"GET " + p + "/logs", adminOnly, noDeadline, 0, s.getLogs},
+		{"GET " + p + "/logs", projectScoped, noDeadline, 0, s.getLogs},
+		{"GET " + p + "/eggs/{egg}/exec", projectExec, noDeadline, 0, s.getExec},
 		{"POST " + p + "/eggs/{egg}/runs", mayRun, plain, body, s.postRun},
-		{"GET " + p + "/runs", adminOnly, plain, 0, s.getRuns},
-		{"GET " + p + "/runs/{id}", adminOnly, s.waitPlusMargin, 0, s.getRun},
+		{"GET " + p + "/runs", projectScoped, plain, 0, s.getRuns},
+		{"GET " + p + "/runs/{id}", projectScoped, s.waitPlusMargin, 0, s.getRun},
 		{"POST " + p + "/runs/{id}/stop", mayRun, plain, 0, s.postRunStop},
-		{"GET " + p + "/schedules", adminOnly, plain, 0, s.getSchedules},
+		{"GET " + p + "/schedules", projectScoped, plain, 0, s.getSchedules},
 		{"POST " + p + "/schedules/{egg}/run", mayRun, plain, 0, s.postScheduleRun},
-		{"POST " + p + "/schedules/{egg}/pause", mayRun, plain, 0, s.postSchedulePause},
-		{"POST " + p + "/schedules/{egg}/resume", mayRun, plain, 0, s.postScheduleResume},
-		{"GET " + p + "/eggs/{egg}/exec", adminOnly, noDeadline, 0, s.getExec},
+		{"POST " + p + "/schedules/{egg}/pause", projectScoped, plain, 0, s.postSchedulePause},
+		{"POST " + p + "/schedules/{egg}/resume", projectScoped, plain, 0, s.postScheduleResume},
 		{"GET /api/v1/hosts/{id}/sessions", ownHostOnly, s.waitPlusMargin, 0, s.getSessionOffers},
 		{"GET /api/v1/hosts/{id}/sessions/{sid}/stream", ownHostOnly, noDeadline, 0, s.getSessionStream},
 		{"GET /metrics", adminOnly, plain, 0,
@@ -193,13 +218,13 @@ func (s *Server) wrap(rt route) http.Handler {
 			return
 		}
 		if !rt.access(p, r) {
-			writeError(w, api.Errorf(api.CodeForbidden, "this token may not call %s", rt.pattern))
+			writeError(w, api.Errorf(api.CodeForbidden, "%s", forbidden(p, rt.pattern)))
 			return
 		}
 		ctx := withPrincipal(r.Context(), p) // what it holds open is registered under it
-		if p.Admin {
-			// Whatever this request records says which admin token asked.
-			ctx = store.WithActor(ctx, p.Name)
+		if actor := p.actor(); actor != "" {
+			// Whatever this request records says which named token asked.
+			ctx = store.WithActor(ctx, actor)
 		}
 		if d := rt.deadline(r); d > 0 {
 			setDeadlines(w, d)
@@ -217,6 +242,20 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.fail(w, r, rt.pattern, err)
 		}
 	})
+}
+
+// forbidden says why p may not call the route: a deploy token is told
+// which project it may act on, and whether it may exec.
+func forbidden(p Principal, pattern string) string {
+	if !p.Deploy() {
+		return fmt.Sprintf("this token may not call %s", pattern)
+	}
+	exec := "without exec"
+	if p.Exec {
+		exec = "with exec"
+	}
+	return fmt.Sprintf("this token may not call %s: it is deploy token %q of %s (%s), for that project's plans, applies, "+
+		"rollbacks and reads only", pattern, p.Name, p.Project, exec)
 }
 
 // answerMargin is how much sooner than the connection's deadline d a

@@ -38,10 +38,12 @@ type Jobs interface {
 
 var _ Jobs = (*jobs.Service)(nil)
 
-// mayRun is who may start and stop runs and fire, pause and resume
-// schedules: an admin token. A project's deploy token with exec rights is
-// to join it here (branch deploy-tokens), as it will for exec.
-func mayRun(p Principal, r *http.Request) bool { return adminOnly(p, r) }
+// mayRun is who may start and stop runs and fire a schedule: a command
+// run in a new container of an egg is exec's right, so an admin token, or
+// the project's deploy token made with --exec (projectExec). Reading runs
+// and schedules, and pausing or resuming one, are the project's
+// (projectScoped): a deploy token that may apply may change the schedule.
+func mayRun(p Principal, r *http.Request) bool { return projectExec(p, r) }
 
 // runIDPattern is a run ID as the jobs service makes them: what a path
 // may name, checked before any lookup.

@@ -79,6 +79,13 @@ func (s *Server) hostBlobOrAdmin(p Principal, r *http.Request) bool {
 	return ok
 }
 
+// blobCheckers may ask whether the server has a blob: who may read it, and
+// every deploy token, which asks before it uploads a build context. The
+// answer tells only whether content with that sha256 is there.
+func (s *Server) blobCheckers(p Principal, r *http.Request) bool {
+	return p.Deploy() || s.hostBlobOrAdmin(p, r)
+}
+
 // join trades a usable join token for a new host.
 func (h fleetAPI) join(w http.ResponseWriter, r *http.Request) error {
 	var req api.JoinRequest

@@ -48,14 +48,15 @@ func writeEvent(w http.ResponseWriter, id int64, name string, v any) error {
 	return err
 }
 
-// streamEvents streams the event log after since until the client or the
+// events streams the event log (of project, or all of it when "")
+// after since until the client or the
 // server goes; a read that fails ends the stream (headers are sent), and the
 // client reconnects.
 //
 // A revoked token's stream ends: its hold is ended by the rights check, and
 // before each batch is written the token is checked again, so that nothing
 // recorded after the revocation reaches it.
-func (st streams) events(w http.ResponseWriter, r *http.Request, f *fleet.Service, since int64) error {
+func (st streams) events(w http.ResponseWriter, r *http.Request, f *fleet.Service, project string, since int64) error {
 	held, err := st.hold(r, endpointEvents)
 	if err != nil {
 		return err
@@ -69,7 +70,7 @@ func (st streams) events(w http.ResponseWriter, r *http.Request, f *fleet.Servic
 	defer keepAlive.Stop()
 	for {
 		changed := f.WatchEvents() // before the read: no event slips between
-		evs, err := f.Events(r.Context(), since, defaultEventLimit)
+		evs, err := f.Events(r.Context(), project, since, defaultEventLimit)
 		if err != nil {
 			return nil
 		}

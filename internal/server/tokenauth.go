@@ -18,12 +18,13 @@ type TokenLookup interface {
 	AdminTokenByHash(ctx context.Context, hash string) (store.AdminToken, error)
 }
 
-// TokenAuth accepts the three kinds of token the server issues: admin
+// TokenAuth accepts the four kinds of token the server issues: admin
 // tokens (the first one, whose hash it holds, and the named ones not
-// revoked), host tokens of hosts not removed, and join tokens still usable. Only
-// the secret's hash is ever looked at (pki.HashSecret); it is looked up by
-// that hash, which tells a timing observer nothing about the secret (a SHA-256
-// preimage), and then compared in constant time.
+// revoked), deploy tokens not revoked, host tokens of hosts not removed, and
+// join tokens still usable. Only the secret's hash is ever looked at
+// (pki.HashSecret); it is looked up by that hash, which tells a timing
+// observer nothing about the secret (a SHA-256 preimage), and then compared
+// in constant time.
 type TokenAuth struct {
 	admin  AdminToken
 	tokens TokenLookup
@@ -52,7 +53,7 @@ func (a *TokenAuth) Authenticate(ctx context.Context, token string) (Principal, 
 	}
 	hash := tok.Hash()
 	switch tok.Kind {
-	case pki.KindAdmin:
+	case pki.KindAdmin, pki.KindDeploy:
 		if p, err := a.admin.Authenticate(ctx, token); err == nil {
 			return p, nil
 		}
@@ -61,12 +62,15 @@ func (a *TokenAuth) Authenticate(ctx context.Context, token string) (Principal, 
 		case errors.Is(err, store.ErrNotFound):
 			return Principal{}, ErrUnauthenticated
 		case err != nil:
-			return Principal{}, fmt.Errorf("authenticate admin token: %w", err)
-		case !pki.EqualHash(t.Hash, hash):
+			return Principal{}, fmt.Errorf("authenticate %s token: %w", tok.Kind, err)
+		case !pki.EqualHash(t.Hash, hash) || storedKind(t) != tok.Kind:
+			// A token whose kind was edited is not the token made.
 			return Principal{}, ErrUnauthenticated
 		case t.Revoked():
-			return Principal{}, &refusal{fmt.Sprintf("admin token %q was revoked at %s: ask an admin for a new one",
-				t.Name, t.RevokedAt.Format(time.RFC3339))}
+			return Principal{}, &refusal{fleet.RevokedReason(t)}
+		}
+		if t.IsDeploy() {
+			return Principal{Name: t.Name, Project: t.Project, Exec: t.Exec}, nil
 		}
 		return Principal{Admin: true, Name: t.Name}, nil
 	case pki.KindHost:
@@ -102,3 +106,11 @@ func (a *TokenAuth) Authenticate(ctx context.Context, token string) (Principal, 
 }
 
 func joinRefusal(id, state string) error { return &refusal{fleet.JoinRefusal(id, state)} }
+
+// storedKind is the kind of token (pki) a stored named token was made as.
+func storedKind(t store.AdminToken) string {
+	if t.IsDeploy() {
+		return pki.KindDeploy
+	}
+	return pki.KindAdmin
+}

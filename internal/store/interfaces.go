@@ -87,6 +87,9 @@ type Events interface {
 	AppendEvent(ctx context.Context, e Event) (int64, error)
 	// ListEvents returns up to limit events with Seq > since, oldest first.
 	ListEvents(ctx context.Context, since int64, limit int) ([]Event, error)
+	// ListProjectEvents is ListEvents of one project's events only (Project
+	// exactly project): what a deploy token may read.
+	ListProjectEvents(ctx context.Context, project string, since int64, limit int) ([]Event, error)
 	// WatchEvents returns a channel closed when the next event is recorded
 	// after the call, whoever records it.
 	WatchEvents() <-chan struct{}
@@ -133,10 +136,11 @@ type Projects interface {
 // The tokens themselves are never stored: AdminTokens, JoinTokens and
 // Members keep the hashes of their secrets, each for its own consumer.
 
-// AdminTokens keeps the hashes of the admin tokens: the first one, made
-// when the server first starts, and the named ones `hatch token create
-// --admin --name N` makes. A name is never reused, so that it means one token
-// in every event that names it.
+// AdminTokens keeps the hashes of the named tokens: the first admin token,
+// made when the server first starts, the admin tokens `hatch token create
+// --admin --name N` makes and the deploy tokens `hatch token create --deploy`
+// makes. A name is never reused, whatever the kind, so that it means one
+// token in every event that names it.
 type AdminTokens interface {
 	// TokenHash returns the hash stored under name, or ErrNotFound.
 	TokenHash(ctx context.Context, name string) (string, error)
@@ -144,20 +148,21 @@ type AdminTokens interface {
 	// with no event); a name or hash already stored gives ErrExists and is
 	// left as it was.
 	CreateTokenHash(ctx context.Context, name, hash string, at time.Time) error
-	// CreateAdminToken stores a named admin token (not revoked) with a
-	// token.created event whose Actor is by; a name or hash already stored
-	// gives ErrExists and nothing changes.
+	// CreateAdminToken stores a named token of t.Kind (admin or deploy, with
+	// its Project and Exec; not revoked) with a token.created event whose
+	// Actor is by; a name or hash already stored, whatever its kind, gives
+	// ErrExists and nothing changes.
 	CreateAdminToken(ctx context.Context, t AdminToken, by string) error
-	// AdminTokenByHash returns the admin token whose secret has the hash,
-	// revoked or not, or ErrNotFound.
+	// AdminTokenByHash returns the named token (admin or deploy) whose
+	// secret has the hash, revoked or not, or ErrNotFound.
 	AdminTokenByHash(ctx context.Context, hash string) (AdminToken, error)
-	// ListAdminTokens returns every admin token, the first one included,
-	// oldest first.
+	// ListAdminTokens returns every named token, admin and deploy, the
+	// first one included, oldest first.
 	ListAdminTokens(ctx context.Context) ([]AdminToken, error)
-	// RevokeAdminToken revokes the named token from at on and returns it,
-	// with a token.revoked event whose Actor is by; a token revoked already
-	// keeps its first RevokedAt (and no second event). An unknown name gives
-	// ErrNotFound.
+	// RevokeAdminToken revokes the named token (admin or deploy) from at on
+	// and returns it, with a token.revoked event whose Actor is by; a token
+	// revoked already keeps its first RevokedAt (and no second event). An
+	// unknown name gives ErrNotFound.
 	RevokeAdminToken(ctx context.Context, name, by string, at time.Time) (AdminToken, error)
 }
 

@@ -22,7 +22,7 @@ var Tables = []Table{
 	{"applies", []string{"id", "project", "started_at", "finished_at", "outcome", "message", "actor", "inputs", "summary", "digest", "rollback_of"}},
 	{"apply_blobs", []string{"apply_id", "digest"}},
 	{"blob_retention", []string{"owner", "digest"}},
-	{"tokens", []string{"name", "hash", "created_at", "revoked_at"}},
+	{"tokens", []string{"name", "hash", "created_at", "revoked_at", "kind", "project", "may_exec"}},
 	{"join_tokens", []string{"id", "hash", "created_at", "expires_at", "max_uses", "uses", "revoked_at"}},
 	{"host_identities", []string{"id", "name", "token_hash", "join_token", "joined_at", "removed_at"}},
 	{"leases", []string{"project", "token", "holder", "server", "since", "expires_at"}},

@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The events of joining and removing hosts.
 const (
@@ -9,23 +12,60 @@ const (
 	// EventHostRemoved: `hatch hosts remove` revoked a host's token; its
 	// replicas are to be placed elsewhere.
 	EventHostRemoved EventType = "host.removed"
-	// EventTokenCreated: an admin made a named admin token.
+	// EventTokenCreated: an admin made a named token (admin or deploy).
 	EventTokenCreated EventType = "token.created"
-	// EventTokenRevoked: an admin revoked a named admin token.
+	// EventTokenRevoked: an admin revoked a named token (admin or deploy).
 	EventTokenRevoked EventType = "token.revoked"
+	// EventBlobUploaded: a deploy token uploaded a blob new to the server
+	// (a build context); the event names its project and the token.
+	EventBlobUploaded EventType = "blob.uploaded"
 )
 
-// AdminToken is an admin token as stored: its name (what events and apply
-// records say ran something), the hash of its secret and whether it was
-// revoked. The token itself is printed once and never stored.
+// AdminToken is a named token as stored, an admin token or a deploy token
+// (Kind): its name (what events and apply records say ran something), the
+// hash of its secret and whether it was revoked. The two kinds share one
+// table so that a name means one token whatever its kind. The token itself
+// is printed once and never stored.
 type AdminToken struct {
 	Name string
+	// Kind is TokenAdmin or TokenDeploy; "" is read as TokenAdmin.
+	Kind string
 	// Hash is the hex SHA-256 of the token's secret (pki.HashSecret).
 	Hash      string
 	CreatedAt time.Time
 	// RevokedAt is when it was revoked; zero while it was not.
 	RevokedAt time.Time
+	// Project is a deploy token's project ("<namespace>/<name>"), the only
+	// one it may act on; "" for an admin token.
+	Project string
+	// Exec says a deploy token may also exec into its project's eggs.
+	Exec bool
 }
+
+// The kinds of named token.
+const (
+	// TokenAdmin may do everything.
+	TokenAdmin = "admin"
+	// TokenDeploy may plan, apply, roll back and read one project.
+	TokenDeploy = "deploy"
+)
+
+// IsDeploy reports whether the token is a deploy token.
+func (t AdminToken) IsDeploy() bool { return t.Kind == TokenDeploy }
+
+// Describe names the token as messages do: `admin token "alice"`,
+// `deploy token "ci" of default/shop`.
+func (t AdminToken) Describe() string {
+	if t.IsDeploy() {
+		return fmt.Sprintf("deploy token %q of %s", t.Name, t.Project)
+	}
+	return fmt.Sprintf("admin token %q", t.Name)
+}
+
+// DeployActor is the actor a deploy token's work is recorded under (events,
+// apply records): its name and kind, which no admin token's name can be
+// (':' is not allowed in one).
+func DeployActor(name string) string { return "deploy:" + name }
 
 // FirstAdminToken is the name of the admin token the server makes at its
 // first start and keeps in its data dir: the way back in, never revoked.

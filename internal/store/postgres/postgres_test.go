@@ -311,7 +311,7 @@ func TestSchemaOneUpgradesToNamedAdminTokens(t *testing.T) {
 	}
 	defer s.Close()
 	tokens, err := s.ListAdminTokens(t.Context())
-	want := []store.AdminToken{{Name: "admin", Hash: "admin-hash", CreatedAt: time.UnixMilli(1000).UTC()}}
+	want := []store.AdminToken{{Name: "admin", Kind: store.TokenAdmin, Hash: "admin-hash", CreatedAt: time.UnixMilli(1000).UTC()}}
 	if err != nil || len(tokens) != 1 || tokens[0] != want[0] {
 		t.Fatalf("admin tokens after the upgrade = %+v, %v; want %+v", tokens, err, want)
 	}

@@ -13,15 +13,15 @@ type AdminTokens struct{ base }
 
 var _ store.AdminTokens = (*AdminTokens)(nil)
 
-const adminTokenColumns = `name, hash, created_at, revoked_at`
+const adminTokenColumns = `name, hash, created_at, revoked_at, kind, project, may_exec`
 
 func scanAdminToken(row Row) (store.AdminToken, error) {
 	var t store.AdminToken
-	var created, revoked int64
-	if err := row.Scan(&t.Name, &t.Hash, &created, &revoked); err != nil {
+	var created, revoked, exec int64
+	if err := row.Scan(&t.Name, &t.Hash, &created, &revoked, &t.Kind, &t.Project, &exec); err != nil {
 		return store.AdminToken{}, err
 	}
-	t.CreatedAt, t.RevokedAt = FromMillis(created), FromMillis(revoked)
+	t.CreatedAt, t.RevokedAt, t.Exec = FromMillis(created), FromMillis(revoked), exec != 0
 	return t, nil
 }
 
@@ -38,7 +38,7 @@ func (s *AdminTokens) TokenHash(ctx context.Context, name string) (string, error
 // CreateTokenHash stores a hash under a new name.
 func (s *AdminTokens) CreateTokenHash(ctx context.Context, name, hash string, at time.Time) error {
 	err := s.write(ctx, func(tx Tx) error {
-		return insertAdminToken(ctx, tx, store.AdminToken{Name: name, Hash: hash, CreatedAt: at})
+		return insertAdminToken(ctx, tx, store.AdminToken{Name: name, Kind: store.TokenAdmin, Hash: hash, CreatedAt: at})
 	})
 	if err != nil {
 		return fmt.Errorf("create token %s: %w", name, err)
@@ -50,8 +50,12 @@ func (s *AdminTokens) CreateTokenHash(ctx context.Context, name, hash string, at
 // gives ErrExists. ON CONFLICT without a target covers both unique indexes,
 // so a concurrent insert of either waits for the other and then does nothing.
 func insertAdminToken(ctx context.Context, tx Tx, t store.AdminToken) error {
-	n, err := tx.Exec(ctx, `INSERT INTO tokens (`+adminTokenColumns+`) VALUES ($1, $2, $3, 0)
-		ON CONFLICT DO NOTHING`, t.Name, t.Hash, Millis(t.CreatedAt))
+	exec := 0
+	if t.Exec {
+		exec = 1
+	}
+	n, err := tx.Exec(ctx, `INSERT INTO tokens (`+adminTokenColumns+`) VALUES ($1, $2, $3, 0, $4, $5, $6)
+		ON CONFLICT DO NOTHING`, t.Name, t.Hash, Millis(t.CreatedAt), t.Kind, t.Project, exec)
 	if err != nil {
 		return err
 	}
@@ -66,12 +70,22 @@ func (s *AdminTokens) CreateAdminToken(ctx context.Context, t store.AdminToken, 
 	if t.Name == "" || t.Hash == "" || t.CreatedAt.IsZero() {
 		return fmt.Errorf("create admin token %q: a name, a hash and a time are needed", t.Name)
 	}
+	if t.Kind == "" {
+		t.Kind = store.TokenAdmin
+	}
+	switch {
+	case t.Kind == store.TokenAdmin && t.Project == "" && !t.Exec:
+	case t.Kind == store.TokenDeploy && t.Project != "":
+	default:
+		return fmt.Errorf("create token %q: kind %q with project %q: an admin token has no project, a deploy token needs one",
+			t.Name, t.Kind, t.Project)
+	}
 	err := s.write(ctx, func(tx Tx) error {
 		if err := insertAdminToken(ctx, tx, t); err != nil {
 			return err
 		}
 		_, err := tx.AppendEvent(ctx, store.Event{Time: t.CreatedAt, Type: store.EventTokenCreated, Actor: by,
-			Message: fmt.Sprintf("admin token %q created", t.Name)})
+			Project: t.Project, Message: t.Describe() + " created"})
 		return err
 	})
 	if err != nil {
@@ -122,7 +136,7 @@ func (s *AdminTokens) RevokeAdminToken(ctx context.Context, name, by string, at 
 			return nil // revoked already: no second event
 		}
 		_, err = tx.AppendEvent(ctx, store.Event{Time: at, Type: store.EventTokenRevoked, Actor: by,
-			Message: fmt.Sprintf("admin token %q revoked", name)})
+			Project: t.Project, Message: t.Describe() + " revoked"})
 		return err
 	})
 	if err != nil {

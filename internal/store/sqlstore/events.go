@@ -22,10 +22,23 @@ func (s *Events) AppendEvent(ctx context.Context, e store.Event) (int64, error) 
 	return seq, err
 }
 
+const eventColumns = `seq, at, type, project, host, resource, message, actor`
+
 // ListEvents returns up to limit events after since, oldest first.
 func (s *Events) ListEvents(ctx context.Context, since int64, limit int) ([]store.Event, error) {
-	rows, err := s.db.Query(ctx, `SELECT seq, at, type, project, host, resource, message, actor
-		FROM events WHERE seq > $1 ORDER BY seq LIMIT $2`, since, limit)
+	rows, err := s.db.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE seq > $1 ORDER BY seq LIMIT $2`, since, limit)
+	return collectEvents(rows, err)
+}
+
+// ListProjectEvents returns up to limit events of the project after since,
+// oldest first.
+func (s *Events) ListProjectEvents(ctx context.Context, project string, since int64, limit int) ([]store.Event, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE project = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+		project, since, limit)
+	return collectEvents(rows, err)
+}
+
+func collectEvents(rows Rows, err error) ([]store.Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}

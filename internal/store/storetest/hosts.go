@@ -414,6 +414,32 @@ func RunEvents(t *testing.T, open Open) {
 		}
 	})
 
+	t.Run("a project's events are its own only, after since, up to limit", func(t *testing.T) {
+		s := open(t)
+		var shop []int64
+		for i, project := range []string{"default/shop", "default/shop-2", "", "other/shop", "default/shop", "default/shop"} {
+			seq, err := s.AppendEvent(ctx(t), store.Event{Time: t0.Add(time.Duration(i) * time.Millisecond),
+				Type: store.EventRolloutDone, Project: project, Message: fmt.Sprint(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if project == "default/shop" {
+				shop = append(shop, seq)
+			}
+		}
+		evs, err := s.ListProjectEvents(ctx(t), "default/shop", 0, 2)
+		if err != nil || len(evs) != 2 || evs[0].Seq != shop[0] || evs[1].Seq != shop[1] || evs[0].Message != "0" {
+			t.Fatalf("ListProjectEvents(default/shop, 0, 2) = %+v, %v; want the events %v", evs, err, shop[:2])
+		}
+		evs, err = s.ListProjectEvents(ctx(t), "default/shop", shop[1], 10)
+		if err != nil || len(evs) != 1 || evs[0].Seq != shop[2] {
+			t.Fatalf("ListProjectEvents(default/shop, since %d) = %+v, %v; want the event %d", shop[1], evs, err, shop[2])
+		}
+		if evs, err := s.ListProjectEvents(ctx(t), "default/none", 0, 10); err != nil || len(evs) != 0 {
+			t.Fatalf("ListProjectEvents of a project without events = %+v, %v", evs, err)
+		}
+	})
+
 	t.Run("watchers wake at any recorded event, whoever records it", func(t *testing.T) {
 		s := open(t)
 		w := s.WatchEvents()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -291,7 +292,7 @@ func RunTokens(t *testing.T, open Open) {
 			t.Fatal(err)
 		}
 		start := lastSeq(t, s)
-		alice := store.AdminToken{Name: "alice", Hash: "hash-of-alice", CreatedAt: t0.Add(time.Minute)}
+		alice := store.AdminToken{Name: "alice", Kind: store.TokenAdmin, Hash: "hash-of-alice", CreatedAt: t0.Add(time.Minute)}
 		if err := s.CreateAdminToken(ctx(t), alice, "admin"); err != nil {
 			t.Fatal(err)
 		}
@@ -313,6 +314,56 @@ func RunTokens(t *testing.T, open Open) {
 		if !slices.Equal(types(evs), []store.EventType{store.EventTokenCreated}) || evs[0].Actor != "admin" ||
 			!evs[0].Time.Equal(alice.CreatedAt) {
 			t.Fatalf("events = %+v, want one token.created by admin", evs)
+		}
+	})
+
+	t.Run("a deploy token keeps its project and exec right, shares the names of admin tokens and is revoked alike", func(t *testing.T) {
+		s := open(t)
+		if err := s.CreateAdminToken(ctx(t), store.AdminToken{Name: "alice", Hash: "h1", CreatedAt: t0}, "admin"); err != nil {
+			t.Fatal(err)
+		}
+		start := lastSeq(t, s)
+		ci := store.AdminToken{Name: "ci", Kind: store.TokenDeploy, Hash: "h2", CreatedAt: t0.Add(time.Minute), Project: "default/shop"}
+		ops := store.AdminToken{Name: "ops", Kind: store.TokenDeploy, Hash: "h3", CreatedAt: t0.Add(2 * time.Minute),
+			Project: "team/api", Exec: true}
+		for _, tok := range []store.AdminToken{ci, ops} {
+			if err := s.CreateAdminToken(ctx(t), tok, "alice"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := s.AdminTokenByHash(ctx(t), "h3"); err != nil || got != ops {
+			t.Fatalf("AdminTokenByHash = %+v, %v; want %+v", got, err, ops)
+		}
+		all, err := s.ListAdminTokens(ctx(t))
+		if err != nil || len(all) != 3 || all[0].Kind != store.TokenAdmin || all[1] != ci || all[2] != ops {
+			t.Fatalf("ListAdminTokens = %+v, %v; want alice (admin), ci, ops", all, err)
+		}
+		for _, tok := range []store.AdminToken{
+			{Name: "alice", Kind: store.TokenDeploy, Hash: "h4", CreatedAt: t0, Project: "default/shop"}, // an admin token's name
+			{Name: "ci", Hash: "h5", CreatedAt: t0},                                                      // a deploy token's name
+		} {
+			if err := s.CreateAdminToken(ctx(t), tok, "alice"); !errors.Is(err, store.ErrExists) {
+				t.Fatalf("CreateAdminToken %+v: %v, want ErrExists", tok, err)
+			}
+		}
+		for _, tok := range []store.AdminToken{
+			{Name: "noproject", Kind: store.TokenDeploy, Hash: "h6", CreatedAt: t0},
+			{Name: "adminproject", Kind: store.TokenAdmin, Hash: "h7", CreatedAt: t0, Project: "default/shop"},
+			{Name: "oddkind", Kind: "root", Hash: "h8", CreatedAt: t0},
+		} {
+			if err := s.CreateAdminToken(ctx(t), tok, "alice"); err == nil || errors.Is(err, store.ErrExists) {
+				t.Fatalf("CreateAdminToken %+v: %v, want it refused", tok, err)
+			}
+		}
+		got, err := s.RevokeAdminToken(ctx(t), "ci", "alice", t0.Add(time.Hour))
+		if err != nil || !got.Revoked() || got.Project != "default/shop" || !got.IsDeploy() {
+			t.Fatalf("RevokeAdminToken(ci) = %+v, %v", got, err)
+		}
+		evs := eventsSince(t, s, start)
+		want := []store.EventType{store.EventTokenCreated, store.EventTokenCreated, store.EventTokenRevoked}
+		if !slices.Equal(types(evs), want) || evs[0].Project != "default/shop" || evs[2].Project != "default/shop" ||
+			!strings.Contains(evs[0].Message, `deploy token "ci" of default/shop`) || evs[2].Actor != "alice" {
+			t.Fatalf("events = %+v, want ci's creation, ops's, ci's revocation, each with its project", evs)
 		}
 	})
 
