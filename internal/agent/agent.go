@@ -320,9 +320,13 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		errs = append(errs, runErrs...)
 		plan.WakeAt = earliest(plan.WakeAt, runWake)
 	}
-	// Without a desired state the table is empty: the ingress then answers
-	// 404 for what it does not serve, where it answered 503 until told.
-	errs = append(errs, a.route(desired, replicas))
+	// Without a desired state (the cache unreadable) the ingress keeps
+	// what it serves: the data plane an earlier agent fed serves its table
+	// on, where an empty one would answer 404 for every route until the
+	// control plane answers; a new one answers 503 until told.
+	if known {
+		errs = append(errs, a.route(desired, replicas))
+	}
 	errs = append(errs, a.memFile.save(a.mem))
 
 	lines := errorLines(append(errs, newerErr)...)

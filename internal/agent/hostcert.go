@@ -285,3 +285,11 @@ func writeHostFiles(dir string, keyPEM, certPEM, caPEM []byte) error {
 	}
 	return nil
 }
+
+// ReadHostCertificate reads the host certificate, key and host CA kept in
+// dataDir, checked as OpenHostCerts checks them: the data plane serves the
+// mesh with the certificate the agent renews there (see package dataplane).
+// A missing file is fs.ErrNotExist.
+func ReadHostCertificate(dataDir, hostID string) (*tls.Certificate, *x509.CertPool, error) {
+	return loadHostFiles(dataDir, hostID)
+}

@@ -1,7 +1,8 @@
 // Package agentd assembles a host's agent from a plain Config: the identity
-// (joined or loaded), the host certificate, the mesh, the ingress, the
-// Docker adapter, the converge loop and the session runner, started in
-// order and closed in reverse. It is the daemon ("d", as in sshd) behind
+// (joined or loaded), the host certificate, the data plane (the ingress and
+// the mesh, in a process of their own that outlives the agent: see package
+// dataplane), the Docker adapter, the converge loop and the session runner,
+// started in order and closed in reverse. It is the daemon ("d", as in sshd) behind
 // `hatch agent` and the agent half of `hatch up`, kept apart from the CLI
 // (as Nomad's command/agent keeps setupClient apart from its commands) so
 // that the CLI only parses flags, and the parts meet here rather than in the
@@ -15,21 +16,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"slices"
 	"time"
 
 	dockerclient "github.com/docker/docker/client"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/agent"
 	"github.com/hatchery/hatchery/internal/apiclient"
 	"github.com/hatchery/hatchery/internal/containers/docker"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/ingress"
+	"github.com/hatchery/hatchery/internal/dataplane"
 	"github.com/hatchery/hatchery/internal/mesh"
 	"github.com/hatchery/hatchery/internal/relay"
 	"github.com/hatchery/hatchery/internal/sessionhost"
@@ -76,6 +75,12 @@ type Config struct {
 	StaleCacheWait time.Duration
 	// NoExec refuses `hatch exec` sessions on this host.
 	NoExec bool
+	// InProcessDataPlane runs the data plane inside the agent's process,
+	// stopped with it, instead of a process of its own that outlives it:
+	// for `hatch up`, whose host lives as long as the command, and for
+	// tests that run an agent in a test binary (which has no `hatch
+	// dataplane` to start).
+	InProcessDataPlane bool
 	// Logger is where the agent logs (required).
 	Logger *zap.Logger
 }
@@ -83,9 +88,9 @@ type Config struct {
 // The parts meet here, each through the small interface its consumer
 // declares.
 var (
-	_ ingress.Peers         = (*mesh.Node)(nil)
-	_ agent.Mesh            = (*mesh.Node)(nil)
-	_ mesh.LocalReplicas    = (*ingress.Ingress)(nil)
+	_ agent.Router          = (*dataplane.Client)(nil)
+	_ agent.Mesh            = (*dataplane.Client)(nil)
+	_ docker.Ingress        = (*dataplane.Client)(nil)
 	_ mesh.HostCertificates = (*agent.HostCerts)(nil)
 )
 
@@ -94,9 +99,10 @@ const closeTimeout = 15 * time.Second
 
 // Run is `hatch agent`, and the agent half of `hatch up`: the one place
 // the agent's parts are assembled. It joins (first start) or loads the
-// identity, then starts the mesh, the ingress, the Docker adapter and the
-// agent, runs them until ctx ends, and closes them in the reverse order.
-// Containers keep running after it returns.
+// identity, then adopts or starts the data plane, starts the Docker adapter
+// and the agent, runs them until ctx ends, and closes them in the reverse
+// order. Containers and the data plane keep running after it returns (but
+// an InProcessDataPlane).
 func Run(ctx context.Context, opts Config) error {
 	log := opts.Logger
 	if log == nil {
@@ -130,27 +136,27 @@ func Run(ctx context.Context, opts Config) error {
 	go func() { defer close(certsDone); certs.Run(certsCtx) }()
 	defer func() { stopCerts(); <-certsDone }()
 
-	meshLn, advertise, err := listenMesh(opts.MeshAddr, opts.Advertise)
+	// The data plane (ingress and mesh) runs apart from the agent and
+	// outlives it: adopted if one runs, upgraded in place if it is another
+	// binary's, started if none. Not cut short by ctx: an agent told to
+	// stop meanwhile stops what it started the usual way.
+	setup, endSetup := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer endSetup()
+	changes := agent.NewSignal()
+	dp, stopDataPlane, err := startDataPlane(setup, opts, id.HostID, changes.Fire, hostLog)
 	if err != nil {
 		return err
 	}
-	meshCfg := mesh.DefaultConfig()
-	meshCfg.Logger = hostLog
-	m, err := mesh.NewNode(meshCfg, id.HostID, certs, meshLn)
+	defer stopDataPlane()
+	if err := dp.ReloadCerts(setup); err != nil {
+		hostLog.Info("the data plane has no host certificate yet: its mesh starts once the agent has one", zap.Error(err))
+	}
+	addrs, err := dp.Status(setup)
 	if err != nil {
-		_ = meshLn.Close() // failing the start: nothing was served on it
 		return err
 	}
-	in, err := startIngress(opts, m, hostLog)
+	advertise, err := advertiseFor(addrs.Mesh, opts.Advertise)
 	if err != nil {
-		_ = meshLn.Close()
-		return err
-	}
-	defer closeWithin(hostLog, "ingress", in.Close)
-	// Closed before the ingress (deferred after it): streams from peers end
-	// before the ingress they reach does.
-	defer closeWithin(hostLog, "mesh", m.Close)
-	if err := m.Start(in); err != nil {
 		return err
 	}
 
@@ -159,12 +165,11 @@ func Run(ctx context.Context, opts Config) error {
 		return fmt.Errorf("docker client: %w", err)
 	}
 	defer dc.Close()
-	changes := agent.NewSignal()
 	ecfg := docker.DefaultConfig(id.HostID)
 	if opts.SecretDir != "" {
 		ecfg.SecretDir = opts.SecretDir
 	}
-	ecfg.Labels, ecfg.Blobs, ecfg.Ingress, ecfg.OnChange, ecfg.Logger = opts.Labels, cp, in, changes.Fire, log
+	ecfg.Labels, ecfg.Blobs, ecfg.Ingress, ecfg.OnChange, ecfg.Logger = opts.Labels, cp, dp, changes.Fire, log
 	relayImage, buildRelay, err := relayImageOf(os.Executable)
 	if err != nil {
 		// The agent still serves; the status report says relays cannot run.
@@ -180,9 +185,9 @@ func Run(ctx context.Context, opts Config) error {
 
 	cfg := agent.DefaultConfig()
 	cfg.HostID, cfg.DataDir, cfg.Logger = id.HostID, opts.DataDir, log
-	cfg.Docker, cfg.ControlPlane, cfg.Events, cfg.Changes, cfg.Router = eng, cp, dc, changes, in
-	cfg.Mesh, cfg.MeshAddresses, cfg.RelayImage = m, advertise, relayImage
-	cfg.HTTPPort, cfg.HTTPSPort = portOf(in.HTTPAddr()), portOf(in.HTTPSAddr())
+	cfg.Docker, cfg.ControlPlane, cfg.Events, cfg.Changes, cfg.Router = eng, cp, dc, changes, dp
+	cfg.Mesh, cfg.MeshAddresses, cfg.RelayImage = dp, advertise, relayImage
+	cfg.HTTPPort, cfg.HTTPSPort = portOf(addrs.HTTP), portOf(addrs.HTTPS)
 	cfg.Capacity = hostCapacity(ctx, dc, hostLog)
 	cfg.NoExec = opts.NoExec
 	if opts.ConvergeInterval > 0 {
@@ -208,10 +213,10 @@ func Run(ctx context.Context, opts Config) error {
 	}
 	sess.Start()
 	hostLog.Info("agent running", zap.String("server", cp.Server()), zap.Strings("servers", id.URLs()),
-		zap.String("ingress", addrString(in.HTTPAddr())), zap.String("https", addrString(in.HTTPSAddr())), zap.String("admin", addrString(in.AdminAddr())),
-		zap.Stringer("mesh", meshLn.Addr()), zap.Strings("advertise", advertise))
+		zap.String("ingress", addrs.HTTP), zap.String("https", addrs.HTTPS), zap.String("admin", addrs.Admin),
+		zap.String("mesh", addrs.Mesh), zap.Strings("advertise", advertise))
 	<-ctx.Done()
-	hostLog.Info("agent stopping; containers keep running")
+	hostLog.Info("agent stopping; containers and the data plane keep running")
 	closeWithin(hostLog, "sessions", sess.Close)
 	closeWithin(hostLog, "agent", a.Close)
 	return nil
@@ -261,64 +266,28 @@ func keepServers(dataDir string, id agent.Identity, live []string, err error, lo
 	log.Info("live servers", zap.Strings("servers", live))
 }
 
-// startIngress starts the host's proxy on the addresses given, with a
-// metrics registry of its own (what its /metrics serves), reaching other
-// hosts' replicas through peers.
-func startIngress(opts Config, peers ingress.Peers, log *zap.Logger) (*ingress.Ingress, error) {
-	cfg := ingress.DefaultConfig()
-	cfg.HTTPAddr, cfg.AdminAddr, cfg.PublishAddr = opts.IngressAddr, opts.AdminAddr, opts.PublishAddr
-	cfg.HTTPSAddr = opts.HTTPSAddr
-	switch {
-	case opts.HoldTimeout < 0:
-		return nil, fmt.Errorf("--hold-timeout %s: want a positive duration", opts.HoldTimeout)
-	case opts.HoldTimeout > 0:
-		cfg.HoldTimeout = opts.HoldTimeout
-	}
-	cfg.TrustedProxies = opts.TrustedProxies
-	cfg.Logger, cfg.Registry, cfg.Peers = log, prometheus.NewRegistry(), peers
-	in, err := ingress.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := in.Start(); err != nil {
-		closeWithin(log, "ingress", in.Close)
-		return nil, err
-	}
-	return in, nil
-}
-
-// listenMesh holds the mesh port and works out the addresses to advertise:
-// those given (checked by contract.CheckMeshAddresses), else the listening
-// IP when it is a specific one, else every non-loopback address of the host,
-// each with the port listened on.
-func listenMesh(addr string, advertise []string) (net.Listener, []string, error) {
-	if addr == "" {
-		return nil, nil, errors.New("no mesh address (--mesh-addr)")
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("mesh listen: %w", err)
-	}
+// advertiseFor works out the mesh addresses to advertise: those given
+// (checked by contract.CheckMeshAddresses), else the listening IP when it
+// is a specific one, else every non-loopback address of the host, each with
+// the port listened on (meshAddr, the data plane's).
+func advertiseFor(meshAddr string, advertise []string) ([]string, error) {
 	if len(advertise) > 0 {
 		// The control plane refuses a report with an address no peer may
 		// dial: say so now, not in every report. Loopback is the control
 		// plane's to judge (it takes it when it listens on loopback).
 		if err := contract.CheckMeshAddresses(advertise, true); err != nil {
-			_ = ln.Close()
-			return nil, nil, fmt.Errorf("--advertise: %w", err)
+			return nil, fmt.Errorf("--advertise: %w", err)
 		}
-		return ln, advertise, nil
+		return advertise, nil
 	}
-	tcp := ln.Addr().(*net.TCPAddr)
-	if !tcp.IP.IsUnspecified() {
-		return ln, []string{tcp.String()}, nil
-	}
-	all, err := mesh.DefaultAdvertise(tcp.Port)
+	ap, err := netip.ParseAddrPort(meshAddr)
 	if err != nil {
-		_ = ln.Close()
-		return nil, nil, err
+		return nil, fmt.Errorf("the data plane's mesh address %q: %w", meshAddr, err)
 	}
-	return ln, all, nil
+	if !ap.Addr().IsUnspecified() {
+		return []string{ap.String()}, nil
+	}
+	return mesh.DefaultAdvertise(int(ap.Port()))
 }
 
 // relayImageOf returns the relay image's reference for the running hatch
@@ -369,19 +338,13 @@ func closeWithin(log *zap.Logger, what string, closeFn func(context.Context) err
 	}
 }
 
-func addrString(a net.Addr) string {
-	if a == nil {
-		return ""
+// portOf is the port of a listening address, 0 for none.
+func portOf(addr string) int {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return 0
 	}
-	return a.String()
-}
-
-// portOf is a listener's TCP port, 0 for none.
-func portOf(a net.Addr) int {
-	if tcp, ok := a.(*net.TCPAddr); ok {
-		return tcp.Port
-	}
-	return 0
+	return int(ap.Port())
 }
 
 // sessionServers is the agent's client as the session runner sees it.

@@ -38,6 +38,7 @@ func TestRunAgentClosesWhatItStartedWhenItsContextEnds(t *testing.T) {
 	opts := Config{
 		DataDir: dir, IngressAddr: listentest.FreeAddr(t), AdminAddr: listentest.FreeAddr(t), PublishAddr: "127.0.0.1", MeshAddr: listentest.FreeAddr(t),
 		SecretDir: t.TempDir(), Logger: zaptest.NewLogger(t),
+		InProcessDataPlane: true, // a test binary has no `hatch dataplane` to start
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -117,36 +118,24 @@ func TestRunAgentRefusesAnOpenDataDirThatIsNotItsOwn(t *testing.T) {
 	}
 }
 
-func TestListenMeshAdvertises(t *testing.T) {
-	ln, adv, err := listenMesh("127.0.0.1:0", nil)
+func TestAdvertiseForTheDataPlanesMeshAddress(t *testing.T) {
+	if adv, err := advertiseFor("127.0.0.1:7702", nil); err != nil || !slices.Equal(adv, []string{"127.0.0.1:7702"}) {
+		t.Errorf("a specific listening IP: advertised %v, %v; want it", adv, err)
+	}
+	if adv, err := advertiseFor("127.0.0.1:7702", []string{"10.0.0.1:7702"}); err != nil || !slices.Equal(adv, []string{"10.0.0.1:7702"}) {
+		t.Errorf("--advertise given: advertised %v, %v", adv, err)
+	}
+	adv, err := advertiseFor("0.0.0.0:7702", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln.Close()
-	if want := []string{ln.Addr().String()}; !slices.Equal(adv, want) {
-		t.Errorf("a specific listening IP: advertised %v, want %v", adv, want)
-	}
-	ln, adv, err = listenMesh("127.0.0.1:0", []string{"10.0.0.1:7702"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.Close()
-	if !slices.Equal(adv, []string{"10.0.0.1:7702"}) {
-		t.Errorf("--advertise given: advertised %v", adv)
-	}
-	ln, adv, err = listenMesh(":0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	for _, a := range adv {
 		host, p, _ := net.SplitHostPort(a)
-		if p != port || net.ParseIP(host).IsLoopback() {
-			t.Errorf("all interfaces: advertised %q, want a non-loopback address with port %s", a, port)
+		if p != "7702" || net.ParseIP(host).IsLoopback() {
+			t.Errorf("all interfaces: advertised %q, want a non-loopback address with port 7702", a)
 		}
 	}
-	if _, _, err := listenMesh("", nil); err == nil {
+	if _, err := advertiseFor("", nil); err == nil {
 		t.Error("no mesh address was accepted")
 	}
 }

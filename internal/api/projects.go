@@ -5,6 +5,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
 
 // --- Plans and applies ---
@@ -21,6 +22,9 @@ type PlanRequest struct {
 	Secrets       map[string]string `json:"secrets"`
 	Destroy       bool              `json:"destroy,omitempty"`
 	DeleteVolumes bool              `json:"delete_volumes,omitempty"`
+	// Notify are the project's own webhooks (hatch.yaml's notify:), which
+	// its events are posted to from its apply on.
+	Notify []inputs.NotifyTarget `json:"notify,omitempty"`
 }
 
 // DesiredResource is one resource the project wants.

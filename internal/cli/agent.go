@@ -38,7 +38,13 @@ func newAgentCmd() *cobra.Command {
 			"it, and while one is newer than the cache, nothing but restarts in place happens until\n" +
 			"the control plane answers, however long that takes (the report says so). Containers of\n" +
 			"older agents, which carry no generation, are left alone if created after the cache was\n" +
-			"written, until the control plane answers or --stale-cache-wait passes.",
+			"written, until the control plane answers or --stale-cache-wait passes.\n\n" +
+			"The host's data plane (the ingress's listeners, published ports, relay sockets and the\n" +
+			"mesh port) runs in a process of its own that the agent starts and feeds over\n" +
+			"--data-dir/dataplane.sock: it keeps serving its last routing table while no agent runs,\n" +
+			"so a crashed, restarted or upgraded agent fails no request. The next agent adopts it; an\n" +
+			"agent on a new binary upgrades it in place, the listening sockets handed over without\n" +
+			"closing. Stopping the agent leaves it running: `hatch agent stop-dataplane` stops it.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := parseLabels(labels)
@@ -85,6 +91,7 @@ func newAgentCmd() *cobra.Command {
 	for _, hidden := range []string{"secret-dir", "label", "converge-interval"} {
 		_ = f.MarkHidden(hidden) // for tests and unusual hosts; the names exist, so this cannot fail
 	}
+	cmd.AddCommand(newStopDataPlaneCmd())
 	return cmd
 }
 

@@ -68,7 +68,9 @@ func (d *deployer) prepare(ctx context.Context, p *spec.Project) (api.PlanReques
 	if err != nil {
 		return api.PlanRequest{}, nil, err
 	}
-	return client.NewPlanRequest(resources, deps, secrets), eggs, nil
+	req := client.NewPlanRequest(resources, deps, secrets)
+	req.Notify = p.Notify
+	return req, eggs, nil
 }
 
 // uploadContexts packs each distinct build context once and uploads it if

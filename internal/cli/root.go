@@ -69,6 +69,7 @@ func newRootCmd() *cobra.Command {
 		newRolloutCmd(),
 		newUpCmd(),
 		newRelayCmd(),
+		newDataPlaneCmd(),
 		newLogsCmd(),
 		newExecCmd(),
 		newRunCmd(),

@@ -12,6 +12,7 @@ import (
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/serverd"
 	"github.com/hatchery/hatchery/internal/spec"
 )
@@ -24,6 +25,7 @@ func newServerCmd() *cobra.Command {
 	maxHostMemory := fleet.MemoryFlag(cfg.MaxHostCapacity.Memory)
 	maxHostCPUs := float64(cfg.MaxHostCapacity.MilliCPU) / 1000
 	var cliConfig string // "" for the user's config dir, "-" for nowhere
+	var notifyJSON, notifySlack []string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane",
@@ -58,6 +60,7 @@ to the next server when theirs stops answering.`,
 				return err
 			}
 			cfg.MaxHostCapacity, cfg.StoreEnv = caps, os.Getenv(storeEnv)
+			cfg.Notify.Targets = notifyTargets(notifyJSON, notifySlack)
 			cfg.WriteCLIConfig = func(url, adminToken string) error {
 				return writeLocalCLIConfig(cliConfig, client.Config{Server: url, Token: adminToken}, cmd.OutOrStdout())
 			}
@@ -67,7 +70,7 @@ to the next server when theirs stops answering.`,
 			return serverd.Run(cmd.Context(), cfg)
 		},
 	}
-	cmd.AddCommand(newServerMigrateCmd(), newServerInitCmd())
+	cmd.AddCommand(newServerMigrateCmd(), newServerInitCmd(), newServerNotifyKeyCmd())
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, "listen", ":7700", "address to serve the API on")
 	f.StringVar(&cfg.DataDir, "data-dir", "./hatch-data", "directory for the database, blobs, keys and the admin token")
@@ -107,7 +110,24 @@ to the next server when theirs stops answering.`,
 		"term of the lease of the background loops, which one server runs at a time: another takes them over within it and a third of it")
 	f.DurationVar(&cfg.ProjectLease, "project-lease", cfg.ProjectLease,
 		"term of a project's lease: how long a server that died keeps the project locked at most")
+	f.StringArrayVar(&notifyJSON, "notify", nil, "a webhook (https; http only on loopback) that every project's apply results, failed or "+
+		"reverted rollouts, hosts lost or back, failed certificates and failed runs are posted to as signed JSON (repeatable)")
+	f.StringArrayVar(&notifySlack, "notify-slack", nil, "as --notify, with a Slack-compatible body ({\"text\": ...}) (repeatable)")
+	f.StringVar(&cfg.Notify.SecretFile, "notify-secret-file", "", "the file of the secret webhook deliveries are signed with "+
+		"(default <data-dir>/notify.key, made at the first start; hatch server notify-key prints the keys)")
 	return cmd
+}
+
+// notifyTargets are the --notify and --notify-slack flags' targets.
+func notifyTargets(jsonURLs, slackURLs []string) []inputs.NotifyTarget {
+	var out []inputs.NotifyTarget
+	for _, u := range jsonURLs {
+		out = append(out, inputs.NotifyTarget{URL: u})
+	}
+	for _, u := range slackURLs {
+		out = append(out, inputs.NotifyTarget{URL: u, Format: inputs.NotifySlack})
+	}
+	return out
 }
 
 // writeLocalCLIConfig writes the CLI config where --cli-config says: by

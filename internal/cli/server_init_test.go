@@ -17,7 +17,7 @@ func TestServerInitWritesTheSharedFilesOnceAndAServerUsesThem(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("hatch server init = %d: %s", code, errOut)
 	}
-	want := []string{"tls/ca.pem", "tls/ca-key.pem", "tls/host-ca.pem", "tls/host-ca-key.pem", "seal.key", "admin-token", "acme-account.key"}
+	want := []string{"tls/ca.pem", "tls/ca-key.pem", "tls/host-ca.pem", "tls/host-ca-key.pem", "seal.key", "admin-token", "acme-account.key", "notify.key"}
 	written := map[string][]byte{}
 	for _, f := range want {
 		fi, err := os.Stat(filepath.Join(dir, f))

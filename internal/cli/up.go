@@ -340,7 +340,9 @@ func (l *localRun) startAgent(ctx context.Context, cp *client.Client, dir string
 		Name: opts.hostName, DataDir: filepath.Join(dir, upAgentDir), Labels: labels,
 		IngressAddr: opts.ingressAddr, AdminAddr: opts.adminAddr, PublishAddr: opts.publishAddr,
 		MeshAddr: "127.0.0.1:0", // one host: the mesh has no peer to serve
-		Logger:   alog,
+		// The host lives as long as the command: so does its data plane.
+		InProcessDataPlane: true,
+		Logger:             alog,
 	}
 	id, joined, err := agent.LoadIdentity(aopts.DataDir)
 	switch {

@@ -100,7 +100,7 @@ func specDigest(in planInputs) string {
 // recordOf is what an apply's record keeps of its plan: its inputs (none
 // for a destroy: there is nothing to roll back to), summary and digest.
 func recordOf(doc storedPlan) (inputs []byte, digest string, err error) {
-	in := planInputs{Resources: doc.Resources, Dependencies: doc.Dependencies}
+	in := planInputs{Resources: doc.Resources, Dependencies: doc.Dependencies, Notify: doc.Notify}
 	if doc.Destroy {
 		return nil, "", nil
 	}

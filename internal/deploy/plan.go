@@ -15,6 +15,7 @@ import (
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/spec"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -32,6 +33,8 @@ type storedPlan struct {
 	Summary string `json:"summary,omitempty"`
 	// RollbackOf is the apply whose inputs a rollback plan applies again.
 	RollbackOf int64 `json:"rollback_of,omitempty"`
+	// Notify are the project's webhooks, kept with the apply (NotifyTargets).
+	Notify []inputs.NotifyTarget `json:"notify,omitempty"`
 }
 
 // blobs are the digests the plan's resources are built from.
@@ -87,7 +90,7 @@ func (s *Service) Plan(ctx context.Context, project string, req api.PlanRequest)
 		d.Inputs[provider.FingerprintInput] = fp
 	}
 	return s.makePlan(ctx, project, planInputs{Resources: resources, Dependencies: req.Dependencies,
-		Destroy: req.Destroy, DeleteVolumes: req.DeleteVolumes})
+		Destroy: req.Destroy, DeleteVolumes: req.DeleteVolumes, Notify: req.Notify})
 }
 
 // planInputs are what a plan is made of: the resources with their secrets
@@ -98,8 +101,11 @@ type planInputs struct {
 	Dependencies  []api.Dependency      `json:"dependencies"`
 	Destroy       bool                  `json:"destroy,omitempty"`
 	DeleteVolumes bool                  `json:"delete_volumes,omitempty"`
-	rollbackOf    int64
-	notes         []string
+	// Notify are the project's webhooks: a rollback brings back those of
+	// the apply it repeats, as it does the rest of its spec.
+	Notify     []inputs.NotifyTarget `json:"notify,omitempty"`
+	rollbackOf int64
+	notes      []string
 }
 
 // makePlan plans checked inputs against the project's deployed state and
@@ -142,11 +148,19 @@ func (s *Service) makePlan(ctx context.Context, project string, in planInputs) (
 	if err != nil {
 		return api.Plan{}, err
 	}
+	notifyChanged, err := s.notifyChanged(ctx, project, in)
+	if err != nil {
+		return api.Plan{}, err
+	}
+	notes := in.notes
+	if notifyChanged {
+		notes = append(slices.Clone(notes), fmt.Sprintf("notify: the project's webhooks change (%d from this apply on)", len(in.Notify)))
+	}
 	now := s.now()
 	out := api.Plan{ID: "plan-" + randomID(), Project: project, Created: now, Expires: now.Add(s.cfg.PlanTTL),
-		Destroy: req.Destroy, DeleteVolumes: req.DeleteVolumes, HasChanges: plan.HasChanges() || req.DeleteVolumes,
+		Destroy: req.Destroy, DeleteVolumes: req.DeleteVolumes, HasChanges: plan.HasChanges() || req.DeleteVolumes || notifyChanged,
 		Summary: map[string]int{}, Changes: make([]api.Change, 0, len(plan.Changes)), Hosts: make([]api.HostSteps, len(hosts)),
-		RollbackOf: in.rollbackOf, Notes: in.notes}
+		RollbackOf: in.rollbackOf, Notes: notes}
 	for i, h := range hosts {
 		out.Hosts[i] = api.HostSteps{Host: h.Host, Name: h.Name, Steps: h.Steps}
 	}
@@ -156,7 +170,7 @@ func (s *Service) makePlan(ctx context.Context, project string, in planInputs) (
 	}
 	stored := storedPlan{Resources: resources, Dependencies: req.Dependencies, Destroy: req.Destroy,
 		DeleteVolumes: req.DeleteVolumes, StateHash: stateHash(records), Summary: changeSummary(req.Destroy, out.Changes),
-		RollbackOf: in.rollbackOf}
+		RollbackOf: in.rollbackOf, Notify: in.Notify}
 	doc, err := json.Marshal(stored)
 	if err != nil {
 		return api.Plan{}, err
@@ -183,6 +197,11 @@ func checkPlanRequest(req api.PlanRequest, lim spec.Limits) error {
 	}
 	if req.DeleteVolumes && !req.Destroy {
 		return api.BadRequest("delete_volumes: only with destroy (a volume left out of the file is kept)")
+	}
+	for i, t := range req.Notify {
+		if err := inputs.CheckNotifyTarget(t); err != nil {
+			return api.BadRequest("notify[%d]: %v", i, err)
+		}
 	}
 	secrets := map[string]bool{}
 	for i, d := range req.Resources {

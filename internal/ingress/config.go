@@ -58,6 +58,32 @@ type Config struct {
 	// Registry receives the ingress's metrics and is what /metrics serves.
 	// Required: `hatch agent` gives the ingress one of its own.
 	Registry *prometheus.Registry
+	// Listeners, if set, opens every listener the ingress needs (HTTP,
+	// HTTPS, admin, published ports, relay sockets) instead of the ingress
+	// itself: the data plane hands them on to its successor this way, so an
+	// upgrade closes no listening socket (see package dataplane).
+	Listeners Listeners
+}
+
+// Listeners opens the ingress's listeners. Listen returns the listener for
+// network and address: one kept from an earlier process, else what open
+// makes (and may then keep it to hand it on).
+type Listeners interface {
+	Listen(network, address string, open func() (net.Listener, error)) (net.Listener, error)
+}
+
+// listen opens a listener through c.Listeners, or with open itself when
+// there is none.
+func (c Config) listen(network, address string, open func() (net.Listener, error)) (net.Listener, error) {
+	if c.Listeners == nil {
+		return open()
+	}
+	return c.Listeners.Listen(network, address, open)
+}
+
+// listenTCP is listen for a TCP address.
+func (c Config) listenTCP(address string) (net.Listener, error) {
+	return c.listen("tcp", address, func() (net.Listener, error) { return net.Listen("tcp", address) })
 }
 
 // DefaultConfig returns the settings `hatch agent` uses unless told

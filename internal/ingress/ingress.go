@@ -72,7 +72,7 @@ func New(cfg Config) (*Ingress, error) {
 		backends: make(map[string]*backend),
 		fenced:   make(map[string]bool),
 		srv:      &servers{log: log},
-		ports:    newPublished(cfg.PublishAddr, life, log),
+		ports:    newPublished(cfg, life, log),
 	}
 	in.m = newMetrics(cfg.Registry, in)
 	in.tls = newTLSState(log, in.m, cfg.TrustedProxies)
@@ -339,6 +339,37 @@ func (in *Ingress) Status() []EggStatus {
 	sort.Slice(out, func(i, j int) bool { return out[i].Egg < out[j].Egg })
 	return out
 }
+
+// Release stops accepting on every listener (HTTP, HTTPS, admin, published
+// ports and sockets) and turns keep-alive off, so that each connection open
+// closes after its next response, then waits until the HTTP and HTTPS
+// connections have closed or ctx ends. Nothing else is closed: a successor
+// serving the same sockets (the data plane's handover) takes every new
+// connection meanwhile. Close then ends the rest. Waiting matters twice:
+// net/http's Shutdown drops a request it reads after it began (on a
+// connection accepted just before), and closing a kept-alive connection
+// races its client's next request, which a client retries only if it is
+// idempotent; a connection closed after its response is closed cleanly.
+func (in *Ingress) Release(ctx context.Context) {
+	in.mu.Lock()
+	in.srv.release()
+	in.ports.close()
+	in.mu.Unlock()
+	// A connection accepted just before the listener closed is counted
+	// a moment later.
+	t := time.NewTicker(releasePoll)
+	defer t.Stop()
+	for first := true; first || in.srv.open.Load() > 0; first = false {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// releasePoll is how often Release looks whether the connections closed.
+const releasePoll = 50 * time.Millisecond
 
 // Close stops listening, lets open requests and connections finish until ctx
 // ends, then closes what is left and waits for its goroutines. It returns

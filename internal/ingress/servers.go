@@ -26,6 +26,11 @@ type servers struct {
 	// problem is why there is no HTTPS listener although one was asked
 	// for; read without the lock.
 	problem atomic.Pointer[string]
+	// open counts the HTTP and HTTPS servers' connections, which Release
+	// waits to see closed; released, once set, closes each after its next
+	// response.
+	open     atomic.Int64
+	released atomic.Bool
 
 	started            bool
 	http, https, admin *server // nil when not listening
@@ -62,12 +67,12 @@ func (s *servers) start(cfg Config, proxy, admin, streams http.Handler, certs *t
 	var httpLn, adminLn net.Listener
 	var err error
 	if cfg.HTTPAddr != "" {
-		if httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		if httpLn, err = cfg.listenTCP(cfg.HTTPAddr); err != nil {
 			return fmt.Errorf("ingress listen: %w", err)
 		}
 	}
 	if cfg.AdminAddr != "" {
-		if adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+		if adminLn, err = cfg.listenTCP(cfg.AdminAddr); err != nil {
 			if httpLn != nil {
 				_ = httpLn.Close() // we are failing Start; nothing was served on it
 			}
@@ -83,7 +88,7 @@ func (s *servers) start(cfg Config, proxy, admin, streams http.Handler, certs *t
 		s.serve(s.http)
 	}
 	if cfg.HTTPSAddr != "" {
-		s.startHTTPS(cfg.HTTPSAddr, proxy, certs)
+		s.startHTTPS(cfg, proxy, certs)
 	}
 	if adminLn != nil {
 		s.admin = &server{Server: &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second, ErrorLog: warnLog(s.log)}, ln: adminLn}
@@ -97,18 +102,43 @@ func (s *servers) start(cfg Config, proxy, admin, streams http.Handler, certs *t
 // proxyServer returns the server of proxied requests on ln, plain or TLS.
 func (s *servers) proxyServer(proxy http.Handler, ln net.Listener) *server {
 	return &server{Server: &http.Server{
-		Handler:           proxy,
+		Handler:           s.closingOnceReleased(proxy),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          warnLog(s.log),
+		ConnState:         s.countConn,
 	}, ln: ln}
 }
 
-// startHTTPS listens on addr and serves proxy behind TLS, with HTTP/2,
+// closingOnceReleased serves with h, asking for the connection to close
+// after the response once released. Not SetKeepAlivesEnabled(false): it
+// also closes the idle connections at once, racing their clients' next
+// request, which a client retries only if it is idempotent.
+func (s *servers) closingOnceReleased(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.released.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// countConn keeps s.open.
+func (s *servers) countConn(_ net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		s.open.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		s.open.Add(-1)
+	}
+}
+
+// startHTTPS listens on cfg.HTTPSAddr and serves proxy behind TLS, with HTTP/2,
 // presenting the certificates certs picks by SNI. A failure to listen is
 // kept for HTTPSProblem: the host serves HTTP all the same.
-func (s *servers) startHTTPS(addr string, proxy http.Handler, certs *tlsState) {
-	ln, err := net.Listen("tcp", addr)
+func (s *servers) startHTTPS(cfg Config, proxy http.Handler, certs *tlsState) {
+	addr := cfg.HTTPSAddr
+	ln, err := cfg.listenTCP(addr)
 	if err != nil {
 		problem := fmt.Sprintf("HTTPS listener %s: %v (HTTP keeps serving)", addr, err)
 		s.problem.Store(&problem)
@@ -139,10 +169,22 @@ func (s *servers) serve(srv *server) {
 		} else {
 			err = srv.Serve(srv.ln)
 		}
-		if !errors.Is(err, http.ErrServerClosed) {
+		if !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) { // net.ErrClosed: released
 			s.log.Error("ingress server stopped", zap.Stringer("addr", srv.ln.Addr()), zap.Error(err))
 		}
 	}()
+}
+
+// release stops the HTTP, HTTPS and admin servers from accepting, and
+// their open connections from being kept alive (see Ingress.Release): each
+// closes after its next response. The caller holds Ingress.mu.
+func (s *servers) release() {
+	s.released.Store(true)
+	for _, srv := range []*server{s.http, s.https, s.admin} {
+		if srv != nil {
+			_ = srv.ln.Close() // Serve returns net.ErrClosed; Shutdown closes it again
+		}
+	}
 }
 
 // shutdownProxies stops the HTTP, HTTPS and stream servers from accepting

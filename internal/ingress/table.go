@@ -170,6 +170,14 @@ type Backend struct {
 	Healthy bool
 }
 
+// Check reports what makes Update refuse t whole (every problem, each
+// naming its egg); nil for a table Update applies, if perhaps not all of it
+// (a published port that cannot be listened on).
+func (t Table) Check() error {
+	_, err := validate(t)
+	return err
+}
+
 // validate checks a table and returns it with its routes normalized. Every
 // problem is reported, each naming its egg.
 func validate(t Table) (Table, error) {

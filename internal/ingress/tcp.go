@@ -21,7 +21,7 @@ import (
 // are guarded by Ingress.mu; wg counts the accept loops and the
 // connections they serve, which Close waits for.
 type published struct {
-	addr    string          // Config.PublishAddr
+	cfg     Config          // its PublishAddr and Listeners
 	life    context.Context // ended by Close: ends an accept loop's back-off
 	log     *zap.Logger
 	ports   map[int]*portListener
@@ -29,8 +29,8 @@ type published struct {
 	wg      sync.WaitGroup
 }
 
-func newPublished(addr string, life context.Context, log *zap.Logger) *published {
-	return &published{addr: addr, life: life, log: log,
+func newPublished(cfg Config, life context.Context, log *zap.Logger) *published {
+	return &published{cfg: cfg, life: life, log: log,
 		ports: make(map[int]*portListener), sockets: make(map[string]*portListener)}
 }
 
@@ -89,7 +89,7 @@ func (p *published) syncPorts(t Table, eggs map[string]*egg) error {
 			pl.target.Store(target)
 			continue
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(p.addr, strconv.Itoa(port)))
+		ln, err := p.cfg.listenTCP(net.JoinHostPort(p.cfg.PublishAddr, strconv.Itoa(port)))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("publish port %d for egg %q: %w", port, target.egg.name, err))
 			continue
@@ -125,7 +125,7 @@ func (p *published) syncSockets(t Table, eggs map[string]*egg) error {
 			pl.target.Store(target)
 			continue
 		}
-		ln, err := listenUnix(path)
+		ln, err := p.cfg.listen("unix", path, func() (net.Listener, error) { return listenUnix(path) })
 		if err != nil {
 			errs = append(errs, fmt.Errorf("socket for egg %q: %w", target.egg.name, err))
 			continue
@@ -184,6 +184,14 @@ func listenUnix(path string) (net.Listener, error) {
 type dirListener struct {
 	net.Listener
 	dir *os.File
+}
+
+// File and SetUnlinkOnClose are the Unix listener's, so that the data plane
+// can hand the socket on (see Config.Listeners).
+func (l *dirListener) File() (*os.File, error) { return l.Listener.(*net.UnixListener).File() }
+
+func (l *dirListener) SetUnlinkOnClose(unlink bool) {
+	l.Listener.(*net.UnixListener).SetUnlinkOnClose(unlink)
 }
 
 func (l *dirListener) Close() error {

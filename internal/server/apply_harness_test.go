@@ -21,6 +21,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/notify"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/spec"
@@ -50,6 +51,8 @@ type applyOptions struct {
 	keepApplies int
 	// blobGrace is the fleet's BlobGrace (0: its default).
 	blobGrace time.Duration
+	// notify runs the webhooks with these settings (nil: none).
+	notify *notify.Config
 }
 
 func newApplyHarness(t *testing.T, o applyOptions) *applyHarness {
@@ -92,10 +95,13 @@ func newApplyHarness(t *testing.T, o applyOptions) *applyHarness {
 			backoff.WithMaxInterval(50*time.Millisecond), backoff.WithMaxElapsedTime(20*time.Second))
 	}
 	b := BuildTestServer(t, DefaultConfig(), TestWiring{Dir: o.dir, Store: st, AdminHash: tok.Hash(), ServerID: o.serverID,
-		Logger: log, Now: now, Deploy: dc, Fleet: fc})
+		Logger: log, Now: now, Deploy: dc, Fleet: fc, Notify: o.notify})
 	srv := b.Server
 	if err := srv.Start(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	if b.Notify != nil {
+		<-b.Notify.Following() // every event from now on is notified
 	}
 	hs := httptest.NewServer(srv.Handler())
 	h := &applyHarness{harness: &harness{t: t, srv: srv, http: hs, store: st, blobs: b.Blobs, box: b.Box, fleet: b.Fleet, token: tok.String(),
@@ -150,7 +156,9 @@ func planBody(t *testing.T, yaml string, secrets map[string]string) []byte {
 		t.Fatalf("parse: %v", err)
 	}
 	rs, deps := p.Resources()
-	b, err := json.Marshal(client.NewPlanRequest(rs, deps, secrets))
+	req := client.NewPlanRequest(rs, deps, secrets)
+	req.Notify = p.Notify
+	b, err := json.Marshal(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,6 +169,9 @@ type Deps struct {
 	// TLS lists the certificates of the hostnames served over HTTPS, for
 	// status (optional: none).
 	TLS CertificateLister
+	// Notifications delivers the webhooks (package notify), run with the
+	// other background loops (optional: none).
+	Notifications BackgroundLoop
 	// Now is the clock.
 	Now func() time.Time
 }
@@ -291,6 +294,9 @@ func (s *Server) beginLoops(ctx context.Context) (func(context.Context), error) 
 		wg.Go(func() { runDeploy(ctx) })
 		if s.deps.Certificates != nil {
 			wg.Go(func() { s.deps.Certificates.Run(ctx) })
+		}
+		if s.deps.Notifications != nil {
+			wg.Go(func() { s.deps.Notifications.Run(ctx) })
 		}
 		wg.Wait()
 	}, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/jobs"
 	"github.com/hatchery/hatchery/internal/leader"
+	"github.com/hatchery/hatchery/internal/notify"
 	"github.com/hatchery/hatchery/internal/pki/authority"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
@@ -48,6 +49,9 @@ type TestWiring struct {
 	Servers    ServerList
 	// TLS lists the certificates of HTTPS routes (none by default).
 	TLS CertificateLister
+	// Notify, if set, runs the webhooks with these settings, over the
+	// store and the deploy service's project targets.
+	Notify *notify.Config
 }
 
 // staticServers is a server list that never changes.
@@ -69,6 +73,8 @@ type Built struct {
 	// Providers are the deploy service's, for tests that drive the
 	// reconciler themselves.
 	Providers *provider.Set
+	// Notify delivers the webhooks (nil without TestWiring.Notify).
+	Notify *notify.Service
 }
 
 // BuildTestServer builds a server over w; the store is closed in t.Cleanup
@@ -156,11 +162,19 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 	if w.Servers != nil {
 		servers = w.Servers
 	}
-	srv, err := New(cfg, Deps{Deploy: dep, Fleet: fl, Jobs: runs, Loops: loops, Desired: st, Box: w.Box, Blobs: blobs, Auth: w.Auth,
-		Servers: servers, TLS: w.TLS, Logger: w.Logger, Now: w.Now})
+	var notifications *notify.Service
+	deps := Deps{Deploy: dep, Fleet: fl, Jobs: runs, Loops: loops, Desired: st, Box: w.Box, Blobs: blobs, Auth: w.Auth,
+		Servers: servers, TLS: w.TLS, Logger: w.Logger, Now: w.Now}
+	if w.Notify != nil {
+		if notifications, err = notify.New(*w.Notify, notify.Deps{Events: st, Cursor: st, Projects: dep, Logger: w.Logger, Now: w.Now}); err != nil {
+			t.Fatal(err)
+		}
+		deps.Notifications = notifications
+	}
+	srv, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	return Built{Server: srv, Store: st, Blobs: blobs, Box: w.Box, Fleet: fl, Deploy: dep, Jobs: runs, Providers: set, HostCA: hostCA}
+	return Built{Server: srv, Store: st, Blobs: blobs, Box: w.Box, Fleet: fl, Deploy: dep, Jobs: runs, Providers: set, HostCA: hostCA, Notify: notifications}
 }

@@ -70,6 +70,8 @@ type Config struct {
 	// specific one; --advertise-url).
 	AdvertiseURL string
 	ACME         ACME
+	// Notify are the webhooks' settings.
+	Notify Notify
 	// LivenessTimeout is how long a host may go without a report before it
 	// is marked down (--liveness-timeout).
 	LivenessTimeout time.Duration
@@ -165,6 +167,9 @@ func (c Config) components() (server.Config, fleet.Config, deploy.Config, error)
 	if (c.ACME.CA == "") != (c.ACME.Email == "") {
 		return cfg, fleetCfg, deployCfg, errors.New("--acme-ca and --acme-email go together: the CA needs a contact for the account")
 	}
+	if err := c.Notify.check(); err != nil {
+		return cfg, fleetCfg, deployCfg, err
+	}
 	if c.Out == nil || c.Logger == nil {
 		return cfg, fleetCfg, deployCfg, errors.New("server: no output or no logger")
 	}
@@ -188,7 +193,7 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	// The database, keys and tokens: for the owner's eyes only.
-	if err := fsutil.PrivateDir(c.DataDir, "hatch.db", adminTokenFile, sealKeyFile); err != nil {
+	if err := fsutil.PrivateDir(c.DataDir, "hatch.db", adminTokenFile, sealKeyFile, notifyKeyFile); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
 	log, stdout := c.Logger, c.Out
@@ -231,7 +236,7 @@ func Run(ctx context.Context, c Config) error {
 		ln.Close()
 		return err
 	}
-	srv, err := wire(st, blobs, c.DataDir, cfg, fleetCfg, deployCfg, c.ACME, c.LoopsLease, hash, transport.fingerprint, servers, log)
+	srv, err := wire(st, blobs, c.DataDir, cfg, fleetCfg, deployCfg, c.ACME, c.Notify, c.LoopsLease, hash, transport.fingerprint, servers, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -263,7 +268,7 @@ func Run(ctx context.Context, c Config) error {
 // providers that turn projects into desired state, the apply protocol and
 // the fleet over them, and the API over both.
 func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
-	acmeCfg ACME, loopsLease time.Duration, adminHash, fingerprint string, servers server.ServerList, log *zap.Logger) (*server.Server, error) {
+	acmeCfg ACME, notifyCfg Notify, loopsLease time.Duration, adminHash, fingerprint string, servers server.ServerList, log *zap.Logger) (*server.Server, error) {
 	box, err := seal.LoadOrCreate(filepath.Join(dataDir, sealKeyFile))
 	if err != nil {
 		return nil, err
@@ -322,6 +327,10 @@ func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config
 	if err != nil {
 		return nil, err
 	}
+	notifications, err := newNotify(notifyCfg, dataDir, st, applies, log)
+	if err != nil {
+		return nil, err
+	}
 	loops, err := leader.New(loopsLease, leader.Deps{Leases: st, ServerID: id, Logger: log})
 	if err != nil {
 		return nil, err
@@ -329,7 +338,7 @@ func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config
 	return server.New(cfg, server.Deps{
 		Deploy: applies, Fleet: hosts, Jobs: runs, Loops: loops, Desired: st, Box: box, Blobs: blobs,
 		Auth: server.NewTokenAuth(adminHash, st, time.Now), Servers: servers, Logger: log, Now: time.Now,
-		Certificates: background, TLS: certificateStatus{providers: providers, acme: certs},
+		Certificates: background, TLS: certificateStatus{providers: providers, acme: certs}, Notifications: notifications,
 	})
 }
 

@@ -27,6 +27,13 @@
 // Compose. Every string of the model is held in the resource package's input
 // encoding (a literal "${" is "$${"), so it can go into inputs as it is.
 //
+// notify: is a list of webhooks, each a URL (a JSON body) or {url, format:
+// json|slack}: https, or http to a loopback address, checked at its line;
+// errors show a URL's scheme and host only, since webhooks carry their
+// token in the path or query. It is no resource: the CLI sends it with the
+// plan (api.PlanRequest.Notify) and the apply record keeps it (package
+// notify).
+//
 // # Resources
 //
 // Keys are "type/name". Inputs are JSON-compatible maps; durations are

@@ -110,7 +110,7 @@ func (d *decoder) document(data []byte) *yaml.Node {
 }
 
 // topFields are the sections of a project file.
-var topFields = []string{"project", "eggs", "volumes", "networks", "secrets"}
+var topFields = []string{"project", "eggs", "volumes", "networks", "secrets", "notify"}
 
 // project decodes the root mapping into p.
 func (d *decoder) project(root *yaml.Node, p *Project) {
@@ -133,6 +133,10 @@ func (d *decoder) project(root *yaml.Node, p *Project) {
 			d.errorf(f.Line, "%v", err)
 		}
 		p.Name = name
+	}
+
+	if f, ok := sections["notify"]; ok {
+		p.Notify = d.notify(f.Value)
 	}
 
 	d.interp.defined = defined{resource.Egg: {}, resource.Volume: {}, resource.Network: {DefaultNetwork: true}, resource.Secret: {}}

@@ -30,6 +30,12 @@ type Project struct {
 	Networks []*Network
 	Secrets  []*Secret
 
+	// Notify are the project's own webhooks (notify:), sent with its plan:
+	// its notified events are posted to them from its apply on. Not
+	// resources, their URLs are held as plain text (${env.*} substituted),
+	// not in the input encoding.
+	Notify []inputs.NotifyTarget
+
 	// Warnings are problems that do not stop a deploy (a bind mount ties an
 	// egg to one host, a volume nothing mounts...).
 	Warnings []Diagnostic

@@ -85,6 +85,10 @@ func Marshal(p *Project) ([]byte, error) {
 		add(root, "secrets", secrets)
 	}
 
+	if len(p.Notify) > 0 {
+		add(root, "notify", notifyNode(p.Notify))
+	}
+
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)

@@ -248,6 +248,13 @@ func (c *cluster) startAgent(name, ip string, host *netcluster.Host) *clAgent {
 	return a
 }
 
+// dataPlaneLog is what the agent's data plane (its ingress and mesh, in a
+// process of their own) logged.
+func (a *clAgent) dataPlaneLog() string {
+	b, _ := os.ReadFile(filepath.Join(a.dataDir, "dataplane.log")) // none yet: ""
+	return string(b)
+}
+
 // runAgent starts (or restarts) an agent's process.
 func (c *cluster) runAgent(a *clAgent, extra ...string) {
 	c.t.Helper()
@@ -264,6 +271,10 @@ func (c *cluster) runAgent(a *clAgent, extra ...string) {
 	args = append(args, extra...)
 	if a.proc != nil {
 		a.past = append(a.past, a.proc)
+	} else {
+		// Registered before the agent's own: it runs after the agent
+		// stopped, and stops the data plane that outlives it.
+		c.t.Cleanup(func() { stopDataPlane(c.t, c.bin, a.dataDir) })
 	}
 	if a.host == nil {
 		a.proc = c.start("agent-"+a.name, args, nil)
@@ -459,6 +470,7 @@ func (c *cluster) secretsFound() []string {
 				texts = append(texts, p.stderr(), p.stdout())
 			}
 		}
+		texts = append(texts, a.dataPlaneLog()) // it is given the TLS keys
 	}
 	return findSecrets(texts, secrets)
 }

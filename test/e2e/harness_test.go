@@ -160,15 +160,35 @@ func newAgentProc(t testing.TB, e *env, interval time.Duration) *agentProc {
 	for k, v := range e.scope.Labels(nil) {
 		p.args = append(p.args, "--label", k+"="+v)
 	}
-	// Registered after the scope: it runs first, so the agent is gone before
-	// the scope sweeps what it made.
+	// Registered after the scope: it runs first, so the agent and its data
+	// plane (which outlives it) are gone before the scope sweeps what they
+	// made.
 	t.Cleanup(func() {
 		p.signal(syscall.SIGKILL)
+		stopDataPlane(t, p.bin, p.dataDir)
 		if t.Failed() {
 			t.Logf("agent log (last 80 lines):\n%s", p.logTail(80))
 		}
 	})
 	return p
+}
+
+// stopDataPlane stops the data plane of the agent of dataDir for good
+// (`hatch agent stop-dataplane`): it outlives its agent, so a test that
+// ran one stops it, leaving no process behind.
+func stopDataPlane(t testing.TB, bin, dataDir string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, bin, "agent", "stop-dataplane", "--data-dir", dataDir).CombinedOutput(); err != nil {
+		t.Errorf("stop the data plane of %s: %v\n%s", dataDir, err, out)
+	}
+	if t.Failed() {
+		if b, err := os.ReadFile(filepath.Join(dataDir, "dataplane.log")); err == nil {
+			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+			t.Logf("data plane log (last 40 lines):\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	}
 }
 
 // start starts the agent; the first start joins.

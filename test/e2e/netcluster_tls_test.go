@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,8 +101,8 @@ eggs:
 	if len(issued) != 1 {
 		t.Errorf("%d certificate.issued events, want one order for the cluster: %q", len(issued), issued)
 	}
-	if !bytes.Contains([]byte(h1.proc.stderr()+h1.proc.stdout()), []byte("ACME challenge answered")) {
-		t.Errorf("h1's agent log does not show pebble's validation request answered by its ingress")
+	if !strings.Contains(h1.dataPlaneLog(), "ACME challenge answered") {
+		t.Errorf("h1's data plane log does not show pebble's validation request answered by its ingress")
 	}
 	c.mustHatch(nil, "destroy", "acme", "--yes")
 	t.Logf("the test's body took %v", time.Since(began).Round(time.Millisecond))

@@ -92,8 +92,8 @@ eggs:
 	if resp.Header.Get("Strict-Transport-Security") == "" {
 		t.Error("no HSTS on a route that asks for it")
 	}
-	if !strings.Contains(a.proc.stderr()+a.proc.stdout(), "ACME challenge answered") {
-		t.Error("the agent's log does not show pebble's validation request answered by the ingress")
+	if !strings.Contains(a.dataPlaneLog(), "ACME challenge answered") {
+		t.Error("the data plane's log does not show pebble's validation request answered by the ingress")
 	}
 
 	// Every host serves the same certificate, from one order (pebble sends
