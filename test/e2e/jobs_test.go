@@ -23,7 +23,7 @@ import (
 )
 
 // TestJobs runs issue 28's jobs on one real control plane and agent: `hatch
-// run` (output, exit codes 0 and 3 with the egg's env and volume, Ctrl-C,
+// run` (output, exit codes 0 and 3 with the egg's env, secrets and volume, Ctrl-C,
 // nothing left behind, a running stateful egg refused and run with --stop),
 // a schedule of every 5 s ticking at the 5 s marks meanwhile (counted by
 // the run label on Docker), and a failing migration egg stopping the apply
@@ -46,11 +46,15 @@ eggs:
 `), "--yes")
 	ticking := time.Now()
 
-	c.mustHatch(nil, "apply", "-f", file("runs", `project: runs
+	// The run's env carries a secret's value: it says it (job version ...),
+	// which shows the run got the egg's secrets as well as its env.
+	secret := "runs-secret-" + randomWord()
+	c.mustHatch([]string{"RUNS_TOKEN=" + secret}, "apply", "-f", file("runs", `project: runs
 eggs:
   task:
     image: IMAGE
-    env: {APP_VERSION: from-egg-env, APP_COUNT_FILE: /data/count}
+    env: {APP_VERSION: "${secret.token}", APP_COUNT_FILE: /data/count}
+    secrets: [token]
     volumes: ["data:/data"]
     stop_timeout: 1s
     schedule: {cron: "0 0 1 1 *"}
@@ -64,9 +68,11 @@ eggs:
 volumes:
   data: {}
   kvdata: {}
+secrets:
+  token: {env: RUNS_TOKEN}
 `), "--yes")
 
-	t.Run("hatch run prints the output and returns the exit code, with the egg's env and volume", func(t *testing.T) {
+	t.Run("hatch run prints the output and returns the exit code, with the egg's env, secrets and volume", func(t *testing.T) {
 		for i, code := range []int{0, 3} {
 			out, got := c.hatchCode(nil, "run", "runs", "task", "--", "-exit", fmt.Sprint(code))
 			if got != code {
@@ -74,7 +80,7 @@ volumes:
 			}
 			// The count on the volume goes on from the first run: both
 			// mounted the egg's volume.
-			for _, want := range []string{fmt.Sprintf("job run %d", i+1), "job version from-egg-env", fmt.Sprintf("job done, exit %d", code)} {
+			for _, want := range []string{fmt.Sprintf("job run %d", i+1), "job version " + secret, fmt.Sprintf("job done, exit %d", code)} {
 				if !strings.Contains(out, want) {
 					t.Fatalf("hatch run -exit %d printed no %q:\n%s", code, want, out)
 				}
@@ -161,7 +167,7 @@ volumes:
 			return nil
 		})
 		logs := c.mustHatch(nil, "logs", "runs", "task", "--run", id)
-		if !strings.Contains(logs, "job done, exit 0") || !strings.Contains(logs, "job version from-egg-env") {
+		if !strings.Contains(logs, "job done, exit 0") || !strings.Contains(logs, "job version "+secret) {
 			t.Errorf("hatch logs --run %s shows no output of the run:\n%s", id, logs)
 		}
 		if n := len(c.runContainers(t, "runs", false)); n != 1 {
