@@ -43,7 +43,8 @@ test-unit:
 # coverage stay in Go's fuzz cache, which later runs start from).
 FUZZ_TARGETS = ./internal/spec:FuzzParse ./internal/spec:FuzzMarshalRoundTrip ./internal/compose:FuzzLoad \
 	./internal/server:FuzzProjectsAPI ./internal/server:FuzzHostsAPI ./internal/server:FuzzTokensAPI \
-	./internal/server:FuzzBlobsAPI ./internal/server:FuzzReadsAPI ./internal/server:FuzzReportAPI
+	./internal/server:FuzzBlobsAPI ./internal/server:FuzzReadsAPI ./internal/server:FuzzReportAPI \
+	./internal/server:FuzzRunsAPI
 FUZZTIME ?= 10m
 
 # go test -fuzz takes one target per invocation: run each in turn. Go

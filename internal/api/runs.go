@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/hatchery/hatchery/internal/contract"
+)
 
 // --- Runs and schedules (jobs) ---
 
@@ -72,6 +76,13 @@ const (
 	RunLost   = "lost"
 	RunMissed = "missed"
 )
+
+// Ended reports whether the run is over, never to run again: its host
+// reported its end (contract.RunState.Ended), or the control plane
+// recorded it lost or missed.
+func (r Run) Ended() bool {
+	return contract.RunState(r.State).Ended() || r.State == RunLost || r.State == RunMissed
+}
 
 // Runs is the answer of GET .../runs.
 type Runs struct {

@@ -28,14 +28,17 @@ func newLogsCmd() *cobra.Command {
 		since  string
 		tail   int
 		host   string
+		run    string
 	)
 	cmd := &cobra.Command{
-		Use:   "logs PROJECT [EGG[/SLOT]] [-f] [--since 10m] [--tail N] [--host H]",
+		Use:   "logs PROJECT [EGG[/SLOT]] [-f] [--since 10m] [--tail N] [--host H] [--run ID]",
 		Short: "Show the output of a project's containers, merged across replicas and hosts",
 		Long: "Show what the project's containers wrote on stdout and stderr, each line prefixed with\n" +
 			"its egg, slot and host, in time order. With -f, follow: lines are shown as they come,\n" +
 			"replicas a roll starts are followed too, and one that stops says so. Control characters\n" +
-			"a container writes are shown, never acted on by the terminal.",
+			"a container writes are shown, never acted on by the terminal. With --run ID, the output of\n" +
+			"one run of the egg (hatch runs lists them; an ended run's while its container is kept);\n" +
+			"following, it ends when the run's container does.",
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkName("project", args[0]); err != nil {
@@ -64,6 +67,12 @@ func newLogsCmd() *cobra.Command {
 			if host != "" {
 				q.Set("host", host)
 			}
+			if run != "" {
+				if !q.Has("egg") || q.Has("slot") {
+					return fmt.Errorf("--run %s: name the run's egg, without a slot (hatch logs PROJECT EGG --run ID)", run)
+				}
+				q.Set("run", run)
+			}
 			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
 				names := hostNames(ctx, c)
 				conn, err := c.Sessions().Logs(ctx, flags.namespace, args[0], q)
@@ -82,6 +91,7 @@ func newLogsCmd() *cobra.Command {
 	f.StringVar(&since, "since", "", "only lines written since then: a duration back (10m) or a time (RFC 3339)")
 	f.IntVar(&tail, "tail", -1, "only each container's last N lines (default: all)")
 	f.StringVar(&host, "host", "", "only this host's containers (its name or ID)")
+	f.StringVar(&run, "run", "", "the output of this run of the egg instead of its replicas' (hatch runs lists them)")
 	return cmd
 }
 

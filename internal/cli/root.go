@@ -72,6 +72,9 @@ func newRootCmd() *cobra.Command {
 		newDataPlaneCmd(),
 		newLogsCmd(),
 		newExecCmd(),
+		newRunCmd(),
+		newRunsCmd(),
+		newScheduleCmd(),
 		newHistoryCmd(),
 		newRollbackCmd(),
 	)

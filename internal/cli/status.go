@@ -48,6 +48,9 @@ func newStatusCmd() *cobra.Command {
 				if err := printStatus(cmd.OutOrStdout(), eggs); err != nil {
 					return err
 				}
+				if err := showSchedules(ctx, c, cmd.OutOrStdout(), eggs); err != nil {
+					return err
+				}
 				certs, err := c.Certificates().List(ctx)
 				var apiErr *apiclient.APIError
 				switch {
@@ -142,6 +145,60 @@ func printStatus(w io.Writer, eggs []eggStatus) error {
 		fmt.Fprintf(tw, "  %s\t%d/%d\t%s\t%s\t%d\t%s\n", e.Egg, e.Ready, e.Desired, e.State, hosts, e.Restarts, statusNotes(e))
 	}
 	printProblems(tw, problems)
+	return tw.Flush()
+}
+
+// showSchedules prints the schedules of the projects shown, each with its
+// next run; a server from before jobs (404) has none.
+func showSchedules(ctx context.Context, c *client.Client, w io.Writer, eggs []eggStatus) error {
+	var shown []string
+	for _, e := range eggs {
+		if p := resource.Project(e.Namespace, e.Project); !slices.Contains(shown, p) {
+			shown = append(shown, p)
+		}
+	}
+	byProject := map[string][]api.Schedule{}
+	for _, p := range shown {
+		ns, name, _ := strings.Cut(p, "/")
+		scheds, err := c.Runs().Schedules(ctx, ns, name)
+		var apiErr *apiclient.APIError
+		if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		byProject[p] = scheds
+	}
+	return printSchedules(w, shown, byProject, time.Now())
+}
+
+// printSchedules prints one table of the scheduled eggs of each project
+// that has any, in the order of projects.
+//
+//	default/shop schedules
+//	  EGG     SCHEDULE   NEXT RUN                      LAST RUN
+//	  report  every 15m  2026-12-02 14:15:00 (in 3m)   7f3a09c2e1d4b5a6
+func printSchedules(w io.Writer, projects []string, byProject map[string][]api.Schedule, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, p := range projects {
+		scheds := byProject[p]
+		if len(scheds) == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "\n%s schedules\n", p)
+		fmt.Fprintln(tw, "  EGG\tSCHEDULE\tNEXT RUN\tLAST RUN")
+		for _, s := range scheds {
+			next := "-"
+			switch {
+			case s.Paused:
+				next = "paused (hatch schedule resume)"
+			case !s.Next.IsZero():
+				next = fmt.Sprintf("%s (in %s)", s.Next.Local().Format(time.DateTime), max(s.Next.Sub(now), 0).Round(time.Second))
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", termsafe.Line(s.Egg), termsafe.Line(s.Spec), next, orDash(termsafe.Line(s.LastRun)))
+		}
+	}
 	return tw.Flush()
 }
 

@@ -40,6 +40,9 @@ func (c *Client) Sessions() *Sessions { return &Sessions{c: c} }
 // Hosts is the calls about the fleet's hosts.
 func (c *Client) Hosts() *Hosts { return &Hosts{c: c} }
 
+// Runs is the calls about a project's runs and schedules (jobs).
+func (c *Client) Runs() *Runs { return &Runs{c: c} }
+
 // JoinTokens is the calls about the tokens hosts join with.
 func (c *Client) JoinTokens() *JoinTokens { return &JoinTokens{c: c} }
 

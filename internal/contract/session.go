@@ -51,6 +51,11 @@ type LogsRequest struct {
 	Since time.Time `json:"since,omitzero"`
 	// Tail is how many of each container's last lines to show first (-1: all).
 	Tail int `json:"tail"`
+	// Run, if set, reads one run's container (the one labelled with this
+	// run ID, of Egg) instead of the egg's replicas; following, it waits
+	// for the container to start and the session ends with its output.
+	// Without it, runs' containers are left out.
+	Run string `json:"run,omitempty"`
 }
 
 // LogRecord is one message of a logs stream (a WebSocket text message, JSON).

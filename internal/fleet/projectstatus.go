@@ -29,6 +29,9 @@ type statusHost struct {
 	State    store.HostState
 	// Workloads are the project's workloads in the host's desired state.
 	Workloads []contract.WorkloadSpec
+	// Runs are the project's runs in the host's desired state: run ID to
+	// egg.
+	Runs map[string]string
 	// Containers are those its agent last reported of Workloads; nil
 	// before a report.
 	Containers []contract.ContainerStatus
@@ -234,7 +237,7 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 			continue
 		}
 		sh := statusHost{ID: h.ID, Name: id.Name, State: h.State}
-		if sh.Workloads, err = projectWorkloads(desired[h.ID], namespace, project); err != nil {
+		if sh.Workloads, sh.Runs, err = projectWorkloads(desired[h.ID], namespace, project); err != nil {
 			return nil, err
 		}
 		if st := reports[h.ID]; st != nil {
@@ -251,16 +254,16 @@ func (s *Service) statusHosts(ctx context.Context, namespace, project string) ([
 }
 
 // projectWorkloads returns the project's workloads in a host's stored
-// desired state. The state is decoded as stored, its secret values sealed,
-// and those are dropped too: spec hashes leave them out, and nothing else
-// needs them.
-func projectWorkloads(stored store.DesiredState, namespace, project string) ([]contract.WorkloadSpec, error) {
+// desired state, and its runs (run ID to egg). The state is decoded as
+// stored, its secret values sealed, and those are dropped too: spec hashes
+// leave them out, and nothing else needs them.
+func projectWorkloads(stored store.DesiredState, namespace, project string) ([]contract.WorkloadSpec, map[string]string, error) {
 	if len(stored.Doc) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	d, err := contract.DecodeDesiredState(bytes.NewReader(stored.Doc))
 	if err != nil {
-		return nil, fmt.Errorf("host %s: stored desired state: %w", stored.HostID, err)
+		return nil, nil, fmt.Errorf("host %s: stored desired state: %w", stored.HostID, err)
 	}
 	var out []contract.WorkloadSpec
 	for _, w := range d.Workloads {
@@ -272,5 +275,14 @@ func projectWorkloads(stored store.DesiredState, namespace, project string) ([]c
 		}
 		out = append(out, w)
 	}
-	return out, nil
+	var runs map[string]string
+	for _, r := range d.Runs {
+		if r.Workload.Namespace == namespace && r.Workload.Project == project {
+			if runs == nil {
+				runs = map[string]string{}
+			}
+			runs[r.ID] = r.Workload.Egg
+		}
+	}
+	return out, runs, nil
 }

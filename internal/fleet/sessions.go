@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"slices"
 
 	"go.uber.org/zap"
 
@@ -37,9 +36,12 @@ type LogScope struct {
 // LogTargets returns the hosts a `hatch logs` of the project reads: those
 // not down whose desired state places an egg of the project (egg, if not
 // "": that egg), sorted by ID; only (an ID or a name) restricts them to one
-// host, which must exist and not be down. A follow calls it again when a
-// desired state changes: a host placed on later joins then.
-func (s *Service) LogTargets(ctx context.Context, namespace, project, egg, only string) (LogScope, error) {
+// host, which must exist and not be down. run, if not "", reads one run of
+// egg instead: its container is read only on the host whose desired state
+// holds that run (a host is trusted with the runs it was given, as with
+// the eggs placed on it). A follow calls it again when a desired state
+// changes: a host placed on later joins then.
+func (s *Service) LogTargets(ctx context.Context, namespace, project, egg, run, only string) (LogScope, error) {
 	hosts, err := s.statusHosts(ctx, namespace, project)
 	if err != nil {
 		return LogScope{}, err
@@ -58,13 +60,7 @@ func (s *Service) LogTargets(ctx context.Context, namespace, project, egg, only 
 			}
 			continue
 		}
-		t := LogTarget{Host: h.ID}
-		for _, w := range h.Workloads {
-			if (egg == "" || w.Egg == egg) && !slices.Contains(t.Eggs, w.Egg) {
-				t.Eggs = append(t.Eggs, w.Egg)
-			}
-		}
-		if len(t.Eggs) > 0 {
+		if t := logTarget(h, egg, run); len(t.Eggs) > 0 {
 			out.Targets = append(out.Targets, t)
 		}
 	}
@@ -72,6 +68,23 @@ func (s *Service) LogTargets(ctx context.Context, namespace, project, egg, only 
 		return LogScope{}, api.NotFound("no host %q: `hatch hosts` lists them", only)
 	}
 	return out, nil
+}
+
+// CheckRunHost refuses a run asked on host (an ID or a name) whose agent
+// last reported --no-exec, which refuses runs as it refuses exec: 409,
+// before anything is recorded. A host not known is left to the jobs
+// service, which says so.
+func (s *Service) CheckRunHost(ctx context.Context, host string) error {
+	hosts, err := s.statusHosts(ctx, "", "")
+	if err != nil {
+		return err
+	}
+	for _, h := range hosts {
+		if (host == h.ID || host == h.Name) && h.NoExec {
+			return api.Errorf(api.CodeConflict, "runs are turned off on host %s (hatch agent --no-exec refuses exec and runs)", h.label())
+		}
+	}
+	return nil
 }
 
 // ExecTarget is where `hatch exec` runs: a host and a slot whose container

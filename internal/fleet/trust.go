@@ -30,6 +30,25 @@ func placedOnly(workloads []contract.WorkloadSpec, cs []contract.ContainerStatus
 	return out
 }
 
+// logTarget is what host h may send of a logs request: the eggs placed on
+// it (egg's only, if set), or, for a run, egg if the run is in its desired
+// state as a run of that egg, else nothing.
+func logTarget(h statusHost, egg, run string) LogTarget {
+	t := LogTarget{Host: h.ID}
+	if run != "" {
+		if placed, ok := h.Runs[run]; ok && placed == egg {
+			t.Eggs = []string{egg}
+		}
+		return t
+	}
+	for _, w := range h.Workloads {
+		if (egg == "" || w.Egg == egg) && !slices.Contains(t.Eggs, w.Egg) {
+			t.Eggs = append(t.Eggs, w.Egg)
+		}
+	}
+	return t
+}
+
 // maxUnplacedNamed bounds how many unplaced containers a host problem
 // names: a report may carry thousands.
 const maxUnplacedNamed = 5

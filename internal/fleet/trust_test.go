@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,5 +68,35 @@ func TestAClaimOfAnUnplacedContainerIsAProblemOnceTheAgentConvergedToItsState(t 
 	p, err = unplacedProblem(desired, "v1", contract.StatusReport{HostID: "h1", Version: "v1", Containers: many})
 	if err != nil || !strings.Contains(p, "1000 containers") || strings.Count(p, "slot") != maxUnplacedNamed || !strings.Contains(p, "and 995 more") {
 		t.Fatalf("problem %q (%v), want 1000 counted and 5 named", p, err)
+	}
+}
+
+func TestARunsLogsAreReadOnlyOnTheHostWhoseDesiredStateHoldsIt(t *testing.T) {
+	doc, err := json.Marshal(contract.DesiredState{HostID: "h1", Workloads: []contract.WorkloadSpec{shopEgg("web")},
+		Runs: []contract.Run{{ID: "r1", Workload: shopEgg("migrate")}, {ID: "r9", Workload: contract.WorkloadSpec{Namespace: "default", Project: "blog", Egg: "migrate"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, runs, err := projectWorkloads(store.DesiredState{HostID: "h1", Doc: doc}, "default", "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := statusHost{ID: "h1", Workloads: ws, Runs: runs}
+	for _, c := range []struct {
+		name, egg, run string
+		want           []string
+	}{
+		{"the run of its desired state", "migrate", "r1", []string{"migrate"}},
+		{"a run it was not given", "migrate", "r2", nil},
+		{"its run named under another egg", "web", "r1", nil},
+		{"another project's run", "migrate", "r9", nil},
+		{"the egg's replicas without a run", "web", "", []string{"web"}},
+		{"no replicas of a run's egg", "migrate", "", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := logTarget(h, c.egg, c.run).Eggs; !slices.Equal(got, c.want) {
+				t.Fatalf("eggs %v, want %v", got, c.want)
+			}
+		})
 	}
 }

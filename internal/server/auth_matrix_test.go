@@ -83,37 +83,56 @@ var audiences = map[string]audience{
 	"POST /api/v1/projects/{namespace}/{project}/eggs/{egg}/restart": adminAudience,
 	"GET /api/v1/projects/{namespace}/{project}/logs":                projectAudience,
 	"GET /api/v1/projects/{namespace}/{project}/eggs/{egg}/exec":     projectExecAudience,
+	// A run is a command in a new container of an egg: exec's right.
+	// Reading runs and schedules, and pausing one, are the project's.
+	"POST /api/v1/projects/{namespace}/{project}/eggs/{egg}/runs":        projectExecAudience,
+	"GET /api/v1/projects/{namespace}/{project}/runs":                    projectAudience,
+	"GET /api/v1/projects/{namespace}/{project}/runs/{id}":               projectAudience,
+	"POST /api/v1/projects/{namespace}/{project}/runs/{id}/stop":         projectExecAudience,
+	"GET /api/v1/projects/{namespace}/{project}/schedules":               projectAudience,
+	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/run":    projectExecAudience,
+	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/pause":  projectAudience,
+	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/resume": projectAudience,
 }
 
 // admitted is the status of a request let in, for the endpoints whose
 // request the matrix knows how to make right. Others are checked to be
 // neither refused (401, 403, 429) nor unrouted (404 no endpoint, 405).
 var admitted = map[string]int{
-	"GET /api/v1/hosts":                                 200,
-	"GET /api/v1/hosts/{id}":                            200,
-	"GET /api/v1/hosts/{id}/desired-state":              200,
-	"POST /api/v1/hosts/{id}/status":                    204,
-	"PUT /api/v1/blobs/{digest}":                        200, // it is there already
-	"HEAD /api/v1/blobs/{digest}":                       200,
-	"GET /api/v1/blobs/{digest}":                        200,
-	"GET /api/v1/events":                                200,
-	"GET /api/v1/certificates":                          200,
-	"GET /api/v1/projects":                              200,
-	"GET /api/v1/projects/{namespace}/{project}":        200,
-	"GET /api/v1/projects/{namespace}/{project}/status": 200,
-	"GET /metrics":                                      200,
-	"POST /api/v1/join":                                 201,
-	"POST /api/v1/join-tokens":                          201,
-	"GET /api/v1/join-tokens":                           200,
-	"DELETE /api/v1/join-tokens/{id}":                   200,
-	"POST /api/v1/admin-tokens":                         201,
-	"GET /api/v1/admin-tokens":                          200,
-	"DELETE /api/v1/admin-tokens/{name}":                200,
-	"DELETE /api/v1/hosts/{id}":                         200,
-	"PUT /api/v1/hosts/{id}/capacity":                   200,
-	"POST /api/v1/hosts/{id}/certificate":               200,
-	"GET /api/v1/hosts/{id}/sessions":                   200,
-	"GET /api/v1/hosts/{id}/sessions/{sid}/stream":      404, // no such session
+	"GET /api/v1/hosts":                                    200,
+	"GET /api/v1/hosts/{id}":                               200,
+	"GET /api/v1/hosts/{id}/desired-state":                 200,
+	"POST /api/v1/hosts/{id}/status":                       204,
+	"PUT /api/v1/blobs/{digest}":                           200, // it is there already
+	"HEAD /api/v1/blobs/{digest}":                          200,
+	"GET /api/v1/blobs/{digest}":                           200,
+	"GET /api/v1/events":                                   200,
+	"GET /api/v1/certificates":                             200,
+	"GET /api/v1/projects":                                 200,
+	"GET /api/v1/projects/{namespace}/{project}":           200,
+	"GET /api/v1/projects/{namespace}/{project}/status":    200,
+	"GET /metrics":                                         200,
+	"POST /api/v1/join":                                    201,
+	"POST /api/v1/join-tokens":                             201,
+	"GET /api/v1/join-tokens":                              200,
+	"DELETE /api/v1/join-tokens/{id}":                      200,
+	"POST /api/v1/admin-tokens":                            201,
+	"GET /api/v1/admin-tokens":                             200,
+	"DELETE /api/v1/admin-tokens/{name}":                   200,
+	"DELETE /api/v1/hosts/{id}":                            200,
+	"PUT /api/v1/hosts/{id}/capacity":                      200,
+	"POST /api/v1/hosts/{id}/certificate":                  200,
+	"GET /api/v1/hosts/{id}/sessions":                      200,
+	"GET /api/v1/hosts/{id}/sessions/{sid}/stream":         404, // no such session
+	"GET /api/v1/projects/{namespace}/{project}/runs":      200,
+	"GET /api/v1/projects/{namespace}/{project}/runs/{id}": 404, // no such run
+	"GET /api/v1/projects/{namespace}/{project}/schedules": 200,
+	// web is deployed, with no schedule; egg x is not.
+	"POST /api/v1/projects/{namespace}/{project}/eggs/{egg}/runs":        404,
+	"POST /api/v1/projects/{namespace}/{project}/runs/{id}/stop":         404,
+	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/run":    404,
+	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/pause":  404,
+	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/resume": 404,
 }
 
 // caller is one kind of token the matrix tries.

@@ -104,7 +104,7 @@ func (rf *reportFuzz) checkNothingUnplacedIsActedOn(t *testing.T, workload strin
 			t.Fatalf("an exec of %s would go to the rogue host, placed with web only", egg)
 		}
 	}
-	scope, err := rf.fleet.LogTargets(ctx, "default", "shop", "", "")
+	scope, err := rf.fleet.LogTargets(ctx, "default", "shop", "", "", "")
 	if err != nil {
 		t.Fatalf("log targets: %v", err)
 	}

@@ -131,6 +131,30 @@ func FuzzProjectsAPI(f *testing.F) {
 	})
 }
 
+// FuzzRunsAPI: starting, listing, waiting on and stopping runs, and
+// firing, pausing and resuming schedules, with any body and any egg name or
+// run ID in the path (the body is the wait's state too).
+func FuzzRunsAPI(f *testing.F) {
+	fs := newFuzzServer(f)
+	f.Fuzz(func(t *testing.T, route byte, name string, body []byte) {
+		p := api.ProjectPath("default", "shop", "")
+		n := url.PathEscape(name)
+		routes := []struct{ method, path string }{
+			{"POST", p + "/eggs/" + n + "/runs"},
+			{"GET", p + "/runs?egg=" + url.QueryEscape(name)},
+			{"GET", p + "/runs/" + n + "?wait=1ms&state=" + url.QueryEscape(string(body))},
+			{"POST", p + "/runs/" + n + "/stop"},
+			{"GET", p + "/schedules"},
+			{"POST", p + "/schedules/" + n + "/run"},
+			{"POST", p + "/schedules/" + n + "/pause"},
+			{"POST", p + "/schedules/" + n + "/resume"},
+		}
+		r := routes[pick(route, len(routes))]
+		check(t, fs.serve(fs.admin, r.method, r.path, body), r.method, r.path, body)
+		fs.unchanged(t)
+	})
+}
+
 // FuzzHostsAPI: a host's status report and certificate renewal (with its
 // own token), and the admin's reads and removal, with any body and host ID.
 func FuzzHostsAPI(f *testing.F) {

@@ -33,6 +33,9 @@ const (
 	endpointEvents holds.Endpoint = "events"
 	// endpointApplyProgress is an apply's progress stream.
 	endpointApplyProgress holds.Endpoint = "apply-progress"
+	// endpointRunWait is the long-poll of a run's state (hatch run waits
+	// on it for the run's end).
+	endpointRunWait holds.Endpoint = "run-wait"
 )
 
 const (
@@ -44,6 +47,10 @@ const (
 	// eventStreamsPerToken is how many event streams one admin token may
 	// follow at once on one server; beyond it the oldest ends.
 	eventStreamsPerToken = 32
+	// runWaitsPerToken is how many runs' long-polls one admin token may
+	// hold at once on one server (a `hatch run` holds one); beyond it the
+	// oldest is answered at once.
+	runWaitsPerToken = 32
 	// rightsRecheck is how often the principals holding something are
 	// checked against the store even when no event woke the check: the
 	// bound on ending what a revoked principal holds should a wake-up be
@@ -58,10 +65,12 @@ const (
 // holdLimits are the bounds per principal per endpoint (docs/API.md).
 func holdLimits() holds.Limits {
 	return holds.Limits{
-		{Kind: holds.Host, Endpoint: endpointDesiredState}:  pollsPerHost,
-		{Kind: holds.Host, Endpoint: endpointSessionOffers}: pollsPerHost,
-		{Kind: holds.AdminToken, Endpoint: endpointEvents}:  eventStreamsPerToken,
-		{Kind: holds.DeployToken, Endpoint: endpointEvents}: eventStreamsPerToken,
+		{Kind: holds.Host, Endpoint: endpointDesiredState}:   pollsPerHost,
+		{Kind: holds.Host, Endpoint: endpointSessionOffers}:  pollsPerHost,
+		{Kind: holds.AdminToken, Endpoint: endpointEvents}:   eventStreamsPerToken,
+		{Kind: holds.AdminToken, Endpoint: endpointRunWait}:  runWaitsPerToken,
+		{Kind: holds.DeployToken, Endpoint: endpointEvents}:  eventStreamsPerToken,
+		{Kind: holds.DeployToken, Endpoint: endpointRunWait}: runWaitsPerToken,
 	}
 }
 

@@ -148,6 +148,8 @@ type Deps struct {
 	// The server starts and stops both with itself.
 	Deploy *deploy.Service
 	Fleet  *fleet.Service
+	// Jobs are runs and schedules (internal/jobs).
+	Jobs Jobs
 	// Loops elects the one server that runs both services' background
 	// loops; the server runs it with itself.
 	Loops *leader.Elector
@@ -175,7 +177,7 @@ type Deps struct {
 }
 
 func (d Deps) validate() error {
-	if d.Deploy == nil || d.Fleet == nil || d.Loops == nil || d.Desired == nil || d.Box == nil || d.Blobs == nil || d.Auth == nil ||
+	if d.Deploy == nil || d.Fleet == nil || d.Jobs == nil || d.Loops == nil || d.Desired == nil || d.Box == nil || d.Blobs == nil || d.Auth == nil ||
 		d.Servers == nil || d.Logger == nil || d.Now == nil {
 		return errors.New("server: every dependency must be set")
 	}

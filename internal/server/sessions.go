@@ -179,7 +179,12 @@ func (s *Server) getLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	src := &logSource{fleet: s.deps.Fleet, desired: s.deps.Desired, ns: ns, project: project, egg: req.Egg, only: only}
+	if req.Run != "" {
+		if err := s.checkRunLogs(r.Context(), req); err != nil {
+			return err
+		}
+	}
+	src := &logSource{fleet: s.deps.Fleet, desired: s.deps.Desired, ns: ns, project: project, egg: req.Egg, run: req.Run, only: only}
 	targets, err := src.Targets(r.Context())
 	if err != nil {
 		return err
@@ -202,22 +207,39 @@ func (s *Server) getLogs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// checkRunLogs refuses a logs request for a run that is not the egg's
+// (404), or whose container is gone: ended, and not kept (410), which no
+// host would ever serve.
+func (s *Server) checkRunLogs(ctx context.Context, req contract.LogsRequest) error {
+	run, err := s.deps.Jobs.Get(ctx, req.Project, req.Run)
+	if err != nil {
+		return jobsError(err)
+	}
+	if run.Egg != req.Egg {
+		return api.NotFound("run %s is a run of egg %s, not of %s", run.ID, run.Egg, req.Egg)
+	}
+	if run.Ended() && !run.Kept {
+		return api.Errorf(api.CodeGone, "run %s ended (%s) and its container was removed: hatch run --keep keeps a run's output", run.ID, run.State)
+	}
+	return nil
+}
+
 // logSource is the fleet as a logs request sees it (sessionbroker.LogSource):
 // the hosts whose desired state places the project (its egg), and a
 // wake-up when a desired state changes.
 type logSource struct {
-	fleet                  *fleet.Service
-	desired                DesiredStates
-	ns, project, egg, only string
-	mu                     sync.Mutex // guards hosts
-	hosts                  []string   // every host not removed, at the last Targets
+	fleet                       *fleet.Service
+	desired                     DesiredStates
+	ns, project, egg, run, only string
+	mu                          sync.Mutex // guards hosts
+	hosts                       []string   // every host not removed, at the last Targets
 }
 
 var _ sessionbroker.LogSource = (*logSource)(nil)
 
 // Targets reads where the request reads now.
 func (src *logSource) Targets(ctx context.Context) (map[string][]string, error) {
-	scope, err := src.fleet.LogTargets(ctx, src.ns, src.project, src.egg, src.only)
+	scope, err := src.fleet.LogTargets(ctx, src.ns, src.project, src.egg, src.run, src.only)
 	if err != nil {
 		return nil, err
 	}
@@ -255,10 +277,14 @@ func (src *logSource) Changed(ctx context.Context) <-chan struct{} {
 }
 
 // parseLogsRequest reads the logs query: egg, slot, follow, since (a
-// duration back from now, or an RFC 3339 time), tail and host.
+// duration back from now, or an RFC 3339 time), tail, host and run (one
+// run's container, of the egg given).
 func parseLogsRequest(r *http.Request, project string) (contract.LogsRequest, string, error) {
 	q := r.URL.Query()
-	req := contract.LogsRequest{Project: project, Egg: q.Get("egg"), Slot: -1, Tail: -1, Follow: q.Get("follow") == "1"}
+	req := contract.LogsRequest{Project: project, Egg: q.Get("egg"), Slot: -1, Tail: -1, Follow: q.Get("follow") == "1", Run: q.Get("run")}
+	if req.Run != "" && (req.Egg == "" || q.Has("slot") || !runIDPattern.MatchString(req.Run)) {
+		return req, "", api.BadRequest("run: %q is not a run's ID given with its egg and no slot (hatch logs PROJECT EGG --run ID)", req.Run)
+	}
 	if v := q.Get("slot"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || req.Egg == "" {

@@ -201,6 +201,8 @@ func TestLogsAndExecRequestsAreChecked(t *testing.T) {
 		{"/api/v1/projects/default/shop/logs?slot=1", "slot", 400},
 		{"/api/v1/projects/default/shop/logs?tail=-2", "tail", 400},
 		{"/api/v1/projects/default/shop/logs?host=gamma", "gamma", 404},
+		{"/api/v1/projects/default/shop/logs?run=r1", "run", 400},
+		{"/api/v1/projects/default/shop/logs?egg=web&slot=0&run=r1", "run", 400},
 	} {
 		_, err := w.admin.Dial(ctx, tc.path)
 		var apiErr *apiclient.APIError

@@ -12,6 +12,7 @@ import (
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/jobs"
 	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/notify"
 	"github.com/hatchery/hatchery/internal/pki/authority"
@@ -66,6 +67,7 @@ type Built struct {
 	Box    *seal.Box
 	Fleet  *fleet.Service
 	Deploy *deploy.Service
+	Jobs   *jobs.Service
 	// HostCA signs the hosts' certificates.
 	HostCA *authority.HostCA
 	// Providers are the deploy service's, for tests that drive the
@@ -130,8 +132,15 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runs, err := jobs.New(jobs.DefaultConfig(), jobs.Deps{Runs: st, Schedules: st, Leases: st, Events: st, Records: st,
+		Hosts: st, Desired: set.States, Sources: []jobs.Source{jobs.EggSchedules{Projects: st}},
+		ServerID: w.ServerID, Logger: w.Logger, Now: w.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	dep, err := deploy.New(w.Deploy, deploy.Deps{Resources: st, Plans: st, Leases: st, Applies: st, Projects: st,
-		Events: st, Reports: st, Sources: blobs, Providers: set, ServerID: w.ServerID, Logger: w.Logger, Now: w.Now})
+		Events: st, Reports: st, Sources: blobs, Providers: set, ServerID: w.ServerID, Logger: w.Logger, Now: w.Now,
+		Loops: []deploy.Loop{runs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +163,7 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 		servers = w.Servers
 	}
 	var notifications *notify.Service
-	deps := Deps{Deploy: dep, Fleet: fl, Loops: loops, Desired: st, Box: w.Box, Blobs: blobs, Auth: w.Auth,
+	deps := Deps{Deploy: dep, Fleet: fl, Jobs: runs, Loops: loops, Desired: st, Box: w.Box, Blobs: blobs, Auth: w.Auth,
 		Servers: servers, TLS: w.TLS, Logger: w.Logger, Now: w.Now}
 	if w.Notify != nil {
 		if notifications, err = notify.New(*w.Notify, notify.Deps{Events: st, Cursor: st, Projects: dep, Logger: w.Logger, Now: w.Now}); err != nil {
@@ -167,5 +176,5 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	return Built{Server: srv, Store: st, Blobs: blobs, Box: w.Box, Fleet: fl, Deploy: dep, Providers: set, HostCA: hostCA, Notify: notifications}
+	return Built{Server: srv, Store: st, Blobs: blobs, Box: w.Box, Fleet: fl, Deploy: dep, Jobs: runs, Providers: set, HostCA: hostCA, Notify: notifications}
 }

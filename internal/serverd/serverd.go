@@ -336,7 +336,7 @@ func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config
 		return nil, err
 	}
 	return server.New(cfg, server.Deps{
-		Deploy: applies, Fleet: hosts, Loops: loops, Desired: st, Box: box, Blobs: blobs,
+		Deploy: applies, Fleet: hosts, Jobs: runs, Loops: loops, Desired: st, Box: box, Blobs: blobs,
 		Auth: server.NewTokenAuth(adminHash, st, time.Now), Servers: servers, Logger: log, Now: time.Now,
 		Certificates: background, TLS: certificateStatus{providers: providers, acme: certs}, Notifications: notifications,
 	})

@@ -79,7 +79,8 @@ func (l *Logs) Close() {
 // and, following, from the hosts the source adds, into the operator's
 // stream, each record whole: without follow until every host's stream
 // ended (then the operator's is closed normally), following until the
-// operator goes away or ctx ends (then every host's stream is closed). A
+// operator goes away or ctx ends (then every host's stream is closed), or,
+// for a run, until its host's stream ended with the run's output. A
 // host that cannot be read is said in a record of Event EventUnavailable.
 // Each host's stream is held to BytesPerSecond.
 func (l *Logs) Serve(ctx context.Context, operator *websocket.Conn, req contract.LogsRequest, targets map[string][]string, src LogSource) {
@@ -93,14 +94,19 @@ func (l *Logs) Serve(ctx context.Context, operator *websocket.Conn, req contract
 	f.join(opCtx, targets, req)
 	if req.Follow {
 		// A host that joins later has only new replicas of the project:
-		// its lines from the start of the request on, each once.
+		// its lines from the start of the request on, each once. A run's
+		// host is read whole whenever it joins: the run is its one container.
 		late := req
-		late.Tail = -1
-		if late.Since.Before(start) {
-			late.Since = start
+		if req.Run == "" {
+			late.Tail = -1
+			if late.Since.Before(start) {
+				late.Since = start
+			}
 		}
 		said := "" // the last failure told, said once however often it recurs
-		for {
+		// A run is on one host: once that host joined, its stream, which
+		// ends with the run's output, is the whole session.
+		for req.Run == "" || !f.joined() {
 			changed := src.Changed(opCtx)
 			read := time.Now()
 			if t, err := src.Targets(opCtx); err == nil {
@@ -109,6 +115,9 @@ func (l *Logs) Serve(ctx context.Context, operator *websocket.Conn, req contract
 			} else if opCtx.Err() == nil && err.Error() != said {
 				said = err.Error()
 				f.unavailable(opCtx, "", fmt.Sprintf("the project's hosts could not be read (tried again at the next change): %v", err))
+			}
+			if req.Run != "" && f.joined() {
+				break
 			}
 			select {
 			case <-changed:
@@ -164,6 +173,13 @@ func (f *logFan) join(ctx context.Context, targets map[string][]string, req cont
 			f.wg.Go(func() { f.relay(ctx, host, req) })
 		}
 	}
+}
+
+// joined reports whether a host is read (or was).
+func (f *logFan) joined() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.eggs) > 0
 }
 
 // relay offers req to host, waits for its stream (alone: the others do not

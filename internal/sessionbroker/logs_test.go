@@ -95,3 +95,69 @@ func TestALogsRequestIsOneSessionOfItsAdminAndAFullHostIsSaidUnavailable(t *test
 		t.Fatalf("%d sessions open, want bob's only", n)
 	}
 }
+
+// laterSource has no targets until placed is closed (a run not in any
+// host's desired state yet), then one.
+type laterSource struct {
+	placed  chan struct{}
+	targets map[string][]string
+}
+
+func (s laterSource) Targets(context.Context) (map[string][]string, error) {
+	select {
+	case <-s.placed:
+		return s.targets, nil
+	default:
+		return nil, nil
+	}
+}
+
+func (s laterSource) Changed(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		select {
+		case <-s.placed:
+		case <-ctx.Done():
+		}
+	}()
+	return out
+}
+
+func TestFollowingARunWaitsForItsHostAndEndsWithItsOutput(t *testing.T) {
+	b := broker(t, DefaultConfig())
+	logs, err := b.OpenLogs("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	opServer, op := pair(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	src := laterSource{placed: make(chan struct{}), targets: map[string][]string{"h1": {"migrate"}}}
+	req := contract.LogsRequest{Project: "default/shop", Egg: "migrate", Slot: -1, Tail: -1, Follow: true, Run: "r1"}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		logs.Serve(ctx, opServer, req, map[string][]string{}, src)
+	}()
+	close(src.placed) // the run reaches h1's desired state
+	agent := answerLogs(ctx, t, b, "h1")
+	rec, _ := json.Marshal(contract.LogRecord{Egg: "migrate", Line: "migrated"})
+	if err := agent.Write(ctx, websocket.MessageText, rec); err != nil {
+		t.Fatal(err)
+	}
+	_ = agent.Close(websocket.StatusNormalClosure, "") // the run's container ended
+	got, ok := readRecord(ctx, t, op)
+	if !ok || got.Line != "migrated" || got.Host != "h1" {
+		t.Fatalf("record %+v (%v), want h1's line", got, ok)
+	}
+	if _, ok := readRecord(ctx, t, op); ok {
+		t.Fatal("a second record, want the stream's normal end")
+	}
+	select {
+	case <-served:
+	case <-ctx.Done():
+		t.Fatal("the run's session did not end with its host's stream")
+	}
+}

@@ -19,7 +19,7 @@ import (
 // passes its bytes both ways until it exits (its code is sent, then the
 // stream closes) or the operator goes (its process is killed).
 func (r *Runner) exec(ctx context.Context, conn *websocket.Conn, req contract.ExecRequest) error {
-	found, err := r.list(ctx, req.Project, req.Egg, req.Slot, true)
+	found, err := r.list(ctx, contract.LogsRequest{Project: req.Project, Egg: req.Egg, Slot: req.Slot}, true)
 	if err != nil {
 		return refuse(CodeFailed, "list containers: %v", err)
 	}

@@ -33,11 +33,11 @@ type replica struct {
 	slot    int
 }
 
-// list returns the project's containers on this host (this host's and
-// Hatchery's only), narrowed to the request's egg and slot; the agent's
-// relays (eggs named "<egg>.relay-...") are not the project's output.
-func (r *Runner) list(ctx context.Context, project, egg string, slot int, runningOnly bool) ([]replica, error) {
-	ns, name, err := resource.SplitProject(project)
+// list returns the request's containers on this host (this host's and
+// Hatchery's only): see pick. An exec selects its container by the same
+// fields (project, egg, slot; never a run's).
+func (r *Runner) list(ctx context.Context, req contract.LogsRequest, runningOnly bool) ([]replica, error) {
+	ns, name, err := resource.SplitProject(req.Project)
 	if err != nil {
 		return nil, err
 	}
@@ -46,8 +46,11 @@ func (r *Runner) list(ctx context.Context, project, egg string, slot int, runnin
 		filters.Arg("label", containers.LabelHost+"="+r.cfg.HostID),
 		filters.Arg("label", containers.LabelNamespace+"="+ns),
 		filters.Arg("label", containers.LabelProject+"="+name))
-	if egg != "" {
-		f.Add("label", containers.LabelEgg+"="+egg)
+	if req.Egg != "" {
+		f.Add("label", containers.LabelEgg+"="+req.Egg)
+	}
+	if req.Run != "" {
+		f.Add("label", containers.LabelRun+"="+req.Run)
 	}
 	if runningOnly {
 		f.Add("status", "running")
@@ -56,18 +59,34 @@ func (r *Runner) list(ctx context.Context, project, egg string, slot int, runnin
 	if err != nil {
 		return nil, err
 	}
+	return pick(found, r.cfg.HostID, req), nil
+}
+
+// pick keeps, of the containers Docker listed, those the request reads:
+// this host's and Hatchery's only, never the agent's relays (eggs named
+// "<egg>.relay-..."), which are not the project's output. A request for a
+// run reads that run's container once it started (one only created would
+// end its logs at once); any other reads the egg's replicas of its slot
+// and leaves runs' containers out, whose output is no replica's.
+func pick(found []container.Summary, hostID string, req contract.LogsRequest) []replica {
 	var out []replica
 	for _, c := range found {
-		if !containers.Owned(c.Labels, r.cfg.HostID) || strings.Contains(c.Labels[containers.LabelEgg], ".relay-") {
+		if !containers.Owned(c.Labels, hostID) || strings.Contains(c.Labels[containers.LabelEgg], ".relay-") ||
+			c.Labels[containers.LabelRun] != req.Run || (req.Egg != "" && c.Labels[containers.LabelEgg] != req.Egg) {
 			continue
 		}
 		s, err := strconv.Atoi(c.Labels[containers.LabelSlot])
-		if err != nil || (slot >= 0 && s != slot) {
+		if req.Run != "" {
+			if c.State == container.StateCreated {
+				continue
+			}
+			s = max(s, 0) // a run has one container, whatever slot it says
+		} else if err != nil || (req.Slot >= 0 && s != req.Slot) {
 			continue
 		}
 		out = append(out, replica{id: c.ID, egg: c.Labels[containers.LabelEgg], slot: s})
 	}
-	return out, nil
+	return out
 }
 
 // logs streams the request's containers' lines as contract.LogRecord
@@ -77,10 +96,13 @@ func (r *Runner) list(ctx context.Context, project, egg string, slot int, runnin
 // is said to have stopped. Without follow it ends when every reader did.
 func (r *Runner) logs(ctx context.Context, conn *websocket.Conn, req contract.LogsRequest) error {
 	ctx = conn.CloseRead(ctx) // the operator sends nothing; its close ends the session
+	if req.Run != "" && req.Follow {
+		return r.followRun(ctx, conn, req)
+	}
 	// Following, only running containers are read: the logs of one still
 	// being made (created, not started) would end at once, and it would
 	// never be read again. It is found running by a later scan.
-	first, err := r.list(ctx, req.Project, req.Egg, req.Slot, req.Follow)
+	first, err := r.list(ctx, req, req.Follow)
 	if err != nil {
 		return refuse(CodeFailed, "list containers: %v", err)
 	}
@@ -100,13 +122,7 @@ func (r *Runner) logs(ctx context.Context, conn *websocket.Conn, req contract.Lo
 			}
 		}()
 	}
-	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: req.Follow, Tail: "all"}
-	if req.Tail >= 0 {
-		opts.Tail = strconv.Itoa(req.Tail)
-	}
-	if !req.Since.IsZero() {
-		opts.Since = strconv.FormatFloat(float64(req.Since.UnixNano())/1e9, 'f', 9, 64)
-	}
+	opts := logsOptions(req)
 	for _, c := range first {
 		start(c, opts, false)
 	}
@@ -125,7 +141,7 @@ func (r *Runner) logs(ctx context.Context, conn *websocket.Conn, req contract.Lo
 			return ctx.Err()
 		case <-tick.C:
 		}
-		now, err := r.list(ctx, req.Project, req.Egg, req.Slot, true)
+		now, err := r.list(ctx, req, true)
 		if err != nil {
 			continue // the next scan tries again
 		}
@@ -133,6 +149,40 @@ func (r *Runner) logs(ctx context.Context, conn *websocket.Conn, req contract.Lo
 			if !seen[c.id] {
 				start(c, fresh, true)
 			}
+		}
+	}
+}
+
+// logsOptions are Docker's options for the request's first read of a
+// container: its tail, since and follow.
+func logsOptions(req contract.LogsRequest) container.LogsOptions {
+	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: req.Follow, Tail: "all"}
+	if req.Tail >= 0 {
+		opts.Tail = strconv.Itoa(req.Tail)
+	}
+	if !req.Since.IsZero() {
+		opts.Since = strconv.FormatFloat(float64(req.Since.UnixNano())/1e9, 'f', 9, 64)
+	}
+	return opts
+}
+
+// followRun follows one run's container: it waits for the container to
+// start (its image may still be pulled or built), scanning every rescan,
+// reads its output as it comes until the container ends, and then ends the
+// session, which is how `hatch run` learns its output is complete.
+func (r *Runner) followRun(ctx context.Context, conn *websocket.Conn, req contract.LogsRequest) error {
+	tick := time.NewTicker(rescan)
+	defer tick.Stop()
+	for {
+		found, err := r.list(ctx, req, false)
+		if err == nil && len(found) > 0 {
+			r.follow(ctx, conn, found[0], logsOptions(req))
+			return ctx.Err()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
 		}
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 )
 
@@ -44,5 +47,47 @@ func TestLineWriterCutsALineTooLongAndKeepsUTF8Valid(t *testing.T) {
 	}
 	if !strings.ContainsRune(got[0].Line, 'é') || strings.Contains(got[0].Line, "\xc3\n") {
 		t.Fatal("the cut line is not valid text")
+	}
+}
+
+func TestPickReadsARunsContainerOnlyWhenAskedForThatRun(t *testing.T) {
+	labels := func(egg, slot, run string) map[string]string {
+		l := map[string]string{containers.LabelManaged: "true", containers.LabelHost: "h1", containers.LabelEgg: egg, containers.LabelSlot: slot}
+		if run != "" {
+			l[containers.LabelRun] = run
+		}
+		return l
+	}
+	found := []container.Summary{
+		{ID: "web0", State: container.StateRunning, Labels: labels("web", "0", "")},
+		{ID: "web1", State: container.StateRunning, Labels: labels("web", "1", "")},
+		{ID: "runA", State: container.StateExited, Labels: labels("web", "0", "A")},
+		{ID: "runB", State: container.StateCreated, Labels: labels("web", "0", "B")},
+		{ID: "relay", State: container.StateRunning, Labels: labels("web.relay-x", "0", "")},
+		{ID: "other-host", State: container.StateRunning, Labels: map[string]string{containers.LabelManaged: "true", containers.LabelHost: "h2", containers.LabelEgg: "web", containers.LabelSlot: "0", containers.LabelRun: "A"}},
+	}
+	ids := func(rs []replica) string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.id)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, c := range []struct {
+		name string
+		req  contract.LogsRequest
+		want string
+	}{
+		{"the egg's logs leave runs and relays out", contract.LogsRequest{Egg: "web", Slot: -1}, "web0,web1"},
+		{"a slot narrows the replicas", contract.LogsRequest{Egg: "web", Slot: 1}, "web1"},
+		{"a run reads its container, ended or not, and this host's only", contract.LogsRequest{Egg: "web", Slot: -1, Run: "A"}, "runA"},
+		{"a run only created is not read yet", contract.LogsRequest{Egg: "web", Slot: -1, Run: "B"}, ""},
+		{"a run of another egg is not read", contract.LogsRequest{Egg: "api", Slot: -1, Run: "A"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := ids(pick(found, "h1", c.req)); got != c.want {
+				t.Fatalf("picked %q, want %q", got, c.want)
+			}
+		})
 	}
 }

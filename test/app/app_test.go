@@ -500,3 +500,19 @@ func TestDNSResolvesANameAndRefusesAnUnknownOne(t *testing.T) {
 		t.Fatalf("unknown name: %d, want 404", code)
 	}
 }
+
+func TestExitRunsTheJobOnceWithThatCodeAndSaysItsVersion(t *testing.T) {
+	count := filepath.Join(t.TempDir(), "count")
+	env := envOf(map[string]string{"APP_VERSION": "from-env", "APP_COUNT_FILE": count})
+	for i, code := range []int{3, 0} {
+		var out strings.Builder
+		if got := run(context.Background(), []string{"-exit", strconv.Itoa(code)}, env, &out, io.Discard); got != code {
+			t.Fatalf("exit %d, want %d", got, code)
+		}
+		for _, want := range []string{fmt.Sprintf("job run %d", i+1), "job version from-env", fmt.Sprintf("job done, exit %d", code)} {
+			if !strings.Contains(out.String(), want) {
+				t.Fatalf("output %q lacks %q", out.String(), want)
+			}
+		}
+	}
+}

@@ -40,6 +40,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	checkURL := flags.String("check-url", "", "the URL -check probes instead of the app's own /healthz")
 	promptMode := flags.Bool("prompt", false, "an interactive program for `hatch exec -it` (see prompt)")
 	sleepMode := flags.Bool("sleep", false, "print \"sleeping\" and sleep until killed, deaf to stdin's end and to signals")
+	exitCode := flags.Int("exit", -1, "run once as the one-shot job (APP_JOB=1) exiting with this code: `hatch run`'s command")
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
@@ -57,6 +58,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		fmt.Fprintln(stderr, "app:", err)
 		return 2
+	}
+	if *exitCode >= 0 {
+		cfg.Job, cfg.JobExit = true, *exitCode
 	}
 	if *checkMode {
 		url := *checkURL
@@ -212,6 +216,9 @@ func runJob(cfg Config, logger *log.Logger) int {
 			return 1
 		}
 		logger.Printf("job run %d", n)
+	}
+	if cfg.Version != "" {
+		logger.Printf("job version %s", cfg.Version)
 	}
 	logger.Printf("job done, exit %d", cfg.JobExit)
 	return cfg.JobExit
