@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/jobs"
 	"github.com/hatchery/hatchery/internal/spec"
@@ -34,6 +36,9 @@ type Jobs interface {
 	Fire(ctx context.Context, project, egg, actor string) (api.Run, error)
 	Pause(ctx context.Context, project, egg, actor string) error
 	Resume(ctx context.Context, project, egg, actor string) error
+	// Collector is the jobs' metrics (the last success of each scheduled
+	// egg), served on /metrics.
+	Collector() prometheus.Collector
 }
 
 var _ Jobs = (*jobs.Service)(nil)

@@ -163,3 +163,32 @@ func TestARunsLogsAreRefusedWhenNoHostWouldEverServeThem(t *testing.T) {
 	}
 	conn.CloseNow()
 }
+
+// A scheduled egg's last success is on the server's /metrics (the jobs'
+// collector registered with the others).
+func TestAScheduledEggsLastSuccessIsAMetric(t *testing.T) {
+	sh := runsWorld(t)
+	ended := sh.clock.Now().Truncate(time.Second)
+	run := store.Run{ID: "r2", Project: "default/shop", Egg: "web", Trigger: api.TriggerSchedule,
+		ScheduledAt: ended, CreatedAt: ended, State: store.RunPending}
+	if err := sh.store.CreateRuns(t.Context(), []store.Run{run}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.store.RecordRunProgress(t.Context(), "r2", store.RunProgress{State: store.RunExited,
+		StartedAt: ended, EndedAt: ended}); err != nil {
+		t.Fatal(err)
+	}
+	families, err := sh.srv.metrics.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "hatch_job_last_success_timestamp_seconds" && len(f.GetMetric()) == 1 {
+			if got := f.GetMetric()[0].GetGauge().GetValue(); got != float64(ended.Unix()) {
+				t.Fatalf("last success %v, want %d", got, ended.Unix())
+			}
+			return
+		}
+	}
+	t.Fatal("no hatch_job_last_success_timestamp_seconds series among the server's metrics")
+}

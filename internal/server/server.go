@@ -234,7 +234,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps:     deps,
 		log:      deps.Logger,
 		now:      deps.Now,
-		metrics:  newMetrics(deps.Blobs, append(deps.Loops.Collectors(), deps.Fleet.Collector())...),
+		metrics:  newMetrics(deps.Blobs, append(deps.Loops.Collectors(), deps.Fleet.Collector(), deps.Jobs.Collector())...),
 		closing:  make(chan struct{}),
 		limiter:  newFailureLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRefill),
 	}
