@@ -137,15 +137,17 @@ func (p *plane) start() error {
 		_ = meshLn.Close()
 		return err
 	}
-	if err := in.Start(); err != nil {
-		_ = meshLn.Close()
-		return err
-	}
 	p.in, p.node = in, node
+	// The state handed on is in place before the first request is accepted:
+	// a successor answering from an empty table would answer 503 to what
+	// its predecessor served.
+	p.restore()
 	if err := node.Start(in); err != nil {
 		return errors.Join(err, p.closeParts(context.Background()))
 	}
-	p.restore()
+	if err := in.Start(); err != nil {
+		return errors.Join(err, p.closeParts(context.Background()))
+	}
 	ln, err := p.ls.Listen("unix", SocketPath(p.cfg.DataDir), func() (net.Listener, error) { return listenSocket(p.cfg.DataDir) })
 	if err != nil {
 		return errors.Join(fmt.Errorf("control socket: %w", err), p.closeParts(context.Background()))
