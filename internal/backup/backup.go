@@ -156,12 +156,12 @@ func (m *Manifest) check() error {
 	if err := m.Volume.Validate(); err != nil {
 		return fmt.Errorf("manifest volume: %w", err)
 	}
-	if !isID(m.SHA256) {
+	if !ValidID(m.SHA256) {
 		return fmt.Errorf("manifest sha256 %q is not 64 lowercase hex digits", m.SHA256)
 	}
 	var total int64
 	for i, c := range m.Chunks {
-		if !isID(c.ID) {
+		if !ValidID(c.ID) {
 			return fmt.Errorf("manifest chunk %d: ID %q is not 64 lowercase hex digits", i, c.ID)
 		}
 		if c.Size <= 0 || c.Size > MaxChunk || c.Stored <= 0 || c.Stored > maxStored {

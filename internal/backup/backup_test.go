@@ -371,3 +371,7 @@ func TestIncrementalBackupSendsLittle(t *testing.T) {
 		t.Errorf("the second backup sent %.2f %% of the first's bytes, the bound is 5 %%", 100*r)
 	}
 }
+
+func TestTheInMemoryStoreKeepsTheStoreContract(t *testing.T) {
+	backuptest.Conformance(t, backuptest.NewMem())
+}

@@ -158,7 +158,7 @@ func manifestVolume(object []byte) (VolumeID, int, error) {
 // OpenManifest fetches backup id from store and opens it with its volume's
 // key; ErrWrongVolume if the backup is of another volume.
 func OpenManifest(ctx context.Context, store ManifestStore, id string, key VolumeKey) (Manifest, error) {
-	if !isID(id) {
+	if !ValidID(id) {
 		return Manifest{}, fmt.Errorf("backup ID %q is not 64 lowercase hex digits", id)
 	}
 	object, err := store.GetManifest(ctx, id)

@@ -106,11 +106,22 @@ func (k VolumeKey) polynomial() (chunker.Pol, error) {
 	return chunker.DerivePolynomial(hkdf.New(sha256.New, k.secret[:], nil, []byte("hatchery backup chunker polynomial")))
 }
 
-// isID reports whether s is a hex SHA-256 as stored objects are named.
-func isID(s string) bool {
+// ValidID reports whether s is an object's ID: a hex SHA-256, 64 lowercase
+// digits. A store checks it before making a name of it.
+func ValidID(s string) bool {
 	if len(s) != 2*sha256.Size || strings.ToLower(s) != s {
 		return false
 	}
 	_, err := hex.DecodeString(s)
 	return err == nil
+}
+
+// CheckObject refuses data whose SHA-256 is not id: what every Store checks
+// on Put, since a backup's integrity rests on it.
+func CheckObject(id string, data []byte) error {
+	sum := sha256.Sum256(data)
+	if hex.EncodeToString(sum[:]) != id {
+		return fmt.Errorf("object %s: its content's sha256 is %x", id, sum)
+	}
+	return nil
 }

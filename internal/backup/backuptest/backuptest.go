@@ -34,16 +34,8 @@ func NewMem() *Mem {
 	return &Mem{chunks: map[string][]byte{}, manifests: map[string][]byte{}}
 }
 
-func checkID(id string, data []byte) error {
-	sum := sha256.Sum256(data)
-	if hex.EncodeToString(sum[:]) != id {
-		return fmt.Errorf("object %s: content does not match its ID", id)
-	}
-	return nil
-}
-
 func (m *Mem) put(into map[string][]byte, id string, data []byte) error {
-	if err := checkID(id, data); err != nil {
+	if err := backup.CheckObject(id, data); err != nil {
 		return err
 	}
 	m.mu.Lock()
