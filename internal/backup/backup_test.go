@@ -109,11 +109,11 @@ func TestRestoreGivesBackWhatWasBackedUp(t *testing.T) {
 		var buf bytes.Buffer
 		tw := tar.NewWriter(&buf)
 		var contents [][]byte
-		for i := range rapid.IntRange(0, 12).Draw(rt, "files") {
+		for i := range rapid.IntRange(0, 8).Draw(rt, "files") {
 			var data []byte
 			switch rapid.IntRange(0, 2).Draw(rt, "kind") {
 			case 0:
-				data = make([]byte, rapid.IntRange(0, 400<<10).Draw(rt, "size"))
+				data = make([]byte, rapid.IntRange(0, 200<<10).Draw(rt, "size"))
 				rand.NewChaCha8(seed32(uint64(i), rapid.Uint64().Draw(rt, "seed"))).Read(data)
 			case 1:
 				data = bytes.Repeat([]byte(rapid.StringN(1, 20, -1).Draw(rt, "text")), rapid.IntRange(0, 20000).Draw(rt, "repeat"))
@@ -224,7 +224,7 @@ func TestVolumeKeysDifferAndAreStable(t *testing.T) {
 // returns the restore's error, checking it wrote nothing.
 func failingRestore(t *testing.T, damage func(m backup.Manifest, store *backuptest.Mem), key backup.VolumeKey) (backup.Manifest, error) {
 	t.Helper()
-	data, _ := io.ReadAll(volume{seed: 3, files: 30, size: 60 << 10}.reader())
+	data, _ := io.ReadAll(volume{seed: 3, files: 12, size: 50 << 10}.reader())
 	store := backuptest.NewMem()
 	m, _ := backupBytes(t, data, volumeKey(t, clusterKey, dataVolume), store)
 	damage(m, store)

@@ -58,7 +58,7 @@ func newSealer(k VolumeKey, concurrency int) (*sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup cipher: %w", err)
 	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(concurrency), zstd.WithEncoderLevel(zstd.SpeedFastest))
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(concurrency), zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithWindowSize(MaxChunk))
 	if err != nil {
 		return nil, fmt.Errorf("zstd encoder: %w", err)
 	}
