@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"pgregory.net/rapid"
@@ -375,3 +376,19 @@ func TestIncrementalBackupSendsLittle(t *testing.T) {
 func TestTheInMemoryStoreKeepsTheStoreContract(t *testing.T) {
 	backuptest.Conformance(t, backuptest.NewMem())
 }
+
+// A stream that breaks off (a dead agent, a failed archive read) leaves no
+// manifest: nothing is listed as a backup.
+func TestABrokenStreamLeavesNoBackup(t *testing.T) {
+	store := backuptest.NewMem()
+	broken := io.MultiReader(io.LimitReader(volume{seed: 10, files: 20, size: 100 << 10}.reader(), 1<<20), iotest.ErrReader(errBroken))
+	_, _, err := backup.Backup(t.Context(), broken, volumeKey(t, clusterKey, dataVolume), store, created)
+	if err == nil || !errors.Is(err, errBroken) {
+		t.Fatalf("Backup of a broken stream: %v, want the read error", err)
+	}
+	if ids, _ := store.ListManifests(t.Context()); len(ids) != 0 {
+		t.Errorf("the failed backup left %d manifests", len(ids))
+	}
+}
+
+var errBroken = errors.New("the archive read broke off")

@@ -43,17 +43,18 @@ func Backup(ctx context.Context, tarStream io.Reader, key VolumeKey, store Store
 	defer s.close()
 
 	whole := sha256.New()
-	counted := &countingReader{r: io.TeeReader(tarStream, whole)}
-	cut := chunker.NewWithBoundaries(counted, pol, MinChunk, MaxChunk)
+	cut := chunker.NewWithBoundaries(io.TeeReader(tarStream, whole), pol, MinChunk, MaxChunk)
 	cut.SetAverageBits(ChunkAverageBits)
+	var read int64 // the stream's bytes chunked so far
 	next := func() ([]byte, bool, error) {
 		c, err := cut.Next(nil)
 		if err == io.EOF {
 			return nil, false, nil
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("read the tar stream at byte %d: %w", counted.n, err)
+			return nil, false, fmt.Errorf("read the tar stream after byte %d: %w", read, err)
 		}
+		read += int64(len(c.Data))
 		return c.Data, true, nil
 	}
 	type stored struct {
@@ -89,7 +90,7 @@ func Backup(ctx context.Context, tarStream io.Reader, key VolumeKey, store Store
 	if err := ordered(ctx, depth(), next, work, sink); err != nil {
 		return fail(err)
 	}
-	m.Size = counted.n
+	m.Size = read
 	m.SHA256 = hex.EncodeToString(whole.Sum(nil))
 
 	object, err := sealManifest(s, &m)
@@ -327,16 +328,4 @@ func fetchChunk(ctx context.Context, s *sealer, store ChunkStore, ref ChunkRef) 
 		return nil, fmt.Errorf("%d bytes, the manifest says %d: %w", len(data), ref.Size, ErrCorrupt)
 	}
 	return data, nil
-}
-
-// countingReader counts what is read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
