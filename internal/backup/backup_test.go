@@ -213,6 +213,13 @@ func TestVolumeKeysDifferAndAreStable(t *testing.T) {
 	if got := fmt.Sprintf("%x", base[:8]); got != "d8970beb7ce477df" {
 		t.Errorf("the derivation changed: key starts %s", got)
 	}
+	handed, err := backup.NewVolumeKey(dataVolume, volumeKey(t, clusterKey, dataVolume).Secret())
+	if err != nil || string(handed.Secret()) != base || handed.Volume() != dataVolume {
+		t.Errorf("a key handed over as its secret differs: %v", err)
+	}
+	if _, _, err := backup.Backup(t.Context(), bytes.NewReader(nil), backup.VolumeKey{}, backuptest.NewMem(), created); err == nil {
+		t.Error("a zero VolumeKey was accepted")
+	}
 	if _, err := backup.DeriveVolumeKey(clusterKey[:16], dataVolume); err == nil {
 		t.Error("a 16-byte cluster key was accepted")
 	}

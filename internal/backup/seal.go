@@ -50,6 +50,9 @@ type sealer struct {
 }
 
 func newSealer(k VolumeKey, concurrency int) (*sealer, error) {
+	if err := k.volume.Validate(); err != nil {
+		return nil, fmt.Errorf("backup key (not made by DeriveVolumeKey or NewVolumeKey): %w", err)
+	}
 	block, err := aes.NewCipher(k.subkey("encryption"))
 	if err != nil {
 		return nil, fmt.Errorf("backup cipher: %w", err)
