@@ -42,8 +42,7 @@ func Backup(ctx context.Context, tarStream io.Reader, key VolumeKey, store Store
 	}
 	defer s.close()
 
-	whole := sha256.New()
-	cut := chunker.NewWithBoundaries(io.TeeReader(tarStream, whole), pol, MinChunk, MaxChunk)
+	cut := chunker.NewWithBoundaries(tarStream, pol, MinChunk, MaxChunk)
 	cut.SetAverageBits(ChunkAverageBits)
 	var read int64 // the stream's bytes chunked so far
 	next := func() ([]byte, bool, error) {
@@ -58,6 +57,7 @@ func Backup(ctx context.Context, tarStream io.Reader, key VolumeKey, store Store
 		return c.Data, true, nil
 	}
 	type stored struct {
+		data []byte
 		ref  ChunkRef
 		sent bool
 	}
@@ -67,7 +67,7 @@ func Backup(ctx context.Context, tarStream io.Reader, key VolumeKey, store Store
 		if err != nil {
 			return stored{}, err
 		}
-		return stored{ref: ChunkRef{ID: id, Size: int64(len(data)), Stored: int64(len(object))}, sent: sent}, nil
+		return stored{data: data, ref: ChunkRef{ID: id, Size: int64(len(data)), Stored: int64(len(object))}, sent: sent}, nil
 	}
 	m := Manifest{
 		Format:  FormatVersion,
@@ -76,7 +76,11 @@ func Backup(ctx context.Context, tarStream io.Reader, key VolumeKey, store Store
 		Chunker: ChunkerParams{Polynomial: pol.String(), Min: MinChunk, Max: MaxChunk, AverageBits: ChunkAverageBits},
 	}
 	var st Stats
+	// The whole stream is hashed here, in order, rather than as it is read:
+	// the reading goroutine (the chunker's) is the pipeline's bottleneck.
+	whole := sha256.New()
 	sink := func(c stored) error {
+		whole.Write(c.data)
 		m.Chunks = append(m.Chunks, c.ref)
 		st.Chunks++
 		st.Bytes += c.ref.Size
