@@ -71,7 +71,8 @@ func LoadCredentials(getenv func(string) string) (Credentials, error) {
 	if profile == "" {
 		profile = "default"
 	}
-	v, err := credentials.NewFileAWSCredentials(file, profile).Get()
+	// nil: the default context; reading a file needs no HTTP client.
+	v, err := credentials.NewFileAWSCredentials(file, profile).GetWithContext(nil)
 	if err != nil {
 		return Credentials{}, fmt.Errorf("s3 credentials: %s (profile %s): %w", file, profile, err)
 	}
