@@ -27,7 +27,9 @@ func depth() int { return min(max(2*runtime.GOMAXPROCS(0), 4), 16) }
 // chunks first, each unless the store has it, then the manifest, whose ID is
 // the backup's handle. A backup that fails leaves at most chunks no manifest
 // lists (blob retention collects them), never a manifest. created is the
-// time the manifest records.
+// time the manifest records. The stream is read on one goroutine, which a
+// failure elsewhere stops only once its read returns: a stream tied to ctx
+// (an HTTP body) ends with it.
 func Backup(ctx context.Context, tarStream io.Reader, key VolumeKey, store Store, created time.Time) (Manifest, Stats, error) {
 	fail := func(err error) (Manifest, Stats, error) {
 		return Manifest{}, Stats{}, fmt.Errorf("back up %s: %w", key.volume, err)
