@@ -94,11 +94,20 @@ test-docker:
 # package once under the race detector (CI runs Docker tests without it, so
 # a race in a test's own goroutines would go unreported), not run by CI.
 CHAOS_TRIALS ?= 15
-test-long:
+test-long: bin/weed
+	$(GO) test -race -count=1 ./internal/backup/...
 	HATCH_CHAOS_TRIALS=$(CHAOS_TRIALS) $(GO) test -tags docker -p 1 -count=1 -timeout 60m -run 'Chaos' -v ./test/e2e/
 	$(GO) test -tags docker -race -p 1 -count=1 -timeout 90m ./test/e2e/
 
+# SeaweedFS, the real S3 server of the backup bucket's tests
+# (internal/testutil/s3test), built from its wrapper module, which repeats
+# seaweedfs's replace directives: about 9 minutes cold.
+bin/weed: tools/seaweedfs/go.mod tools/seaweedfs/go.sum
+	cd tools/seaweedfs && $(GO) build -o ../../bin/weed github.com/seaweedfs/seaweedfs/weed
+
 bench:
+	# Volume backups: throughput against io.Copy, 200 MB incremental, 1 GB peak heap.
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/backup/
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/converge/ ./internal/ingress/ ./internal/server/ ./internal/mesh/ ./internal/deploy/ ./internal/sessionbroker/ ./internal/store/postgres/
 	# The agent's figures on the real Docker Engine, and many hosts' on the
 	# namespace cluster (host loss, mesh against direct): one measurement each.
