@@ -46,6 +46,9 @@ func TestComputeVersionDependsOnContentOnly(t *testing.T) {
 		{"a new secret handle", func(d *DesiredState) { d.Workloads[0].Secrets[0].Handle = "h2" }, false},
 		{"runs in another order", func(d *DesiredState) { d.Runs[0], d.Runs[1] = d.Runs[1], d.Runs[0] }, true},
 		{"a new secret value in a run", func(d *DesiredState) { d.Runs[0].Workload.Secrets[0].Value = "other" }, true},
+		{"a new registry password under the same handle", func(d *DesiredState) { d.Workloads[0].PullAuth.Password = "other" }, true},
+		{"a new registry password in a run", func(d *DesiredState) { d.Runs[0].Workload.PullAuth.Password = "other" }, true},
+		{"a new registry password handle", func(d *DesiredState) { d.Workloads[0].PullAuth.Handle = "p2" }, false},
 		{"a run to stop", func(d *DesiredState) { d.Runs[1].Stop = true }, false},
 		{"a run removed", func(d *DesiredState) { d.Runs = d.Runs[:1] }, false},
 	}
@@ -62,7 +65,7 @@ func TestComputeVersionDependsOnContentOnly(t *testing.T) {
 		t.Error("ComputeVersion is not a stable non-empty hash")
 	}
 	// ComputeVersion must not reorder or blank the caller's data.
-	if base.Workloads[0].Egg != "web" || base.Workloads[0].Secrets[0].Value != "v1" || base.Peers[1].Reaches[0] != "default/shop/web" {
+	if base.Workloads[0].Egg != "web" || base.Workloads[0].Secrets[0].Value != "v1" || base.Workloads[0].PullAuth.Password != "pw" || base.Peers[1].Reaches[0] != "default/shop/web" {
 		t.Error("ComputeVersion mutated its receiver's slices")
 	}
 }
@@ -72,6 +75,7 @@ func TestComputeVersionDependsOnContentOnly(t *testing.T) {
 func TestComputeVersionWithoutPeersIsUnchanged(t *testing.T) {
 	w := fullSpec()
 	w.Secrets = nil // their values are blanked in the hash
+	w.PullAuth = nil
 	d := DesiredState{HostID: "h1", Workloads: []WorkloadSpec{w}}
 	withEmpty := d
 	withEmpty.Peers = []Peer{}
@@ -202,6 +206,9 @@ func TestSecretValueNeverFormats(t *testing.T) {
 	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
 		if out := fmt.Sprintf(format, w); strings.Contains(out, "hunter2") {
 			t.Errorf("%s leaks the secret: %s", format, out)
+		}
+		if out := fmt.Sprintf(format, RegistryAuth{Registry: "ghcr.io", Username: "ci", Password: "hunter2"}); strings.Contains(out, "hunter2") {
+			t.Errorf("%s leaks a registry password: %s", format, out)
 		}
 	}
 }
