@@ -272,3 +272,27 @@ func TestComputeVersionCoversServicesInAnyOrder(t *testing.T) {
 		t.Error("an empty service list changed the version")
 	}
 }
+
+func TestImageRegistry(t *testing.T) {
+	for image, want := range map[string]string{
+		"nginx:1.27":            DockerHub,
+		"acme/web":              DockerHub,
+		"ghcr.io/acme/web:main": "ghcr.io",
+		"127.0.0.1:5000/web@sha256:" + strings.Repeat("a", 64): "127.0.0.1:5000",
+		"localhost/web":                     "localhost",
+		"registry.example.com:8443/a/b/c:1": "registry.example.com:8443",
+		"not a reference!":                  "",
+	} {
+		if got := ImageRegistry(image); got != want {
+			t.Errorf("ImageRegistry(%q) = %q, want %q", image, got, want)
+		}
+	}
+	for host, want := range map[string]bool{
+		"ghcr.io": true, "127.0.0.1:5000": true, "localhost": true, "docker.io": true, "registry.example.com:8443": true,
+		"": false, "https://ghcr.io": false, "ghcr.io/acme": false, "ghcr.io:port": false, "a b": false,
+	} {
+		if got := ValidRegistryHost(host); got != want {
+			t.Errorf("ValidRegistryHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}

@@ -29,6 +29,9 @@ type Project struct {
 	Volumes  []*Volume
 	Networks []*Network
 	Secrets  []*Secret
+	// Registries are the logins for the registries the eggs' images are
+	// pulled from, by host.
+	Registries []*Registry
 
 	// Warnings are problems that do not stop a deploy (a bind mount ties an
 	// egg to one host, a volume nothing mounts...).
