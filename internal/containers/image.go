@@ -12,6 +12,10 @@ type ImageError struct {
 	Registry string // host[:port]
 	// Reason is the registry's own words, as the Engine relays them.
 	Reason string
+	// Login is the handle of the login the pull used
+	// (contract.RegistryAuth.Handle), "" for none: a new login is a new
+	// attempt.
+	Login string
 }
 
 func (e *ImageError) Error() string {

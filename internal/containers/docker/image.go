@@ -120,11 +120,11 @@ func (e *Engine) pull(ctx context.Context, ref string, auth *contract.RegistryAu
 	log.Info("pulling image")
 	rc, err := e.api.ImagePull(ctx, ref, opts)
 	if err != nil {
-		return pullError(ref, err)
+		return pullError(ref, auth, err)
 	}
 	defer rc.Close()
 	if err := followProgress(rc, log, "pull progress"); err != nil {
-		return pullError(ref, err)
+		return pullError(ref, auth, err)
 	}
 	log.Info("pulled image")
 	return nil
@@ -132,9 +132,13 @@ func (e *Engine) pull(ctx context.Context, ref string, auth *contract.RegistryAu
 
 // pullError wraps a failed pull: an *containers.ImageError when the
 // registry refused the image for good (see refusedPull), else the error.
-func pullError(ref string, err error) error {
+func pullError(ref string, auth *contract.RegistryAuth, err error) error {
 	if refusedPull(err) {
-		return &containers.ImageError{Image: ref, Registry: contract.ImageRegistry(ref), Reason: err.Error()}
+		ie := &containers.ImageError{Image: ref, Registry: contract.ImageRegistry(ref), Reason: err.Error()}
+		if auth != nil {
+			ie.Login = auth.Handle
+		}
+		return ie
 	}
 	return fmt.Errorf("pull %s: %w", ref, err)
 }
