@@ -470,6 +470,10 @@ type ContainerStatus struct {
 	// RolloutFailure says why the rollout of this container's workload to its
 	// spec hash failed, if it did.
 	RolloutFailure string `json:"rollout_failure,omitempty"`
+	// FailedPull is set on the entry of a workload whose image the
+	// registry refused (no container, slot 0, at the spec it failed): the
+	// PullLogin the pull used. See WorkloadSpec.Current.
+	FailedPull string `json:"failed_pull,omitempty"`
 	// LogTail holds the last lines of the container's log when it failed.
 	LogTail []string `json:"log_tail,omitempty"`
 }

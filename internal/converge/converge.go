@@ -166,7 +166,7 @@ type Failure struct {
 	Reason     string
 	// Image says the rollout failed before any container was made: the
 	// registry refused the image's pull (containers.ImageError) with the
-	// login whose handle is Login ("" for none).
+	// login Login (contract.WorkloadSpec.PullLogin).
 	Image bool
 	Login string
 }

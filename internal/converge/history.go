@@ -94,7 +94,7 @@ func (h *History) Observe(desired contract.DesiredState, actual []containers.Con
 	for _, w := range desired.Workloads {
 		retries[w.ID()] = w.HealthRetries()
 		hashes[w.ID()] = contract.SpecHash(w)
-		logins[w.ID()] = loginOf(w)
+		logins[w.ID()] = w.PullLogin()
 	}
 	seen := make(map[string]bool, len(actual))
 	for _, c := range actual {
@@ -135,13 +135,6 @@ func (h *History) Observe(desired contract.DesiredState, actual []containers.Con
 	}
 }
 
-// loginOf is the handle of the login w's image is pulled with, "" for none.
-func loginOf(w contract.WorkloadSpec) string {
-	if w.PullAuth == nil {
-		return ""
-	}
-	return w.PullAuth.Handle
-}
 
 // Record notes a step that was carried out: a restart counts towards the
 // crash-loop back-off, unless it was the first start of a container that

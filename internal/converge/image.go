@@ -26,10 +26,18 @@ func ImageFailures(desired contract.DesiredState, failed []containers.TaskFailur
 			continue
 		}
 		w, ok := specs[p.WorkloadID]
-		if !ok || contract.SpecHash(w) != p.SpecHash || loginOf(w) != ie.Login {
+		if !ok || contract.SpecHash(w) != p.SpecHash || w.PullLogin() != loginOrNone(ie.Login) {
 			continue
 		}
-		out = append(out, Failure{WorkloadID: p.WorkloadID, SpecHash: p.SpecHash, Reason: ie.Error(), Image: true, Login: ie.Login})
+		out = append(out, Failure{WorkloadID: p.WorkloadID, SpecHash: p.SpecHash, Reason: ie.Error(), Image: true, Login: w.PullLogin()})
 	}
 	return out
+}
+
+// loginOrNone is a login handle as contract.WorkloadSpec.PullLogin writes it.
+func loginOrNone(handle string) string {
+	if handle == "" {
+		return contract.NoPullLogin
+	}
+	return handle
 }

@@ -62,6 +62,9 @@ func TestARefusedPullFailsTheRolloutUntilTheLoginChanges(t *testing.T) {
 	// The user fixes the login: the same spec, a new password handle.
 	fixed := wl("web", 1, login("h2"))
 	d2 := desiredOf(fixed)
+	if fixed.Current(up(fixed), *atNew) {
+		t.Error("a report of the refusal of the old login counts against the new one")
+	}
 	if ImageFailures(d2, []containers.TaskFailure{startFailed(refused, up(fixed))}) != nil {
 		t.Error("a refusal of the old login fails the rollout with the new one")
 	}

@@ -57,7 +57,7 @@ func imageFailures(desired contract.DesiredState, actual []containers.Container,
 		}
 		if !made {
 			out = append(out, contract.ContainerStatus{WorkloadID: id, Slot: 0, SpecHash: f.SpecHash,
-				State: contract.StateUnknown, RolloutFailure: f.Reason})
+				State: contract.StateUnknown, RolloutFailure: f.Reason, FailedPull: f.Login})
 		}
 	}
 	return out
