@@ -135,7 +135,6 @@ func (h *History) Observe(desired contract.DesiredState, actual []containers.Con
 	}
 }
 
-
 // Record notes a step that was carried out: a restart counts towards the
 // crash-loop back-off, unless it was the first start of a container that
 // never ran (NeverStarted): that is no crash, and must not show as one.
