@@ -280,3 +280,88 @@ func selfSignedPEM(t *testing.T, host string) (string, string) {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
 		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
 }
+
+const registryYAML = `
+project: shop
+eggs:
+  web:
+    image: ghcr.io/acme/web:1
+secrets:
+  ghcr_token: {env: GHCR_TOKEN}
+registries:
+  ghcr.io: {username: ci, password: "${secret.ghcr_token}"}
+`
+
+// A registry password reaches the desired state of the hosts pulling from
+// that registry and nothing else: no plan, API answer, log line, event or
+// database file.
+func TestRegistryPasswordsNeverLeak(t *testing.T) {
+	const password = "r3g1stry-PASSWORD-5a8b"
+	logs := &syncBuffer{}
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zap.DebugLevel))
+	h := newApplyHarness(t, applyOptions{logger: log})
+	var answers bytes.Buffer
+	call := func(method, path, body string) []byte {
+		t.Helper()
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		b, err := io.ReadAll(h.do(method, path, r).Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers.Write(b)
+		return b
+	}
+	h.report("h1")
+	var plan api.Plan
+	if err := json.Unmarshal(call("POST", "/api/v1/projects/default/shop/plan", string(planBody(t, registryYAML, map[string]string{"ghcr_token": password}))), &plan); err != nil {
+		t.Fatal(err)
+	}
+	var started applyStarted
+	if err := json.Unmarshal(call("POST", "/api/v1/projects/default/shop/apply", `{"plan":"`+plan.ID+`"}`), &started); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(h.do("GET", started.Events, nil).Body)
+	answers.Write(raw)
+	if !strings.Contains(string(raw), `"outcome":"succeeded"`) {
+		t.Fatalf("apply: %s", raw)
+	}
+	w, _ := h.desired("h1").Workload("default/shop/web")
+	if w.PullAuth == nil || w.PullAuth.Registry != "ghcr.io" || string(w.PullAuth.Password) != password {
+		t.Fatalf("the host pulls with %+v, want ghcr.io's login with its password", w.PullAuth.WithoutPassword())
+	}
+	h.healthy("h1")
+	for _, p := range []string{"/api/v1/projects/default/shop", "/api/v1/projects/default/shop/status", "/api/v1/projects/default/shop/applies",
+		"/api/v1/hosts/h1", "/api/v1/hosts", "/api/v1/events?limit=1000", "/metrics"} {
+		call("GET", p, "")
+	}
+	evs, err := h.store.ListEvents(t.Context(), 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events bytes.Buffer
+	for _, e := range evs {
+		events.WriteString(e.Message + "\n")
+	}
+	h.stop()
+	var files bytes.Buffer
+	matches, _ := filepath.Glob(filepath.Join(h.dir, "hatch.db*"))
+	for _, f := range matches {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files.Write(b)
+	}
+	if files.Len() == 0 || logs.buf.Len() == 0 || answers.Len() == 0 || events.Len() == 0 {
+		t.Fatal("nothing was captured")
+	}
+	for what, b := range map[string][]byte{"an API answer (the plan included)": answers.Bytes(), "a log line": logs.Bytes(),
+		"an event": events.Bytes(), "the database files": files.Bytes()} {
+		if bytes.Contains(b, []byte(password)) {
+			t.Errorf("%s holds the registry password", what)
+		}
+	}
+}
