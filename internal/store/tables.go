@@ -34,6 +34,7 @@ var Tables = []Table{
 		"delay_ms", "started_at", "ended_at", "state", "exit_code", "error", "kept", "command", "timeout_ms", "stop_requested",
 		"stop_egg", "missed", "released_at"}},
 	{"schedule_states", []string{"project", "egg", "paused", "last_tick", "updated_at"}},
+	{"registry_logins", []string{"host", "username", "sealed", "fingerprint", "updated_at"}},
 }
 
 // Uncopied are the tables a copy leaves out: servers, the live servers'

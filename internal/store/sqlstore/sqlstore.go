@@ -45,6 +45,7 @@ var (
 	_ store.ServerRegistry       = (*Store)(nil)
 	_ store.Runs                 = (*Store)(nil)
 	_ store.ScheduleStates       = (*Store)(nil)
+	_ store.RegistryLogins       = (*Store)(nil)
 )
 
 // The shared store reads and writes desired states; a backend adds their
@@ -164,6 +165,7 @@ type Store struct {
 	HostCapacities
 	Runs
 	ScheduleStates
+	RegistryLogins
 }
 
 // New returns the shared store over a backend's reads, writes and dialect.
@@ -190,6 +192,7 @@ func New(db Reader, w Writer, d Dialect) *Store {
 		HostCapacities: HostCapacities{b},
 		Runs:           Runs{b},
 		ScheduleStates: ScheduleStates{b},
+		RegistryLogins: RegistryLogins{b},
 	}
 }
 
