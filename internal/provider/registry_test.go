@@ -3,8 +3,10 @@ package provider
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/store"
 )
 
 const registryYAML = `
@@ -56,5 +58,60 @@ func TestARegistryLoginReachesOnlyItsImagesWorkloadsAndRollsNothing(t *testing.T
 	stored, _ := e.st.DesiredState(t.Context(), "h1")
 	if strings.Contains(string(stored.Doc), "-pass-") {
 		t.Fatal("the stored desired state holds a registry password in clear")
+	}
+}
+
+// A cluster-wide login reaches the workloads of its registry that have no
+// login of their project's, at their placement and at once when it
+// changes (SetClusterLogin), and leaves with a logout; a project's own
+// login wins.
+func TestAClusterLoginReachesTheWorkloadsWithoutAProjectLogin(t *testing.T) {
+	e := newEnv(t, "h1")
+	put := func(password string) {
+		t.Helper()
+		if err := e.st.PutRegistryLogin(t.Context(), store.RegistryLogin{Host: "registry.example.com:5000", Username: "cluster",
+			Sealed: e.box.Seal([]byte(password)), Fingerprint: password + "-fp", UpdatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("cluster-pass-1")
+	yaml := strings.Replace(registryYAML, "  public:\n    image: app:1\n", "  public:\n    image: app:1\n  shared:\n    image: registry.example.com:5000/shop/api:1\n", 1)
+	yaml = strings.Replace(yaml, "  registry.example.com:5000: {username: ci, password: \"${secret.token}\"}\n", "", 1)
+	yaml = strings.Replace(yaml, "registries:\n", "", 1)
+	e.apply("default/shop", yaml, map[string]string{"token": "unused"})
+	auth := func(egg string) *contract.RegistryAuth {
+		w, _ := e.state("h1").Workload("default/shop/" + egg)
+		return w.PullAuth
+	}
+	if a := auth("shared"); a == nil || a.Username != "cluster" || a.Password != "cluster-pass-1" {
+		t.Fatalf("shared pulls with %+v, want the cluster's login", a.WithoutPassword())
+	}
+	if a := auth("public"); a != nil {
+		t.Fatalf("public (Docker Hub) pulls with %+v", a.WithoutPassword())
+	}
+	put("cluster-pass-2")
+	if err := e.set.SetClusterLogin(t.Context(), "registry.example.com:5000"); err != nil {
+		t.Fatal(err)
+	}
+	if a := auth("shared"); a == nil || a.Password != "cluster-pass-2" {
+		t.Fatal("the new cluster password did not reach the host at once")
+	}
+	if err := e.st.DeleteRegistryLogin(t.Context(), "registry.example.com:5000"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.set.SetClusterLogin(t.Context(), "registry.example.com:5000"); err != nil {
+		t.Fatal(err)
+	}
+	if a := auth("shared"); a != nil {
+		t.Fatalf("after the logout shared still pulls with %+v", a.WithoutPassword())
+	}
+	// A project's own login is never replaced by the cluster's.
+	put("cluster-pass-3")
+	e.apply("default/shop", registryYAML, map[string]string{"token": "project-pass"})
+	if err := e.set.SetClusterLogin(t.Context(), "registry.example.com:5000"); err != nil {
+		t.Fatal(err)
+	}
+	if a := auth("private"); a == nil || a.Username != "ci" || a.Password != "project-pass" {
+		t.Fatalf("private pulls with %+v, want its project's login", a.WithoutPassword())
 	}
 }
