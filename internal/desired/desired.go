@@ -36,7 +36,7 @@ type EventRecorder interface {
 // cluster's registry logins'.
 type Secrets interface {
 	store.SecretValues
-	ListRegistryLogins(ctx context.Context) ([]store.RegistryLogin, error)
+	store.RegistryLogins
 }
 
 // Deps are what States work with.

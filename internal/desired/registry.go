@@ -101,3 +101,29 @@ func (s *States) SetClusterLogin(ctx context.Context, host string) error {
 		return nil
 	})
 }
+
+// LoginRegistry stores the cluster's login for a registry host (replacing
+// its previous one), the password sealed, and delivers it at once (see
+// SetClusterLogin).
+func (s *States) LoginRegistry(ctx context.Context, host, username string, password []byte) (store.RegistryLogin, error) {
+	l := store.RegistryLogin{Host: host, Username: username, Sealed: s.box.Seal(password),
+		Fingerprint: strings.TrimPrefix(s.box.Fingerprint(password), "hmac-sha256:")[:32], UpdatedAt: s.now()}
+	if err := s.secrets.PutRegistryLogin(ctx, l); err != nil {
+		return store.RegistryLogin{}, err
+	}
+	return l, s.SetClusterLogin(ctx, host)
+}
+
+// LogoutRegistry deletes the cluster's login for a registry host
+// (store.ErrNotFound if none) and takes it from every workload at once.
+func (s *States) LogoutRegistry(ctx context.Context, host string) error {
+	if err := s.secrets.DeleteRegistryLogin(ctx, host); err != nil {
+		return err
+	}
+	return s.SetClusterLogin(ctx, host)
+}
+
+// RegistryLogins lists the cluster's registry logins, by host.
+func (s *States) RegistryLogins(ctx context.Context) ([]store.RegistryLogin, error) {
+	return s.secrets.ListRegistryLogins(ctx)
+}
