@@ -106,6 +106,22 @@ func TestClusterPullsAPrivateImageWithTheProjectsRegistryLogin(t *testing.T) {
 	if now := running(); now.Image != v2 {
 		t.Fatalf("after the apply with the right login web runs %s, want %s", now.Image, v2)
 	}
+	// A cluster-wide login: a project without registries: pulls with it.
+	passFile := filepath.Join(t.TempDir(), "registry-password")
+	if err := os.WriteFile(passFile, []byte(reg.Password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.mustHatch(nil, "registry", "login", reg.Host, "--username", reg.Username, "--password-file", passFile)
+	if list := c.mustHatch(nil, "registry", "list"); !strings.Contains(list, reg.Host) || !strings.Contains(list, reg.Username) {
+		t.Fatalf("hatch registry list:\n%s\nwant the login's host and user", list)
+	}
+	v3 := reg.Push(t, c.scope.Client, local, repo+":v3")
+	t.Cleanup(func() { _, _ = c.scope.Client.ImageRemove(context.WithoutCancel(t.Context()), v3, image.RemoveOptions{}) })
+	c.mustHatch([]string{"REG_PASS=unused"}, "apply", "-f", registryProject(t, v3, reg.Host, false, false), "--yes")
+	if now := running(); now.Image != v3 {
+		t.Fatalf("with the cluster's login web runs %s, want %s", now.Image, v3)
+	}
+	c.mustHatch(nil, "registry", "logout", reg.Host)
 	c.mustHatch(nil, "status", "priv")
 	c.getJSON("/api/v1/projects/default/priv/status", nil)
 	c.getJSON("/api/v1/projects/default/priv", nil)
