@@ -116,7 +116,9 @@ func TestClusterPullsAPrivateImageWithTheProjectsRegistryLogin(t *testing.T) {
 		t.Fatalf("hatch registry list:\n%s\nwant the login's host and user", list)
 	}
 	v3 := reg.Push(t, c.scope.Client, local, repo+":v3")
-	t.Cleanup(func() { _, _ = c.scope.Client.ImageRemove(context.WithoutCancel(t.Context()), v3, image.RemoveOptions{}) })
+	t.Cleanup(func() {
+		_, _ = c.scope.Client.ImageRemove(context.WithoutCancel(t.Context()), v3, image.RemoveOptions{})
+	})
 	c.mustHatch([]string{"REG_PASS=unused"}, "apply", "-f", registryProject(t, v3, reg.Host, false, false), "--yes")
 	if now := running(); now.Image != v3 {
 		t.Fatalf("with the cluster's login web runs %s, want %s", now.Image, v3)
