@@ -286,17 +286,19 @@ project: shop
 eggs:
   web:
     image: ghcr.io/acme/web:1
+  api:
+    image: registry.example.com:5000/acme/api:1
 secrets:
   ghcr_token: {env: GHCR_TOKEN}
 registries:
   ghcr.io: {username: ci, password: "${secret.ghcr_token}"}
 `
 
-// A registry password reaches the desired state of the hosts pulling from
-// that registry and nothing else: no plan, API answer, log line, event or
-// database file.
+// A registry password, a project's or the cluster's, reaches the desired
+// state of the hosts pulling from that registry and nothing else: no plan,
+// API answer, log line, event or database file.
 func TestRegistryPasswordsNeverLeak(t *testing.T) {
-	const password = "r3g1stry-PASSWORD-5a8b"
+	const password, clusterPassword = "r3g1stry-PASSWORD-5a8b", "c1uster-PASSWORD-77e0"
 	logs := &syncBuffer{}
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zap.DebugLevel))
 	h := newApplyHarness(t, applyOptions{logger: log})
@@ -315,6 +317,7 @@ func TestRegistryPasswordsNeverLeak(t *testing.T) {
 		return b
 	}
 	h.report("h1")
+	call("PUT", "/api/v1/registries/registry.example.com:5000", `{"username": "cluster-ci", "password": "`+clusterPassword+`"}`)
 	var plan api.Plan
 	if err := json.Unmarshal(call("POST", "/api/v1/projects/default/shop/plan", string(planBody(t, registryYAML, map[string]string{"ghcr_token": password}))), &plan); err != nil {
 		t.Fatal(err)
@@ -332,9 +335,13 @@ func TestRegistryPasswordsNeverLeak(t *testing.T) {
 	if w.PullAuth == nil || w.PullAuth.Registry != "ghcr.io" || string(w.PullAuth.Password) != password {
 		t.Fatalf("the host pulls with %+v, want ghcr.io's login with its password", w.PullAuth.WithoutPassword())
 	}
+	clustered, _ := h.desired("h1").Workload("default/shop/api")
+	if a := clustered.PullAuth; a == nil || a.Username != "cluster-ci" || string(a.Password) != clusterPassword {
+		t.Fatalf("api pulls with %+v, want the cluster's login with its password", a.WithoutPassword())
+	}
 	h.healthy("h1")
 	for _, p := range []string{"/api/v1/projects/default/shop", "/api/v1/projects/default/shop/status", "/api/v1/projects/default/shop/applies",
-		"/api/v1/hosts/h1", "/api/v1/hosts", "/api/v1/events?limit=1000", "/metrics"} {
+		"/api/v1/hosts/h1", "/api/v1/hosts", "/api/v1/events?limit=1000", "/metrics", "/api/v1/registries"} {
 		call("GET", p, "")
 	}
 	evs, err := h.store.ListEvents(t.Context(), 0, 1000)
@@ -360,8 +367,10 @@ func TestRegistryPasswordsNeverLeak(t *testing.T) {
 	}
 	for what, b := range map[string][]byte{"an API answer (the plan included)": answers.Bytes(), "a log line": logs.Bytes(),
 		"an event": events.Bytes(), "the database files": files.Bytes()} {
-		if bytes.Contains(b, []byte(password)) {
-			t.Errorf("%s holds the registry password", what)
+		for _, p := range []string{password, clusterPassword} {
+			if bytes.Contains(b, []byte(p)) {
+				t.Errorf("%s holds the registry password %s", what, p)
+			}
 		}
 	}
 }
