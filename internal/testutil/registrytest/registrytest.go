@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,6 +26,8 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/hatchery/hatchery/internal/testutil/listentest"
 )
 
 // Binary is where Debian's docker-registry package installs the registry.
@@ -61,7 +62,7 @@ func Start(t testing.TB) *Registry {
 	if err := os.WriteFile(htpasswd, []byte(r.Username+":"+string(hash)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r.Host = "127.0.0.1:" + freePort(t)
+	r.Host = listentest.FreeAddr(t)
 	cfg := fmt.Sprintf(`version: 0.1
 log: {level: info, formatter: text}
 storage:
@@ -159,17 +160,6 @@ func randomHex(t testing.TB, n int) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
-}
-
-func freePort(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
 }
 
 // lockedBuffer collects the registry's output.
