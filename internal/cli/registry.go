@@ -15,6 +15,7 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/termsafe"
 )
 
 func newRegistryCmd() *cobra.Command {
@@ -57,7 +58,7 @@ func newRegistryLoginCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "logged in to %s as %s: the eggs pulling from it without a login of their project's use it now\n", l.Host, l.Username)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "logged in to %s as %s: the eggs pulling from it without a login of their project's use it now\n", termsafe.Line(l.Host), termsafe.Line(l.Username))
 				return err
 			})
 		},
@@ -138,7 +139,7 @@ func printRegistries(w io.Writer, all []api.RegistryLogin) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REGISTRY\tUSERNAME\tUPDATED")
 	for _, l := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", l.Host, l.Username, l.UpdatedAt.Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", termsafe.Line(l.Host), termsafe.Line(l.Username), l.UpdatedAt.Local().Format(time.DateTime))
 	}
 	return tw.Flush()
 }
