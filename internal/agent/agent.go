@@ -273,8 +273,12 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		}
 		cacheErr := a.keepCache(desired, stamp.Generation, now)
 		errs = append(errs, cacheErr)
+		var pullFailures []converge.Failure
+		if tr, ok := a.cfg.Docker.(taskReporter); ok {
+			pullFailures = converge.ImageFailures(withRelays, tr.Failures())
+		}
 		plan, err = converge.Converge(ctx, a.docker, withRelays, a.mem.History, now,
-			converge.Options{Logger: a.log, HoldCreatedAfter: hold, Stamp: stamp, FromCache: fromCache,
+			converge.Options{Logger: a.log, HoldCreatedAfter: hold, Stamp: stamp, FromCache: fromCache, Failures: pullFailures,
 				BeforeApply: func(actual []containers.Container) { a.routeBeforeSteps(desired, actual) },
 				HoldStarts:  func(listed []containers.Container) map[string]string { return runHolds(desired, listed) }})
 		if err != nil {

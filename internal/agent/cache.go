@@ -125,19 +125,17 @@ func withSecrets(d contract.DesiredState, fn func(contract.SecretValue) (contrac
 	out := d
 	out.Workloads = slices.Clone(d.Workloads)
 	var firstErr error
+	keep := func(err error) {
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
 	for i := range out.Workloads {
-		w := &out.Workloads[i]
-		if len(w.Secrets) == 0 {
-			continue
-		}
-		w.Secrets = slices.Clone(w.Secrets)
-		for j := range w.Secrets {
-			v, err := fn(w.Secrets[j].Value)
-			if err != nil && firstErr == nil {
-				firstErr = fmt.Errorf("secret %s of %s: %w", w.Secrets[j].Name, w.ID(), err)
-			}
-			w.Secrets[j].Value = v
-		}
+		keep(workloadSecrets(&out.Workloads[i], fn))
+	}
+	out.Runs = slices.Clone(d.Runs)
+	for i := range out.Runs {
+		keep(workloadSecrets(&out.Runs[i].Workload, fn))
 	}
 	out.Certificates = slices.Clone(d.Certificates)
 	for i := range out.Certificates {
@@ -164,4 +162,31 @@ func withSecrets(d contract.DesiredState, fn func(contract.SecretValue) (contrac
 		c.ALPNKey = v
 	}
 	return transformed{state: out, err: firstErr}
+}
+
+// workloadSecrets passes w's secret values and registry password through
+// fn, in copies of its slices, and returns fn's first error.
+func workloadSecrets(w *contract.WorkloadSpec, fn func(contract.SecretValue) (contract.SecretValue, error)) error {
+	var firstErr error
+	if a := w.PullAuth; a != nil && a.Password != "" {
+		c := *a
+		v, err := fn(a.Password)
+		if err != nil {
+			firstErr = fmt.Errorf("password of registry %s for %s: %w", a.Registry, w.ID(), err)
+		}
+		c.Password = v
+		w.PullAuth = &c
+	}
+	if len(w.Secrets) == 0 {
+		return firstErr
+	}
+	w.Secrets = slices.Clone(w.Secrets)
+	for j := range w.Secrets {
+		v, err := fn(w.Secrets[j].Value)
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("secret %s of %s: %w", w.Secrets[j].Name, w.ID(), err)
+		}
+		w.Secrets[j].Value = v
+	}
+	return firstErr
 }

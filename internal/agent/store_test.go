@@ -26,22 +26,28 @@ func TestCacheRoundTripsWithSecretsSealed(t *testing.T) {
 	}
 	w := web(1)
 	w.Secrets = []contract.SecretFile{{Name: "db", Handle: "h-db", Value: "correct horse"}, {Name: "api", Handle: "h-api", Value: "battery staple"}}
+	w.PullAuth = &contract.RegistryAuth{Registry: "ghcr.io", Username: "ci", Handle: "h-reg", Password: "registry pass"}
 	d := desiredState(w, web(2))
 	d.Workloads[1].Egg = "api"
 	d.Certificates = []contract.Certificate{{Host: "shop.example.com", Chain: "CHAIN", Key: "tls private key", Source: "acme"}}
+	run := web(3)
+	run.Egg = "migrate"
+	run.Secrets = []contract.SecretFile{{Name: "db", Handle: "h-db", Value: "run secret"}}
+	run.PullAuth = &contract.RegistryAuth{Registry: "ghcr.io", Username: "ci", Handle: "h-reg", Password: "run registry pass"}
+	d.Runs = []contract.Run{{ID: "r1", Workload: run}}
 	d.Seal()
 	written := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	if err := c.Save(d, written, 0); err != nil {
 		t.Fatal(err)
 	}
-	if d.Workloads[0].Secrets[0].Value != "correct horse" {
+	if d.Workloads[0].Secrets[0].Value != "correct horse" || d.Workloads[0].PullAuth.Password != "registry pass" {
 		t.Error("Save changed the caller's state")
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, cacheFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, secret := range []string{"correct horse", "battery staple", "tls private key"} {
+	for _, secret := range []string{"correct horse", "battery staple", "tls private key", "registry pass", "run secret"} {
 		if strings.Contains(string(raw), secret) {
 			t.Errorf("cache file holds %q in clear", secret)
 		}

@@ -60,6 +60,7 @@ func newRootCmd() *cobra.Command {
 		newServerCmd(),
 		newAgentCmd(),
 		newTokenCmd(),
+		newRegistryCmd(),
 		newHostsCmd(),
 		newPlanCmd(),
 		newApplyCmd(),

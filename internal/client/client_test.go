@@ -38,6 +38,12 @@ func TestEachCallGoesToItsRoute(t *testing.T) {
 		call func(context.Context) error
 	}{
 		{"GET /api/v1/projects", func(ctx context.Context) error { _, err := c.Projects().List(ctx); return err }},
+		{"PUT /api/v1/registries/127.0.0.1:5000", func(ctx context.Context) error {
+			_, err := c.Registries().Login(ctx, "127.0.0.1:5000", "ci", "pw")
+			return err
+		}},
+		{"DELETE /api/v1/registries/ghcr.io", func(ctx context.Context) error { _, err := c.Registries().Logout(ctx, "ghcr.io"); return err }},
+		{"GET /api/v1/registries", func(ctx context.Context) error { _, err := c.Registries().List(ctx); return err }},
 		{"GET " + p, func(ctx context.Context) error { _, _, err := c.Projects().Get(ctx, "default", "shop"); return err }},
 		{"GET " + p + "/status", func(ctx context.Context) error { _, _, err := c.Projects().Status(ctx, "default", "shop"); return err }},
 		{"POST " + p + "/plan", func(ctx context.Context) error {

@@ -236,8 +236,8 @@ type VolumeSpec struct {
 // (ContentVersion) combined with its peers' version (CombineVersions), so it
 // changes when either does. It ignores the Version and peer fields
 // themselves, the order of workloads, volumes, services, runs, peers and a
-// peer's reaches, and secret values (a new secret value comes with a new handle,
-// which is hashed).
+// peer's reaches, and secret values and registry passwords (a new value
+// comes with a new handle, which is hashed).
 func (d DesiredState) ComputeVersion() string {
 	return CombineVersions(d.ContentVersion(), PeersVersion(d.Peers))
 }
@@ -252,6 +252,7 @@ func (d DesiredState) ContentVersion() string {
 		for j := range w.Secrets {
 			w.Secrets[j].Value = ""
 		}
+		w.PullAuth = w.PullAuth.WithoutPassword()
 		c.Workloads[i] = w
 	}
 	slices.SortStableFunc(c.Workloads, func(a, b WorkloadSpec) int { return strings.Compare(a.ID(), b.ID()) })
@@ -275,6 +276,7 @@ func (d DesiredState) ContentVersion() string {
 		for j := range r.Workload.Secrets {
 			r.Workload.Secrets[j].Value = ""
 		}
+		r.Workload.PullAuth = r.Workload.PullAuth.WithoutPassword()
 		c.Runs[i] = r
 	}
 	slices.SortStableFunc(c.Runs, func(a, b Run) int { return strings.Compare(a.ID, b.ID) })
@@ -468,6 +470,10 @@ type ContainerStatus struct {
 	// RolloutFailure says why the rollout of this container's workload to its
 	// spec hash failed, if it did.
 	RolloutFailure string `json:"rollout_failure,omitempty"`
+	// FailedPull is set on the entry of a workload whose image the
+	// registry refused (no container, slot 0, at the spec it failed): the
+	// PullLogin the pull used. See WorkloadSpec.Current.
+	FailedPull string `json:"failed_pull,omitempty"`
 	// LogTail holds the last lines of the container's log when it failed.
 	LogTail []string `json:"log_tail,omitempty"`
 }

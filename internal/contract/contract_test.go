@@ -46,6 +46,9 @@ func TestComputeVersionDependsOnContentOnly(t *testing.T) {
 		{"a new secret handle", func(d *DesiredState) { d.Workloads[0].Secrets[0].Handle = "h2" }, false},
 		{"runs in another order", func(d *DesiredState) { d.Runs[0], d.Runs[1] = d.Runs[1], d.Runs[0] }, true},
 		{"a new secret value in a run", func(d *DesiredState) { d.Runs[0].Workload.Secrets[0].Value = "other" }, true},
+		{"a new registry password under the same handle", func(d *DesiredState) { d.Workloads[0].PullAuth.Password = "other" }, true},
+		{"a new registry password in a run", func(d *DesiredState) { d.Runs[0].Workload.PullAuth.Password = "other" }, true},
+		{"a new registry password handle", func(d *DesiredState) { d.Workloads[0].PullAuth.Handle = "p2" }, false},
 		{"a run to stop", func(d *DesiredState) { d.Runs[1].Stop = true }, false},
 		{"a run removed", func(d *DesiredState) { d.Runs = d.Runs[:1] }, false},
 	}
@@ -62,7 +65,7 @@ func TestComputeVersionDependsOnContentOnly(t *testing.T) {
 		t.Error("ComputeVersion is not a stable non-empty hash")
 	}
 	// ComputeVersion must not reorder or blank the caller's data.
-	if base.Workloads[0].Egg != "web" || base.Workloads[0].Secrets[0].Value != "v1" || base.Peers[1].Reaches[0] != "default/shop/web" {
+	if base.Workloads[0].Egg != "web" || base.Workloads[0].Secrets[0].Value != "v1" || base.Workloads[0].PullAuth.Password != "pw" || base.Peers[1].Reaches[0] != "default/shop/web" {
 		t.Error("ComputeVersion mutated its receiver's slices")
 	}
 }
@@ -72,6 +75,7 @@ func TestComputeVersionDependsOnContentOnly(t *testing.T) {
 func TestComputeVersionWithoutPeersIsUnchanged(t *testing.T) {
 	w := fullSpec()
 	w.Secrets = nil // their values are blanked in the hash
+	w.PullAuth = nil
 	d := DesiredState{HostID: "h1", Workloads: []WorkloadSpec{w}}
 	withEmpty := d
 	withEmpty.Peers = []Peer{}
@@ -203,6 +207,9 @@ func TestSecretValueNeverFormats(t *testing.T) {
 		if out := fmt.Sprintf(format, w); strings.Contains(out, "hunter2") {
 			t.Errorf("%s leaks the secret: %s", format, out)
 		}
+		if out := fmt.Sprintf(format, RegistryAuth{Registry: "ghcr.io", Username: "ci", Password: "hunter2"}); strings.Contains(out, "hunter2") {
+			t.Errorf("%s leaks a registry password: %s", format, out)
+		}
 	}
 }
 
@@ -263,5 +270,29 @@ func TestComputeVersionCoversServicesInAnyOrder(t *testing.T) {
 	empty := DesiredState{HostID: "h1", Services: []Service{}}
 	if empty.ComputeVersion() != (DesiredState{HostID: "h1"}).ComputeVersion() {
 		t.Error("an empty service list changed the version")
+	}
+}
+
+func TestImageRegistry(t *testing.T) {
+	for image, want := range map[string]string{
+		"nginx:1.27":            DockerHub,
+		"acme/web":              DockerHub,
+		"ghcr.io/acme/web:main": "ghcr.io",
+		"127.0.0.1:5000/web@sha256:" + strings.Repeat("a", 64): "127.0.0.1:5000",
+		"localhost/web":                     "localhost",
+		"registry.example.com:8443/a/b/c:1": "registry.example.com:8443",
+		"not a reference!":                  "",
+	} {
+		if got := ImageRegistry(image); got != want {
+			t.Errorf("ImageRegistry(%q) = %q, want %q", image, got, want)
+		}
+	}
+	for host, want := range map[string]bool{
+		"ghcr.io": true, "127.0.0.1:5000": true, "localhost": true, "docker.io": true, "registry.example.com:8443": true,
+		"": false, "https://ghcr.io": false, "ghcr.io/acme": false, "ghcr.io:port": false, "a b": false,
+	} {
+		if got := ValidRegistryHost(host); got != want {
+			t.Errorf("ValidRegistryHost(%q) = %v, want %v", host, got, want)
+		}
 	}
 }

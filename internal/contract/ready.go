@@ -9,9 +9,25 @@ package contract
 // Current reports whether c is a container that w, whose spec hash is hash,
 // should run: one of its workload, at that spec, in a slot below the
 // replica count. Any other container of the workload is on its way out.
+// The entry of a refused pull is current only while w pulls with the same
+// login: a new password (which rolls nothing) is a new attempt, and a
+// report sent before the agent had it says nothing of it.
 func (w WorkloadSpec) Current(hash string, c ContainerStatus) bool {
-	return c.WorkloadID == w.ID() && c.SpecHash == hash && c.Slot < w.Replicas
+	return c.WorkloadID == w.ID() && c.SpecHash == hash && c.Slot < w.Replicas &&
+		(c.FailedPull == "" || c.FailedPull == w.PullLogin())
 }
+
+// PullLogin identifies the login w's image is pulled with, for
+// ContainerStatus.FailedPull: its handle, or NoPullLogin.
+func (w WorkloadSpec) PullLogin() string {
+	if w.PullAuth == nil || w.PullAuth.Handle == "" {
+		return NoPullLogin
+	}
+	return w.PullAuth.Handle
+}
+
+// NoPullLogin is PullLogin of a workload pulled without a login.
+const NoPullLogin = "none"
 
 // Finished reports whether c ran to success and stays that way: it exited
 // 0 and w's restart policy does not start a success again (no, on-failure).

@@ -58,3 +58,26 @@ func TestCurrentIsTheWorkloadAtItsSpecInASlotBelowTheReplicas(t *testing.T) {
 		}
 	}
 }
+
+// A refused pull's entry is of the workload's spec while the workload has
+// the login the pull used, and of no other.
+func TestAFailedPullIsCurrentWithItsLoginOnly(t *testing.T) {
+	w := WorkloadSpec{Namespace: "default", Project: "shop", Egg: "web", Image: "ghcr.io/a/web:1", Replicas: 1}
+	hash := SpecHash(w)
+	failed := ContainerStatus{WorkloadID: w.ID(), SpecHash: hash, State: StateUnknown, RolloutFailure: "refused", FailedPull: NoPullLogin}
+	if !w.Current(hash, failed) {
+		t.Error("a pull refused without a login is not current for a workload without one")
+	}
+	w.PullAuth = &RegistryAuth{Registry: "ghcr.io", Username: "ci", Handle: "h1"}
+	if w.Current(hash, failed) {
+		t.Error("a pull refused without a login counts against a workload that has one now")
+	}
+	failed.FailedPull = "h1"
+	if !w.Current(hash, failed) || w.PullLogin() != "h1" {
+		t.Error("a pull refused with the workload's login is not current")
+	}
+	w.PullAuth.Handle = "h2"
+	if w.Current(hash, failed) {
+		t.Error("a pull refused with the old login counts against the new one")
+	}
+}

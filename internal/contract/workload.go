@@ -22,6 +22,11 @@ type WorkloadSpec struct {
 	// Image is an image reference to pull; exactly one of Image and Build is set.
 	Image string     `json:"image,omitempty"`
 	Build *BuildSpec `json:"build,omitempty"`
+	// PullAuth is the login for the registry Image is pulled from, when the
+	// project or the cluster has one for its host. Not in the spec hash: a
+	// new password pulls nothing and rolls nothing; its Handle is in the
+	// state's version, so the agent still gets the new one.
+	PullAuth *RegistryAuth `json:"pull_auth,omitempty"`
 
 	// Replicas is the number of slots this host runs (0..Replicas-1); 0 is cold.
 	Replicas int `json:"replicas"`
@@ -205,6 +210,20 @@ type SecretFile struct {
 	Value SecretValue `json:"value,omitempty"`
 }
 
+// RegistryAuth is a login to an image registry, which the agent hands to
+// the Engine's pull.
+type RegistryAuth struct {
+	// Registry is the registry's host[:port], as in the image reference
+	// ("ghcr.io", "127.0.0.1:5000"; "docker.io" for Docker Hub).
+	Registry string `json:"registry"`
+	Username string `json:"username"`
+	// Handle identifies the password (a secret's handle, or a cluster
+	// login's), so a new password changes the state's version.
+	Handle string `json:"handle"`
+	// Password is never logged (see SecretValue), and sealed at rest.
+	Password SecretValue `json:"password,omitempty"`
+}
+
 // SecretValue is a secret's content. It formats as a placeholder so that a
 // spec printed or logged with %v or %s does not leak it; JSON carries it as is.
 type SecretValue string
@@ -318,4 +337,15 @@ func orDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// WithoutPassword returns a copy of a without its password (nil for nil):
+// what may be hashed, shown or stored unsealed.
+func (a *RegistryAuth) WithoutPassword() *RegistryAuth {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.Password = ""
+	return &c
 }

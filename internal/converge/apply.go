@@ -51,6 +51,10 @@ type Options struct {
 	// (see WithoutStarts). The agent holds a stateful egg's replica while a
 	// run of the egg on its volume has not ended.
 	HoldStarts func(listed []containers.Container) map[string]string
+	// Failures are rollouts known to have failed outside the diff, recorded
+	// in the history before it (the agent's ImageFailures): the diff then
+	// makes no new attempt at them.
+	Failures []Failure
 }
 
 // Validate reports options Apply and Converge cannot work with.
@@ -175,6 +179,9 @@ func Converge(ctx context.Context, client containers.Client, desired contract.De
 	// history, no hold, never before the ingress.
 	actual, _ := containers.SplitRuns(listed)
 	history.Observe(desired, actual, now)
+	for _, f := range opts.Failures {
+		history.RecordFailure(f, now)
+	}
 	plan := Diff(desired, actual, history, now)
 	if opts.FromCache {
 		plan = HoldNewer(plan, actual, desired.HostID, opts.Stamp.Generation, history, now)

@@ -164,4 +164,9 @@ type Failure struct {
 	WorkloadID string
 	SpecHash   string
 	Reason     string
+	// Image says the rollout failed before any container was made: the
+	// registry refused the image's pull (containers.ImageError) with the
+	// login Login (contract.WorkloadSpec.PullLogin).
+	Image bool
+	Login string
 }

@@ -47,6 +47,10 @@ type FailedRollout struct {
 	SpecHash string    `json:"spec_hash"`
 	Reason   string    `json:"reason"`
 	At       time.Time `json:"at"`
+	// Image and Login are Failure's: the registry refused the image with
+	// that login, so a new login is a new attempt.
+	Image bool   `json:"image,omitempty"`
+	Login string `json:"login,omitempty"`
 }
 
 // NewHistory returns an empty history.
@@ -86,9 +90,11 @@ func (h *History) Observe(desired contract.DesiredState, actual []containers.Con
 	h.init()
 	retries := make(map[string]int, len(desired.Workloads))
 	hashes := make(map[string]string, len(desired.Workloads))
+	logins := make(map[string]string, len(desired.Workloads))
 	for _, w := range desired.Workloads {
 		retries[w.ID()] = w.HealthRetries()
 		hashes[w.ID()] = contract.SpecHash(w)
+		logins[w.ID()] = w.PullLogin()
 	}
 	seen := make(map[string]bool, len(actual))
 	for _, c := range actual {
@@ -123,7 +129,7 @@ func (h *History) Observe(desired contract.DesiredState, actual []containers.Con
 		}
 	}
 	for id, f := range h.FailedRollouts {
-		if hashes[id] != f.SpecHash {
+		if hashes[id] != f.SpecHash || f.Image && logins[id] != f.Login {
 			delete(h.FailedRollouts, id)
 		}
 	}
@@ -150,7 +156,7 @@ func (h *History) RecordFailure(f Failure, now time.Time) {
 	if old, ok := h.FailedRollouts[f.WorkloadID]; ok && old.SpecHash == f.SpecHash {
 		return
 	}
-	h.FailedRollouts[f.WorkloadID] = FailedRollout{SpecHash: f.SpecHash, Reason: f.Reason, At: now}
+	h.FailedRollouts[f.WorkloadID] = FailedRollout{SpecHash: f.SpecHash, Reason: f.Reason, At: now, Image: f.Image, Login: f.Login}
 }
 
 // backoff returns the wait before restart number n+1, given n restarts so far.

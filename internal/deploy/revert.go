@@ -147,7 +147,7 @@ func (s reverter) failureOfCurrentSpec(ctx context.Context, host, workload strin
 	}
 	hash := contract.SpecHash(w)
 	for _, c := range report.Containers {
-		if c.WorkloadID == workload && c.SpecHash == hash && c.RolloutFailure != "" {
+		if w.Current(hash, c) && c.RolloutFailure != "" {
 			return c.RolloutFailure, true, nil
 		}
 	}

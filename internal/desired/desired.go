@@ -32,13 +32,20 @@ type EventRecorder interface {
 	AppendEvent(ctx context.Context, e store.Event) (int64, error)
 }
 
+// Secrets keep the sealed values desired states carry: secrets' and the
+// cluster's registry logins'.
+type Secrets interface {
+	store.SecretValues
+	store.RegistryLogins
+}
+
 // Deps are what States work with.
 type Deps struct {
 	Desired  store.DesiredStates
 	Statuses StatusReader
 	Records  RecordReader
 	Events   EventRecorder
-	Secrets  store.SecretValues
+	Secrets  Secrets
 	Fleet    Fleet
 	// Box seals secret values at rest and keys their fingerprints.
 	Box *seal.Box
@@ -62,7 +69,7 @@ type States struct {
 	statuses StatusReader
 	records  RecordReader
 	events   EventRecorder
-	secrets  store.SecretValues
+	secrets  Secrets
 	fleet    Fleet
 	box      *seal.Box
 	sched    *placement.Scheduler

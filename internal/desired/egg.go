@@ -88,7 +88,7 @@ type placed struct {
 // place decides where e runs and writes its workloads. Secret values and the
 // egg's routes are read first, outside the lock.
 func (s *States) place(ctx context.Context, project string, e Egg) (placed, error) {
-	values, err := s.secretValues(ctx, project, e.secrets())
+	e, values, err := s.eggValues(ctx, project, e)
 	if err != nil {
 		return placed{}, err
 	}

@@ -76,7 +76,7 @@ func (s *States) DeliverRuns(ctx context.Context, project string, runs []RunDeli
 		if err != nil {
 			return nil, nil, err
 		}
-		values, err := s.secretValues(ctx, project, e.secrets())
+		e, values, err := s.eggValues(ctx, project, e)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -93,6 +93,16 @@ func (e Egg) secrets() []contract.SecretFile {
 	return out
 }
 
+// handles are the secret handles whose values the egg's workloads carry:
+// its secrets', and its registry login's password.
+func (e Egg) handles() []contract.SecretFile {
+	files := e.secrets()
+	if a := e.in.PullAuth; a != nil {
+		files = append(files, contract.SecretFile{Name: "password of registry " + a.Registry, Handle: a.Password})
+	}
+	return files
+}
+
 // workload returns what host runs of the egg: slots of it, with the Docker
 // names its networks and volumes have there. values maps a secret handle to
 // its value; a handle without one is an error unless values is nil (a
@@ -185,6 +195,14 @@ func (e Egg) workload(host string, slots int, values map[string]contract.SecretV
 			errs = append(errs, fmt.Errorf("secret %s: no value for its handle", w.Secrets[i].Name))
 		}
 		w.Secrets[i].Value = v
+	}
+	if a := in.PullAuth; a != nil {
+		w.PullAuth = &contract.RegistryAuth{Registry: a.Registry, Username: a.Username, Handle: a.Password}
+		if v, ok := values[a.Password]; ok {
+			w.PullAuth.Password = v
+		} else if values != nil {
+			errs = append(errs, fmt.Errorf("registry %s: no value for its password's handle", a.Registry))
+		}
 	}
 	if len(errs) > 0 {
 		return contract.WorkloadSpec{}, backoff.Permanent(fmt.Errorf("egg %s: %w", e.name, errors.Join(errs...)))

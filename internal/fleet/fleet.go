@@ -99,8 +99,11 @@ type Deps struct {
 	// Peers rewrites the valid host set in every host's desired state
 	// (desired.States): the fleet calls it when that set or a host's mesh
 	// addresses change, and once at start.
-	Peers  PeerSyncer
-	Logger *zap.Logger
+	Peers PeerSyncer
+	// Registries keeps and delivers the cluster-wide registry logins
+	// (desired.States).
+	Registries RegistryLogins
+	Logger     *zap.Logger
 	// Now is the clock.
 	Now func() time.Time
 }
@@ -108,7 +111,7 @@ type Deps struct {
 func (d Deps) validate() error {
 	if d.Liveness == nil || d.Statuses == nil || d.Desired == nil || d.Events == nil || d.Retention == nil ||
 		d.Applies == nil || d.Projects == nil || d.JoinTokens == nil || d.Members == nil || d.AdminTokens == nil || d.Capacities == nil || d.Blobs == nil ||
-		d.HostCA == nil || d.Peers == nil || d.Logger == nil || d.Now == nil {
+		d.HostCA == nil || d.Peers == nil || d.Registries == nil || d.Logger == nil || d.Now == nil {
 		return errors.New("fleet: every dependency must be set")
 	}
 	if err := CheckFingerprint(d.Fingerprint); err != nil {

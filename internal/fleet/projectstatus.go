@@ -273,6 +273,7 @@ func projectWorkloads(stored store.DesiredState, namespace, project string) ([]c
 		for i := range w.Secrets {
 			w.Secrets[i].Value = ""
 		}
+		w.PullAuth = w.PullAuth.WithoutPassword()
 		out = append(out, w)
 	}
 	var runs map[string]string

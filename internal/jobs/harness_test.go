@@ -32,6 +32,7 @@ type testStore interface {
 	store.Statuses
 	store.Members
 	store.SecretValues
+	store.RegistryLogins
 	ListProjects(ctx context.Context) ([]string, error)
 	ListResources(ctx context.Context, project string) ([]*resource.Deployed, error)
 	PutResource(ctx context.Context, project string, r *resource.Deployed) error

@@ -67,7 +67,12 @@ var audiences = map[string]audience{
 	"DELETE /api/v1/admin-tokens/{name}":                adminAudience,
 	"DELETE /api/v1/hosts/{id}":                         adminAudience,
 	// A host that could set its own capacity would draw every new replica.
-	"PUT /api/v1/hosts/{id}/capacity":              adminAudience,
+	"PUT /api/v1/hosts/{id}/capacity": adminAudience,
+	// Registry logins are the cluster's: a pipeline gives its project's
+	// in registries:.
+	"PUT /api/v1/registries/{host}":                adminAudience,
+	"DELETE /api/v1/registries/{host}":             adminAudience,
+	"GET /api/v1/registries":                       adminAudience,
 	"POST /api/v1/hosts/{id}/certificate":          selfHostAudience,
 	"GET /api/v1/hosts/{id}/sessions":              selfHostAudience,
 	"GET /api/v1/hosts/{id}/sessions/{sid}/stream": selfHostAudience,
@@ -229,7 +234,7 @@ var wildcard = regexp.MustCompile(`\{[a-z]+\}`)
 func (w *matrixWorld) request(pattern string) (method, path string, body io.Reader) {
 	method, path, _ = strings.Cut(pattern, " ")
 	values := map[string]string{"{digest}": w.digest, "{namespace}": "default", "{project}": "shop", "{id}": w.alpha,
-		"{name}": "victim"}
+		"{name}": "victim", "{host}": "ghcr.io"}
 	if strings.HasPrefix(path, "/api/v1/join-tokens/") {
 		values["{id}"] = w.joinTokenID
 	}
@@ -248,6 +253,8 @@ func (w *matrixWorld) request(pattern string) (method, path string, body io.Read
 		return method, path, strings.NewReader(w.csrBody)
 	case "PUT /api/v1/hosts/{id}/capacity":
 		return method, path, strings.NewReader(`{"memory_bytes": 8589934592, "milli_cpu": 4000}`)
+	case "PUT /api/v1/registries/{host}":
+		return method, path, strings.NewReader(`{"username": "ci", "password": "matrix-pass"}`)
 	case "POST /api/v1/join", "POST /api/v1/admin-tokens":
 		return method, path, strings.NewReader(`{"name": "n` + time.Now().Format("150405.000000000") + `"}`)
 	}

@@ -136,6 +136,9 @@ func securityRoutes(plain func(*http.Request) time.Duration, body int64, f fleet
 		{"DELETE /api/v1/admin-tokens/{name}", adminOnly, plain, 0, f.revokeAdminToken},
 		{"DELETE /api/v1/hosts/{id}", adminOnly, plain, 0, f.removeHost},
 		{"PUT /api/v1/hosts/{id}/capacity", adminOnly, plain, body, f.setHostCapacity},
+		{"PUT /api/v1/registries/{host}", adminOnly, plain, body, f.putRegistry},
+		{"DELETE /api/v1/registries/{host}", adminOnly, plain, 0, f.deleteRegistry},
+		{"GET /api/v1/registries", adminOnly, plain, 0, f.listRegistries},
 	}
 }
 

@@ -144,33 +144,16 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 	raw, _ := io.ReadAll(resp.Body)
 	answers.Write(raw)
 
-	evs, err := h.store.ListEvents(t.Context(), 0, 1000)
-	if err != nil {
-		t.Fatal(err)
+	events, files := eventsAndFiles(t, h)
+	if n := bytes.Count(events, []byte("\n")); n < 10 || !bytes.Contains(events, []byte("secret/api_key updated")) {
+		t.Fatalf("only %d events, or none for the secret's update: the test would prove nothing", n)
 	}
-	var events bytes.Buffer
-	for _, e := range evs {
-		events.WriteString(e.Message + "\n")
-	}
-	if len(evs) < 10 || !strings.Contains(events.String(), "secret/api_key updated") {
-		t.Fatalf("only %d events, or none for the secret's update: the test would prove nothing", len(evs))
-	}
-	h.stop()
-	var files bytes.Buffer
-	matches, _ := filepath.Glob(filepath.Join(h.dir, "hatch.db*"))
-	for _, f := range matches {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files.Write(b)
-	}
-	if files.Len() == 0 || logs.buf.Len() == 0 || answers.Len() == 0 {
+	if len(files) == 0 || logs.buf.Len() == 0 || answers.Len() == 0 {
 		t.Fatal("nothing was captured")
 	}
 	for _, v := range values {
 		for what, b := range map[string][]byte{"an API answer": answers.Bytes(), "a log line": logs.Bytes(),
-			"an event": events.Bytes(), "the database files": files.Bytes()} {
+			"an event": events, "the database files": files} {
 			if bytes.Contains(b, []byte(v)) {
 				t.Errorf("%s holds the secret value %s", what, v)
 			}
@@ -232,31 +215,14 @@ func TestCertificateKeysNeverLeak(t *testing.T) {
 		"/api/v1/events?limit=1000", "/api/v1/certificates"} {
 		call("GET", p, "")
 	}
-	evs, err := h.store.ListEvents(t.Context(), 0, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events bytes.Buffer
-	for _, e := range evs {
-		events.WriteString(e.Message + "\n")
-	}
-	h.stop()
-	var files bytes.Buffer
-	matches, _ := filepath.Glob(filepath.Join(h.dir, "hatch.db*"))
-	for _, f := range matches {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files.Write(b)
-	}
+	events, files := eventsAndFiles(t, h)
 	// The key's base64 body, line by line: a log would escape its newlines.
 	for _, line := range strings.Split(key, "\n") {
 		if len(line) < 32 || strings.HasPrefix(line, "-----") {
 			continue
 		}
 		for what, b := range map[string][]byte{"an API answer": answers.Bytes(), "a log line": logs.Bytes(),
-			"an event": events.Bytes(), "the database files": files.Bytes()} {
+			"an event": events, "the database files": files} {
 			if bytes.Contains(b, []byte(line)) {
 				t.Errorf("%s holds the certificate's key", what)
 			}
@@ -279,4 +245,107 @@ func selfSignedPEM(t *testing.T, host string) (string, string) {
 	kder, _ := x509.MarshalECPrivateKey(k)
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
 		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
+}
+
+const registryYAML = `
+project: shop
+eggs:
+  web:
+    image: ghcr.io/acme/web:1
+  api:
+    image: registry.example.com:5000/acme/api:1
+secrets:
+  ghcr_token: {env: GHCR_TOKEN}
+registries:
+  ghcr.io: {username: ci, password: "${secret.ghcr_token}"}
+`
+
+// A registry password, a project's or the cluster's, reaches the desired
+// state of the hosts pulling from that registry and nothing else: no plan,
+// API answer, log line, event or database file.
+func TestRegistryPasswordsNeverLeak(t *testing.T) {
+	const password, clusterPassword = "r3g1stry-PASSWORD-5a8b", "c1uster-PASSWORD-77e0"
+	logs := &syncBuffer{}
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zap.DebugLevel))
+	h := newApplyHarness(t, applyOptions{logger: log})
+	var answers bytes.Buffer
+	call := func(method, path, body string) []byte {
+		t.Helper()
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		b, err := io.ReadAll(h.do(method, path, r).Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers.Write(b)
+		return b
+	}
+	h.report("h1")
+	call("PUT", "/api/v1/registries/registry.example.com:5000", `{"username": "cluster-ci", "password": "`+clusterPassword+`"}`)
+	var plan api.Plan
+	if err := json.Unmarshal(call("POST", "/api/v1/projects/default/shop/plan", string(planBody(t, registryYAML, map[string]string{"ghcr_token": password}))), &plan); err != nil {
+		t.Fatal(err)
+	}
+	var started applyStarted
+	if err := json.Unmarshal(call("POST", "/api/v1/projects/default/shop/apply", `{"plan":"`+plan.ID+`"}`), &started); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(h.do("GET", started.Events, nil).Body)
+	answers.Write(raw)
+	if !strings.Contains(string(raw), `"outcome":"succeeded"`) {
+		t.Fatalf("apply: %s", raw)
+	}
+	w, _ := h.desired("h1").Workload("default/shop/web")
+	if w.PullAuth == nil || w.PullAuth.Registry != "ghcr.io" || string(w.PullAuth.Password) != password {
+		t.Fatalf("the host pulls with %+v, want ghcr.io's login with its password", w.PullAuth.WithoutPassword())
+	}
+	clustered, _ := h.desired("h1").Workload("default/shop/api")
+	if a := clustered.PullAuth; a == nil || a.Username != "cluster-ci" || string(a.Password) != clusterPassword {
+		t.Fatalf("api pulls with %+v, want the cluster's login with its password", a.WithoutPassword())
+	}
+	h.healthy("h1")
+	for _, p := range []string{"/api/v1/projects/default/shop", "/api/v1/projects/default/shop/status", "/api/v1/projects/default/shop/applies",
+		"/api/v1/hosts/h1", "/api/v1/hosts", "/api/v1/events?limit=1000", "/metrics", "/api/v1/registries"} {
+		call("GET", p, "")
+	}
+	events, files := eventsAndFiles(t, h)
+	if len(files) == 0 || logs.buf.Len() == 0 || answers.Len() == 0 || len(events) == 0 {
+		t.Fatal("nothing was captured")
+	}
+	for what, b := range map[string][]byte{"an API answer (the plan included)": answers.Bytes(), "a log line": logs.Bytes(),
+		"an event": events, "the database files": files} {
+		for _, p := range []string{password, clusterPassword} {
+			if bytes.Contains(b, []byte(p)) {
+				t.Errorf("%s holds the registry password %s", what, p)
+			}
+		}
+	}
+}
+
+// eventsAndFiles returns the messages of the event log, a line each, then
+// stops the harness and returns its database files' bytes: where a leaked
+// secret would rest.
+func eventsAndFiles(t *testing.T, h *applyHarness) (events, files []byte) {
+	t.Helper()
+	evs, err := h.store.ListEvents(t.Context(), 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev bytes.Buffer
+	for _, e := range evs {
+		ev.WriteString(e.Message + "\n")
+	}
+	h.stop()
+	var db bytes.Buffer
+	matches, _ := filepath.Glob(filepath.Join(h.dir, "hatch.db*"))
+	for _, f := range matches {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.Write(b)
+	}
+	return ev.Bytes(), db.Bytes()
 }

@@ -150,7 +150,7 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 	}
 	fl, err := fleet.New(w.Fleet, fleet.Deps{Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st,
 		Applies: st, Projects: st, JoinTokens: st, Members: st, AdminTokens: st, Capacities: st, Blobs: blobs, Fingerprint: w.Fingerprint,
-		HostCA: hostCA, Peers: set, Logger: w.Logger, Now: w.Now})
+		HostCA: hostCA, Peers: set, Registries: set, Logger: w.Logger, Now: w.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -321,7 +321,7 @@ func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config
 	}
 	hosts, err := fleet.New(fleetCfg, fleet.Deps{
 		Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
-		JoinTokens: st, Members: st, AdminTokens: st, Capacities: st, Blobs: blobs, Fingerprint: fingerprint, HostCA: hostCA, Peers: providers,
+		JoinTokens: st, Members: st, AdminTokens: st, Capacities: st, Blobs: blobs, Fingerprint: fingerprint, HostCA: hostCA, Peers: providers, Registries: providers,
 		Logger: log, Now: time.Now,
 	})
 	if err != nil {

@@ -46,6 +46,7 @@ type controlStore interface {
 	store.Runs
 	store.ScheduleStates
 	store.NotifyCursor
+	store.RegistryLogins
 	io.Closer
 }
 

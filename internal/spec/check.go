@@ -251,6 +251,7 @@ func (c *checker) routeTLS() {
 // unused warns about what the file defines and no egg uses.
 func (c *checker) unused() {
 	used := map[string]bool{}
+	pulled := map[string]bool{} // registry hosts
 	for _, e := range c.p.Eggs {
 		for _, m := range e.Volumes {
 			used[resource.Key(resource.Volume, m.Source)] = true
@@ -267,6 +268,16 @@ func (c *checker) unused() {
 		for _, r := range e.tlsRefs {
 			used[r.Key] = true
 		}
+		if a := c.p.pullAuth(e.Image); a != nil {
+			pulled[a.Registry] = true
+		}
+	}
+	for _, r := range c.p.Registries {
+		if !pulled[r.Host] {
+			c.warnf(r.Line, "registry %q is not the registry of any egg's image: no egg pulls with its login", r.Host)
+			continue
+		}
+		used[resource.Key(resource.Secret, r.Password)] = true
 	}
 	for _, v := range c.p.Volumes {
 		if !used[resource.Key(resource.Volume, v.Name)] {

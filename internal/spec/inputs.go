@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/schedule"
@@ -293,6 +294,9 @@ func checkEggInputs(name string, in inputs.Egg, lim Limits) error {
 	if in.Schedule != nil {
 		checkScheduleInputs(in, bad)
 	}
+	if a := in.PullAuth; a != nil {
+		checkPullAuth(in.Image, *a, bad)
+	}
 	for i, u := range in.Uses {
 		if !ValidName(u) {
 			bad(fmt.Sprintf("uses[%d]", i), "%q is not an egg name (%s)", u, NameRule)
@@ -413,6 +417,24 @@ func checkRouteInputs(name string, in inputs.Route) error {
 		return &InputError{"inputs.port", err.Error()}
 	}
 	return checkRouteTLS(in)
+}
+
+// checkPullAuth checks an egg's registry login as the loader writes it: for
+// the registry its image is pulled from, with a username, and a password
+// that is a secret's handle.
+func checkPullAuth(image string, a inputs.PullAuth, bad func(field, format string, args ...any)) {
+	switch host := contract.ImageRegistry(unescape(image)); {
+	case image == "":
+		bad("pull_auth", "an egg that builds its image pulls nothing: remove pull_auth")
+	case a.Registry != host:
+		bad("pull_auth.registry", "%q is not the registry of the image %q, %q", a.Registry, image, host)
+	}
+	if a.Username == "" {
+		bad("pull_auth.username", "a registry login needs a username")
+	}
+	if !secretHandleRef.MatchString(a.Password) {
+		bad("pull_auth.password", "%q is not a secret's handle (${secret/<name>.handle})", a.Password)
+	}
 }
 
 // secretHandleRef is what a route's cert and key are: a secret's handle.

@@ -110,7 +110,7 @@ func (d *decoder) document(data []byte) *yaml.Node {
 }
 
 // topFields are the sections of a project file.
-var topFields = []string{"project", "eggs", "volumes", "networks", "secrets", "notify"}
+var topFields = []string{"project", "eggs", "volumes", "networks", "secrets", "registries", "notify"}
 
 // project decodes the root mapping into p.
 func (d *decoder) project(root *yaml.Node, p *Project) {
@@ -155,6 +155,7 @@ func (d *decoder) project(root *yaml.Node, p *Project) {
 			p.Secrets = append(p.Secrets, d.secret(f))
 		}
 	}
+	p.Registries = d.registries(sections["registries"].Value)
 
 	eggs, ok := sections["eggs"]
 	if !ok || isNull(resolve(eggs.Value)) {

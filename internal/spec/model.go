@@ -29,6 +29,9 @@ type Project struct {
 	Volumes  []*Volume
 	Networks []*Network
 	Secrets  []*Secret
+	// Registries are the logins for the registries the eggs' images are
+	// pulled from, by host.
+	Registries []*Registry
 
 	// Notify are the project's own webhooks (notify:), sent with its plan:
 	// its notified events are posted to them from its apply on. Not

@@ -36,7 +36,9 @@ func (p *Project) Resources() ([]*resource.Desired, []*resource.Dependency) {
 		add(resource.Volume, v.Name, volumeFor(v, owners[v.Name]))
 	}
 	for _, e := range p.Eggs {
-		add(resource.Egg, e.Name, eggInputsOf(e))
+		in := eggInputsOf(e)
+		in.PullAuth = p.pullAuth(e.Image)
+		add(resource.Egg, e.Name, in)
 		child := resource.Key(resource.Egg, e.Name)
 		for _, d := range e.DependsOn {
 			deps = append(deps, &resource.Dependency{Parent: resource.Key(resource.Egg, d.Egg), Child: child, Condition: d.Condition})

@@ -87,7 +87,8 @@ func DecodeDesiredState(box *seal.Box, s DesiredState) (contract.DesiredState, e
 	return d, nil
 }
 
-// sealSecrets seals the secret values of w, in a copy of its secrets.
+// sealSecrets seals the secret values and the registry password of w, in
+// copies of its secrets and pull auth.
 func sealSecrets(box *seal.Box, w *contract.WorkloadSpec) {
 	w.Secrets = append([]contract.SecretFile(nil), w.Secrets...)
 	for j := range w.Secrets {
@@ -95,9 +96,14 @@ func sealSecrets(box *seal.Box, w *contract.WorkloadSpec) {
 			w.Secrets[j].Value = contract.SecretValue(box.Seal([]byte(w.Secrets[j].Value)))
 		}
 	}
+	if a := w.PullAuth; a != nil && a.Password != "" {
+		c := *a
+		c.Password = contract.SecretValue(box.Seal([]byte(a.Password)))
+		w.PullAuth = &c
+	}
 }
 
-// openSecrets opens the sealed secret values of w.
+// openSecrets opens the sealed secret values and registry password of w.
 func openSecrets(box *seal.Box, w *contract.WorkloadSpec) error {
 	for j := range w.Secrets {
 		sec := &w.Secrets[j]
@@ -109,6 +115,15 @@ func openSecrets(box *seal.Box, w *contract.WorkloadSpec) error {
 			return fmt.Errorf("secret %s: %w", sec.Name, err)
 		}
 		sec.Value = contract.SecretValue(plain)
+	}
+	if a := w.PullAuth; a != nil && a.Password != "" {
+		plain, err := box.Open(string(a.Password))
+		if err != nil {
+			return fmt.Errorf("password of registry %s: %w", a.Registry, err)
+		}
+		c := *a
+		c.Password = contract.SecretValue(plain)
+		w.PullAuth = &c
 	}
 	return nil
 }

@@ -16,7 +16,8 @@ func TestDesiredStateIsStoredWithSecretsSealed(t *testing.T) {
 	}
 	d := contract.DesiredState{HostID: "h1", Workloads: []contract.WorkloadSpec{{
 		Namespace: "default", Project: "shop", Egg: "web", Replicas: 2,
-		Secrets: []contract.SecretFile{{Name: "api_key", Handle: "s1:hmac", Value: "hunter2-plaintext"}, {Name: "empty", Handle: "s2"}},
+		Secrets:  []contract.SecretFile{{Name: "api_key", Handle: "s1:hmac", Value: "hunter2-plaintext"}, {Name: "empty", Handle: "s2"}},
+		PullAuth: &contract.RegistryAuth{Registry: "ghcr.io", Username: "ci", Handle: "s4:hmac", Password: "registry-pass-plaintext"},
 	}}, Certificates: []contract.Certificate{{Host: "shop.example.com", Chain: "CHAIN", Key: "private-key-plaintext", Source: "acme"}},
 		Runs: []contract.Run{{ID: "r1", Workload: contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "migrate", Replicas: 1,
 			Secrets: []contract.SecretFile{{Name: "db_password", Handle: "s3:hmac", Value: "run-secret-plaintext"}}}}}}
@@ -29,11 +30,11 @@ func TestDesiredStateIsStoredWithSecretsSealed(t *testing.T) {
 		t.Fatalf("stored %+v, want host h1 at version %s", stored, d.Version)
 	}
 	if bytes.Contains(stored.Doc, []byte("hunter2")) || bytes.Contains(stored.Doc, []byte("private-key")) ||
-		bytes.Contains(stored.Doc, []byte("run-secret")) {
+		bytes.Contains(stored.Doc, []byte("run-secret")) || bytes.Contains(stored.Doc, []byte("registry-pass")) {
 		t.Fatalf("the stored document holds the secret in clear: %s", stored.Doc)
 	}
 	if d.Workloads[0].Secrets[0].Value != "hunter2-plaintext" || d.Certificates[0].Key != "private-key-plaintext" ||
-		d.Runs[0].Workload.Secrets[0].Value != "run-secret-plaintext" {
+		d.Runs[0].Workload.Secrets[0].Value != "run-secret-plaintext" || d.Workloads[0].PullAuth.Password != "registry-pass-plaintext" {
 		t.Fatal("encoding changed the caller's state")
 	}
 	back, err := DecodeDesiredState(box, stored)

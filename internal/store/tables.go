@@ -35,6 +35,7 @@ var Tables = []Table{
 		"stop_egg", "missed", "released_at"}},
 	{"schedule_states", []string{"project", "egg", "paused", "last_tick", "updated_at"}},
 	{"notify_cursor", []string{"id", "seq"}},
+	{"registry_logins", []string{"host", "username", "sealed", "fingerprint", "updated_at"}},
 }
 
 // Uncopied are the tables a copy leaves out: servers, the live servers'

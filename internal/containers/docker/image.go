@@ -16,6 +16,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/pkg/jsonmessage"
 	"go.uber.org/zap"
 
@@ -70,7 +71,7 @@ func (e *Engine) ensureImage(ctx context.Context, w contract.WorkloadSpec) (stri
 		return ref, e.buildBuiltin(ctx, ref, b)
 	}
 	if w.Image != "" {
-		return ref, e.pull(ctx, ref)
+		return ref, e.pull(ctx, ref, w.PullAuth)
 	}
 	return ref, e.buildBlob(ctx, w, ref)
 }
@@ -100,20 +101,71 @@ func (e *Engine) imagePresent(ctx context.Context, ref string) (bool, error) {
 	}
 }
 
-// pull pulls ref, logging its progress every few seconds.
-func (e *Engine) pull(ctx context.Context, ref string) error {
+// pull pulls ref with auth (nil: anonymously), logging its progress every
+// few seconds. A registry that refuses the image for good gives an
+// *containers.ImageError.
+func (e *Engine) pull(ctx context.Context, ref string, auth *contract.RegistryAuth) error {
 	log := e.log.With(zap.String("image", ref))
+	opts := image.PullOptions{}
+	if auth != nil {
+		// The login goes to the image's registry only: desired states carry
+		// it for that registry's images, and the Engine sends it nowhere else.
+		encoded, err := registry.EncodeAuthConfig(registry.AuthConfig{Username: auth.Username, Password: string(auth.Password), ServerAddress: auth.Registry})
+		if err != nil {
+			return fmt.Errorf("pull %s: encode the login of registry %s: %w", ref, auth.Registry, err)
+		}
+		opts.RegistryAuth = encoded
+		log = log.With(zap.String("registry", auth.Registry), zap.String("username", auth.Username))
+	}
 	log.Info("pulling image")
-	rc, err := e.api.ImagePull(ctx, ref, image.PullOptions{})
+	rc, err := e.api.ImagePull(ctx, ref, opts)
 	if err != nil {
-		return fmt.Errorf("pull %s: %w", ref, err)
+		return pullError(ref, auth, err)
 	}
 	defer rc.Close()
 	if err := followProgress(rc, log, "pull progress"); err != nil {
-		return fmt.Errorf("pull %s: %w", ref, err)
+		return pullError(ref, auth, err)
 	}
 	log.Info("pulled image")
 	return nil
+}
+
+// pullError wraps a failed pull: an *containers.ImageError when the
+// registry refused the image for good (see refusedPull), else the error.
+func pullError(ref string, auth *contract.RegistryAuth, err error) error {
+	if refusedPull(err) {
+		ie := &containers.ImageError{Image: ref, Registry: contract.ImageRegistry(ref), Reason: err.Error()}
+		if auth != nil {
+			ie.Login = auth.Handle
+		}
+		return ie
+	}
+	return fmt.Errorf("pull %s: %w", ref, err)
+}
+
+// refusalWords are what the Engine's pull errors say when the registry
+// answered 401, 403 or 404 (distribution's error codes, Docker's own
+// words): the stream of a pull carries them untyped.
+var refusalWords = []string{
+	"unauthorized", "denied", "no basic auth credentials", "authentication required",
+	"manifest unknown", "name unknown", "not found", "repository does not exist",
+}
+
+// refusedPull reports whether a pull failed because the registry refused
+// the login or does not have the image: what trying again will not mend.
+// The Engine types some of those errors (a 404 for a missing tag) and
+// relays the others as text.
+func refusedPull(err error) bool {
+	if cerrdefs.IsUnauthorized(err) || cerrdefs.IsPermissionDenied(err) || cerrdefs.IsNotFound(err) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	for _, w := range refusalWords {
+		if strings.Contains(msg, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // followProgress reads a Docker JSON progress stream to its end, logging a

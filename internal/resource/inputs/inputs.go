@@ -24,8 +24,11 @@ import (
 
 // Egg is the inputs of an egg/<name> resource.
 type Egg struct {
-	Build       *Build            `json:"build"`
-	Image       string            `json:"image"`
+	Build *Build `json:"build"`
+	Image string `json:"image"`
+	// PullAuth is the project's login for the registry Image is pulled
+	// from (`registries:`), when it has one for that host.
+	PullAuth    *PullAuth         `json:"pull_auth,omitempty"`
 	Replicas    int               `json:"replicas"`
 	Command     []string          `json:"command"`
 	Entrypoint  []string          `json:"entrypoint"`
@@ -195,6 +198,14 @@ type Mount struct {
 	Source   string `json:"source"`
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"read_only"`
+}
+
+// PullAuth is a registry login: its password is a secret's handle,
+// ${secret/<name>.handle}, so its value travels as secret values do.
+type PullAuth struct {
+	Registry string `json:"registry"`
+	Username string `json:"username"`
+	Password string `json:"password"`
 }
 
 // SecretMount is a secret an egg mounts, by its handle: ${secret/<name>.handle}.

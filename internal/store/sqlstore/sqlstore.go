@@ -46,6 +46,7 @@ var (
 	_ store.Runs                 = (*Store)(nil)
 	_ store.ScheduleStates       = (*Store)(nil)
 	_ store.NotifyCursor         = (*Store)(nil)
+	_ store.RegistryLogins       = (*Store)(nil)
 )
 
 // The shared store reads and writes desired states; a backend adds their
@@ -166,6 +167,7 @@ type Store struct {
 	Runs
 	ScheduleStates
 	NotifyCursors
+	RegistryLogins
 }
 
 // New returns the shared store over a backend's reads, writes and dialect.
@@ -193,6 +195,7 @@ func New(db Reader, w Writer, d Dialect) *Store {
 		Runs:           Runs{b},
 		ScheduleStates: ScheduleStates{b},
 		NotifyCursors:  NotifyCursors{b},
+		RegistryLogins: RegistryLogins{b},
 	}
 }
 

@@ -42,6 +42,7 @@ type Store interface {
 	store.HostCapacities
 	store.Runs
 	store.ScheduleStates
+	store.RegistryLogins
 }
 
 // Open returns a new, empty store for one test.
@@ -64,6 +65,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("HostCapacities", func(t *testing.T) { RunHostCapacities(t, open) })
 	t.Run("Actors", func(t *testing.T) { RunActors(t, open) })
 	t.Run("Runs", func(t *testing.T) { RunRuns(t, open) })
+	t.Run("RegistryLogins", func(t *testing.T) { RunRegistryLogins(t, open) })
 }
 
 // t0 is a fixed starting time with whole milliseconds.
