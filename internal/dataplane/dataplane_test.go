@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -366,5 +367,36 @@ func TestAHandoverKeepsPublishedPortsAndRelaySockets(t *testing.T) {
 	check("after the predecessor exited")
 	if fi, err := os.Stat(socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
 		t.Errorf("the relay socket after the handover: %v, %v", fi, err)
+	}
+}
+
+// An agent restarted with the settings its data plane runs with writes
+// nothing (its data dir may be full: issue 26 point 1's tmpfs); other
+// settings are written for the data plane it starts.
+func TestTheConfigIsWrittenOnlyWhenItChanged(t *testing.T) {
+	dir := t.TempDir()
+	inode := func() uint64 {
+		t.Helper()
+		fi, err := os.Stat(filepath.Join(dir, configFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	if err := keepConfig(dir, []byte(`{"a":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	first := inode()
+	if err := keepConfig(dir, []byte(`{"a":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if inode() != first {
+		t.Error("the same config was written again")
+	}
+	if err := keepConfig(dir, []byte(`{"a":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, configFile)); string(b) != `{"a":2}` {
+		t.Errorf("config file %q after a change, want the new one", b)
 	}
 }

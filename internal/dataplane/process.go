@@ -44,8 +44,8 @@ func Ensure(ctx context.Context, cfg Config, exe string, log *zap.Logger) (*Clie
 	if err != nil {
 		return nil, fmt.Errorf("data plane config: %w", err)
 	}
-	if err := fsutil.WriteFileAtomic(filepath.Join(cfg.DataDir, configFile), b, 0o600); err != nil {
-		return nil, fmt.Errorf("keep the data plane config: %w", err)
+	if err := keepConfig(cfg.DataDir, b); err != nil {
+		return nil, err
 	}
 	c := NewClient(cfg.DataDir, log)
 	v, err := c.Version(ctx)
@@ -73,6 +73,20 @@ func Ensure(ctx context.Context, cfg Config, exe string, log *zap.Logger) (*Clie
 		return nil, err
 	}
 	return c, nil
+}
+
+// keepConfig writes the Config a data plane it starts reads, unless the
+// file holds it already: an agent restarted on a full disk (its data dir on
+// a small tmpfs, say) adopts the data plane it had without writing a byte.
+func keepConfig(dataDir string, b []byte) error {
+	path := filepath.Join(dataDir, configFile)
+	if kept, err := os.ReadFile(path); err == nil && bytes.Equal(kept, b) {
+		return nil
+	}
+	if err := fsutil.WriteFileAtomic(path, b, 0o600); err != nil {
+		return fmt.Errorf("keep the data plane config: %w", err)
+	}
+	return nil
 }
 
 // spawn starts `exe dataplane --data-dir D` (with --take-over to upgrade)
