@@ -169,7 +169,7 @@ func (c *cluster) eggRuns(project string) map[string][]api.Run {
 
 // runStarts inspects every container of the project's runs on Docker (the
 // run label), by run ID: each is one start of a run.
-func (c *cluster) runStarts(t *testing.T, project string) map[string][]container.InspectResponse {
+func (c *cluster) runStarts(t testing.TB, project string) map[string][]container.InspectResponse {
 	t.Helper()
 	out := map[string][]container.InspectResponse{}
 	for _, s := range c.runContainerList(t, project, false) {
@@ -206,7 +206,7 @@ func (c *cluster) checkOneContainerPerRun(t *testing.T, runs map[string][]api.Ru
 
 // containerSpan is when a container started and finished (zero: still
 // running).
-func containerSpan(t *testing.T, ctr container.InspectResponse) [2]time.Time {
+func containerSpan(t testing.TB, ctr container.InspectResponse) [2]time.Time {
 	t.Helper()
 	started, err := time.Parse(time.RFC3339Nano, ctr.State.StartedAt)
 	if err != nil {
@@ -240,4 +240,57 @@ func describeRuns(runs []api.Run) string {
 			r.StartedAt.Format("15:04:05.000"), r.EndedAt.Format("15:04:05.000"))
 	}
 	return b.String()
+}
+
+// scheduleAccuracyRuns is how many ticks BenchmarkScheduleAccuracy times.
+const scheduleAccuracyRuns = 60
+
+// BenchmarkScheduleAccuracy is issue 28's figure of the scheduler: a
+// schedule of every 1 s (concurrency allow, so that no tick waits for the
+// record of the previous run's end) on one real control plane and agent,
+// and each run's container start on Docker (its StartedAt) against its
+// scheduled tick, over scheduleAccuracyRuns ticks: p50 and p99 in ms, and
+// p99 over the goal of 1 s (≤ 1 meets it). The run records' own started_at
+// is logged beside it. With 60 samples the p99 is the slowest but one.
+func BenchmarkScheduleAccuracy(b *testing.B) {
+	c := newCluster(b, clusterOptions{agents: []string{"a"}})
+	image := dockertest.Image(b, dockertest.ImageSpec{})
+	c.mustHatch(nil, "apply", "-f", filepath.Join(writeProject(b, map[string]string{"hatch.yaml": strings.ReplaceAll(`project: accuracy
+eggs:
+  tick:
+    image: IMAGE
+    env: {APP_JOB: "1"}
+    schedule: {every: 1s, concurrency: allow, keep_runs: 100}
+`, "IMAGE", image)}), "hatch.yaml"), "--yes")
+	for b.Loop() {
+		var runs []api.Run
+		dockertest.Eventually(b, 90*time.Second, time.Second, func() error {
+			runs = slices.DeleteFunc(c.eggRuns("accuracy")["tick"], func(r api.Run) bool { return r.StartedAt.IsZero() })
+			if len(runs) < scheduleAccuracyRuns {
+				return fmt.Errorf("%d runs started of %d", len(runs), scheduleAccuracyRuns)
+			}
+			return nil
+		})
+		runs = runs[:scheduleAccuracyRuns]
+		starts := c.runStarts(b, "accuracy")
+		var onDocker, recorded []time.Duration
+		var inOrder strings.Builder // each tick's lateness, in the ticks' order
+		for _, r := range runs {
+			if len(starts[r.ID]) != 1 {
+				b.Fatalf("run %s has %d containers on Docker, want 1", r.ID, len(starts[r.ID]))
+			}
+			onDocker = append(onDocker, containerSpan(b, starts[r.ID][0])[0].Sub(r.ScheduledAt))
+			recorded = append(recorded, r.StartedAt.Sub(r.ScheduledAt))
+			fmt.Fprintf(&inOrder, " %.1f", onDocker[len(onDocker)-1].Seconds())
+		}
+		b.Logf("each tick's container start after it, in s, in the ticks' order:%s", inOrder.String())
+		slices.Sort(onDocker)
+		slices.Sort(recorded)
+		p50, p99 := percentile(onDocker, .5), percentile(onDocker, .99)
+		b.Logf("container start after its tick over %d ticks of every 1s: p50 %v, p99 %v, slowest %v (the run records' started_at: p50 %v, p99 %v)",
+			len(runs), p50, p99, onDocker[len(onDocker)-1], percentile(recorded, .5), percentile(recorded, .99))
+		b.ReportMetric(millis(p50), "p50-ms")
+		b.ReportMetric(millis(p99), "p99-ms")
+		b.ReportMetric(millis(p99)/1000, "p99/1000ms")
+	}
 }
