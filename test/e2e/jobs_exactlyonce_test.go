@@ -41,13 +41,13 @@ func TestJobsExactlyOnceAcrossATakeover(t *testing.T) {
 	c.startAgent("a", "127.0.0.2", nil)
 	c.url = strings.Join(urls, ",") // the CLI goes on through B once A is killed
 
-	c.mustHatch(nil, "apply", "-f", filepath.Join(writeProject(t, map[string]string{"hatch.yaml": strings.ReplaceAll(`project: once
+	c.applyWithImage(t, image, `project: once
 eggs:
   tick:
     image: IMAGE
     env: {APP_JOB: "1"}
     schedule: {every: 5s}
-`, "IMAGE", image)}), "hatch.yaml"), "--yes")
+`)
 	applied := time.Now()
 
 	holder, other := servers[0], servers[1]
@@ -127,7 +127,7 @@ eggs:
 func TestJobsMissedTicks(t *testing.T) {
 	c := newCluster(t, clusterOptions{agents: []string{"a"}})
 	image := dockertest.Image(t, dockertest.ImageSpec{})
-	c.mustHatch(nil, "apply", "-f", filepath.Join(writeProject(t, map[string]string{"hatch.yaml": strings.ReplaceAll(`project: missed
+	c.applyWithImage(t, image, `project: missed
 eggs:
   within:
     image: IMAGE
@@ -137,7 +137,7 @@ eggs:
     image: IMAGE
     env: {APP_JOB: "1"}
     schedule: {every: 10s, starting_deadline: 2s}
-`, "IMAGE", image)}), "hatch.yaml"), "--yes")
+`)
 
 	// Stopped a second after a tick both ran, back 5 s after the next.
 	var down time.Time

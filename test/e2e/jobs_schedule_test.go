@@ -34,7 +34,7 @@ import (
 func TestJobsScheduleConcurrencyAndTimeout(t *testing.T) {
 	c := newCluster(t, clusterOptions{agents: []string{"a"}})
 	image := dockertest.Image(t, dockertest.ImageSpec{})
-	c.mustHatch(nil, "apply", "-f", filepath.Join(writeProject(t, map[string]string{"hatch.yaml": strings.ReplaceAll(`project: conc
+	c.applyWithImage(t, image, `project: conc
 eggs:
   forbid:
     image: IMAGE
@@ -49,7 +49,7 @@ eggs:
     image: IMAGE
     stop_timeout: 1s
     schedule: {every: 5s, timeout: 2s}
-`, "IMAGE", image)}), "hatch.yaml"), "--yes")
+`)
 	applied := time.Now()
 
 	// Enough of each: a skip followed by a run, two replaced runs, two
@@ -150,6 +150,12 @@ eggs:
 	t.Run("each started run has exactly one container, and every container is a recorded run's", func(t *testing.T) {
 		c.checkOneContainerPerRun(t, runs, starts)
 	})
+}
+
+// applyWithImage applies a hatch.yaml in which IMAGE stands for image.
+func (c *cluster) applyWithImage(tb testing.TB, image, yaml string) {
+	tb.Helper()
+	c.mustHatch(nil, "apply", "-f", filepath.Join(writeProject(tb, map[string]string{"hatch.yaml": strings.ReplaceAll(yaml, "IMAGE", image)}), "hatch.yaml"), "--yes")
 }
 
 // eggRuns returns the project's runs (namespace default) by egg.
@@ -258,13 +264,13 @@ const scheduleAccuracyRuns = 35
 func BenchmarkScheduleAccuracy(b *testing.B) {
 	c := newCluster(b, clusterOptions{agents: []string{"a"}})
 	image := dockertest.Image(b, dockertest.ImageSpec{})
-	c.mustHatch(nil, "apply", "-f", filepath.Join(writeProject(b, map[string]string{"hatch.yaml": strings.ReplaceAll(`project: accuracy
+	c.applyWithImage(b, image, `project: accuracy
 eggs:
   tick:
     image: IMAGE
     env: {APP_JOB: "1"}
     schedule: {every: 2s, concurrency: allow, keep_runs: 100}
-`, "IMAGE", image)}), "hatch.yaml"), "--yes")
+`)
 	for b.Loop() {
 		var runs []api.Run
 		dockertest.Eventually(b, 90*time.Second, time.Second, func() error {
