@@ -166,13 +166,17 @@ func scheduled(sched map[string]any) map[string]any {
 	return map[string]any{"image": "app:1", "command": []any{"report"}, "schedule": sched}
 }
 
-// pass runs one scheduler pass, failing on any step's error.
+// pass runs one scheduler pass (in Service.pass's order), failing on any
+// step's error.
 func (h *harness) pass(t *testing.T) {
 	t.Helper()
+	if err := h.svc.recordProgress(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := h.svc.decideTicks(t.Context()); err != nil {
 		t.Fatalf("decide ticks: %v", err)
 	}
-	for _, step := range []func(context.Context) error{h.svc.deliverPending, h.svc.recordProgress, h.svc.releaseEnded} {
+	for _, step := range []func(context.Context) error{h.svc.deliverPending, h.svc.releaseEnded} {
 		if err := step(t.Context()); err != nil {
 			t.Fatal(err)
 		}

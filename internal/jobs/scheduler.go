@@ -114,24 +114,30 @@ func (s *Service) loop(ctx context.Context) {
 	}
 }
 
-// pass is one round of the scheduler: record the due ticks, deliver what
-// is recorded and not delivered (and the stops asked), record what hosts
-// reported of their runs, and take ended runs out of the desired states.
-// It returns the earliest next tick of the schedules (zero: none).
+// pass is one round of the scheduler: record what hosts reported of their
+// runs, record the due ticks, deliver what is recorded and not delivered
+// (and the stops asked), and take ended runs out of the desired states.
+// The reports come first: a tick of concurrency forbid is decided on the
+// runs' ends reported by then, so a run that ended since the last pass
+// does not make it skip. It returns the earliest next tick of the
+// schedules (zero: none).
 func (s *Service) pass(ctx context.Context) time.Time {
+	s.step(ctx, "record runs' progress", s.recordProgress)
 	next, err := s.decideTicks(ctx)
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("ticks not decided; retrying", zap.Error(err))
 	}
-	for _, step := range []struct {
-		name string
-		fn   func(context.Context) error
-	}{{"deliver runs", s.deliverPending}, {"record runs' progress", s.recordProgress}, {"release ended runs", s.releaseEnded}} {
-		if err := step.fn(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("jobs: "+step.name+" incomplete; retrying", zap.Error(err))
-		}
-	}
+	s.step(ctx, "deliver runs", s.deliverPending)
+	s.step(ctx, "release ended runs", s.releaseEnded)
 	return next
+}
+
+// step runs one step of a pass; its error is logged, and the next pass
+// retries it.
+func (s *Service) step(ctx context.Context, name string, fn func(context.Context) error) {
+	if err := fn(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("jobs: "+name+" incomplete; retrying", zap.Error(err))
+	}
 }
 
 // decideTicks records the due ticks of every schedule and returns the

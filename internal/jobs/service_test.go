@@ -467,3 +467,30 @@ func TestAScheduleAppliedLaterIsSeenAtTheNextPass(t *testing.T) {
 		}
 	})
 }
+
+// A tick of concurrency forbid is decided on the runs' ends the hosts
+// reported by then, not on what the last pass recorded: a run that ended
+// (and was reported) since does not make the next tick skip. Found by
+// TestJobsExactlyOnceAcrossATakeover (test/e2e): across a takeover the
+// agent's report of a late run's end reached the store a moment before
+// the next tick, and the tick was skipped.
+func TestAForbidTickIsDecidedOnTheEndsReportedSinceTheLastPass(t *testing.T) {
+	onStores(t, func(t *testing.T, h *harness) {
+		h.report(t, "h1")
+		h.egg(t, "report", scheduled(map[string]any{"every": "1s"}))
+		h.svc.pass(t.Context()) // the schedule is seen first
+		h.tickAhead()
+		h.svc.pass(t.Context())
+		runs := h.runs(t)
+		if len(runs) != 1 || runs[0].DeliveredAt.IsZero() {
+			t.Fatalf("runs after a tick: %+v, want one delivered", runs)
+		}
+		h.report(t, "h1", contract.RunStatus{ID: runs[0].ID, State: contract.RunExited, StartedAt: h.clock.now(), EndedAt: h.clock.now()})
+		h.tickAhead()
+		h.svc.pass(t.Context())
+		runs = h.runs(t)
+		if len(runs) != 2 || runs[0].State != store.RunExited || runs[1].State == store.RunSkipped || runs[1].DeliveredAt.IsZero() {
+			t.Fatalf("runs after the next tick: %+v, want the first exited and the second delivered, not skipped", runs)
+		}
+	})
+}

@@ -265,7 +265,7 @@ func (c *cluster) hatchCode(env []string, args ...string) (string, int) {
 
 // runContainerList lists the project's runs' containers (running only, or
 // all), by the run label.
-func (c *cluster) runContainerList(t *testing.T, project string, running bool) []container.Summary {
+func (c *cluster) runContainerList(t testing.TB, project string, running bool) []container.Summary {
 	t.Helper()
 	f := filters.NewArgs(filters.Arg("label", dockertest.ScopeLabel+"="+c.scope.ID),
 		filters.Arg("label", containers.LabelProject+"="+project), filters.Arg("label", containers.LabelRun))

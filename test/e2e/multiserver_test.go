@@ -107,53 +107,13 @@ func TestAnAgentFailsOverToAnotherServerWhenItsServerIsKilled(t *testing.T) {
 	}
 	file := filepath.Join(spreadProject(t, "failover", 1, ""), "hatch.yaml")
 	pg := waitPostgres()
-	db := pg.NewDatabase(t)
 	t.Logf("PostgreSQL, the binary and the test image ready in %v", time.Since(began).Round(time.Millisecond))
 	c := &cluster{t: t, scope: dockertest.NewScope(t), bin: bin, dir: t.TempDir(), agents: map[string]*clAgent{},
 		convergeInterval: 2 * time.Second}
-	servers := map[string]*clProc{}
-	t.Cleanup(func() {
-		for _, p := range servers {
-			c.record(p.stdout() + p.stderr())
-		}
-		if leaks := c.secretsFound(); len(leaks) > 0 {
-			t.Errorf("secrets in logs, outputs or API answers:\n%s", strings.Join(leaks, "\n"))
-		}
-	})
-	c.keepSecret(pg.Password)
-
-	shared := filepath.Join(c.dir, "shared")
-	if out, err := c.hatchIn(c.dir, nil, "server", "init", shared); err != nil {
-		t.Fatalf("hatch server init: %v\n%s", err, out)
-	}
-	token, err := os.ReadFile(filepath.Join(shared, "admin-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.token = strings.TrimSpace(string(token))
-	c.keepSecret(tokenSecret(c.token))
-	c.keepFileSecrets(filepath.Join(shared, "seal.key"), filepath.Join(shared, "tls", "ca-key.pem"),
-		filepath.Join(shared, "tls", "host-ca-key.pem"))
-
-	store := []string{"HATCH_STORE=" + pg.URL(db)}
-	var urls []string
-	for _, name := range []string{"a", "b"} {
-		data := filepath.Join(c.dir, "server-"+name)
-		copyTree(t, shared, data)
-		url := "https://127.0.0.1:" + clFreePort(t, "127.0.0.1")
-		servers[name] = c.start("server-"+name, []string{"server", "--listen", strings.TrimPrefix(url, "https://"),
-			"--data-dir", data, "--cli-config", "-", "--advertise-url", url}, store)
-		servers[name].waitLine(t, "hatch server listening on", 30*time.Second)
-		urls = append(urls, url)
-	}
+	list, urls := c.startServersOnPostgres(t, pg, []string{"a", "b"})
+	servers := map[string]*clProc{"a": list[0], "b": list[1]}
 	urlA, urlB := urls[0], urls[1]
-	c.server = servers["b"]
 	c.url = urlA // the agent joins, and hatch token runs, with A's URL only
-	c.api, err = client.New(client.Config{Server: urlA + "," + urlB, Token: c.token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.api.Close)
 
 	t.Logf("PostgreSQL and two servers up in %v", time.Since(began).Round(time.Millisecond))
 	a := c.startAgent("a", "127.0.0.2", nil)
