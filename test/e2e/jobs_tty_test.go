@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
-
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
 
@@ -35,42 +33,14 @@ eggs:
 `, "IMAGE", image)})
 	c.mustHatch(nil, "apply", "-f", filepath.Join(dir, "hatch.yaml"), "--yes")
 
-	start := func(t *testing.T) (*exec.Cmd, *screen, *os.File) {
-		cmd := exec.Command(c.bin, "run", "tty", "app", "-it", "--", "-prompt")
-		cmd.Dir, cmd.Env = c.dir, c.cliEnv()
-		tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &screen{}
-		go s.read(tty)
-		t.Cleanup(func() { tty.Close() })
-		return cmd, s, tty
+	start := func(t *testing.T) (*exec.Cmd, *os.File, *screen) {
+		return c.startUnderTerminal(t, "run", "tty", "app", "-it", "--", "-prompt")
 	}
 
 	t.Run("run -it: the first output, the input, the window size, the exit code", func(t *testing.T) {
-		cmd, s, tty := start(t)
-		s.wait(t, "name? ", 60*time.Second)
-		fmt.Fprint(tty, "bob\r")
-		s.wait(t, "hello bob", 10*time.Second)
-		fmt.Fprint(tty, "size\r")
-		s.wait(t, "size 24x80", 10*time.Second)
-		if err := pty.Setsize(tty, &pty.Winsize{Rows: 50, Cols: 132}); err != nil {
-			t.Fatal(err)
-		}
-		dockertest.Eventually(t, 10*time.Second, 300*time.Millisecond, func() error {
-			fmt.Fprint(tty, "size\r")
-			if !strings.Contains(s.text(), "size 50x132") {
-				return errors.New("no size 50x132 yet")
-			}
-			return nil
-		})
-		fmt.Fprint(tty, "exit 7\r")
-		err := cmd.Wait()
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 7 {
-			t.Fatalf("hatch run -it ended with %v, want exit code 7; screen:\n%s", err, s.text())
-		}
+		cmd, tty, s := start(t)
+		// The first wait covers the run's placement and its container's make.
+		promptDialogue(t, "hatch run -it", cmd, tty, s, 60*time.Second)
 		if !strings.Contains(s.text(), "bye") {
 			t.Errorf("the command's last output is missing:\n%s", s.text())
 		}
@@ -79,7 +49,7 @@ eggs:
 	})
 
 	t.Run("run -it: Ctrl-C goes to the command, not a stop of the run", func(t *testing.T) {
-		cmd, s, tty := start(t)
+		cmd, tty, s := start(t)
 		s.wait(t, "name? ", 60*time.Second)
 		fmt.Fprint(tty, "\x03")
 		err := cmd.Wait()
