@@ -193,7 +193,7 @@ func (p *runPlan) noContainer(in runInput, r contract.Run, rec *runRecord) contr
 			break
 		}
 		p.starts = append(p.starts, containers.RunRequest{HostID: in.hostID, RunID: r.ID, Spec: r.Workload,
-			SpecHash: contract.SpecHash(r.Workload)})
+			SpecHash: contract.SpecHash(r.Workload), TTY: r.TTY})
 	}
 	return st
 }
@@ -230,9 +230,13 @@ func (p *runPlan) withContainer(in runInput, r contract.Run, c containers.Contai
 		if c.StartedAt.IsZero() {
 			// Created, never started, and no start in progress: the agent
 			// stopped in between. Not started now, so it never runs twice.
+			// A terminal's run waits for its attach session to start it.
 			st.State, st.Error = contract.RunFailed, "its container was created but never started (the agent stopped in between)"
-			if rec.Halted != "" || r.Stop {
+			switch {
+			case rec.Halted != "" || r.Stop:
 				st.State, st.Error = contract.RunStopped, ""
+			case r.TTY:
+				st.State, st.Error = contract.RunPending, "waiting for its operator's terminal (hatch run -it) to attach"
 			}
 			break
 		}

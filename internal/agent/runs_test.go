@@ -202,6 +202,27 @@ func TestARunCreatedButNeverStartedIsNotStarted(t *testing.T) {
 	}
 }
 
+func TestATerminalsRunWaitsCreatedForItsAttach(t *testing.T) {
+	r := migrate("r1")
+	r.TTY = true
+	p := planRuns(runIn([]contract.Run{r}))
+	if len(p.starts) != 1 || !p.starts[0].TTY {
+		t.Fatalf("starts %+v, want one with a terminal", p.starts)
+	}
+	// Made, not started: its attach session starts it.
+	created := runContainer(r, contract.StateStopped, time.Time{})
+	p = planRuns(runIn([]contract.Run{r}, created))
+	if st := onlyStatus(t, p); len(p.starts)+len(p.halts) != 0 || st.State != contract.RunPending || !strings.Contains(st.Error, "terminal") {
+		t.Errorf("plan %+v, status %+v; want pending for its terminal", p, st)
+	}
+	// Stopped (Ctrl-C before the attach, its operator gone): never started.
+	r.Stop = true
+	p = planRuns(runIn([]contract.Run{r}, created))
+	if st := onlyStatus(t, p); len(p.starts)+len(p.halts) != 0 || st.State != contract.RunStopped {
+		t.Errorf("plan %+v, status %+v; want stopped", p, st)
+	}
+}
+
 func TestARunOnAStatefulEggsVolumeWaitsForItsReplica(t *testing.T) {
 	db := statefulDB()
 	r := contract.Run{ID: "r1", Workload: db}

@@ -28,6 +28,10 @@ type RunRequest struct {
 	// Timeout stops the run past it (a Go duration; empty: the egg's
 	// schedule's timeout, else none).
 	Timeout string `json:"timeout,omitempty"`
+	// TTY (`hatch run -it`) gives the run's container a terminal and the
+	// operator's input: it starts only once the operator's attach session
+	// (GET .../runs/{id}/attach) is connected, so its first output is seen.
+	TTY bool `json:"tty,omitempty"`
 }
 
 // The triggers of a run.
@@ -54,6 +58,9 @@ type Run struct {
 	// ScheduledAt is the tick a scheduled run is for; zero for a manual run.
 	ScheduledAt time.Time `json:"scheduled_at,omitzero"`
 	CreatedAt   time.Time `json:"created_at"`
+	// DeliveredAt is when the run was put in its host's desired state
+	// (zero: not yet; Host may then name the host asked for).
+	DeliveredAt time.Time `json:"delivered_at,omitzero"`
 	// Delay is how long the run waited for its project's lease (an apply
 	// held it) before it was delivered.
 	Delay     time.Duration `json:"delay,omitempty"`
@@ -68,6 +75,8 @@ type Run struct {
 	// Kept: the container is kept after the run's end (--keep, or one of
 	// the egg's last keep_runs scheduled runs).
 	Kept bool `json:"kept,omitempty"`
+	// TTY: a terminal's run (`hatch run -it`), started by its attach session.
+	TTY bool `json:"tty,omitempty"`
 }
 
 // The states a run has in the control plane's record beyond the agent's

@@ -61,16 +61,10 @@ func newExecCmd() *cobra.Command {
 			}
 			io := execIO{in: cmd.InOrStdin(), out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
 			if tty {
-				f, ok := io.in.(*os.File)
-				if !ok || !term.IsTerminal(f.Fd()) {
-					return errors.New("-t needs a terminal on stdin: drop -t to run it without one")
+				if err := io.terminal(q); err != nil {
+					return fmt.Errorf("%w: drop -t to run it without one", err)
 				}
 				q.Set("tty", "1")
-				io.fd = f.Fd()
-				if ws, err := term.GetWinsize(io.fd); err == nil {
-					q.Set("width", strconv.Itoa(int(ws.Width)))
-					q.Set("height", strconv.Itoa(int(ws.Height)))
-				}
 			}
 			if interactive {
 				q.Set("stdin", "1")
@@ -97,6 +91,21 @@ type execIO struct {
 	in          io.Reader
 	out, errOut io.Writer
 	fd          uintptr // the terminal's, with -t
+}
+
+// terminal takes stdin's terminal for the session, and puts its size in
+// the query (width, height); it fails if stdin is not a terminal.
+func (x *execIO) terminal(q url.Values) error {
+	f, ok := x.in.(*os.File)
+	if !ok || !term.IsTerminal(f.Fd()) {
+		return errors.New("-t needs a terminal on stdin")
+	}
+	x.fd = f.Fd()
+	if ws, err := term.GetWinsize(x.fd); err == nil {
+		q.Set("width", strconv.Itoa(int(ws.Width)))
+		q.Set("height", strconv.Itoa(int(ws.Height)))
+	}
+	return nil
 }
 
 // runExec passes the stream's bytes to stdout and stderr, stdin's to the

@@ -22,10 +22,11 @@ func newRunCmd() *cobra.Command {
 		flags                projectFlags
 		host                 string
 		detach, keep, stopIt bool
+		interactive, tty     bool
 		timeout              time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "run PROJECT EGG [--host H] [--detach] [--keep] [--stop] [--timeout D] [-- CMD ARGS...]",
+		Use:   "run PROJECT EGG [--host H] [--detach] [--keep] [--stop] [--timeout D] [-it] [-- CMD ARGS...]",
 		Short: "Run a command in a new container of an egg, print its output, return its exit code",
 		Long: "Run a command (else the egg's own) in a new container made from the egg's current spec:\n" +
 			"its image or build, env, secrets, volumes, networks and the names it reaches other eggs\n" +
@@ -35,7 +36,9 @@ func newRunCmd() *cobra.Command {
 			"removed after, unless --keep (then `hatch logs PROJECT EGG --run ID` shows its output).\n" +
 			"A stateful egg that runs is refused (a second container on its volume) unless --stop:\n" +
 			"its replica stops for the run and starts again after. --detach prints the run's ID and\n" +
-			"returns; `hatch runs PROJECT` lists the runs. No terminal (-it) yet.",
+			"returns; `hatch runs PROJECT` lists the runs. -it gives the command your terminal, as\n" +
+			"`hatch exec -it` does (raw mode, window resizes, Ctrl-C and Ctrl-D go to the command):\n" +
+			"its container starts once your terminal is attached, so no output is missed.",
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); (dash == -1 && len(args) != 2) || (dash != -1 && dash != 2) {
@@ -47,7 +50,17 @@ func newRunCmd() *cobra.Command {
 			if err := checkName("egg", args[1]); err != nil {
 				return err
 			}
-			req := api.RunRequest{Command: args[2:], Host: host, Keep: keep, Stop: stopIt}
+			req := api.RunRequest{Command: args[2:], Host: host, Keep: keep, Stop: stopIt, TTY: tty}
+			x := execIO{in: cmd.InOrStdin(), out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
+			attach := url.Values{}
+			if err := checkRunTerminal(interactive, tty, detach); err != nil {
+				return err
+			}
+			if tty {
+				if err := x.terminal(attach); err != nil {
+					return fmt.Errorf("%w: drop -it to run it without one", err)
+				}
+			}
 			if cmd.Flags().Changed("timeout") {
 				if timeout <= 0 {
 					return fmt.Errorf("--timeout %v: give a positive duration (for example 30m)", timeout)
@@ -70,6 +83,9 @@ func newRunCmd() *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "run %s of %s on host %s\n", run.ID, args[1], termsafe.Line(runHost(run)))
 				f := &runFollower{runs: c.Runs(), sessions: c.Sessions(), ns: flags.namespace, project: args[0],
 					out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), grace: runOutputGrace, wait: runWait}
+				if tty {
+					return f.attach(ctx, run, x, attach)
+				}
 				return f.follow(ctx, run)
 			})
 		},
@@ -80,8 +96,68 @@ func newRunCmd() *cobra.Command {
 	f.BoolVarP(&detach, "detach", "d", false, "print the run's ID and return at once")
 	f.BoolVar(&keep, "keep", false, "keep the container after the run (its output stays readable with hatch logs --run)")
 	f.BoolVar(&stopIt, "stop", false, "on a stateful egg that runs: stop its replica for the run, start it again after")
+	f.BoolVarP(&interactive, "interactive", "i", false, "pass stdin to the command (with -t: hatch run -it)")
+	f.BoolVarP(&tty, "tty", "t", false, "give the command a terminal (with -i; needs one here)")
 	f.DurationVar(&timeout, "timeout", 0, "stop the run past this long (default: none, or the egg's schedule's)")
 	return cmd
+}
+
+// checkRunTerminal refuses the terminal flags hatch run cannot honour: -i
+// and -t go together (a run's input is its terminal's), and a detached
+// run has no one to attach.
+func checkRunTerminal(interactive, tty, detach bool) error {
+	switch {
+	case interactive != tty:
+		return errors.New("-i and -t go together on hatch run (hatch run -it PROJECT EGG -- CMD): its input is its terminal's")
+	case tty && detach:
+		return errors.New("-it and --detach: a detached run has no terminal; drop one of them")
+	}
+	return nil
+}
+
+// attach gives a terminal's run (-it) this terminal, as hatch exec -it
+// does: its host starts it once attached. The exit code is the command's
+// as its host saw it; a run that ends without being attached (it could not
+// start) ends as runEnd says. An attach refused leaves no run waiting: the
+// run is stopped.
+func (f *runFollower) attach(ctx context.Context, run api.Run, x execIO, q url.Values) error {
+	bg := context.WithoutCancel(ctx)
+	conn, err := f.sessions.Attach(ctx, f.ns, f.project, run.ID, q)
+	if err != nil {
+		stopCtx, cancel := context.WithTimeout(bg, apiTimeout)
+		defer cancel()
+		if _, serr := f.runs.Stop(stopCtx, f.ns, f.project, run.ID); serr != nil {
+			return fmt.Errorf("attach to run %s: %w (and it could not be stopped: %v)", run.ID, err, serr)
+		}
+		return fmt.Errorf("attach to run %s: %w (the run is stopped)", run.ID, err)
+	}
+	defer conn.CloseNow()
+	session := make(chan error, 1)
+	go func() { session <- runExec(ctx, conn, x, true, true) }()
+	ended := make(chan api.Run, 1)
+	waitCtx, stopWait := context.WithCancel(bg)
+	defer stopWait()
+	go func() {
+		if r, err := f.waitEnd(waitCtx, run); err == nil {
+			ended <- r
+		}
+	}()
+	select {
+	case err := <-session:
+		return err
+	case r := <-ended:
+		// Its end is recorded: its exit code, if it ran, comes on the
+		// stream first; one that never started has none.
+		select {
+		case err := <-session:
+			return err
+		case <-time.After(f.grace):
+			// The terminal is restored once the session has let it go.
+			conn.CloseNow()
+			<-session
+			return runEnd(r, false)
+		}
+	}
 }
 
 func runHost(r api.Run) string {

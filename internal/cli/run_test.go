@@ -98,3 +98,20 @@ func TestSchedulesShowTheirNextRunOrThatTheyArePaused(t *testing.T) {
 		t.Errorf("a project without schedules is shown:\n%s", out)
 	}
 }
+
+func TestHatchRunTakesATerminalWithBothIAndTAndNotDetached(t *testing.T) {
+	for _, tc := range []struct {
+		i, t, detach bool
+		refused      string
+	}{
+		{}, {i: true, t: true}, {detach: true},
+		{i: true, refused: "-i and -t go together"},
+		{t: true, refused: "-i and -t go together"},
+		{i: true, t: true, detach: true, refused: "--detach"},
+	} {
+		err := checkRunTerminal(tc.i, tc.t, tc.detach)
+		if (tc.refused == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.refused)) {
+			t.Errorf("-i %v -t %v --detach %v: %v, want refused with %q", tc.i, tc.t, tc.detach, err, tc.refused)
+		}
+	}
+}

@@ -20,6 +20,13 @@ func (s *Sessions) Logs(ctx context.Context, namespace, project string, q url.Va
 	return s.c.Dial(ctx, api.ProjectPath(namespace, project, "/logs")+"?"+q.Encode())
 }
 
+// Attach opens the stream of a terminal's run (GET .../runs/{id}/attach
+// with query q: width, height), as Exec's: the run's host starts its
+// container once attached.
+func (s *Sessions) Attach(ctx context.Context, namespace, project, runID string, q url.Values) (*websocket.Conn, error) {
+	return s.c.Dial(ctx, api.ProjectPath(namespace, project, "/runs/"+url.PathEscape(runID)+"/attach")+"?"+q.Encode())
+}
+
 // Exec opens a stream to a command run in the egg's replica (GET
 // .../eggs/{egg}/exec with query q: cmd repeated, slot, tty, stdin, width,
 // height): binary messages carry the bytes, text messages

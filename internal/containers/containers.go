@@ -89,6 +89,9 @@ type RunRequest struct {
 	Spec   contract.WorkloadSpec
 	// SpecHash is contract.SpecHash(Spec), written into the labels.
 	SpecHash string
+	// TTY makes the container with a terminal and an open stdin, and leaves
+	// it created: its attach session starts it (contract.Run.TTY).
+	TTY bool
 }
 
 // Name returns the Docker name of the run's container.

@@ -30,6 +30,11 @@ const (
 	// tells a run's container from its egg's replicas, which share its
 	// workload label, and lets every start of a run be counted on Docker.
 	LabelRun = LabelPrefix + "run"
+	// LabelNetworks lists, comma-separated, the networks a terminal's run
+	// (contract.Run.TTY) is connected to once made: its attach session,
+	// which starts it, waits until it is on all of them (Docker connects
+	// all but the first after the create).
+	LabelNetworks = LabelPrefix + "networks"
 )
 
 // Owned reports whether labels mark an object this host's agent may touch:

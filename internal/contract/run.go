@@ -27,6 +27,12 @@ type Run struct {
 	// `concurrency: replace`): the workload's stop signal, then SIGKILL after
 	// its stop timeout. A run not started yet is never started.
 	Stop bool `json:"stop,omitempty"`
+	// TTY (`hatch run -it`): the container is made with a terminal and an
+	// open stdin (closed when its operator leaves), and is not started by
+	// the agent: the run's attach session (SessionAttach) starts it once
+	// the operator's stream is attached, so the first output is seen. Until
+	// then it is RunPending; a Stop ends it without starting it.
+	TTY bool `json:"tty,omitempty"`
 }
 
 // RunState is where a run is, as its host reports it.

@@ -18,6 +18,9 @@ const (
 	SessionLogs SessionKind = "logs"
 	// SessionExec runs a command in one container.
 	SessionExec SessionKind = "exec"
+	// SessionAttach gives a terminal's run (Run.TTY) its operator's
+	// terminal: it attaches to the run's container, then starts it.
+	SessionAttach SessionKind = "attach"
 )
 
 // SessionOffer is one session the control plane asks a host to serve.
@@ -30,6 +33,8 @@ type SessionOffer struct {
 	Actor string       `json:"actor"`
 	Logs  *LogsRequest `json:"logs,omitempty"`
 	Exec  *ExecRequest `json:"exec,omitempty"`
+	// Attach is a SessionAttach's.
+	Attach *AttachRequest `json:"attach,omitempty"`
 }
 
 // SessionOffers is the answer of the sessions long-poll.
@@ -85,6 +90,20 @@ type ExecRequest struct {
 	// output stream); Stdin attaches the caller's input.
 	TTY   bool `json:"tty,omitempty"`
 	Stdin bool `json:"stdin,omitempty"`
+	// Width and Height are the terminal's size at the start.
+	Width  uint `json:"width,omitempty"`
+	Height uint `json:"height,omitempty"`
+}
+
+// AttachRequest names a terminal's run (Run.TTY) on the host it was
+// delivered to. Its stream is an exec's (ExecControl and binary messages):
+// the agent attaches to the run's container, made and not started, starts
+// it, passes bytes both ways and sends its exit code. A container already
+// started is refused: a run's terminal is given once.
+type AttachRequest struct {
+	Project string `json:"project"`
+	Egg     string `json:"egg"`
+	Run     string `json:"run"`
 	// Width and Height are the terminal's size at the start.
 	Width  uint `json:"width,omitempty"`
 	Height uint `json:"height,omitempty"`

@@ -47,6 +47,9 @@ type RunDelivery struct {
 	// Stop asks the host to stop the run (it is never started if it has
 	// not started yet).
 	Stop bool
+	// TTY gives the run's container a terminal and its operator's input
+	// (contract.Run.TTY).
+	TTY bool
 }
 
 // DeliverRuns puts each run in the desired state of the host that runs it
@@ -110,7 +113,7 @@ func (s *States) DeliverRuns(ctx context.Context, project string, runs []RunDeli
 				v.scaleWorkload(r.egg.id(), host, 0)
 			}
 			d := v.states[host]
-			d.Runs = append(d.Runs, contract.Run{ID: r.ID, Workload: w, Timeout: r.Timeout, Stop: r.Stop})
+			d.Runs = append(d.Runs, contract.Run{ID: r.ID, Workload: w, Timeout: r.Timeout, Stop: r.Stop, TTY: r.TTY})
 			slices.SortFunc(d.Runs, func(a, b contract.Run) int { return strings.Compare(a.ID, b.ID) })
 			hosts[r.ID] = host
 		}

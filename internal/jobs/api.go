@@ -28,7 +28,7 @@ func (s *Service) Start(ctx context.Context, project, egg string, req api.RunReq
 	}
 	r := store.Run{ID: newRunID(), Project: project, Egg: egg, Host: req.Host, Trigger: api.TriggerManual, Actor: actor,
 		CreatedAt: s.now(), State: store.RunPending, Kept: req.Keep, Command: req.Command, Timeout: timeout,
-		StopEgg: req.Stop && holdsReplicas(rec)} // --stop means nothing to an egg without a volume's replica
+		StopEgg: req.Stop && holdsReplicas(rec), TTY: req.TTY} // --stop means nothing to an egg without a volume's replica
 	got, err := s.startRun(store.WithActor(ctx, actor), r, rec)
 	if err != nil {
 		return api.Run{}, err
@@ -246,8 +246,8 @@ func (s *Service) hostNames(ctx context.Context) (map[string]string, error) {
 func toAPI(r store.Run, hostNames map[string]string) api.Run {
 	ns, name, _ := resource.SplitProject(r.Project)
 	return api.Run{ID: r.ID, Namespace: ns, Project: name, Egg: r.Egg, Host: r.Host, HostName: hostNames[r.Host],
-		Trigger: r.Trigger, Actor: r.Actor, ScheduledAt: r.ScheduledAt, CreatedAt: r.CreatedAt, Delay: r.Delay,
-		StartedAt: r.StartedAt, EndedAt: r.EndedAt, State: r.State, ExitCode: r.ExitCode, Error: r.Error, Kept: r.Kept}
+		Trigger: r.Trigger, Actor: r.Actor, ScheduledAt: r.ScheduledAt, CreatedAt: r.CreatedAt, DeliveredAt: r.DeliveredAt, Delay: r.Delay,
+		StartedAt: r.StartedAt, EndedAt: r.EndedAt, State: r.State, ExitCode: r.ExitCode, Error: r.Error, Kept: r.Kept, TTY: r.TTY}
 }
 
 // actorName names an actor in a message ("the admin token" for the

@@ -125,7 +125,7 @@ func (s *Service) deliver(ctx context.Context, project string, ids []string) err
 // delivery is what the desired states need of a recorded run.
 func delivery(r store.Run, egg *resource.Deployed) desired.RunDelivery {
 	return desired.RunDelivery{ID: r.ID, Egg: egg, Command: r.Command, Timeout: r.Timeout, Host: r.Host, StopEgg: r.StopEgg,
-		Stop: r.StopRequested}
+		Stop: r.StopRequested, TTY: r.TTY}
 }
 
 // deadlineOf is the starting deadline of an egg's schedule (none: 0).

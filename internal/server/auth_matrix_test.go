@@ -94,6 +94,7 @@ var audiences = map[string]audience{
 	"GET /api/v1/projects/{namespace}/{project}/runs":                    projectAudience,
 	"GET /api/v1/projects/{namespace}/{project}/runs/{id}":               projectAudience,
 	"POST /api/v1/projects/{namespace}/{project}/runs/{id}/stop":         projectExecAudience,
+	"GET /api/v1/projects/{namespace}/{project}/runs/{id}/attach":        projectExecAudience,
 	"GET /api/v1/projects/{namespace}/{project}/schedules":               projectAudience,
 	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/run":    projectExecAudience,
 	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/pause":  projectAudience,
@@ -135,6 +136,7 @@ var admitted = map[string]int{
 	// web is deployed, with no schedule; egg x is not.
 	"POST /api/v1/projects/{namespace}/{project}/eggs/{egg}/runs":        404,
 	"POST /api/v1/projects/{namespace}/{project}/runs/{id}/stop":         404,
+	"GET /api/v1/projects/{namespace}/{project}/runs/{id}/attach":        404,
 	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/run":    404,
 	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/pause":  404,
 	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/resume": 404,

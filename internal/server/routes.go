@@ -111,6 +111,7 @@ func (s *Server) routeTable() []route {
 		{"GET " + p + "/runs", projectScoped, plain, 0, s.getRuns},
 		{"GET " + p + "/runs/{id}", projectScoped, s.waitPlusMargin, 0, s.getRun},
 		{"POST " + p + "/runs/{id}/stop", mayRun, plain, 0, s.postRunStop},
+		{"GET " + p + "/runs/{id}/attach", mayRun, noDeadline, 0, s.getRunAttach},
 		{"GET " + p + "/schedules", projectScoped, plain, 0, s.getSchedules},
 		{"POST " + p + "/schedules/{egg}/run", mayRun, plain, 0, s.postScheduleRun},
 		{"POST " + p + "/schedules/{egg}/pause", projectScoped, plain, 0, s.postSchedulePause},

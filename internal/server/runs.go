@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/jobs"
 	"github.com/hatchery/hatchery/internal/spec"
 	"github.com/hatchery/hatchery/internal/store"
@@ -201,6 +203,44 @@ func (s *Server) postRunStop(w http.ResponseWriter, r *http.Request) error {
 	}
 	run, err := s.deps.Jobs.Stop(r.Context(), project, id, store.ActorOf(r.Context()))
 	return answerRun(w, http.StatusOK, run, err)
+}
+
+// getRunAttach is GET .../runs/{id}/attach (?width=&height=): a WebSocket
+// to a terminal's run (`hatch run -it`), as exec's stream is, served by the
+// host the run was delivered to, which starts the run's container once
+// attached. Whoever may start runs may attach (mayRun); the host gives a
+// run's terminal once, to the first attach.
+func (s *Server) getRunAttach(w http.ResponseWriter, r *http.Request) error {
+	project, id, err := projectRun(r)
+	if err != nil {
+		return err
+	}
+	req := contract.AttachRequest{Project: project, Run: id}
+	if err := parseTermSize(r.URL.Query(), &req.Width, &req.Height); err != nil {
+		return err
+	}
+	run, err := s.deps.Jobs.Get(r.Context(), project, id)
+	if err != nil {
+		return jobsError(err)
+	}
+	switch {
+	case !run.TTY:
+		return api.Errorf(api.CodeConflict, "run %s has no terminal: it was not started with hatch run -it", id)
+	case run.Ended():
+		return api.Errorf(api.CodeConflict, "run %s has ended (%s)", id, run.State)
+	case run.Host == "" || run.DeliveredAt.IsZero():
+		return api.Errorf(api.CodeConflict, "run %s is not on a host yet (its project's lease is held): try again", id)
+	}
+	req.Egg = run.Egg
+	sess, err := s.openSession(r.Context(), run.Host, contract.SessionOffer{Kind: contract.SessionAttach, Attach: &req})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	s.log.Info("attach", zap.String("actor", sess.Actor), zap.String("project", project), zap.String("egg", run.Egg),
+		zap.String("run", id), zap.String("host", run.Host))
+	s.pairSession(w, r, sess)
+	return nil
 }
 
 // getSchedules is GET .../schedules: the project's scheduled eggs, each

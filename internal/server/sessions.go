@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -335,19 +336,25 @@ func (s *Server) getExec(w http.ResponseWriter, r *http.Request) error {
 	s.deps.Fleet.RecordExec(r.Context(), ns, project, egg, target, req.Cmd)
 	s.log.Info("exec", zap.String("actor", sess.Actor), zap.String("project", req.Project), zap.String("egg", egg),
 		zap.Int("slot", target.Slot), zap.String("host", target.Host), zap.String("program", req.Cmd[0]))
+	s.pairSession(w, r, sess)
+	return nil
+}
+
+// pairSession upgrades the operator's request and relays it to the agent's
+// stream once the host has opened it (exec and a run's attach).
+func (s *Server) pairSession(w http.ResponseWriter, r *http.Request, sess *sessionbroker.Session) {
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
-		return nil
+		return
 	}
 	ctx, cancel := s.sessionContext(r)
 	defer cancel()
 	agent, err := sess.Wait(ctx.Done())
 	if err != nil {
 		_ = conn.Close(websocket.StatusTryAgainLater, truncateReason(err.Error()))
-		return nil
+		return
 	}
 	s.sessions.Pump(ctx, conn, agent)
-	return nil
 }
 
 // parseExecRequest reads the exec query: cmd (repeated: the argv), slot,
@@ -365,16 +372,22 @@ func parseExecRequest(r *http.Request, project, egg string) (contract.ExecReques
 		}
 		req.Slot = n
 	}
-	for name, dst := range map[string]*uint{"width": &req.Width, "height": &req.Height} {
+	err := parseTermSize(q, &req.Width, &req.Height)
+	return req, err
+}
+
+// parseTermSize reads a terminal's width and height, if given.
+func parseTermSize(q url.Values, width, height *uint) error {
+	for name, dst := range map[string]*uint{"width": width, "height": height} {
 		if v := q.Get(name); v != "" {
 			n, err := strconv.ParseUint(v, 10, 16)
 			if err != nil {
-				return req, api.BadRequest("%s: %q is not a terminal size", name, v)
+				return api.BadRequest("%s: %q is not a terminal size", name, v)
 			}
 			*dst = uint(n)
 		}
 	}
-	return req, nil
+	return nil
 }
 
 // truncateReason fits a close reason in a control frame (123 bytes).

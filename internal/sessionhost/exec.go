@@ -47,18 +47,10 @@ func (r *Runner) exec(ctx context.Context, conn *websocket.Conn, req contract.Ex
 		return err
 	}
 	output := make(chan error, 1)
-	go func() {
-		out := &binaryWriter{ctx: ctx, conn: conn}
-		var err error
-		if req.TTY {
-			_, err = io.Copy(out, hr.Reader)
-		} else {
-			_, err = stdcopy.StdCopy(out, &stderrWriter{ctx: ctx, conn: conn}, hr.Reader)
-		}
-		output <- err
-	}()
+	go func() { output <- copyOutput(ctx, conn, hr.Reader, req.TTY) }()
 	input := make(chan error, 1)
-	go func() { input <- r.input(ctx, conn, created.ID, hr.Conn, hr.CloseWrite) }()
+	resize := func(w, h uint) { r.resize(ctx, created.ID, w, h) }
+	go func() { input <- r.input(ctx, conn, resize, hr.Conn, hr.CloseWrite) }()
 	select {
 	case <-output:
 		// The command closed its output: it ended (or closed both streams,
@@ -75,9 +67,22 @@ func (r *Runner) exec(ctx context.Context, conn *websocket.Conn, req contract.Ex
 	}
 }
 
+// copyOutput passes a command's output to the operator until it ends: a
+// terminal's as binary messages, else stdout's so and stderr's as
+// ExecControl.Stderr.
+func copyOutput(ctx context.Context, conn *websocket.Conn, from io.Reader, tty bool) error {
+	out := &binaryWriter{ctx: ctx, conn: conn}
+	if tty {
+		_, err := io.Copy(out, from)
+		return err
+	}
+	_, err := stdcopy.StdCopy(out, &stderrWriter{ctx: ctx, conn: conn}, from)
+	return err
+}
+
 // input passes the operator's messages to the command: bytes to its stdin,
 // resizes to its terminal, the end of input to its stdin's end.
-func (r *Runner) input(ctx context.Context, conn *websocket.Conn, execID string, stdin io.Writer, closeStdin func() error) error {
+func (r *Runner) input(ctx context.Context, conn *websocket.Conn, resize func(w, h uint), stdin io.Writer, closeStdin func() error) error {
 	for {
 		typ, data, err := conn.Read(ctx)
 		if err != nil {
@@ -94,7 +99,7 @@ func (r *Runner) input(ctx context.Context, conn *websocket.Conn, execID string,
 			continue
 		}
 		if c.Width > 0 && c.Height > 0 {
-			r.resize(ctx, execID, c.Width, c.Height)
+			resize(c.Width, c.Height)
 		}
 		if c.CloseStdin {
 			_ = closeStdin()

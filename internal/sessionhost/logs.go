@@ -37,6 +37,16 @@ type replica struct {
 // Hatchery's only): see pick. An exec selects its container by the same
 // fields (project, egg, slot; never a run's).
 func (r *Runner) list(ctx context.Context, req contract.LogsRequest, runningOnly bool) ([]replica, error) {
+	found, err := r.listOwned(ctx, req, runningOnly)
+	if err != nil {
+		return nil, err
+	}
+	return pick(found, r.cfg.HostID, req), nil
+}
+
+// listOwned lists the containers labelled as this host's of the request's
+// project (and egg, and run, if it names them), as Docker has them.
+func (r *Runner) listOwned(ctx context.Context, req contract.LogsRequest, runningOnly bool) ([]container.Summary, error) {
 	ns, name, err := resource.SplitProject(req.Project)
 	if err != nil {
 		return nil, err
@@ -55,11 +65,7 @@ func (r *Runner) list(ctx context.Context, req contract.LogsRequest, runningOnly
 	if runningOnly {
 		f.Add("status", "running")
 	}
-	found, err := r.cfg.Docker.ContainerList(ctx, container.ListOptions{All: !runningOnly, Filters: f})
-	if err != nil {
-		return nil, err
-	}
-	return pick(found, r.cfg.HostID, req), nil
+	return r.cfg.Docker.ContainerList(ctx, container.ListOptions{All: !runningOnly, Filters: f})
 }
 
 // pick keeps, of the containers Docker listed, those the request reads:

@@ -59,6 +59,11 @@ type Docker interface {
 	ContainerExecAttach(ctx context.Context, execID string, options container.ExecAttachOptions) (types.HijackedResponse, error)
 	ContainerExecResize(ctx context.Context, execID string, options container.ResizeOptions) error
 	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
+	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
+	ContainerAttach(ctx context.Context, id string, options container.AttachOptions) (types.HijackedResponse, error)
+	ContainerResize(ctx context.Context, id string, options container.ResizeOptions) error
+	ContainerStart(ctx context.Context, id string, options container.StartOptions) error
+	ContainerWait(ctx context.Context, id string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
 }
 
 // Close codes an agent ends a session's stream with, besides the normal one;
@@ -247,6 +252,12 @@ func (r *Runner) serve(ctx context.Context, from Offers, o contract.SessionOffer
 		log.Info("exec", zap.String("egg", o.Exec.Egg), zap.Int("slot", o.Exec.Slot), zap.String("program", o.Exec.Cmd[0]),
 			zap.Int("args", len(o.Exec.Cmd)-1))
 		err = r.exec(ctx, conn, *o.Exec)
+	case o.Kind == contract.SessionAttach && o.Attach != nil && r.cfg.NoExec:
+		_ = conn.Close(CodeExecOff, "runs are turned off on this host (hatch agent --no-exec)")
+		return
+	case o.Kind == contract.SessionAttach && o.Attach != nil:
+		log.Info("attach", zap.String("egg", o.Attach.Egg), zap.String("run", o.Attach.Run))
+		err = r.attach(ctx, conn, *o.Attach)
 	default:
 		_ = conn.Close(websocket.StatusUnsupportedData, fmt.Sprintf("this agent does not serve %q sessions", o.Kind))
 		return

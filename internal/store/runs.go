@@ -87,6 +87,10 @@ type Run struct {
 	// StopEgg: a run of a stateful egg made with --stop: the egg's
 	// replica on the run's host is stopped while the run is delivered.
 	StopEgg bool
+	// TTY: `hatch run -it`: the run's container gets a terminal and its
+	// operator's input, and starts only once the operator's attach session
+	// is connected, so no output is lost before it.
+	TTY bool
 	// Missed is, for a run recorded missed, how many ticks it stands for
 	// (ScheduledAt is the last of them).
 	Missed int

@@ -32,7 +32,7 @@ var Tables = []Table{
 		"pinned_memory", "pinned_milli_cpu", "pinned_at", "pinned_by"}},
 	{"runs", []string{"id", "project", "egg", "host", "run_trigger", "actor", "scheduled_at", "created_at", "delivered_at",
 		"delay_ms", "started_at", "ended_at", "state", "exit_code", "error", "kept", "command", "timeout_ms", "stop_requested",
-		"stop_egg", "missed", "released_at"}},
+		"stop_egg", "missed", "released_at", "tty"}},
 	{"schedule_states", []string{"project", "egg", "paused", "last_tick", "updated_at"}},
 	{"notify_cursor", []string{"id", "seq"}},
 	{"registry_logins", []string{"host", "username", "sealed", "fingerprint", "updated_at"}},

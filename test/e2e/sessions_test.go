@@ -124,38 +124,9 @@ func TestLogsFollowsEveryReplicaThroughARollAndExecRunsInOne(t *testing.T) {
 	})
 
 	t.Run("exec -it under a terminal", func(t *testing.T) {
-		cmd := exec.Command(c.bin, "exec", "ticks", "app/0", "-it", "--", "/app", "-prompt")
-		cmd.Dir, cmd.Env = c.dir, c.cliEnv()
-		tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tty.Close()
-		screen := &screen{}
-		go screen.read(tty)
-		screen.wait(t, "name? ", 20*time.Second)
-		fmt.Fprint(tty, "bob\r")
-		screen.wait(t, "hello bob", 10*time.Second)
-		fmt.Fprint(tty, "size\r")
-		screen.wait(t, "size 24x80", 10*time.Second)
-		if err := pty.Setsize(tty, &pty.Winsize{Rows: 50, Cols: 132}); err != nil {
-			t.Fatal(err)
-		}
-		// The resize travels as its own message; ask until it has landed.
-		dockertest.Eventually(t, 10*time.Second, 300*time.Millisecond, func() error {
-			fmt.Fprint(tty, "size\r")
-			if !strings.Contains(screen.text(), "size 50x132") {
-				return errors.New("no size 50x132 yet")
-			}
-			return nil
-		})
-		fmt.Fprint(tty, "exit 7\r")
-		err = cmd.Wait()
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 7 {
-			t.Fatalf("hatch exec -it ended with %v, want exit code 7; screen:\n%s", err, screen.text())
-		}
-		c.record(screen.text())
+		cmd, tty, s := c.startUnderTerminal(t, "exec", "ticks", "app/0", "-it", "--", "/app", "-prompt")
+		promptDialogue(t, "hatch exec -it", cmd, tty, s, 20*time.Second)
+		c.record(s.text())
 	})
 
 	t.Run("a killed CLI ends the command, even one deaf to its input's end", func(t *testing.T) {
@@ -305,6 +276,52 @@ func hostToken(t *testing.T, a *clAgent) string {
 		t.Fatalf("identity of %s: %v", a.name, err)
 	}
 	return id.Token
+}
+
+// startUnderTerminal starts the CLI with args under a 24x80 pseudo-terminal,
+// whose screen it keeps; the terminal is closed at the test's end.
+func (c *cluster) startUnderTerminal(t *testing.T, args ...string) (*exec.Cmd, *os.File, *screen) {
+	t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Dir, cmd.Env = c.dir, c.cliEnv()
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tty.Close() })
+	s := &screen{}
+	go s.read(tty)
+	return cmd, tty, s
+}
+
+// promptDialogue talks to test/app's -prompt started under a terminal
+// (startUnderTerminal): its prompt, written before any input, comes within
+// first; the name typed is greeted; the window's size and a resize reach
+// it; "exit 7" ends it, and 7 is the CLI's exit code.
+func promptDialogue(t *testing.T, what string, cmd *exec.Cmd, tty *os.File, s *screen, first time.Duration) {
+	t.Helper()
+	s.wait(t, "name? ", first)
+	fmt.Fprint(tty, "bob\r")
+	s.wait(t, "hello bob", 10*time.Second)
+	fmt.Fprint(tty, "size\r")
+	s.wait(t, "size 24x80", 10*time.Second)
+	if err := pty.Setsize(tty, &pty.Winsize{Rows: 50, Cols: 132}); err != nil {
+		t.Fatal(err)
+	}
+	// The resize travels as its own message; ask until it has landed.
+	dockertest.Eventually(t, 10*time.Second, 300*time.Millisecond, func() error {
+		fmt.Fprint(tty, "size\r")
+		if !strings.Contains(s.text(), "size 50x132") {
+			return errors.New("no size 50x132 yet")
+		}
+		return nil
+	})
+	fmt.Fprint(tty, "exit 7\r")
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 7 {
+		t.Fatalf("%s ended with %v, want exit code 7; screen:\n%s", what, err, s.text())
+	}
 }
 
 // screen keeps what a terminal shows.

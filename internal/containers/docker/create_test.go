@@ -349,3 +349,16 @@ func TestConfigValidate(t *testing.T) {
 
 // The agent hands its ingress to the Engine as it is.
 var _ Ingress = (*ingress.Ingress)(nil)
+
+func TestATerminalsRunIsMadeAsDockerRunItAndLabelledWithItsNetworks(t *testing.T) {
+	w := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "web", Image: "web:1", Networks: []string{"net-b", "net-a"}}
+	p := planCreate(containers.StartRequest{HostID: "h1", Spec: w}, "img", "c", map[string]string{}, nil)
+	withTerminal(p)
+	c := p.config
+	if !c.Tty || !c.OpenStdin || !c.StdinOnce || !c.AttachStdin || !c.AttachStdout || !c.AttachStderr {
+		t.Errorf("config %+v: want a terminal, stdin open once, attached", c)
+	}
+	if got := c.Labels[containers.LabelNetworks]; got != "net-a,net-b" {
+		t.Errorf("networks label %q, want net-a,net-b", got)
+	}
+}

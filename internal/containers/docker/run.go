@@ -3,6 +3,8 @@ package docker
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -52,6 +54,9 @@ func (e *Engine) startRun(ctx context.Context, req containers.RunRequest) error 
 	}
 	labels := e.labels(containers.RunLabels(e.cfg.HostID, w, req.SpecHash, req.RunID))
 	plan := planCreate(containers.StartRequest{Spec: w}, ref, name, labels, secretFiles)
+	if req.TTY {
+		withTerminal(plan)
+	}
 	id, err := e.create(ctx, plan)
 	if cerrdefs.IsConflict(err) {
 		// Created since runExists looked: the secret files written are the
@@ -63,6 +68,10 @@ func (e *Engine) startRun(ctx context.Context, req containers.RunRequest) error 
 		e.secrets().remove(name)
 		return err
 	}
+	if req.TTY {
+		log.Info("made a terminal's run: its attach session starts it", zap.String("id", short(id)))
+		return nil
+	}
 	cctx, cancel := e.call(ctx)
 	defer cancel()
 	if err := e.api.ContainerStart(cctx, id, container.StartOptions{}); err != nil {
@@ -71,6 +80,28 @@ func (e *Engine) startRun(ctx context.Context, req containers.RunRequest) error 
 	}
 	log.Info("started run", zap.String("id", short(id)))
 	return nil
+}
+
+// withTerminal makes a run's container as `docker run -it` does: a
+// terminal, and a stdin held open for the one attach that starts it and
+// closed when that attach ends (StdinOnce), so a command reading its input
+// sees its end when its operator leaves. Its networks are labelled
+// (LabelNetworks) for the attach to wait for. Pure.
+func withTerminal(p createPlan) {
+	cfg := p.config
+	cfg.Tty, cfg.OpenStdin, cfg.StdinOnce = true, true, true
+	cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr = true, true, true
+	var nets []string
+	if p.network != nil {
+		for n := range p.network.EndpointsConfig {
+			nets = append(nets, n)
+		}
+	}
+	for _, c := range p.connect {
+		nets = append(nets, c.network)
+	}
+	slices.Sort(nets)
+	cfg.Labels[containers.LabelNetworks] = strings.Join(nets, ",")
 }
 
 // runExists reports whether a container of the run's name exists. One that

@@ -17,7 +17,7 @@ type Runs struct{ base }
 var _ store.Runs = (*Runs)(nil)
 
 const runColumns = `id, project, egg, host, run_trigger, actor, scheduled_at, created_at, delivered_at, delay_ms,
-	started_at, ended_at, state, exit_code, error, kept, command, timeout_ms, stop_requested, stop_egg, missed, released_at`
+	started_at, ended_at, state, exit_code, error, kept, command, timeout_ms, stop_requested, stop_egg, missed, released_at, tty`
 
 // CreateRuns records runs, and tick's last tick, in one transaction.
 func (s *Runs) CreateRuns(ctx context.Context, runs []store.Run, tick *store.ScheduleState) error {
@@ -39,12 +39,12 @@ func (s *Runs) CreateRuns(ctx context.Context, runs []store.Run, tick *store.Sch
 				return err
 			}
 			n, err := tx.Exec(ctx, `INSERT INTO runs (`+runColumns+`) VALUES
-				($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
+				($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
 				ON CONFLICT DO NOTHING`,
 				r.ID, r.Project, r.Egg, r.Host, r.Trigger, r.Actor, Millis(r.ScheduledAt), Millis(r.CreatedAt),
 				Millis(r.DeliveredAt), r.Delay.Milliseconds(), Millis(r.StartedAt), Millis(r.EndedAt), r.State, r.ExitCode,
 				s.d.StorableText(r.Error), flag(r.Kept), string(cmd), r.Timeout.Milliseconds(), flag(r.StopRequested),
-				flag(r.StopEgg), r.Missed, Millis(r.ReleasedAt))
+				flag(r.StopEgg), r.Missed, Millis(r.ReleasedAt), flag(r.TTY))
 			if err != nil {
 				return err
 			}
@@ -208,17 +208,17 @@ func exists(ctx context.Context, tx Tx, id string) error {
 func scanRun(row Row) (store.Run, error) {
 	var r store.Run
 	var scheduled, created, delivered, delay, started, ended, timeout, released int64
-	var kept, stop, stopEgg int
+	var kept, stop, stopEgg, tty int
 	var cmd string
 	err := row.Scan(&r.ID, &r.Project, &r.Egg, &r.Host, &r.Trigger, &r.Actor, &scheduled, &created, &delivered, &delay,
-		&started, &ended, &r.State, &r.ExitCode, &r.Error, &kept, &cmd, &timeout, &stop, &stopEgg, &r.Missed, &released)
+		&started, &ended, &r.State, &r.ExitCode, &r.Error, &kept, &cmd, &timeout, &stop, &stopEgg, &r.Missed, &released, &tty)
 	if err != nil {
 		return store.Run{}, err
 	}
 	r.ScheduledAt, r.CreatedAt, r.DeliveredAt = FromMillis(scheduled), FromMillis(created), FromMillis(delivered)
 	r.StartedAt, r.EndedAt, r.ReleasedAt = FromMillis(started), FromMillis(ended), FromMillis(released)
 	r.Delay, r.Timeout = time.Duration(delay)*time.Millisecond, time.Duration(timeout)*time.Millisecond
-	r.Kept, r.StopRequested, r.StopEgg = kept != 0, stop != 0, stopEgg != 0
+	r.Kept, r.StopRequested, r.StopEgg, r.TTY = kept != 0, stop != 0, stopEgg != 0, tty != 0
 	if err := json.Unmarshal([]byte(cmd), &r.Command); err != nil {
 		return store.Run{}, fmt.Errorf("run %s: command: %w", r.ID, err)
 	}

@@ -29,7 +29,7 @@ func RunRuns(t *testing.T, open Open) {
 	t.Run("a run reads back as it was recorded", func(t *testing.T) {
 		s := open(t)
 		want := run("r1", "report", t0.Add(time.Minute), 0)
-		want.Actor, want.Kept, want.StopEgg, want.Host = "alice", true, true, "h1"
+		want.Actor, want.Kept, want.StopEgg, want.Host, want.TTY = "alice", true, true, "h1", true
 		if err := s.CreateRuns(ctx(t), []store.Run{want}, nil); err != nil {
 			t.Fatal(err)
 		}
