@@ -173,8 +173,9 @@ func runHost(r api.Run) string {
 const (
 	// runOutputGrace is how long after a run's end its output may still
 	// come: its container's stream ends before its host reports the end,
-	// so this is only waited when the stream was never found.
-	runOutputGrace = 2 * time.Second
+	// so this is only waited when the stream was never found. The control
+	// plane keeps the container as long (jobs' OutputGrace).
+	runOutputGrace = 5 * time.Second
 	// runWait is each long-poll of the run's state.
 	runWait = 20 * time.Second
 )

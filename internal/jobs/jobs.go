@@ -69,12 +69,16 @@ type Config struct {
 	// each egg keeps (`hatch runs` shows them), checked every PruneEvery.
 	KeepRecords int
 	PruneEvery  time.Duration
+	// OutputGrace is how long a `hatch run` that keeps nothing keeps its
+	// container past its end, for the logs session its CLI follows it
+	// through (and, with --stop, how much longer its egg stays stopped).
+	OutputGrace time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{Tick: time.Second, LeaseTTL: 30 * time.Second, LeaseWait: 10 * time.Second, ListLimit: 200,
-		KeepRecords: 1000, PruneEvery: time.Minute}
+		KeepRecords: 1000, PruneEvery: time.Minute, OutputGrace: 5 * time.Second}
 }
 
 // Validate reports every setting that cannot work.
@@ -83,7 +87,8 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"tick", c.Tick}, {"lease TTL", c.LeaseTTL}, {"lease wait", c.LeaseWait}, {"prune every", c.PruneEvery}} {
+	}{{"tick", c.Tick}, {"lease TTL", c.LeaseTTL}, {"lease wait", c.LeaseWait}, {"prune every", c.PruneEvery},
+		{"output grace", c.OutputGrace}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("jobs config: %s must be positive, not %v", d.name, d.v))
 		}

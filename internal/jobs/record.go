@@ -174,6 +174,12 @@ func (s *Service) releaseProject(ctx context.Context, project string, ended []st
 			}
 			continue
 		}
+		// A `hatch run` is followed through a logs session of its
+		// container, which may reach its host only after a short run
+		// ended: its container stays OutputGrace past its end.
+		if r.Trigger == api.TriggerManual && r.State != store.RunLost && !r.EndedAt.IsZero() && s.now().Sub(r.EndedAt) < s.cfg.OutputGrace {
+			continue
+		}
 		release = append(release, r.ID)
 		if rec, ok := eggs[r.Egg]; ok && r.StopEgg && !slices.Contains(restart, rec) {
 			restart = append(restart, rec)

@@ -217,6 +217,13 @@ func TestARunWithStopStopsTheStatefulEggForItsRunAndStartsItAgain(t *testing.T) 
 		}
 		h.report(t, "h1", contract.RunStatus{ID: run.ID, State: contract.RunExited, EndedAt: h.clock.now()})
 		h.pass(t)
+		// Its container stays for the output's grace: `hatch run` follows
+		// the output through a session that may reach h1 after the end.
+		if len(h.desiredRuns(t, "h1")) != 1 {
+			t.Fatal("the ended run left h1's desired state before its output's grace")
+		}
+		h.clock.advance(h.svc.cfg.OutputGrace)
+		h.pass(t)
 		if n := replicas(t, h, "h1", "db"); n != 1 {
 			t.Fatalf("db has %d replicas on h1 after its run ended, want 1 again", n)
 		}
