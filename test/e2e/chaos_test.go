@@ -481,8 +481,8 @@ func TestChaosFrozenReplicasLeaveThePoolAndAreRestarted(t *testing.T) {
 }
 
 // mountSmallDataDir puts the agent's data dir on a 1 MiB tmpfs, which
-// fill can then fill; the agent is killed and the tmpfs unmounted when the
-// test ends.
+// fill can then fill; the agent is killed, its data plane stopped (its
+// socket is on the tmpfs) and the tmpfs unmounted when the test ends.
 func mountSmallDataDir(t *testing.T, e *env) {
 	t.Helper()
 	if err := os.MkdirAll(e.agent.dataDir, 0o700); err != nil {
@@ -493,6 +493,7 @@ func mountSmallDataDir(t *testing.T, e *env) {
 	}
 	t.Cleanup(func() {
 		e.agent.signal(syscall.SIGKILL) // before the unmount: the agent writes there
+		stopDataPlane(t, e.agent.bin, e.agent.dataDir)
 		if err := syscall.Unmount(e.agent.dataDir, syscall.MNT_DETACH); err != nil {
 			t.Errorf("unmount the agent's data dir: %v", err)
 		}
