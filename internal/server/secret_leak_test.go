@@ -66,27 +66,8 @@ func (b *syncBuffer) Bytes() []byte {
 // state the host's agent reads does.
 func TestSecretValuesNeverLeak(t *testing.T) {
 	values := []string{"s3cr3t-VALUE-one-7f1c", "s3cr3t-VALUE-two-9d2e"}
-	logs := &syncBuffer{}
-	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zap.DebugLevel))
-	h := newApplyHarness(t, applyOptions{logger: log})
-	var answers bytes.Buffer
-	read := func(resp *http.Response) []byte {
-		t.Helper()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		answers.Write(b)
-		return b
-	}
-	call := func(method, path, body string) []byte {
-		t.Helper()
-		var r io.Reader
-		if body != "" {
-			r = strings.NewReader(body)
-		}
-		return read(h.do(method, path, r))
-	}
+	lw := newLeakWatch(t)
+	h, logs, answers, call := lw.h, lw.logs, &lw.answers, lw.call
 
 	h.report("h1")
 	for i, v := range values {
@@ -176,23 +157,8 @@ secrets:
 // The private key of a route's own certificate reaches the host's desired
 // state and nothing else: no API answer, log line, event or database file.
 func TestCertificateKeysNeverLeak(t *testing.T) {
-	logs := &syncBuffer{}
-	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zap.DebugLevel))
-	h := newApplyHarness(t, applyOptions{logger: log})
-	var answers bytes.Buffer
-	call := func(method, path, body string) []byte {
-		t.Helper()
-		var r io.Reader
-		if body != "" {
-			r = strings.NewReader(body)
-		}
-		b, err := io.ReadAll(h.do(method, path, r).Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		answers.Write(b)
-		return b
-	}
+	lw := newLeakWatch(t)
+	h, logs, answers, call := lw.h, lw.logs, &lw.answers, lw.call
 	h.report("h1")
 	crt, key := selfSignedPEM(t, "own.example.com")
 	var plan api.Plan
@@ -265,23 +231,8 @@ registries:
 // API answer, log line, event or database file.
 func TestRegistryPasswordsNeverLeak(t *testing.T) {
 	const password, clusterPassword = "r3g1stry-PASSWORD-5a8b", "c1uster-PASSWORD-77e0"
-	logs := &syncBuffer{}
-	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zap.DebugLevel))
-	h := newApplyHarness(t, applyOptions{logger: log})
-	var answers bytes.Buffer
-	call := func(method, path, body string) []byte {
-		t.Helper()
-		var r io.Reader
-		if body != "" {
-			r = strings.NewReader(body)
-		}
-		b, err := io.ReadAll(h.do(method, path, r).Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		answers.Write(b)
-		return b
-	}
+	lw := newLeakWatch(t)
+	h, logs, answers, call := lw.h, lw.logs, &lw.answers, lw.call
 	h.report("h1")
 	call("PUT", "/api/v1/registries/registry.example.com:5000", `{"username": "cluster-ci", "password": "`+clusterPassword+`"}`)
 	var plan api.Plan
@@ -348,4 +299,40 @@ func eventsAndFiles(t *testing.T, h *applyHarness) (events, files []byte) {
 		db.Write(b)
 	}
 	return ev.Bytes(), db.Bytes()
+}
+
+// leakWatch is an apply harness whose log lines and API answers are kept,
+// for a test to search them for a value that must not be there.
+type leakWatch struct {
+	t       *testing.T
+	h       *applyHarness
+	logs    *syncBuffer
+	answers bytes.Buffer
+}
+
+func newLeakWatch(t *testing.T) *leakWatch {
+	logs := &syncBuffer{}
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zap.DebugLevel))
+	return &leakWatch{t: t, h: newApplyHarness(t, applyOptions{logger: log}), logs: logs}
+}
+
+// read reads an answer's body, keeping it.
+func (w *leakWatch) read(resp *http.Response) []byte {
+	w.t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.answers.Write(b)
+	return b
+}
+
+// call makes an API request and reads its answer, keeping it.
+func (w *leakWatch) call(method, path, body string) []byte {
+	w.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	return w.read(w.h.do(method, path, r))
 }
