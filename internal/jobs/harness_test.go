@@ -173,7 +173,7 @@ func (h *harness) pass(t *testing.T) {
 	if err := h.svc.recordProgress(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.svc.decideTicks(t.Context()); err != nil {
+	if _, err := h.svc.decideTicks(t.Context(), time.Time{}); err != nil {
 		t.Fatalf("decide ticks: %v", err)
 	}
 	for _, step := range []func(context.Context) error{h.svc.deliverPending, h.svc.releaseEnded} {

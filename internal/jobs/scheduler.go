@@ -90,8 +90,9 @@ func (s *Service) BeginLoops(ctx context.Context) (run func(ctx context.Context)
 // prunes old records every PruneEvery, until ctx ends.
 func (s *Service) loop(ctx context.Context) {
 	var pruned time.Time
+	began := s.now()
 	for {
-		next := s.pass(ctx)
+		next := s.pass(ctx, began)
 		if now := s.now(); now.Sub(pruned) >= s.cfg.PruneEvery {
 			if n, err := s.deps.Runs.PruneRuns(ctx, s.cfg.KeepRecords); err != nil && ctx.Err() == nil {
 				s.log.Warn("old records of runs not pruned; retrying", zap.Error(err))
@@ -120,10 +121,11 @@ func (s *Service) loop(ctx context.Context) {
 // The reports come first: a tick of concurrency forbid is decided on the
 // runs' ends reported by then, so a run that ended since the last pass
 // does not make it skip. It returns the earliest next tick of the
-// schedules (zero: none).
-func (s *Service) pass(ctx context.Context) time.Time {
+// schedules (zero: none). began is when this server's scheduler began (see
+// hearFirst).
+func (s *Service) pass(ctx context.Context, began time.Time) time.Time {
 	s.step(ctx, "record runs' progress", s.recordProgress)
-	next, err := s.decideTicks(ctx)
+	next, err := s.decideTicks(ctx, began)
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("ticks not decided; retrying", zap.Error(err))
 	}
@@ -142,7 +144,7 @@ func (s *Service) step(ctx context.Context, name string, fn func(context.Context
 
 // decideTicks records the due ticks of every schedule and returns the
 // earliest next tick.
-func (s *Service) decideTicks(ctx context.Context) (time.Time, error) {
+func (s *Service) decideTicks(ctx context.Context, began time.Time) (time.Time, error) {
 	items, err := s.timed.read(ctx, s.now())
 	if err != nil {
 		return time.Time{}, err
@@ -170,20 +172,38 @@ func (s *Service) decideTicks(ctx context.Context) (time.Time, error) {
 		if st.Paused {
 			continue
 		}
-		if err := s.decideSchedule(ctx, sc, st); err != nil {
+		if err := s.decideSchedule(ctx, sc, st, began); err != nil {
 			errs = append(errs, fmt.Errorf("%s egg %s: %w", sc.Project, sc.Egg, err))
 		}
 	}
 	return next, errors.Join(errs...)
 }
 
-// decideSchedule records the due ticks of one schedule.
-func (s *Service) decideSchedule(ctx context.Context, sc Scheduled, st store.ScheduleState) error {
+// hearFirst bounds how long a scheduler that has just begun (a restart, a
+// takeover) waits to hear from a host before it decides a forbid tick on
+// that host's report from before it began: that report may hold a run the
+// host has ended since, while no server could hear of it (the agents
+// report every 2 s, at once when a server is back). A host that stays
+// silent is marked down, and its runs lost, by the fleet's own check.
+const hearFirst = 10 * time.Second
+
+// decideSchedule records the due ticks of one schedule. Under concurrency
+// forbid, a tick is left undecided for the next pass while an open run's
+// host has not reported since the scheduler began, for up to hearFirst:
+// otherwise a run that ended during a control-plane outage would make the
+// first tick after it skip.
+func (s *Service) decideSchedule(ctx context.Context, sc Scheduled, st store.ScheduleState, began time.Time) error {
 	open, err := s.openRuns(ctx, sc.Project, sc.Egg)
 	if err != nil {
 		return err
 	}
 	now := s.now()
+	if sc.Rules.Concurrency == inputs.ConcurrencyForbid && now.Sub(began) < hearFirst {
+		unheard, err := s.unheardSince(ctx, open, began)
+		if err != nil || unheard != "" {
+			return err
+		}
+	}
 	p := planTicks(sc, st, open, now, newRunID)
 	if p.last.IsZero() {
 		return nil
@@ -246,6 +266,24 @@ func (s *Service) openRuns(ctx context.Context, project, egg string) ([]store.Ru
 		}
 	}
 	return open, nil
+}
+
+// unheardSince returns a host of the open runs that has not reported
+// since the time given ("" if all have).
+func (s *Service) unheardSince(ctx context.Context, open []store.Run, since time.Time) (string, error) {
+	for _, r := range open {
+		if r.DeliveredAt.IsZero() {
+			continue // not on a host yet: open for sure
+		}
+		st, err := s.deps.Hosts.Status(ctx, r.Host)
+		if errors.Is(err, store.ErrNotFound) || err == nil && st.ReceivedAt.Before(since) {
+			return r.Host, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("host %s's report: %w", r.Host, err)
+		}
+	}
+	return "", nil
 }
 
 // later returns the later of two times.

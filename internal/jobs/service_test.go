@@ -485,19 +485,67 @@ func TestAForbidTickIsDecidedOnTheEndsReportedSinceTheLastPass(t *testing.T) {
 	onStores(t, func(t *testing.T, h *harness) {
 		h.report(t, "h1")
 		h.egg(t, "report", scheduled(map[string]any{"every": "1s"}))
-		h.svc.pass(t.Context()) // the schedule is seen first
+		h.svc.pass(t.Context(), time.Time{}) // the schedule is seen first
 		h.tickAhead()
-		h.svc.pass(t.Context())
+		h.svc.pass(t.Context(), time.Time{})
 		runs := h.runs(t)
 		if len(runs) != 1 || runs[0].DeliveredAt.IsZero() {
 			t.Fatalf("runs after a tick: %+v, want one delivered", runs)
 		}
 		h.report(t, "h1", contract.RunStatus{ID: runs[0].ID, State: contract.RunExited, StartedAt: h.clock.now(), EndedAt: h.clock.now()})
 		h.tickAhead()
-		h.svc.pass(t.Context())
+		h.svc.pass(t.Context(), time.Time{})
 		runs = h.runs(t)
 		if len(runs) != 2 || runs[0].State != store.RunExited || runs[1].State == store.RunSkipped || runs[1].DeliveredAt.IsZero() {
 			t.Fatalf("runs after the next tick: %+v, want the first exited and the second delivered, not skipped", runs)
+		}
+	})
+}
+
+// A scheduler that has just begun (a restart) decides a forbid tick only
+// once the host of the egg's open run has reported since: the run ended
+// while no server could hear of it, and the tick runs. A host silent for
+// hearFirst gets its tick decided on what is known: skipped.
+func TestAForbidTickAfterARestartWaitsForTheRunsHostToReport(t *testing.T) {
+	onStores(t, func(t *testing.T, h *harness) {
+		h.report(t, "h1")
+		h.egg(t, "report", scheduled(map[string]any{"every": "1m"}))
+		h.pass(t) // the schedule is seen first
+		h.clock.advance(time.Minute)
+		h.pass(t)
+		first := h.runs(t)[0]
+		h.report(t, "h1", contract.RunStatus{ID: first.ID, State: contract.RunRunning, StartedAt: h.clock.now()})
+		h.pass(t)
+
+		// The server is down across the run's end and the next tick.
+		h.clock.advance(time.Minute + 5*time.Second)
+		began := h.clock.now()
+		h.svc.pass(t.Context(), began)
+		if runs := h.runs(t); len(runs) != 1 {
+			t.Fatalf("runs before h1 reported since the restart: %+v, want the tick left undecided", runs)
+		}
+		h.clock.advance(time.Second)
+		h.report(t, "h1", contract.RunStatus{ID: first.ID, State: contract.RunExited, StartedAt: began, EndedAt: began})
+		h.svc.pass(t.Context(), began)
+		runs := h.runs(t)
+		if len(runs) != 2 || runs[0].State != store.RunExited || runs[1].State != store.RunPending || runs[1].Trigger != api.TriggerMissed ||
+			runs[1].DeliveredAt.IsZero() {
+			t.Fatalf("runs once h1 reported the end: %+v, want the first exited and the late tick delivered (trigger missed)", runs)
+		}
+
+		// The second run's host falls silent across the next restart: the
+		// tick waits hearFirst, no longer, and is skipped.
+		h.clock.advance(30 * time.Second)
+		began = h.clock.now()
+		h.svc.pass(t.Context(), began)
+		if runs := h.runs(t); len(runs) != 2 {
+			t.Fatalf("runs right after the second restart: %+v, want the tick left undecided", runs)
+		}
+		h.clock.advance(hearFirst)
+		h.svc.pass(t.Context(), began)
+		runs = h.runs(t)
+		if len(runs) != 3 || runs[2].State != store.RunSkipped {
+			t.Fatalf("runs %v after the restart with h1 silent: %+v, want the tick skipped", hearFirst, runs)
 		}
 	})
 }
