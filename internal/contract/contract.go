@@ -77,6 +77,10 @@ type DesiredState struct {
 	// Run): a run absent from it is never started, and its container, if
 	// any, is removed.
 	Runs []Run `json:"runs,omitempty"`
+	// VolumeTasks are the backups and restores this host is to do (see
+	// VolumeTask): a task absent from it is never begun, and one begun is
+	// abandoned.
+	VolumeTasks []VolumeTask `json:"volume_tasks,omitempty"`
 }
 
 // Certificate returns the certificate of host, if the state holds one.
@@ -280,6 +284,11 @@ func (d DesiredState) ContentVersion() string {
 		c.Runs[i] = r
 	}
 	slices.SortStableFunc(c.Runs, func(a, b Run) int { return strings.Compare(a.ID, b.ID) })
+	c.VolumeTasks = slices.Clone(d.VolumeTasks)
+	for i := range c.VolumeTasks {
+		c.VolumeTasks[i].Key = "" // derived from the volume's name, which is hashed
+	}
+	slices.SortStableFunc(c.VolumeTasks, func(a, b VolumeTask) int { return strings.Compare(a.ID, b.ID) })
 	return hashJSON(c)
 }
 
@@ -435,6 +444,9 @@ type StatusReport struct {
 	// Runs is the state of every run of the desired state the agent
 	// converged towards.
 	Runs []RunStatus `json:"runs,omitempty"`
+	// VolumeTasks is the state of every volume task of the desired state
+	// the agent converged towards.
+	VolumeTasks []VolumeTaskStatus `json:"volume_tasks,omitempty"`
 }
 
 // EngineProblem is a Docker Engine that stopped answering its agent in

@@ -34,6 +34,12 @@ func EncodeDesiredState(box *seal.Box, d contract.DesiredState) (DesiredState, e
 			c.ALPNKey = contract.SecretValue(box.Seal([]byte(c.ALPNKey)))
 		}
 	}
+	d.VolumeTasks = append([]contract.VolumeTask(nil), d.VolumeTasks...)
+	for i := range d.VolumeTasks {
+		if t := &d.VolumeTasks[i]; t.Key != "" {
+			t.Key = contract.SecretValue(box.Seal([]byte(t.Key)))
+		}
+	}
 	doc, err := json.Marshal(d)
 	if err != nil {
 		return DesiredState{}, fmt.Errorf("encode desired state of %s: %w", d.HostID, err)
@@ -83,6 +89,17 @@ func DecodeDesiredState(box *seal.Box, s DesiredState) (contract.DesiredState, e
 			return contract.DesiredState{}, fmt.Errorf("key of the ACME challenge of %s on %s: %w", c.Host, s.HostID, err)
 		}
 		c.ALPNKey = contract.SecretValue(plain)
+	}
+	for i := range d.VolumeTasks {
+		t := &d.VolumeTasks[i]
+		if t.Key == "" {
+			continue
+		}
+		plain, err := box.Open(string(t.Key))
+		if err != nil {
+			return contract.DesiredState{}, fmt.Errorf("key of volume task %s on %s: %w", t.ID, s.HostID, err)
+		}
+		t.Key = contract.SecretValue(plain)
 	}
 	return d, nil
 }

@@ -243,7 +243,29 @@ type Volume struct {
 	Egg       string            `json:"egg"`
 	Placement Placement         `json:"placement"`
 	Resources Resources         `json:"resources"`
+	// Backup is the volume's backups (hatch.yaml volumes.<name>.backup);
+	// nil for none.
+	Backup *VolumeBackup `json:"backup,omitempty"`
 }
+
+// VolumeBackup is a volume's backup policy (docs/BACKUPS.md).
+type VolumeBackup struct {
+	// Schedule is when backups are taken, in the syntax of an egg's
+	// schedule (Cron with Timezone, or Every; its other fields unused);
+	// nil: only `hatch volume backup`.
+	Schedule *Schedule `json:"schedule,omitempty"`
+	// Keep is how many good backups are kept (default 7); older ones are
+	// forgotten and their chunks collected.
+	Keep int `json:"keep,omitempty"`
+	// Before and After run in the egg's running container around the copy.
+	Before []string `json:"before,omitempty"`
+	After  []string `json:"after,omitempty"`
+	// Consistency is "hooks" (default: the egg keeps running) or "stop".
+	Consistency string `json:"consistency,omitempty"`
+}
+
+// DefaultBackupKeep is VolumeBackup.Keep's default.
+const DefaultBackupKeep = 7
 
 // Network is the inputs of a network/<name> resource.
 type Network struct {
