@@ -516,3 +516,21 @@ func TestExitRunsTheJobOnceWithThatCodeAndSaysItsVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendAndFailAreHooksThatLeaveATraceOrRefuse(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "order")
+	var out, errOut bytes.Buffer
+	for _, line := range []string{"before", "after"} {
+		if code := run(context.Background(), []string{"-append", file + "=" + line}, func(string) string { return "" }, &out, &errOut); code != 0 {
+			t.Fatalf("-append %s: exit %d: %s", line, code, errOut.String())
+		}
+	}
+	if b, _ := os.ReadFile(file); string(b) != "before\nafter\n" {
+		t.Fatalf("file after two appends: %q", b)
+	}
+	errOut.Reset()
+	if code := run(context.Background(), []string{"-fail", "checkpoint refused"}, func(string) string { return "" }, &out, &errOut); code != 3 ||
+		!strings.Contains(errOut.String(), "checkpoint refused") {
+		t.Fatalf("-fail: exit %d, stderr %q; want 3 and the message", code, errOut.String())
+	}
+}

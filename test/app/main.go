@@ -10,7 +10,9 @@
 // GET and PUT /file?path=, GET /whoami, GET /dns/{name}.
 //
 // `app -check` probes the app's own /healthz once, exiting 0 on a 2xx or 3xx
-// answer: a Docker HEALTHCHECK command for an image without a shell.
+// answer: a Docker HEALTHCHECK command for an image without a shell. `app
+// -append FILE=LINE` and `app -fail MSG` are commands to exec in a running
+// container (a backup's hooks): one leaves a trace, one refuses.
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -41,8 +44,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	promptMode := flags.Bool("prompt", false, "an interactive program for `hatch exec -it` (see prompt)")
 	sleepMode := flags.Bool("sleep", false, "print \"sleeping\" and sleep until killed, deaf to stdin's end and to signals")
 	exitCode := flags.Int("exit", -1, "run once as the one-shot job (APP_JOB=1) exiting with this code: `hatch run`'s command")
+	appendLine := flags.String("append", "", "FILE=LINE: append LINE to FILE and exit (a backup hook that leaves a trace)")
+	fail := flags.String("fail", "", "print this to stderr and exit 3 (a backup hook that refuses)")
 	if err := flags.Parse(args); err != nil {
 		return 2
+	}
+	if *appendLine != "" {
+		return appendTo(*appendLine, stdout, stderr)
+	}
+	if *fail != "" {
+		fmt.Fprintln(stderr, *fail)
+		return 3
 	}
 	if *promptMode {
 		return prompt(os.Stdin, stdout)
@@ -85,6 +97,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		go tick(ctx, cfg, stdout)
 	}
 	return serve(ctx, cfg, getenv, logger, nil)
+}
+
+// appendTo appends LINE to FILE, given as FILE=LINE.
+func appendTo(arg string, stdout, stderr io.Writer) int {
+	file, line, ok := strings.Cut(arg, "=")
+	if !ok || file == "" {
+		fmt.Fprintf(stderr, "app: -append %q: want FILE=LINE\n", arg)
+		return 2
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err == nil {
+		_, err = fmt.Fprintln(f, line)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "app: -append:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "appended %q to %s\n", line, file)
+	return 0
 }
 
 // stopSignals are the signals the app treats as "stop": any of them may be a
