@@ -119,3 +119,19 @@ func TestValidateAMissingFile(t *testing.T) {
 		t.Fatalf("hatch validate of a missing file = %d %q", code, errOut)
 	}
 }
+
+// TestValidateTheCIExample: examples/ci's project validates with what its
+// workflow sets, and names the variable a pipeline forgot.
+func TestValidateTheCIExample(t *testing.T) {
+	const ci = "../../examples/ci/hatch.yaml"
+	t.Setenv("GIT_SHA", "0123abc")
+	t.Setenv("REGISTRY_USER", "ci-bot")
+	t.Setenv("GHCR_TOKEN", "ghp_example")
+	if code, out, errOut := run(t, "validate", "-f", ci); code != 0 || out != ci+": ok (4 resources)\n" {
+		t.Fatalf("hatch validate = %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	os.Unsetenv("GHCR_TOKEN")
+	if code, _, errOut := run(t, "validate", "-f", ci); code != 1 || !strings.Contains(errOut, "GHCR_TOKEN is not set") {
+		t.Fatalf("without GHCR_TOKEN: hatch validate = %d, stderr %q; want 1 naming it", code, errOut)
+	}
+}

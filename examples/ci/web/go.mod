@@ -1,0 +1,3 @@
+module example.com/shop/web
+
+go 1.26
