@@ -279,8 +279,17 @@ func (c *checker) unused() {
 		}
 		used[resource.Key(resource.Secret, r.Password)] = true
 	}
+	mounted := map[string]bool{}
+	for _, e := range c.p.Eggs {
+		for _, v := range e.namedVolumes() {
+			mounted[v] = true
+		}
+	}
 	for _, v := range c.p.Volumes {
-		if !used[resource.Key(resource.Volume, v.Name)] {
+		switch {
+		case v.Backup != nil && !mounted[v.Name]:
+			c.errorf(max(v.BackupLine, v.Line), "volumes.%s.backup: no egg mounts volume %q, so there is nothing to back up (and no container for the hooks): mount it in an egg (volumes: [\"%s:/data\"]), or remove backup", v.Name, v.Name, v.Name)
+		case !used[resource.Key(resource.Volume, v.Name)]:
 			c.warnf(v.Line, "volume %q is not mounted by any egg", v.Name)
 		}
 	}
