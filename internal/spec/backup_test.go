@@ -226,3 +226,20 @@ func find(t *testing.T, rs []*resource.Desired, typ resource.Kind, name string) 
 	t.Fatalf("no %s/%s in %v", typ, name, rs)
 	return nil
 }
+
+func TestParseRefusesBackupHooksWithoutARunningContainer(t *testing.T) {
+	src := "project: shop\neggs:\n  job:\n    image: busybox\n    volumes: [\"data:/data\"]\n    schedule: {every: 1h}\nvolumes:\n  data:\n    backup:\n      before: [sync]\n"
+	_, err := parse(src)
+	var perr *Error
+	if !errors.As(err, &perr) {
+		t.Fatalf("Parse = %v, want an *Error", err)
+	}
+	checkDiagnostics(t, src, perr.Errors, []want{{"backup:", []string{"volumes.data.backup", `egg "job", which runs on a schedule`}}})
+
+	cold := strings.Replace(backupHead, "    image: postgres:16\n", "    image: postgres:16\n    replicas: 0\n", 1) + "    backup: {before: [sync]}\n"
+	p, err := parse(cold)
+	if err != nil {
+		t.Fatalf("a cold egg's hooks refused: %v", err)
+	}
+	checkDiagnostics(t, cold, p.Warnings, []want{{"backup:", []string{"replicas: 0", "fail until it runs"}}})
+}

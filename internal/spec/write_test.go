@@ -283,8 +283,9 @@ func checkModel(t *rapid.T, want, got *Project, out []byte) {
 	}
 }
 
-// drawBackup draws a valid backup policy, or none.
-func drawBackup(t *rapid.T) *inputs.VolumeBackup {
+// drawBackup draws a valid backup policy, or none; hooks only if the
+// volume's egg has a running container for them (running is false for a job).
+func drawBackup(t *rapid.T, running bool) *inputs.VolumeBackup {
 	if !rapid.Bool().Draw(t, "backup") {
 		return nil
 	}
@@ -296,7 +297,7 @@ func drawBackup(t *rapid.T) *inputs.VolumeBackup {
 		b.Schedule = &inputs.Schedule{Cron: drawFrom(t, "backupCron", "0 3 * * *", "*/5 * * * *", "@daily"), Timezone: drawFrom(t, "backupZone", "", "Europe/Berlin")}
 	}
 	b.Consistency = drawFrom(t, "consistency", "", "hooks", "stop")
-	if b.Consistency != "stop" && rapid.Bool().Draw(t, "hooks") {
+	if running && b.Consistency != "stop" && rapid.Bool().Draw(t, "hooks") {
 		b.Before = []string{"sh", "-c", escape(drawFrom(t, "before", "pg_dump > /data/d.sql", "echo ${HOME} $$x", "a: b"))}
 		b.After = []string{"rm", "-f", "/data/d.sql"}
 	}
@@ -339,7 +340,7 @@ func drawModel(t *rapid.T, dir string) *Project {
 	for i := range n {
 		e := drawEgg(t, i, secrets)
 		if e.Stateful() {
-			p.Volumes = append(p.Volumes, &Volume{Name: fmt.Sprintf("v%d", i), Labels: drawMap(t, "volumeLabels"), Backup: drawBackup(t)})
+			p.Volumes = append(p.Volumes, &Volume{Name: fmt.Sprintf("v%d", i), Labels: drawMap(t, "volumeLabels"), Backup: drawBackup(t, e.Schedule == nil)})
 		}
 		p.Eggs = append(p.Eggs, e)
 	}
