@@ -313,3 +313,30 @@ func TestVolumeForgetSendsTheIDAndSaysSo(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q, forgot %v", code, stdout, stderr, f.forgot)
 	}
 }
+
+func TestValidateShowsABadBackupAtItsLineWithItsPath(t *testing.T) {
+	path := writeProject(t, `project: shop
+eggs:
+  db:
+    image: postgres:16
+    volumes: ["data:/data"]
+volumes:
+  data:
+    backup:
+      schedule: {every: 30s}
+      keep: 0
+      consistency: snapshot
+`)
+	code, out, errOut := run(t, "validate", "-f", path)
+	if code != 1 || out != "" {
+		t.Fatalf("exit %d, stdout %q; want 1 and nothing", code, out)
+	}
+	for _, want := range []string{
+		path + ":10: volumes.data.backup.keep must be between 1",
+		path + `:11: volumes.data.backup.consistency: "snapshot" is not hooks`,
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+}

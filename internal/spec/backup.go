@@ -133,7 +133,7 @@ func (d *decoder) backup(v *Volume, g field) {
 	what := fmt.Sprintf("volumes.%s.backup", v.Name)
 	b := &inputs.VolumeBackup{}
 	lines := map[string]int{"": g.Line}
-	ok := true
+	failed := map[string]bool{} // the fields reported already: the rules would only guess at them
 	for _, f := range d.fields(g.Value, what, backupFields...) {
 		lines[f.Key] = f.Line
 		w := what + "." + f.Key
@@ -158,13 +158,15 @@ func (d *decoder) backup(v *Volume, g field) {
 		case "consistency":
 			b.Consistency, fieldOK = d.plain(f.Value, w)
 		}
-		ok = ok && fieldOK
+		if !fieldOK {
+			failed[f.Key] = true
+		}
 	}
 	v.Backup = b
-	if !ok {
-		return // its problems are reported; the rules would only guess at more
-	}
 	for _, e := range BackupErrors(*b) {
+		if top, _, _ := strings.Cut(e.Field, "."); failed[top] {
+			continue
+		}
 		line := lines[e.Field]
 		if line == 0 && strings.HasPrefix(e.Field, "schedule.") {
 			line = lines["schedule"] // a field it lacks ("needs cron")
