@@ -78,6 +78,7 @@ func newRootCmd() *cobra.Command {
 		newScheduleCmd(),
 		newHistoryCmd(),
 		newRollbackCmd(),
+		newVolumeCmd(),
 	)
 	return root
 }

@@ -99,7 +99,14 @@ func (m *mapper) anchors(converted []byte) []anchor {
 			}
 			base := []string{section.compose, name}
 			out = append(out, anchor{entry.Line, base})
-			if key.Value != "eggs" || value.Content[j+1].Kind != yaml.MappingNode {
+			if value.Content[j+1].Kind != yaml.MappingNode {
+				continue
+			}
+			if key.Value == "volumes" {
+				out = append(out, volumeAnchors(base, value.Content[j+1])...)
+				continue
+			}
+			if key.Value != "eggs" {
 				continue
 			}
 			fields := value.Content[j+1].Content
@@ -114,5 +121,23 @@ func (m *mapper) anchors(converted []byte) []anchor {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].line < out[j].line })
+	return out
+}
+
+// volumeAnchors ties a volume's backup block, and each of its fields, to
+// the volume's x-hatch.backup.
+func volumeAnchors(base []string, volume *yaml.Node) []anchor {
+	var out []anchor
+	for k := 0; k+1 < len(volume.Content); k += 2 {
+		if volume.Content[k].Value != "backup" {
+			continue
+		}
+		at := append(append([]string{}, base...), "x-hatch", "backup")
+		out = append(out, anchor{volume.Content[k].Line, at})
+		fields := volume.Content[k+1]
+		for f := 0; f+1 < len(fields.Content); f += 2 {
+			out = append(out, anchor{fields.Content[f].Line, append(append([]string{}, at...), fields.Content[f].Value)})
+		}
+	}
 	return out
 }

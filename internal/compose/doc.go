@@ -54,6 +54,14 @@
 // scale has none; with them, or with ports, a healthcheck or routes, it is
 // refused).
 //
+// An x-hatch extension on a top-level volume holds its backup policy,
+// hatch.yaml's volumes.<name>.backup block, checked alike:
+//
+//	volumes:
+//	  data:
+//	    x-hatch:
+//	      backup: {schedule: {every: 6h}, keep: 14, before: [sync], consistency: hooks}
+//
 // # References
 //
 // The strings handed to the container (environment, command, entrypoint,

@@ -124,7 +124,7 @@ func (m *mapper) volumes() []*spec.Volume {
 		if bool(v.External) {
 			m.warn([]string{"volumes", name, "external"}, "volume %q external: not supported by Hatchery, ignored: Hatchery creates the volume and owns it, so the data of an existing volume %q is not used", name, name)
 		}
-		out = append(out, &spec.Volume{Name: mapped, Labels: literalMap(v.Labels)})
+		out = append(out, &spec.Volume{Name: mapped, Labels: literalMap(v.Labels), Backup: m.volumeExtension(name, v)})
 	}
 	return out
 }

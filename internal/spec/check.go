@@ -279,8 +279,20 @@ func (c *checker) unused() {
 		}
 		used[resource.Key(resource.Secret, r.Password)] = true
 	}
+	mounted := map[string]*Egg{}
+	for _, e := range c.p.Eggs {
+		for _, v := range e.namedVolumes() {
+			mounted[v] = e
+		}
+	}
 	for _, v := range c.p.Volumes {
-		if !used[resource.Key(resource.Volume, v.Name)] {
+		if v.Backup != nil && mounted[v.Name] != nil {
+			c.backupHooks(v, mounted[v.Name])
+		}
+		switch {
+		case v.Backup != nil && mounted[v.Name] == nil:
+			c.errorf(max(v.BackupLine, v.Line), "volumes.%s.backup: no egg mounts volume %q, so there is nothing to back up (and no container for the hooks): mount it in an egg (volumes: [\"%s:/data\"]), or remove backup", v.Name, v.Name, v.Name)
+		case !used[resource.Key(resource.Volume, v.Name)]:
 			c.warnf(v.Line, "volume %q is not mounted by any egg", v.Name)
 		}
 	}
@@ -293,6 +305,22 @@ func (c *checker) unused() {
 		if !used[resource.Key(resource.Secret, s.Name)] {
 			c.warnf(s.Line, "secret %q is not used by any egg", s.Name)
 		}
+	}
+}
+
+// backupHooks checks that a volume's backup hooks have a running container
+// of its egg to run in: a scheduled egg has none between its runs, and a
+// cold one (replicas: 0) none until it is scaled up.
+func (c *checker) backupHooks(v *Volume, owner *Egg) {
+	b := v.Backup
+	if len(b.Before) == 0 && len(b.After) == 0 {
+		return
+	}
+	switch {
+	case owner.Schedule != nil:
+		c.errorf(max(v.BackupLine, v.Line), "volumes.%s.backup: before and after run in the running container of egg %q, which runs on a schedule and has none between its runs: remove them (or take the copy in the job itself)", v.Name, owner.Name)
+	case owner.Replicas == 0:
+		c.warnf(max(v.BackupLine, v.Line), "volumes.%s.backup: before and after run in the running container of egg %q, which has replicas: 0: its backups fail until it runs", v.Name, owner.Name)
 	}
 }
 

@@ -97,6 +97,9 @@
 // volume of the same egg has placement.volume and volume_host set to the
 // first one and its host, so that both land on one host.
 // An egg mounts a volume through ${volume/<name>.name}, so it depends on it.
+// backup, when the file has one, is its backup policy (inputs.VolumeBackup,
+// checked by BackupErrors): a change of it updates the volume and no egg,
+// since no egg input is copied from it.
 //
 // network/<name>, one per entry of networks:, plus network/default when an
 // egg lists no network (a file may configure it as networks: {default: ...},

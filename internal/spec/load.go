@@ -221,8 +221,14 @@ func (d *decoder) addDefaultNetwork(p *Project) {
 func (d *decoder) volume(f field) *Volume {
 	v := &Volume{Name: f.Key, Line: f.Line, Labels: map[string]string{}}
 	what := fmt.Sprintf("volume %q", f.Key)
-	for _, g := range d.fields(f.Value, what, "labels") {
-		v.Labels = d.labels(g.Value, what+" labels")
+	for _, g := range d.fields(f.Value, what, "labels", "backup") {
+		switch g.Key {
+		case "labels":
+			v.Labels = d.labels(g.Value, what+" labels")
+		case "backup":
+			v.BackupLine = g.Line
+			d.backup(v, g)
+		}
 	}
 	return v
 }

@@ -277,6 +277,11 @@ type Volume struct {
 	Name   string
 	Line   int
 	Labels map[string]string
+	// Backup is the volume's backup policy (backup:), as its inputs hold
+	// it; nil for none.
+	Backup *inputs.VolumeBackup
+	// BackupLine is the line of backup:, 0 when the file has none.
+	BackupLine int
 }
 
 // Network is one entry of `networks:`, or the project's default network.

@@ -169,7 +169,7 @@ func usesOf(e *Egg) []string {
 // volume of the same egg is placed on the host of the first, so that the egg
 // can run beside both.
 func volumeFor(v *Volume, owner *Egg) inputs.Volume {
-	in := inputs.Volume{Labels: orEmptyMap(v.Labels), Placement: inputs.Placement{Hosts: []string{}}}
+	in := inputs.Volume{Labels: orEmptyMap(v.Labels), Placement: inputs.Placement{Hosts: []string{}}, Backup: v.Backup}
 	if owner == nil {
 		return in
 	}

@@ -41,9 +41,12 @@ func Marshal(p *Project) ([]byte, error) {
 	if len(p.Volumes) > 0 {
 		vols := mapping(false)
 		for _, v := range p.Volumes {
-			n := mapping(true)
+			n := mapping(v.Backup == nil)
 			if len(v.Labels) > 0 {
 				add(n, "labels", stringMap(v.Labels, true))
+			}
+			if v.Backup != nil {
+				add(n, "backup", backupNode(v.Backup))
 			}
 			add(vols, v.Name, n)
 		}

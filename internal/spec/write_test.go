@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -257,6 +258,14 @@ func TestMarshalRoundTripProperty(t *testing.T) {
 // where the model has no reference to resolve: everything but placement and
 // uses (both follow the references parsing finds).
 func checkModel(t *rapid.T, want, got *Project, out []byte) {
+	if len(got.Volumes) != len(want.Volumes) {
+		t.Fatalf("%d volumes, want %d\n%s", len(got.Volumes), len(want.Volumes), out)
+	}
+	for i, w := range want.Volumes {
+		if !reflect.DeepEqual(w.Backup, got.Volumes[i].Backup) {
+			t.Fatalf("volume %s backup\n got: %+v\nwant: %+v\n%s", w.Name, got.Volumes[i].Backup, w.Backup, out)
+		}
+	}
 	if len(got.Eggs) != len(want.Eggs) {
 		t.Fatalf("%d eggs, want %d\n%s", len(got.Eggs), len(want.Eggs), out)
 	}
@@ -272,6 +281,27 @@ func checkModel(t *rapid.T, want, got *Project, out []byte) {
 			t.Fatalf("egg %s routes or depends_on differ: %v %v, want %v %v\n%s", w.Name, g.Routes, g.DependsOn, w.Routes, w.DependsOn, out)
 		}
 	}
+}
+
+// drawBackup draws a valid backup policy, or none; hooks only if the
+// volume's egg has a running container for them (running is false for a job).
+func drawBackup(t *rapid.T, running bool) *inputs.VolumeBackup {
+	if !rapid.Bool().Draw(t, "backup") {
+		return nil
+	}
+	b := &inputs.VolumeBackup{Keep: rapid.IntRange(0, 100).Draw(t, "keep")}
+	switch rapid.IntRange(0, 2).Draw(t, "backupSchedule") {
+	case 1:
+		b.Schedule = &inputs.Schedule{Every: drawFrom(t, "backupEvery", "1m", "6h", "1h30m"), StartingDeadline: drawFrom(t, "backupDeadline", "", "10m")}
+	case 2:
+		b.Schedule = &inputs.Schedule{Cron: drawFrom(t, "backupCron", "0 3 * * *", "*/5 * * * *", "@daily"), Timezone: drawFrom(t, "backupZone", "", "Europe/Berlin")}
+	}
+	b.Consistency = drawFrom(t, "consistency", "", "hooks", "stop")
+	if running && b.Consistency != "stop" && rapid.Bool().Draw(t, "hooks") {
+		b.Before = []string{"sh", "-c", escape(drawFrom(t, "before", "pg_dump > /data/d.sql", "echo ${HOME} $$x", "a: b"))}
+		b.After = []string{"rm", "-f", "/data/d.sql"}
+	}
+	return b
 }
 
 func stripLines(rs []Route) []Route {
@@ -310,7 +340,7 @@ func drawModel(t *rapid.T, dir string) *Project {
 	for i := range n {
 		e := drawEgg(t, i, secrets)
 		if e.Stateful() {
-			p.Volumes = append(p.Volumes, &Volume{Name: fmt.Sprintf("v%d", i), Labels: drawMap(t, "volumeLabels")})
+			p.Volumes = append(p.Volumes, &Volume{Name: fmt.Sprintf("v%d", i), Labels: drawMap(t, "volumeLabels"), Backup: drawBackup(t, e.Schedule == nil)})
 		}
 		p.Eggs = append(p.Eggs, e)
 	}
