@@ -120,7 +120,9 @@ func (r *taskRunner) backup(ctx context.Context, t contract.VolumeTask, key back
 	}
 	if err := errors.Join(errs...); err != nil {
 		if len(outputs) > 0 {
-			r.set(func(st *contract.VolumeTaskStatus) { st.Output = lastBytes(strings.Join(outputs, "\n"), hookOutputLimit) })
+			r.set(func(st *contract.VolumeTaskStatus) {
+				st.Output = lastBytes(strings.Join(outputs, "\n"), hookOutputLimit)
+			})
 		}
 		return err
 	}
