@@ -165,15 +165,17 @@ func (a *Agent) Close(ctx context.Context) error {
 		return nil
 	}
 	a.cancel()
-	if err := a.tasks.close(ctx); err != nil {
-		return fmt.Errorf("close agent: %w", err)
-	}
 	done := make(chan struct{})
 	go func() { a.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
 		return fmt.Errorf("close agent: %w", ctx.Err())
+	}
+	// The loop has ended: the memory keeps the volume tasks as it last saw
+	// them (running), so the next process reports them cut short.
+	if err := a.tasks.close(ctx); err != nil {
+		return fmt.Errorf("close agent: %w", err)
 	}
 	if err := a.memFile.save(a.mem); err != nil {
 		return fmt.Errorf("close agent: %w", err)
