@@ -273,6 +273,9 @@ func (x *taskExecutor) begin(t contract.VolumeTask, do func(ctx context.Context,
 	x.live[t.ID] = &liveTask{cancel: cancel, status: contract.VolumeTaskStatus{ID: t.ID, State: contract.TaskRunning, StartedAt: x.now()}}
 	x.mu.Unlock()
 	log := x.log.With(zap.String("task", t.ID), zap.String("kind", string(t.Kind)), zap.String("volume", t.Volume.DockerName))
+	if t.Kind == contract.TaskRestore {
+		log = log.With(zap.String("backup", t.Backup), zap.String("target", t.Target))
+	}
 	log.Info("volume task begun")
 	x.wg.Add(1)
 	go func() {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -436,4 +437,59 @@ func openManifestOf(t *testing.T, store *backuptest.Mem, task contract.VolumeTas
 		return backup.Manifest{}, err
 	}
 	return backup.OpenManifest(t.Context(), store, id, key)
+}
+
+// The agent does a backup, then a restore into a new volume beside it, from
+// its desired state on the real Docker Engine; its converge leaves the new
+// volume alone, as it is in no desired state's Volumes.
+func TestDockerAnAgentBacksUpAndRestoresFromItsDesiredState(t *testing.T) {
+	v := newVolumeEnv(t)
+	src := v.volume("data")
+	v.fill(src, map[string]file{"a.txt": {0o644, []byte("alpha")}, "dir/b.bin": {0o600, bytes.Repeat([]byte{7}, 300<<10)}})
+	want := v.read(src)
+	cp := storeControlPlane{fakeControlPlane: newFakeControlPlane(), store: backuptest.NewMem()}
+	cfg := testConfig(t, v.e, cp, t.TempDir())
+	cfg.HostID, cfg.Events, cfg.RelayImage = v.host, v.s.Client, v.image
+	cfg.ConvergeInterval = 200 * time.Millisecond
+	a := startAgent(t, cfg)
+	set := func(ts ...contract.VolumeTask) {
+		d := contract.DesiredState{HostID: v.host, VolumeTasks: ts,
+			Volumes: []contract.VolumeSpec{{Namespace: "default", Project: "shop", Name: "data", DockerName: src}}}
+		d.Seal()
+		cp.set(d)
+	}
+	b := backupTask(src, randomKey(t))
+	b.Egg = ""
+	set(b)
+	done := waitTask(t, a, b.ID, func(st contract.VolumeTaskStatus) bool { return st.State.Ended() })
+	if done.State != contract.TaskDone || done.Manifest == "" {
+		t.Fatalf("backup ended %+v", done)
+	}
+	fresh := v.s.Name("fresh")
+	r := restoreTask(b, done.Manifest, fresh)
+	set(r)
+	restored := waitTask(t, a, r.ID, func(st contract.VolumeTaskStatus) bool { return st.State.Ended() })
+	if restored.State != contract.TaskDone {
+		t.Fatalf("restore ended %+v", restored)
+	}
+	set()
+	for range 3 {
+		tickConverge(t, a)
+	}
+	if got := v.read(fresh); !maps.Equal(got, want) {
+		t.Errorf("the restored volume (after more converges) differs: %v", slices.Sorted(maps.Keys(got)))
+	}
+}
+
+// tickConverge waits for a converge that began after it was called.
+func tickConverge(t *testing.T, a *Agent) {
+	t.Helper()
+	before, _ := a.Status()
+	a.Notify()
+	eventually(t, "a converge", func() error {
+		if r, _ := a.Status(); !r.Time.After(before.Time) {
+			return errors.New("no converge yet")
+		}
+		return nil
+	})
 }

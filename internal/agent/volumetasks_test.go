@@ -15,7 +15,14 @@ import (
 	"github.com/hatchery/hatchery/internal/backup"
 	"github.com/hatchery/hatchery/internal/backup/backuptest"
 	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/containers/docker"
 	"github.com/hatchery/hatchery/internal/contract"
+)
+
+// The real adapter and client are what volume tasks use.
+var (
+	_ volumeDocker = (*docker.Engine)(nil)
+	_ taskStores   = (*HTTPClient)(nil)
 )
 
 var taskNow = time.Date(2026, 12, 2, 18, 0, 0, 0, time.UTC)
