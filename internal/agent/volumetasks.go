@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -73,6 +74,8 @@ type taskInput struct {
 	records map[string]contract.VolumeTaskStatus
 	// live are the tasks this process began, by ID, with their status now.
 	live map[string]contract.VolumeTaskStatus
+	// begun are the IDs this process ever began, live or long gone.
+	begun map[string]bool
 	// unable, if set, is why this agent cannot do any task (its Docker or
 	// control-plane client lacks the calls).
 	unable string
@@ -115,6 +118,11 @@ func planVolumeTasks(in taskInput) taskPlan {
 			// Begun by an earlier process, which ended before the task did.
 			st = rec
 			st.State, st.Phase, st.Error, st.EndedAt = contract.TaskFailed, "", restartedDuring, in.now
+			p.records[t.ID] = st
+		case in.begun[t.ID]:
+			// Left the desired state and came back: never begun twice.
+			st = contract.VolumeTaskStatus{ID: t.ID, State: contract.TaskFailed, EndedAt: in.now,
+				Error: "this agent began it before, and a task is never begun twice"}
 			p.records[t.ID] = st
 		case in.hold:
 			st = contract.VolumeTaskStatus{ID: t.ID, State: contract.TaskPending, Error: "waiting for the control plane to confirm the desired state"}
@@ -213,8 +221,10 @@ type taskExecutor struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
-	mu   sync.Mutex // guards live
+	mu   sync.Mutex // guards live and begun
 	live map[string]*liveTask
+	// begun holds every task ID this process began.
+	begun map[string]bool
 
 	// swept is set once the helpers an earlier agent left are removed;
 	// owned by the converge loop.
@@ -228,7 +238,14 @@ type liveTask struct {
 
 func newTaskExecutor(log *zap.Logger, now func() time.Time, fire func()) *taskExecutor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &taskExecutor{log: log, now: now, fire: fire, base: ctx, stop: cancel, live: map[string]*liveTask{}}
+	return &taskExecutor{log: log, now: now, fire: fire, base: ctx, stop: cancel, live: map[string]*liveTask{}, begun: map[string]bool{}}
+}
+
+// begunIDs returns the IDs this process began.
+func (x *taskExecutor) begunIDs() map[string]bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return maps.Clone(x.begun)
 }
 
 // snapshot returns the live tasks' statuses.
@@ -270,6 +287,7 @@ func (x *taskExecutor) update(id string, fn func(*contract.VolumeTaskStatus)) {
 func (x *taskExecutor) begin(t contract.VolumeTask, do func(ctx context.Context, set func(func(*contract.VolumeTaskStatus))) error) {
 	ctx, cancel := context.WithCancel(x.base)
 	x.mu.Lock()
+	x.begun[t.ID] = true
 	x.live[t.ID] = &liveTask{cancel: cancel, status: contract.VolumeTaskStatus{ID: t.ID, State: contract.TaskRunning, StartedAt: x.now()}}
 	x.mu.Unlock()
 	log := x.log.With(zap.String("task", t.ID), zap.String("kind", string(t.Kind)), zap.String("volume", t.Volume.DockerName))
@@ -363,7 +381,7 @@ func (a *Agent) handleVolumeTasks(ctx context.Context, desired contract.DesiredS
 		unable = "this agent's control-plane client has no backup store"
 	}
 	p := planVolumeTasks(taskInput{tasks: desired.VolumeTasks, records: a.mem.VolumeTasks, live: a.tasks.snapshot(),
-		unable: unable, noExec: a.cfg.NoExec, hold: hold, now: now})
+		begun: a.tasks.begunIDs(), unable: unable, noExec: a.cfg.NoExec, hold: hold, now: now})
 	var errs []error
 	for _, e := range p.errors {
 		errs = append(errs, errors.New(e))

@@ -57,6 +57,11 @@ func TestANewTaskIsBegunOnceAndRecordedAsBegun(t *testing.T) {
 	if len(again.begins) != 0 || statusOf(t, again, "t1").Phase != "copy" {
 		t.Errorf("a live task: begins %+v, status %+v", again.begins, statusOf(t, again, "t1"))
 	}
+	// Gone from the desired state (and so from the memory), then back.
+	back := planVolumeTasks(taskInput{tasks: []contract.VolumeTask{pureTask("t1")}, begun: map[string]bool{"t1": true}, now: taskNow})
+	if st := statusOf(t, back, "t1"); len(back.begins) != 0 || st.State != contract.TaskFailed {
+		t.Errorf("a task this process began before, back in the desired state: begins %d, status %+v: want failed", len(back.begins), st)
+	}
 }
 
 func TestATaskRunningWhenTheAgentRestartedIsReportedFailedNeverBegunAgain(t *testing.T) {
@@ -244,6 +249,12 @@ func TestAnAgentDoesATaskOnceReportsItUntilItLeavesAndAbandonsOneThatLeftEarly(t
 		}
 		return nil
 	})
+
+	// Back in the desired state: failed, not begun again.
+	withTasks(pureTask("t1"))
+	if st := waitTask(t, a, "t1", func(st contract.VolumeTaskStatus) bool { return st.State.Ended() }); st.State != contract.TaskFailed || d.readCount() != 1 {
+		t.Errorf("t1 back in the desired state: %+v, %d reads: want failed, read once", st, d.readCount())
+	}
 
 	// A task that leaves while it runs is abandoned: its copy is cancelled.
 	d.release = make(chan struct{})
