@@ -17,6 +17,8 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/hatchery/hatchery/internal/containers"
+	"github.com/hatchery/hatchery/internal/relay"
+	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
 
 // ownVolume creates a volume of the env's host and returns its name.
@@ -202,5 +204,38 @@ func TestDockerExecRunsInTheEggsRunningContainerWithItsOutputAndCode(t *testing.
 	code, err := v.e.Exec(t.Context(), id, []string{"/app", "-exit", "5"}, &out)
 	if err != nil || code != 5 || !strings.Contains(out.String(), "job done, exit 5") {
 		t.Errorf("exec: code %d, %v, output %q", code, err, out.String())
+	}
+}
+
+// The production helper: the relay image, built from the hatch binary on
+// first use (never pulled), makes a helper that reads a volume.
+func TestDockerTheRelayImageBuiltOnFirstUseMakesTheHelper(t *testing.T) {
+	bin, err := dockertest.Binary("./cmd/hatch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := relay.ImageFromBinary(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newEnv(t, func(c *Config) {
+		c.BuiltinImages = map[string]BuiltinImage{img.Ref: func() (io.Reader, error) { return bytes.NewReader(img.Context), nil }}
+	})
+	vol := v.ownVolume("data")
+	var in bytes.Buffer
+	tw := tar.NewWriter(&in)
+	tw.WriteHeader(&tar.Header{Name: "hatch-volume/x", Mode: 0o644, Size: 1})
+	tw.Write([]byte("x"))
+	tw.Close()
+	if err := v.e.WriteVolume(t.Context(), img.Ref, vol, &in); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := v.e.ReadVolume(t.Context(), img.Ref, vol, func(r io.Reader) error {
+		var err error
+		n, err = io.Copy(io.Discard, r)
+		return err
+	}); err != nil || n == 0 {
+		t.Fatalf("read through the relay image's helper: %d bytes, %v", n, err)
 	}
 }
