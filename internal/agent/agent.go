@@ -51,6 +51,8 @@ type Agent struct {
 
 	trust  trustWatch
 	engine engineWatch
+	// tasks runs the volume tasks this process began.
+	tasks *taskExecutor
 
 	// Owned by the loop goroutine (and by Close once the loop has ended).
 	memFile   memoryFile
@@ -96,6 +98,7 @@ func New(cfg Config) (*Agent, error) {
 		relayRoot: filepath.Join(cfg.DataDir, relaysDir),
 		crashLogs: map[string]crashLog{},
 	}
+	a.tasks = newTaskExecutor(log, cfg.Now, cfg.Changes.Fire)
 	if a.mem, err = a.memFile.load(); err != nil {
 		return nil, err
 	}
@@ -168,6 +171,11 @@ func (a *Agent) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		return fmt.Errorf("close agent: %w", ctx.Err())
+	}
+	// The loop has ended: the memory keeps the volume tasks as it last saw
+	// them (running), so the next process reports them cut short.
+	if err := a.tasks.close(ctx); err != nil {
+		return fmt.Errorf("close agent: %w", err)
 	}
 	if err := a.memFile.save(a.mem); err != nil {
 		return fmt.Errorf("close agent: %w", err)
@@ -317,12 +325,16 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 	// to stop.
 	replicas, _ := containers.SplitRuns(actual)
 	var runs []contract.RunStatus
+	var volumeTasks []contract.VolumeTaskStatus
 	if known {
 		var runErrs []error
 		var runWake time.Time
 		runs, runErrs, runWake = a.handleRuns(ctx, desired, actual, fromCache, now)
 		errs = append(errs, runErrs...)
 		plan.WakeAt = earliest(plan.WakeAt, runWake)
+		var taskErrs []error
+		volumeTasks, taskErrs = a.handleVolumeTasks(ctx, desired, fromCache, now)
+		errs = append(errs, taskErrs...)
 	}
 	// Without a desired state (the cache unreadable) the ingress keeps
 	// what it serves: the data plane an earlier agent fed serves its table
@@ -342,6 +354,7 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 	}
 	report := buildReport(desired, withoutRelays(replicas), a.mem, lines, now)
 	report.Runs = runs
+	report.VolumeTasks = volumeTasks
 	report.Capacity, report.NoExec = a.cfg.Capacity, a.cfg.NoExec
 	report.MeshAddresses = a.cfg.MeshAddresses
 	report.HTTPPort, report.HTTPSPort = a.cfg.HTTPPort, a.cfg.HTTPSPort

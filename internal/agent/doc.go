@@ -22,6 +22,11 @@
 //     HeartbeatInterval from its own goroutine, and at once after each
 //     converge, so a slow or unreachable control plane never delays a
 //     converge.
+//   - Volume tasks (volumetasks*.go) back a volume up or restore one, each on
+//     a goroutine of its own, through Docker's archive API on a never-started
+//     helper container and the control plane's chunk routes (taskstore.go);
+//     the converge begins them and reports them, the heartbeat carries their
+//     progress.
 //
 // Invariants:
 //   - An agent that has never received a desired state (none cached either)
@@ -37,6 +42,9 @@
 //     that changed them, so a restarted agent neither forgets a crash loop
 //     nor retries a failed rollout; running containers are adopted, never
 //     recreated when up to date (converge's rules see to that).
+//   - A volume task is begun at most once, ever: it is on disk as begun
+//     before it begins, and one an earlier process began is reported failed,
+//     never begun again nor reported done.
 //   - Agent.Start launches every goroutine the agent owns and Agent.Close
 //     stops and waits for all of them.
 //   - New takes every dependency it uses (Config.Validate names a missing

@@ -30,6 +30,7 @@ func (a *Agent) heartbeat(ctx context.Context) {
 			continue
 		}
 		r.Time = a.now()
+		a.tasks.overlay(&r)
 		r.Engine = a.engine.current()
 		rctx, cancel := context.WithTimeout(ctx, max(a.cfg.HeartbeatInterval, 5*time.Second))
 		err := a.cfg.ControlPlane.ReportStatus(rctx, r)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/converge"
 	"github.com/hatchery/hatchery/internal/fsutil"
 )
@@ -24,6 +25,10 @@ type memory struct {
 	// Runs is what the agent knows of the runs of its desired state beyond
 	// their containers (see runRecord), by run ID.
 	Runs map[string]runRecord `json:"runs,omitempty"`
+	// VolumeTasks are the volume tasks begun that are still in the desired
+	// state, with their last status, by task ID: one found running by a new
+	// agent process was cut short by a restart (see volumetasks.go).
+	VolumeTasks map[string]contract.VolumeTaskStatus `json:"volume_tasks,omitempty"`
 }
 
 type failureLog struct {
@@ -33,7 +38,8 @@ type failureLog struct {
 }
 
 func newMemory() *memory {
-	return &memory{History: converge.NewHistory(), FailureLogs: map[string]failureLog{}, Runs: map[string]runRecord{}}
+	return &memory{History: converge.NewHistory(), FailureLogs: map[string]failureLog{}, Runs: map[string]runRecord{},
+		VolumeTasks: map[string]contract.VolumeTaskStatus{}}
 }
 
 // memoryFile persists memory atomically, skipping writes that would not
@@ -64,6 +70,9 @@ func (f *memoryFile) load() (*memory, error) {
 	}
 	if m.Runs == nil {
 		m.Runs = map[string]runRecord{}
+	}
+	if m.VolumeTasks == nil {
+		m.VolumeTasks = map[string]contract.VolumeTaskStatus{}
 	}
 	f.last = data
 	return m, nil
