@@ -26,11 +26,11 @@ type VolumeTaskDelivery struct {
 	TargetName string
 }
 
-// holdsEgg reports whether the task holds its egg's replica stopped on its
+// HoldsEgg reports whether the task holds its egg's replica stopped on its
 // host while it is in the desired state: a backup with consistency stop
 // (the egg's stop-first window), and a restore into the volume itself (the
 // volume is removed and made anew under it).
-func holdsEgg(t contract.VolumeTask) bool {
+func HoldsEgg(t contract.VolumeTask) bool {
 	if t.Egg == "" {
 		return false
 	}
@@ -42,7 +42,7 @@ func holdsEgg(t contract.VolumeTask) bool {
 
 // DeliverVolumeTasks puts each task in its host's desired state (a task
 // there already stays as it is: a retry duplicates nothing). A task that
-// holds its egg (holdsEgg) scales the egg's workload to 0 on that host; a
+// holds its egg (HoldsEgg) scales the egg's workload to 0 on that host; a
 // restore into a new volume (Target not the volume's own) lists that
 // volume as kept on the host under the name the project's volume of that
 // name would have, so that nothing deletes it and an apply that adds it
@@ -58,7 +58,7 @@ func (s *States) DeliverVolumeTasks(ctx context.Context, tasks []VolumeTaskDeliv
 				return fmt.Errorf("volume task %s: host %s is not in the fleet", t.Task.ID, t.Host)
 			}
 			vol := t.Task.Volume
-			if holdsEgg(t.Task) {
+			if HoldsEgg(t.Task) {
 				v.scaleWorkload(contract.WorkloadID(vol.Namespace, vol.Project, t.Task.Egg), t.Host, 0)
 			}
 			if t.Task.Kind == contract.TaskRestore && t.Task.Target != vol.DockerName {
@@ -155,15 +155,35 @@ func (v *view) volumeTaskHost(id string) (string, bool) {
 }
 
 // holdForVolumeTasks keeps an egg's replica stopped on each host whose
-// state holds a task that holds it (holdsEgg), whoever places the egg
+// state holds a task that holds it (HoldsEgg), whoever places the egg
 // meanwhile (an apply, a restart). ReleaseVolumeTasks places it again.
 func (v *view) holdForVolumeTasks(e Egg, specs map[string]contract.WorkloadSpec) {
 	for host, w := range specs {
 		if slices.ContainsFunc(v.states[host].VolumeTasks, func(t contract.VolumeTask) bool {
-			return holdsEgg(t) && t.Egg == e.name && t.Volume.Namespace == e.namespace && t.Volume.Project == e.project
+			return HoldsEgg(t) && t.Egg == e.name && t.Volume.Namespace == e.namespace && t.Volume.Project == e.project
 		}) {
 			w.Replicas = 0
 			specs[host] = w
 		}
 	}
+}
+
+// VolumeMounts returns the IDs of the workloads of host's desired state
+// that mount the Docker volume (their containers would hold it open).
+func (s *States) VolumeMounts(ctx context.Context, host, dockerName string) ([]string, error) {
+	v, err := s.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d, ok := v.states[host]
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	for _, w := range d.Workloads {
+		if slices.ContainsFunc(w.Volumes, func(m contract.VolumeMount) bool { return m.DockerName == dockerName }) {
+			out = append(out, w.ID())
+		}
+	}
+	return out, nil
 }
