@@ -26,8 +26,16 @@ type BlobStore struct {
 
 var _ backup.Store = (*BlobStore)(nil)
 
-// maxObject bounds a stored object: a chunk's sealed size, or a manifest.
-const maxObject = 64 << 20
+// maxObject bounds a stored object: a chunk's sealed size, or a manifest
+// (about 100 bytes a chunk: some 300 GB of volume).
+const maxObject = MaxManifest
+
+// MaxChunk and MaxManifest bound what a host uploads: a sealed chunk
+// (backup.MaxChunk and its sealing's overhead), and a manifest.
+const (
+	MaxChunk    = backup.MaxChunk + 4096
+	MaxManifest = 256 << 20
+)
 
 func digestOf(id string) string { return "sha256:" + id }
 

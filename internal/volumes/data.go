@@ -13,8 +13,9 @@ import (
 
 // The data routes of a host's volume tasks (contract.VolumeTaskPath). Each
 // call is checked against the task first: it must be the calling host's,
-// open, and of the route's kind (ErrForbidden otherwise), whatever the
-// host's token would let it reach elsewhere.
+// open, and of the route's kind (ErrForbidden otherwise; ErrNotFound for a
+// task never recorded), whatever the host's token would let it reach
+// elsewhere.
 
 // MaxMissing bounds the chunk IDs one Missing call may ask about.
 const MaxMissing = 20_000
@@ -23,7 +24,7 @@ const MaxMissing = 20_000
 func (s *Service) hostTask(ctx context.Context, host, id string, kind contract.VolumeTaskKind) (store.VolumeTask, error) {
 	t, err := s.deps.Tasks.VolumeTask(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.VolumeTask{}, fmt.Errorf("%w: volume task %s is not this host's", ErrForbidden, id)
+		return store.VolumeTask{}, fmt.Errorf("%w: no volume task %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return store.VolumeTask{}, err
