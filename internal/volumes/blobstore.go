@@ -92,10 +92,14 @@ func (b *BlobStore) Missing(ctx context.Context, ids []string) ([]string, error)
 }
 
 // PutManifest stores a manifest as a blob.
-func (b *BlobStore) PutManifest(ctx context.Context, id string, data []byte) error { return b.Put(ctx, id, data) }
+func (b *BlobStore) PutManifest(ctx context.Context, id string, data []byte) error {
+	return b.Put(ctx, id, data)
+}
 
 // GetManifest returns a stored manifest.
-func (b *BlobStore) GetManifest(ctx context.Context, id string) ([]byte, error) { return b.Get(ctx, id) }
+func (b *BlobStore) GetManifest(ctx context.Context, id string) ([]byte, error) {
+	return b.Get(ctx, id)
+}
 
 // ListManifests returns the manifests of the recorded good backups not
 // forgotten.

@@ -78,8 +78,10 @@ type oneManifest struct {
 	data []byte
 }
 
-func (o oneManifest) PutManifest(context.Context, string, []byte) error { return errors.New("read only") }
-func (o oneManifest) ListManifests(context.Context) ([]string, error)   { return []string{o.id}, nil }
+func (o oneManifest) PutManifest(context.Context, string, []byte) error {
+	return errors.New("read only")
+}
+func (o oneManifest) ListManifests(context.Context) ([]string, error) { return []string{o.id}, nil }
 func (o oneManifest) GetManifest(_ context.Context, id string) ([]byte, error) {
 	if id != o.id {
 		return nil, backup.ErrNotFound
