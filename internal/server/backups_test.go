@@ -99,3 +99,50 @@ func TestAHostTokenReachesOnlyItsOwnVolumeTasks(t *testing.T) {
 		t.Errorf("alpha GETs a chunk of its ended restore: %d, want 403", got)
 	}
 }
+
+// The cross-host rows of the volume tasks' data routes: mallory tries
+// each on alpha's open backup and restore, through its own {id} and
+// through alpha's, and is refused both ways; nothing of what it sent is
+// stored.
+func init() {
+	const backupTask, restoreTask = "00000000000000b1", "00000000000000c1"
+	chunk := []byte("mallory's chunk")
+	sum := sha256.Sum256(chunk)
+	chunkID := hex.EncodeToString(sum[:])
+	row := func(method, suffix string, body []byte) func(t *testing.T, w *crossHostWorld) {
+		return func(t *testing.T, w *crossHostWorld) {
+			now := w.sh.clock.Now()
+			for _, tk := range []store.VolumeTask{
+				{ID: backupTask, Kind: "backup", Host: w.alpha.ID},
+				{ID: restoreTask, Kind: "restore", Host: w.alpha.ID, Backup: chunkID},
+			} {
+				tk.Project, tk.Volume, tk.Trigger, tk.CreatedAt, tk.DeliveredAt, tk.State = "default/shop", "data", "manual", now, now, store.TaskPending
+				if err := w.sh.store.CreateVolumeTask(t.Context(), tk, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, host := range []string{w.mallory.ID, w.alpha.ID} {
+				var r io.Reader
+				if body != nil {
+					r = bytes.NewReader(body)
+				}
+				resp, err := w.mallory.C.Send(t.Context(), method, "/api/v1/hosts/"+host+"/volume-tasks/"+suffix, r, "application/octet-stream")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusForbidden {
+					t.Errorf("mallory's %s of alpha's task through host %s's path: %d, want 403", method, host, resp.StatusCode)
+				}
+			}
+			if _, err := w.sh.blobs.Stat(t.Context(), "sha256:"+chunkID); err == nil {
+				t.Errorf("mallory's chunk was stored")
+			}
+		}
+	}
+	crossHostRows["POST /api/v1/hosts/{id}/volume-tasks/{task}/missing"] = row("POST", backupTask+"/missing", []byte(`["`+chunkID+`"]`))
+	crossHostRows["PUT /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}"] = row("PUT", backupTask+"/chunks/"+chunkID, chunk)
+	crossHostRows["PUT /api/v1/hosts/{id}/volume-tasks/{task}/manifest/{manifest}"] = row("PUT", backupTask+"/manifest/"+chunkID, chunk)
+	crossHostRows["GET /api/v1/hosts/{id}/volume-tasks/{task}/manifest"] = row("GET", restoreTask+"/manifest", nil)
+	crossHostRows["GET /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}"] = row("GET", restoreTask+"/chunks/"+chunkID, nil)
+}
