@@ -1,6 +1,7 @@
 package serverd
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -24,8 +25,7 @@ import (
 // backupKeyFile keeps the cluster's backup key (hex of 32 random bytes),
 // apart from seal.key: with it and the bucket, a new control plane lists
 // and restores every backup. Written by `hatch server init` with the other
-// shared files; a first start on SQLite makes it if missing, a server on
-// PostgreSQL never does (its cluster's servers must share one).
+// shared files; a first start makes it if missing (see loadBackupKey).
 const backupKeyFile = "backup.key"
 
 // The environment a --backup-store bucket is reached through, beside the
@@ -34,6 +34,24 @@ const (
 	EnvS3Endpoint = "AWS_ENDPOINT_URL"
 	EnvS3Region   = "AWS_REGION"
 )
+
+// loadBackupKey returns the cluster's backup key. A first start on SQLite
+// makes it if missing; on PostgreSQL, whose servers must share one, only
+// while the database records no volume task yet (a new cluster, started
+// without hatch server init: no backup depends on a key), and a server
+// that finds backups recorded and no key is refused rather than given a
+// key of its own that opens none of them.
+func loadBackupKey(ctx context.Context, dataDir string, loc StoreLocation, tasks store.VolumeTasks) ([]byte, error) {
+	create := loc.PostgresURL == ""
+	if !create {
+		list, err := tasks.ListVolumeTasks(ctx, store.VolumeTaskFilter{Forgotten: true, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		create = len(list) == 0
+	}
+	return BackupKey(dataDir, create)
+}
 
 // BackupKey returns the cluster's backup key from the data dir, making it
 // first if create is set and it is missing.

@@ -250,7 +250,7 @@ func Run(ctx context.Context, c Config) error {
 		ln.Close()
 		return err
 	}
-	backupKey, err := BackupKey(c.DataDir, loc.PostgresURL == "") // a cluster's servers share one: made on SQLite only
+	backupKey, err := loadBackupKey(ctx, c.DataDir, loc, st)
 	if err != nil {
 		ln.Close()
 		return err
