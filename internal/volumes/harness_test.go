@@ -29,6 +29,8 @@ import (
 // testStore is what the tests need of a real store.
 type testStore interface {
 	store.VolumeTasks
+	store.Runs
+	store.ScheduleStates
 	store.Leases
 	store.Events
 	store.DesiredStates

@@ -2,15 +2,19 @@ package volumes
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/backup"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/jobs"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -268,8 +272,19 @@ func TestRetentionKeepsTheVolumesLastGoodBackups(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// A volume no longer deployed (hatch destroy --volumes): its backups outlive it.
+		for i := range 3 {
+			if err := h.st.CreateVolumeTask(t.Context(), store.VolumeTask{ID: fmt.Sprintf("%016x", 100+i), Kind: "backup", Project: project,
+				Volume: "gone", Trigger: "manual", CreatedAt: h.clock.now(), State: store.TaskDone, Manifest: strings.Repeat("e", 64),
+				ReleasedAt: h.clock.now()}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := h.svc.Retain(t.Context()); err != nil {
 			t.Fatal(err)
+		}
+		if gone, err := h.svc.List(t.Context(), project, "gone"); err != nil || len(gone) != 3 {
+			t.Fatalf("the destroyed volume's backups: %d (%v), want all 3 kept", len(gone), err)
 		}
 		list, err := h.svc.List(t.Context(), project, "data")
 		if err != nil || len(list) != 2 || list[0].ID != fmt.Sprintf("%016x", 4) || list[1].ID != fmt.Sprintf("%016x", 3) {
@@ -339,6 +354,61 @@ func TestAVolumesBackupTickIsRecordedOnceWhicheverServerDecidesIt(t *testing.T) 
 		list, _ = h.st.ListVolumeTasks(t.Context(), store.VolumeTaskFilter{Project: project})
 		if len(list) != 2 || list[0].State != store.TaskSkipped {
 			t.Fatalf("tasks %+v; want the second tick skipped", list)
+		}
+	})
+}
+
+// TestTheOneSchedulerFiresAVolumesBackupTicks runs the jobs scheduler's
+// loop with the volumes as one of its sources: a volume whose backup runs
+// every second gets a scheduled backup per tick, each tick once, with no
+// egg's run recorded for it.
+func TestTheOneSchedulerFiresAVolumesBackupTicks(t *testing.T) {
+	onStores(t, func(t *testing.T, h *harness) {
+		h.report(t, "h1", nil)
+		h.volume(t, "data", "h1", map[string]any{"schedule": map[string]any{"every": "1s"}})
+		cfg := jobs.DefaultConfig()
+		cfg.Tick = 100 * time.Millisecond
+		sched, err := jobs.New(cfg, jobs.Deps{Runs: h.st, Schedules: h.st, Leases: h.st, Events: h.st, Records: h.st, Hosts: h.st,
+			Desired: h.states, Sources: []jobs.Source{jobs.EggSchedules{Projects: h.st}, h.svc}, ServerID: "srv-a",
+			Logger: zaptest.NewLogger(t), Now: time.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := sched.BeginLoops(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); run(ctx) }()
+		deadline := time.Now().Add(10 * time.Second)
+		var list []store.VolumeTask
+		for time.Now().Before(deadline) {
+			if list, err = h.st.ListVolumeTasks(t.Context(), store.VolumeTaskFilter{Project: project}); err != nil {
+				t.Fatal(err)
+			}
+			if len(list) >= 2 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel()
+		<-done
+		if len(list) < 2 {
+			t.Fatalf("backup tasks after the scheduler ran: %+v; want one per tick", list)
+		}
+		ticks := map[time.Time]bool{}
+		for _, v := range list {
+			if v.ScheduledAt.IsZero() || ticks[v.ScheduledAt] || v.Kind != "backup" || v.Volume != "data" {
+				t.Fatalf("tasks %+v: want one scheduled backup of data per tick", list)
+			}
+			ticks[v.ScheduledAt] = true
+		}
+		if list[len(list)-1].State != store.TaskPending || list[0].State != store.TaskSkipped {
+			t.Fatalf("tasks %+v: want the first pending and the next skipped while it is open", list)
+		}
+		if runs, _ := h.st.ListRuns(t.Context(), store.RunFilter{}); len(runs) != 0 {
+			t.Fatalf("the volume's ticks recorded egg runs: %+v", runs)
 		}
 	})
 }
