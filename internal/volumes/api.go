@@ -76,6 +76,9 @@ func (s *Service) Backup(ctx context.Context, project, name, actor string) (api.
 	if v.host == "" {
 		return api.VolumeTask{}, fmt.Errorf("%w: volume %s has no host yet (its apply has not placed it)", ErrRefused, name)
 	}
+	if err := s.checkHostUp(ctx, v.host); err != nil {
+		return api.VolumeTask{}, err
+	}
 	t := store.VolumeTask{ID: newID(), Kind: string(contract.TaskBackup), Project: project, Volume: name, Host: v.host,
 		Trigger: api.TriggerManual, Actor: actor, CreatedAt: s.now(), State: store.TaskPending, Consistency: v.consistency()}
 	return s.start(store.WithActor(ctx, actor), t, v, "")
@@ -338,14 +341,8 @@ func (s *Service) Restore(ctx context.Context, project, name string, req api.Res
 // container mounts, per its host's latest report (the archive PUT would
 // write under a live process), or whose host is down.
 func (s *Service) checkUnmounted(ctx context.Context, host, dockerName string) error {
-	hosts, err := s.deps.Hosts.ListHosts(ctx)
-	if err != nil {
+	if err := s.checkHostUp(ctx, host); err != nil {
 		return err
-	}
-	for _, h := range hosts {
-		if h.ID == host && h.State == store.HostDown {
-			return fmt.Errorf("%w: the volume's host %s is down: a restore needs it up", ErrRefused, host)
-		}
 	}
 	workloads, err := s.deps.Desired.VolumeMounts(ctx, host, dockerName)
 	if err != nil || len(workloads) == 0 {
@@ -367,6 +364,21 @@ func (s *Service) checkUnmounted(ctx context.Context, host, dockerName string) e
 			c.State == contract.StateDraining) {
 			return fmt.Errorf("%w: a running container of %s mounts volume %s on its host; stop it first (scale its egg to 0 replicas and apply)",
 				ErrRefused, c.WorkloadID, dockerName)
+		}
+	}
+	return nil
+}
+
+// checkHostUp refuses a task on a host that is down: it could only be
+// lost.
+func (s *Service) checkHostUp(ctx context.Context, host string) error {
+	hosts, err := s.deps.Hosts.ListHosts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, h := range hosts {
+		if h.ID == host && h.State == store.HostDown {
+			return fmt.Errorf("%w: the volume's host %s is down; try again once it is back", ErrRefused, host)
 		}
 	}
 	return nil

@@ -17,6 +17,10 @@ import (
 	"github.com/hatchery/hatchery/internal/store"
 )
 
+// manifestSkew is how far a host's clock may be behind the control
+// plane's when it dates a backup's manifest.
+const manifestSkew = 5 * time.Minute
+
 // retentionEvery is how often the volumes' old backups are forgotten.
 const retentionEvery = time.Minute
 
@@ -183,6 +187,11 @@ func (s *Service) checkDone(ctx context.Context, t store.VolumeTask, p store.Vol
 	m, err := s.openManifest(ctx, s.deps.Store, t, p.Manifest)
 	if err != nil {
 		return fail(err)
+	}
+	if m.Created.Before(t.CreatedAt.Add(-manifestSkew)) {
+		// An older backup of the volume, passed off as this one.
+		return fail(fmt.Errorf("it was made at %s, before the backup was asked for at %s", m.Created.Format(time.RFC3339),
+			t.CreatedAt.Format(time.RFC3339)))
 	}
 	if err := s.allStored(ctx, m); err != nil {
 		return fail(err)

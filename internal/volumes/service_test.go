@@ -152,6 +152,9 @@ func TestATaskOfAHostThatWentDownIsLost(t *testing.T) {
 		if _, ok := eventOf(h.events(t), store.EventBackupFailed); !ok {
 			t.Fatal("no backup.failed event for the lost backup")
 		}
+		if _, err := h.svc.Backup(t.Context(), project, "data", "alice"); !errors.Is(err, ErrRefused) {
+			t.Fatalf("a backup of a volume whose host is down: %v, want ErrRefused", err)
+		}
 		// A late report of its end does not bring it back.
 		h.report(t, "h1", []contract.VolumeTaskStatus{{ID: got.ID, State: contract.TaskDone, Manifest: strings.Repeat("a", 64)}})
 		h.pass(t)
@@ -250,6 +253,19 @@ func TestABackupWhoseManifestDoesNotCheckFails(t *testing.T) {
 		h.pass(t)
 		if r := h.task(t, got.ID); r.State != store.TaskFailed || r.Manifest != "" || !strings.Contains(r.Error, "manifest") {
 			t.Fatalf("a done report naming no stored manifest: %+v; want failed", r)
+		}
+		// An older good backup passed off as a new one.
+		h.clock.advance(time.Minute)
+		old := h.goodBackup(t, "data")
+		h.clock.advance(time.Hour)
+		again, err := h.svc.Backup(t.Context(), project, "data", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.report(t, "h1", []contract.VolumeTaskStatus{{ID: again.ID, State: contract.TaskDone, Manifest: old}})
+		h.pass(t)
+		if r := h.task(t, again.ID); r.State != store.TaskFailed || !strings.Contains(r.Error, "before the backup was asked for") {
+			t.Fatalf("a done report naming an older backup: %+v; want failed", r)
 		}
 	})
 }
