@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/backup"
+	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/volumes"
 )
@@ -145,4 +147,40 @@ func init() {
 	crossHostRows["PUT /api/v1/hosts/{id}/volume-tasks/{task}/manifest/{manifest}"] = row("PUT", backupTask+"/manifest/"+chunkID, chunk)
 	crossHostRows["GET /api/v1/hosts/{id}/volume-tasks/{task}/manifest"] = row("GET", restoreTask+"/manifest", nil)
 	crossHostRows["GET /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}"] = row("GET", restoreTask+"/chunks/"+chunkID, nil)
+}
+
+// TestTheBackupRoutesAnswerTheAPIsShapes takes a project's volume through
+// the project routes as the CLI does: a backup now (201, the task as
+// recorded on the volume's host), read back and long-polled, listed,
+// refused to forget while open (409), and a restore with no good backup
+// yet (404).
+func TestTheBackupRoutesAnswerTheAPIsShapes(t *testing.T) {
+	sh := newSecureHarness(t, DefaultConfig())
+	live, _ := sh.createJoinToken(time.Hour, 10)
+	alpha, alphaTok := sh.join(live, "alpha")
+	report := `{"host_id": "` + alpha + `", "version": "", "containers": []}`
+	if resp := sh.doAs(alphaTok, "POST", "/api/v1/hosts/"+alpha+"/status", strings.NewReader(report)); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("alpha's report: %d", resp.StatusCode)
+	}
+	if err := sh.store.PutResource(t.Context(), "default/shop", &resource.Deployed{ID: "v1", Type: resource.Volume, Name: "data",
+		Inputs:  map[string]any{"labels": map[string]any{}, "egg": "db", "placement": map[string]any{}, "resources": map[string]any{}},
+		Outputs: map[string]any{"name": "data", "host": alpha}}); err != nil {
+		t.Fatal(err)
+	}
+	const p = "/api/v1/projects/default/shop"
+	got := decode[api.VolumeTask](t, sh.do("POST", p+"/volumes/data/backups", nil), http.StatusCreated)
+	if got.Kind != "backup" || got.Volume != "data" || got.Host != alpha || got.HostName != "alpha" || got.State != store.TaskPending ||
+		got.Trigger != api.TriggerManual || got.Consistency != "hooks" {
+		t.Fatalf("the backup: %+v", got)
+	}
+	if again := decode[api.VolumeTask](t, sh.do("GET", p+"/volume-tasks/"+got.ID+"?state=pending&wait=50ms", nil), http.StatusOK); again.ID != got.ID {
+		t.Fatalf("long-poll: %+v", again)
+	}
+	list := decode[[]api.VolumeTask](t, sh.do("GET", p+"/backups?volume=data", nil), http.StatusOK)
+	if len(list) != 1 || list[0].ID != got.ID {
+		t.Fatalf("backups: %+v", list)
+	}
+	decode[api.Error](t, sh.do("DELETE", p+"/backups/"+got.ID, nil), http.StatusConflict)
+	decode[api.Error](t, sh.do("POST", p+"/volumes/data/restore", strings.NewReader(`{"dry_run": true}`)), http.StatusNotFound)
+	decode[api.Error](t, sh.do("POST", p+"/volumes/data/restore", strings.NewReader(`{"to": "Bad Name"}`)), http.StatusBadRequest)
 }

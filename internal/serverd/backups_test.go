@@ -11,6 +11,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
+	"github.com/hatchery/hatchery/internal/volumes"
 )
 
 // TestTheBackupKeyIsMadeOnlyWhereNoBackupDependsOnAnother: a first start
@@ -55,5 +56,33 @@ func TestTheBackupKeyIsMadeOnlyWhereNoBackupDependsOnAnother(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(late, backupKeyFile)); err == nil {
 		t.Fatal("the refused start wrote a key")
+	}
+}
+
+// TestABackupBucketIsRefusedWithoutCredentialsOrAGoodURL: --backup-store
+// takes its credentials from the environment only, and says which
+// setting is wrong; without the flag, backups go to the blob store.
+func TestABackupBucketIsRefusedWithoutCredentialsOrAGoodURL(t *testing.T) {
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	if _, err := openBackupStore("s3://bucket/prefix", getenv, nil, nil); err == nil || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
+		t.Fatalf("a bucket without credentials: %v, want the variables named", err)
+	}
+	env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = "id", "secret"
+	if _, err := openBackupStore("http://bucket", getenv, nil, nil); err == nil || !strings.Contains(err.Error(), "s3://bucket") {
+		t.Fatalf("a URL that is not s3://: %v, want the form named", err)
+	}
+	env[EnvS3Endpoint] = "ftp://x"
+	if _, err := openBackupStore("s3://bucket", getenv, nil, nil); err == nil || !strings.Contains(err.Error(), EnvS3Endpoint) {
+		t.Fatalf("a bad endpoint: %v, want %s named", err, EnvS3Endpoint)
+	}
+	env[EnvS3Endpoint] = "http://127.0.0.1:8333"
+	if st, err := openBackupStore("s3://bucket/prefix", getenv, nil, nil); err != nil || st == nil {
+		t.Fatalf("a good bucket: %v", err)
+	}
+	if st, err := openBackupStore("", getenv, nil, nil); err != nil {
+		t.Fatalf("no bucket: %v", err)
+	} else if _, ok := st.(*volumes.BlobStore); !ok {
+		t.Fatalf("no bucket: %T, want the blob store", st)
 	}
 }
