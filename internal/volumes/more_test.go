@@ -18,6 +18,8 @@ import (
 	"github.com/hatchery/hatchery/internal/backup/backuptest"
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/desired"
+	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
 )
@@ -186,4 +188,59 @@ func TestANewControlPlaneWithTheBucketAndTheKeyListsAndRestoresEveryBackup(t *te
 	if list, _ := fresh.svc.List(t.Context(), project, "data"); len(list) != 0 {
 		t.Fatalf("a forgotten backup is listed again from the store: %+v", list)
 	}
+}
+
+// TestAStopBackupHoldsItsEggStoppedAndPlacesItAgainAtItsEnd: a backup with
+// consistency stop scales the egg that mounts the volume to 0 on its host,
+// an apply placing the egg meanwhile keeps it there, and the backup's
+// release places it again.
+func TestAStopBackupHoldsItsEggStoppedAndPlacesItAgainAtItsEnd(t *testing.T) {
+	onStores(t, func(t *testing.T, h *harness) {
+		h.report(t, "h1", nil)
+		h.volume(t, "data", "h1", map[string]any{"consistency": "stop"})
+		egg := &resource.Deployed{ID: "id-db", Type: resource.Egg, Name: "db", Inputs: map[string]any{"image": "db:1", "replicas": 1,
+			"volumes":   []any{map[string]any{"type": "volume", "source": "data", "target": "/data"}},
+			"placement": map[string]any{"volume": "data", "volume_host": "h1"}}, Outputs: map[string]any{"address": "db", "hosts": []any{}}}
+		if err := h.st.PutResource(t.Context(), project, egg); err != nil {
+			t.Fatal(err)
+		}
+		place := func() {
+			t.Helper()
+			e, err := desired.NewEgg(project, "db", egg.Inputs, "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.states.PlaceEgg(t.Context(), project, e, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		replicas := func() int {
+			t.Helper()
+			w, _ := h.desiredState(t, "h1").Workload("default/shop/db")
+			return w.Replicas
+		}
+		place()
+		if n := replicas(); n != 1 {
+			t.Fatalf("db has %d replicas before the backup, want 1", n)
+		}
+		got, err := h.svc.Backup(t.Context(), project, "data", "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := replicas(); n != 0 {
+			t.Fatalf("db has %d replicas during its stop backup, want 0", n)
+		}
+		place() // an apply meanwhile
+		if n := replicas(); n != 0 {
+			t.Fatalf("db placed again during its stop backup has %d replicas, want 0", n)
+		}
+		h.report(t, "h1", []contract.VolumeTaskStatus{{ID: got.ID, State: contract.TaskFailed, Error: "before hook failed", Output: "no"}})
+		h.pass(t)
+		if n := replicas(); n != 1 {
+			t.Fatalf("db has %d replicas after its backup ended, want 1 again", n)
+		}
+		if r := h.task(t, got.ID); r.State != store.TaskFailed || r.Output != "no" || r.ReleasedAt.IsZero() {
+			t.Fatalf("the failed backup: %+v", r)
+		}
+	})
 }
