@@ -59,8 +59,8 @@ type Ticks interface {
 const HearFirst = hearFirst
 
 // Source lists the timed work the scheduler decides. Scheduled eggs are
-// one source (EggSchedules); volume backups are to be another, with their
-// own timers, recorded and decided by this one scheduler.
+// one source (EggSchedules); volume backups another (volumes.Service,
+// whose Scheduled carry Ticks), decided by this one scheduler.
 type Source interface {
 	// Scheduled returns the timed work of the project ("" for every
 	// project).
