@@ -244,3 +244,36 @@ func TestAStopBackupHoldsItsEggStoppedAndPlacesItAgainAtItsEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestARestoreIntoTheVolumeItselfHoldsItsEggAndEndsWithAnEvent: the
+// restore's host gets the backup and the volume's own Docker name as its
+// target, the egg is held at 0 replicas there while it runs, and its end
+// is a restore.done event with its actor.
+func TestARestoreIntoTheVolumeItselfHoldsItsEggAndEndsWithAnEvent(t *testing.T) {
+	onStores(t, func(t *testing.T, h *harness) {
+		h.report(t, "h1", nil)
+		h.volume(t, "data", "h1", nil)
+		h.eggOn(t, "h1", "data")
+		b := h.goodBackup(t, "data")
+		_, task, err := h.svc.Restore(t.Context(), project, "data", api.RestoreRequest{From: b}, "bob")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := h.desiredState(t, "h1")
+		if len(d.VolumeTasks) != 1 || d.VolumeTasks[0].Kind != contract.TaskRestore ||
+			d.VolumeTasks[0].Target != contract.VolumeName("h1", "default", "shop", "data") || d.VolumeTasks[0].Backup != b {
+			t.Fatalf("h1's tasks: %+v; want the restore of %s into the volume itself", d.VolumeTasks, b)
+		}
+		if w, _ := d.Workload("default/shop/db"); w.Replicas != 0 {
+			t.Fatalf("db has %d replicas during the restore of its volume, want 0", w.Replicas)
+		}
+		h.report(t, "h1", []contract.VolumeTaskStatus{{ID: task.ID, State: contract.TaskDone, EndedAt: h.clock.now(), Bytes: 30_000}})
+		h.pass(t)
+		if r := h.task(t, task.ID); r.State != store.TaskDone || r.ReleasedAt.IsZero() {
+			t.Fatalf("the restore: %+v; want done and released", r)
+		}
+		if e, ok := eventOf(h.events(t), store.EventRestoreDone); !ok || e.Actor != "bob" {
+			t.Fatalf("restore.done: %+v, %v; want one by bob", e, ok)
+		}
+	})
+}
