@@ -426,5 +426,8 @@ func TestTheOneSchedulerFiresAVolumesBackupTicks(t *testing.T) {
 		if runs, _ := h.st.ListRuns(t.Context(), store.RunFilter{}); len(runs) != 0 {
 			t.Fatalf("the volume's ticks recorded egg runs: %+v", runs)
 		}
+		if scheds, err := sched.Schedules(t.Context(), project); err != nil || len(scheds) != 0 {
+			t.Fatalf("the eggs' schedules list %+v (%v); a volume's is not an egg's", scheds, err)
+		}
 	})
 }

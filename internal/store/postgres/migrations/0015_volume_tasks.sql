@@ -1,6 +1,7 @@
--- Volume backups and restores (issue 30), as the SQLite store's migration 0017, and the volumes' backup
--- schedules. A tick is recorded once: volume_tasks_tick makes a second
--- record of one volume's tick fail, whichever server's scheduler tries it.
+-- Volume backups and restores (issue 30), and the volumes' backup
+-- schedules, as the SQLite store's migration 0017. A tick is recorded once:
+-- volume_tasks_tick makes a second record of one volume's tick fail,
+-- whichever server's scheduler tries it.
 CREATE TABLE volume_tasks (
     id           TEXT PRIMARY KEY,
     kind         TEXT NOT NULL,
