@@ -70,7 +70,7 @@ to the next server when theirs stops answering.`,
 			return serverd.Run(cmd.Context(), cfg)
 		},
 	}
-	cmd.AddCommand(newServerMigrateCmd(), newServerInitCmd(), newServerNotifyKeyCmd())
+	cmd.AddCommand(newServerMigrateCmd(), newServerInitCmd(), newServerNotifyKeyCmd(), newServerBackupKeyCmd())
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, "listen", ":7700", "address to serve the API on")
 	f.StringVar(&cfg.DataDir, "data-dir", "./hatch-data", "directory for the database, blobs, keys and the admin token")
@@ -113,6 +113,9 @@ to the next server when theirs stops answering.`,
 	f.StringArrayVar(&notifyJSON, "notify", nil, "a webhook (https; http only on loopback) that every project's apply results, failed or "+
 		"reverted rollouts, hosts lost or back, failed certificates and failed runs are posted to as signed JSON (repeatable)")
 	f.StringArrayVar(&notifySlack, "notify-slack", nil, "as --notify, with a Slack-compatible body ({\"text\": ...}) (repeatable)")
+	f.StringVar(&cfg.BackupStore, "backup-store", "", "where volume backups go: s3://bucket/prefix, its credentials in AWS_ACCESS_KEY_ID and "+
+		"AWS_SECRET_ACCESS_KEY (or AWS_SHARED_CREDENTIALS_FILE), its endpoint in AWS_ENDPOINT_URL and region in AWS_REGION; "+
+		"default: the control plane's own blob store, lost with its database")
 	f.StringVar(&cfg.Notify.SecretFile, "notify-secret-file", "", "the file of the secret webhook deliveries are signed with "+
 		"(default <data-dir>/notify.key, made at the first start; hatch server notify-key prints the keys)")
 	return cmd

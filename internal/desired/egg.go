@@ -120,6 +120,7 @@ func (s *States) place(ctx context.Context, project string, e Egg) (placed, erro
 			}
 		}
 		v.holdForRuns(e, specs)
+		v.holdForVolumeTasks(e, specs)
 		v.setWorkload(e.id(), specs)
 		pl = placedOf(dec)
 		return nil

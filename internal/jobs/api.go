@@ -156,6 +156,9 @@ func (s *Service) Schedules(ctx context.Context, project string) ([]api.Schedule
 			return nil, err
 		}
 		for _, sc := range items {
+			if sc.Ticks != nil {
+				continue // not an egg's (a volume's backups)
+			}
 			st := states[sc.Project+" "+sc.Egg]
 			as := api.Schedule{Egg: sc.Egg, Spec: sc.Timer.String(), Paused: st.Paused}
 			if !st.Paused {

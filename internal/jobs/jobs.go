@@ -2,7 +2,9 @@
 // runs (`hatch run`) and the ticks of eggs' schedules. Its scheduler is the
 // one place the control plane's timed work is decided: it runs only in the
 // server holding the background loops' lease (package leader), and every
-// other kind of timed work (volume backups) is to plug in as a Source.
+// other kind of timed work plugs in as a Source whose Scheduled carry
+// their own Ticks (volume backups: package volumes), recorded in their
+// own table under the same rules.
 //
 // Invariants (the exactly-once argument):
 //   - A tick is recorded before anything runs it: a run row whose

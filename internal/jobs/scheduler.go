@@ -155,21 +155,41 @@ func (s *Service) decideTicks(ctx context.Context, began time.Time) (time.Time, 
 	}
 	var next time.Time
 	var errs []error
+	others := map[Ticks]map[string]store.ScheduleState{} // each other kind's states, read once per pass
 	for _, sc := range items {
 		key := sc.Project + " " + sc.Egg
 		st, ok := states[key]
+		if sc.Ticks != nil {
+			if _, read := others[sc.Ticks]; !read {
+				if others[sc.Ticks], err = sc.Ticks.ScheduleStates(ctx); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+			}
+			st, ok = others[sc.Ticks][key]
+		}
 		if n := sc.Timer.Next(later(st.LastTick, s.now())); !st.Paused && !n.IsZero() && (next.IsZero() || n.Before(next)) {
 			next = n
 		}
 		if !ok {
 			// A schedule seen first: its ticks count from now.
 			st = store.ScheduleState{Project: sc.Project, Egg: sc.Egg, LastTick: s.now(), UpdatedAt: s.now()}
-			if _, err := s.deps.Schedules.InitSchedule(ctx, st); err != nil {
+			initSchedule := s.deps.Schedules.InitSchedule
+			if sc.Ticks != nil {
+				initSchedule = sc.Ticks.InitSchedule
+			}
+			if _, err := initSchedule(ctx, st); err != nil {
 				errs = append(errs, err)
 			}
 			continue
 		}
 		if st.Paused {
+			continue
+		}
+		if sc.Ticks != nil {
+			if err := sc.Ticks.DecideTicks(ctx, sc, st, s.now(), began); err != nil {
+				errs = append(errs, fmt.Errorf("%s %s: %w", sc.Project, sc.Egg, err))
+			}
 			continue
 		}
 		if err := s.decideSchedule(ctx, sc, st, began); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/schedule"
+	"github.com/hatchery/hatchery/internal/store"
 )
 
 // Timer says when timed work is due; *schedule.Schedule is the one.
@@ -22,17 +23,44 @@ type Timer interface {
 }
 
 // Scheduled is one piece of timed work: a scheduled egg of a project, its
-// timer and the rules of its runs.
+// timer and the rules of its runs; or, with Ticks, another kind of work
+// (a volume's backups) whose name is in Egg.
 type Scheduled struct {
 	Project string
 	Egg     string
 	Timer   Timer
 	Rules   schedule.Rules
+	// Ticks records the ticks of work that is not an egg's runs, in its
+	// own table; nil for an egg (Runs and ScheduleStates).
+	Ticks Ticks
 }
 
+// Ticks is how the scheduler decides the ticks of another kind of timed
+// work than an egg's runs: that work keeps its schedules' states and
+// records its ticks itself (a tick once: its own unique key, the last tick
+// moved in the same fenced transaction, as CreateRuns does). The scheduler
+// still decides when (Timer) and on which server (the loops' holder).
+// It must be comparable (a pointer): the scheduler reads each one's states
+// once per pass.
+type Ticks interface {
+	// ScheduleStates returns the states of its schedules (Egg holding the
+	// work's name), by "project name".
+	ScheduleStates(ctx context.Context) (map[string]store.ScheduleState, error)
+	// InitSchedule records st unless its schedule has a state.
+	InitSchedule(ctx context.Context, st store.ScheduleState) (bool, error)
+	// DecideTicks records the ticks of sc due at now since st's last
+	// tick. began is when this server's scheduler began: work that is
+	// still open on a host that has not reported since is left undecided
+	// for up to HearFirst (see hearFirst).
+	DecideTicks(ctx context.Context, sc Scheduled, st store.ScheduleState, now, began time.Time) error
+}
+
+// HearFirst is hearFirst, for the Ticks of other kinds of work.
+const HearFirst = hearFirst
+
 // Source lists the timed work the scheduler decides. Scheduled eggs are
-// one source (EggSchedules); volume backups are to be another, with their
-// own timers, recorded and decided by this one scheduler.
+// one source (EggSchedules); volume backups another (volumes.Service,
+// whose Scheduled carry Ticks), decided by this one scheduler.
 type Source interface {
 	// Scheduled returns the timed work of the project ("" for every
 	// project).

@@ -99,6 +99,19 @@ var audiences = map[string]audience{
 	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/run":    projectExecAudience,
 	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/pause":  projectAudience,
 	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/resume": projectAudience,
+	// Backups and restores are the project's; a backup's data travels
+	// through its own host's routes only (the service checks the task is
+	// that host's: TestAHostTokenReachesOnlyItsOwnVolumeTasks).
+	"POST /api/v1/projects/{namespace}/{project}/volumes/{volume}/backups": projectAudience,
+	"GET /api/v1/projects/{namespace}/{project}/backups":                   projectAudience,
+	"GET /api/v1/projects/{namespace}/{project}/volume-tasks/{id}":         projectAudience,
+	"POST /api/v1/projects/{namespace}/{project}/volumes/{volume}/restore": projectAudience,
+	"DELETE /api/v1/projects/{namespace}/{project}/backups/{id}":           projectAudience,
+	"POST /api/v1/hosts/{id}/volume-tasks/{task}/missing":                  ownHostAudience,
+	"PUT /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}":            ownHostAudience,
+	"PUT /api/v1/hosts/{id}/volume-tasks/{task}/manifest/{manifest}":       ownHostAudience,
+	"GET /api/v1/hosts/{id}/volume-tasks/{task}/manifest":                  ownHostAudience,
+	"GET /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}":            ownHostAudience,
 }
 
 // admitted is the status of a request let in, for the endpoints whose
@@ -140,6 +153,17 @@ var admitted = map[string]int{
 	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/run":    404,
 	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/pause":  404,
 	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/resume": 404,
+	// No volume x, no task of that ID: let in, and not found.
+	"POST /api/v1/projects/{namespace}/{project}/volumes/{volume}/backups": 404,
+	"GET /api/v1/projects/{namespace}/{project}/backups":                   200,
+	"GET /api/v1/projects/{namespace}/{project}/volume-tasks/{id}":         404,
+	"POST /api/v1/projects/{namespace}/{project}/volumes/{volume}/restore": 404,
+	"DELETE /api/v1/projects/{namespace}/{project}/backups/{id}":           404,
+	"POST /api/v1/hosts/{id}/volume-tasks/{task}/missing":                  404,
+	"PUT /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}":            404,
+	"PUT /api/v1/hosts/{id}/volume-tasks/{task}/manifest/{manifest}":       404,
+	"GET /api/v1/hosts/{id}/volume-tasks/{task}/manifest":                  404,
+	"GET /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}":            404,
 }
 
 // caller is one kind of token the matrix tries.
@@ -236,9 +260,13 @@ var wildcard = regexp.MustCompile(`\{[a-z]+\}`)
 func (w *matrixWorld) request(pattern string) (method, path string, body io.Reader) {
 	method, path, _ = strings.Cut(pattern, " ")
 	values := map[string]string{"{digest}": w.digest, "{namespace}": "default", "{project}": "shop", "{id}": w.alpha,
-		"{name}": "victim", "{host}": "ghcr.io"}
+		"{name}": "victim", "{host}": "ghcr.io", "{task}": "0123456789abcdef", "{chunk}": strings.Repeat("ab", 32),
+		"{manifest}": strings.Repeat("cd", 32)}
 	if strings.HasPrefix(path, "/api/v1/join-tokens/") {
 		values["{id}"] = w.joinTokenID
+	}
+	if strings.HasPrefix(path, "/api/v1/projects/") && (strings.Contains(path, "/volume-tasks/") || strings.Contains(path, "/backups/")) {
+		values["{id}"] = "0123456789abcdef" // a volume task's ID
 	}
 	path = wildcard.ReplaceAllStringFunc(path, func(name string) string {
 		if v, ok := values[name]; ok {
@@ -257,6 +285,8 @@ func (w *matrixWorld) request(pattern string) (method, path string, body io.Read
 		return method, path, strings.NewReader(`{"memory_bytes": 8589934592, "milli_cpu": 4000}`)
 	case "PUT /api/v1/registries/{host}":
 		return method, path, strings.NewReader(`{"username": "ci", "password": "matrix-pass"}`)
+	case "POST /api/v1/hosts/{id}/volume-tasks/{task}/missing":
+		return method, path, strings.NewReader(`[]`)
 	case "POST /api/v1/join", "POST /api/v1/admin-tokens":
 		return method, path, strings.NewReader(`{"name": "n` + time.Now().Format("150405.000000000") + `"}`)
 	}

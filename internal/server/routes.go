@@ -121,6 +121,7 @@ func (s *Server) routeTable() []route {
 		{"GET /metrics", adminOnly, plain, 0,
 			func(w http.ResponseWriter, r *http.Request) error { metricsHandler.ServeHTTP(w, r); return nil }},
 	}
+	routes = append(routes, s.backupRoutes(plain, blobs, body)...)
 	return append(routes, securityRoutes(plain, body, f)...)
 }
 

@@ -150,6 +150,8 @@ type Deps struct {
 	Fleet  *fleet.Service
 	// Jobs are runs and schedules (internal/jobs).
 	Jobs Jobs
+	// Backups are volume backups and restores (internal/volumes).
+	Backups Backups
 	// Loops elects the one server that runs both services' background
 	// loops; the server runs it with itself.
 	Loops *leader.Elector
@@ -177,7 +179,7 @@ type Deps struct {
 }
 
 func (d Deps) validate() error {
-	if d.Deploy == nil || d.Fleet == nil || d.Jobs == nil || d.Loops == nil || d.Desired == nil || d.Box == nil || d.Blobs == nil || d.Auth == nil ||
+	if d.Deploy == nil || d.Fleet == nil || d.Jobs == nil || d.Backups == nil || d.Loops == nil || d.Desired == nil || d.Box == nil || d.Blobs == nil || d.Auth == nil ||
 		d.Servers == nil || d.Logger == nil || d.Now == nil {
 		return errors.New("server: every dependency must be set")
 	}
@@ -234,7 +236,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps:     deps,
 		log:      deps.Logger,
 		now:      deps.Now,
-		metrics:  newMetrics(deps.Blobs, append(deps.Loops.Collectors(), deps.Fleet.Collector(), deps.Jobs.Collector())...),
+		metrics:  newMetrics(deps.Blobs, append(deps.Loops.Collectors(), deps.Fleet.Collector(), deps.Jobs.Collector(), deps.Backups.Collector())...),
 		closing:  make(chan struct{}),
 		limiter:  newFailureLimiter(cfg.AuthFailureBurst, cfg.AuthFailureRefill),
 	}

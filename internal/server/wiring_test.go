@@ -19,6 +19,7 @@ import (
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store/sqlite"
+	"github.com/hatchery/hatchery/internal/volumes"
 )
 
 // TestWiring is what a test builds a server over: a real SQLite store and
@@ -52,6 +53,8 @@ type TestWiring struct {
 	// Notify, if set, runs the webhooks with these settings, over the
 	// store and the deploy service's project targets.
 	Notify *notify.Config
+	// BackupKey is the cluster's backup key (32 bytes of 7 by default).
+	BackupKey []byte
 }
 
 // staticServers is a server list that never changes.
@@ -68,6 +71,9 @@ type Built struct {
 	Fleet  *fleet.Service
 	Deploy *deploy.Service
 	Jobs   *jobs.Service
+	// Backups are volume backups, over BackupKey and the blob store.
+	Backups   *volumes.Service
+	BackupKey []byte
 	// HostCA signs the hosts' certificates.
 	HostCA *authority.HostCA
 	// Providers are the deploy service's, for tests that drive the
@@ -132,15 +138,24 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if w.BackupKey == nil {
+		w.BackupKey = bytes.Repeat([]byte{7}, 32)
+	}
+	backups, err := volumes.New(volumes.DefaultConfig(), volumes.Deps{Tasks: st, Leases: st, Events: st, Retention: st,
+		Records: st, Hosts: st, Desired: set.States, Store: &volumes.BlobStore{Blobs: blobs, Tasks: st}, ClusterKey: w.BackupKey,
+		ServerID: w.ServerID, Logger: w.Logger, Now: w.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runs, err := jobs.New(jobs.DefaultConfig(), jobs.Deps{Runs: st, Schedules: st, Leases: st, Events: st, Records: st,
-		Hosts: st, Desired: set.States, Sources: []jobs.Source{jobs.EggSchedules{Projects: st}},
+		Hosts: st, Desired: set.States, Sources: []jobs.Source{jobs.EggSchedules{Projects: st}, backups},
 		ServerID: w.ServerID, Logger: w.Logger, Now: w.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dep, err := deploy.New(w.Deploy, deploy.Deps{Resources: st, Plans: st, Leases: st, Applies: st, Projects: st,
 		Events: st, Reports: st, Sources: blobs, Providers: set, ServerID: w.ServerID, Logger: w.Logger, Now: w.Now,
-		Loops: []deploy.Loop{runs}})
+		Loops: []deploy.Loop{runs, backups}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +178,7 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 		servers = w.Servers
 	}
 	var notifications *notify.Service
-	deps := Deps{Deploy: dep, Fleet: fl, Jobs: runs, Loops: loops, Desired: st, Box: w.Box, Blobs: blobs, Auth: w.Auth,
+	deps := Deps{Deploy: dep, Fleet: fl, Jobs: runs, Backups: backups, Loops: loops, Desired: st, Box: w.Box, Blobs: blobs, Auth: w.Auth,
 		Servers: servers, TLS: w.TLS, Logger: w.Logger, Now: w.Now}
 	if w.Notify != nil {
 		if notifications, err = notify.New(*w.Notify, notify.Deps{Events: st, Cursor: st, Projects: dep, Logger: w.Logger, Now: w.Now}); err != nil {
@@ -176,5 +191,5 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	return Built{Server: srv, Store: st, Blobs: blobs, Box: w.Box, Fleet: fl, Deploy: dep, Jobs: runs, Providers: set, HostCA: hostCA, Notify: notifications}
+	return Built{Server: srv, Store: st, Blobs: blobs, Box: w.Box, Fleet: fl, Deploy: dep, Jobs: runs, Backups: backups, BackupKey: w.BackupKey, Providers: set, HostCA: hostCA, Notify: notifications}
 }

@@ -23,7 +23,7 @@ func SharedFiles() []string {
 	for _, f := range append(authority.CAFiles, authority.HostCAFiles...) {
 		out = append(out, filepath.Join("tls", f))
 	}
-	return append(out, sealKeyFile, adminTokenFile, acmeAccountFile, notifyKeyFile)
+	return append(out, sealKeyFile, adminTokenFile, acmeAccountFile, notifyKeyFile, backupKeyFile)
 }
 
 // InitShared is `hatch server init`: it writes the files every server of
@@ -37,7 +37,7 @@ func InitShared(dir string, now time.Time, stdout io.Writer) error {
 				"old ones (every token, host and sealed secret depends on them); give an empty or new directory", filepath.Join(dir, f))
 		}
 	}
-	if err := fsutil.PrivateDir(dir, "tls", sealKeyFile, adminTokenFile, acmeAccountFile, notifyKeyFile); err != nil {
+	if err := fsutil.PrivateDir(dir, "tls", sealKeyFile, adminTokenFile, acmeAccountFile, notifyKeyFile, backupKeyFile); err != nil {
 		return fmt.Errorf("hatch server init %s: %w", dir, err)
 	}
 	wrote := false
@@ -68,12 +68,16 @@ func InitShared(dir string, now time.Time, stdout io.Writer) error {
 	if _, err := NotifySecret(dir, "", true); err != nil {
 		return err
 	}
+	// One backup key: a volume's backups open with it, whichever server took them.
+	if _, err := BackupKey(dir, true); err != nil {
+		return err
+	}
 	tok := pki.NewToken(pki.KindAdmin, fingerprint)
 	if err := fsutil.WriteFileAtomic(filepath.Join(dir, adminTokenFile), []byte(tok.String()+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write admin token: %w", err)
 	}
 	wrote = true
-	fmt.Fprintf(stdout, "wrote the CA (fingerprint %s), host CA, seal key, admin token, ACME account key and webhook signing key (notify.key) into %s\n", fingerprint, dir)
+	fmt.Fprintf(stdout, "wrote the CA (fingerprint %s), host CA, seal key, admin token, ACME account key, webhook signing key (notify.key) and backup key (backup.key: keep a copy offline) into %s\n", fingerprint, dir)
 	fmt.Fprintf(stdout, "give every server a copy as its --data-dir, before its first start, all on one --store\n")
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/acme"
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/backup"
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/deploy"
@@ -42,7 +43,14 @@ import (
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/server"
 	"github.com/hatchery/hatchery/internal/store"
+	"github.com/hatchery/hatchery/internal/volumes"
 )
+
+// backupSetup is the backups' key and store, chosen at start.
+type backupSetup struct {
+	key   []byte
+	store backup.Store
+}
 
 // Files of the control plane's data dir, beside hatch.db, tls/ and blobs/.
 const (
@@ -72,6 +80,12 @@ type Config struct {
 	ACME         ACME
 	// Notify are the webhooks' settings.
 	Notify Notify
+	// BackupStore is where volume backups go (--backup-store): "" for the
+	// control plane's blob store, or s3://bucket/prefix, reached with the
+	// credentials, endpoint and region of the environment (Getenv).
+	BackupStore string
+	// Getenv reads the environment (os.Getenv but in tests).
+	Getenv func(string) string
 	// LivenessTimeout is how long a host may go without a report before it
 	// is marked down (--liveness-timeout).
 	LivenessTimeout time.Duration
@@ -193,7 +207,7 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	// The database, keys and tokens: for the owner's eyes only.
-	if err := fsutil.PrivateDir(c.DataDir, "hatch.db", adminTokenFile, sealKeyFile, notifyKeyFile); err != nil {
+	if err := fsutil.PrivateDir(c.DataDir, "hatch.db", adminTokenFile, sealKeyFile, notifyKeyFile, backupKeyFile); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
 	log, stdout := c.Logger, c.Out
@@ -236,7 +250,22 @@ func Run(ctx context.Context, c Config) error {
 		ln.Close()
 		return err
 	}
-	srv, err := wire(st, blobs, c.DataDir, cfg, fleetCfg, deployCfg, c.ACME, c.Notify, c.LoopsLease, hash, transport.fingerprint, servers, log)
+	backupKey, err := loadBackupKey(ctx, c.DataDir, loc, st)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	getenv := c.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	backupStore, err := openBackupStore(c.BackupStore, getenv, blobs, st)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv, err := wire(st, blobs, c.DataDir, cfg, fleetCfg, deployCfg, c.ACME, c.Notify, c.LoopsLease, hash, transport.fingerprint, servers,
+		backupSetup{key: backupKey, store: backupStore}, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -268,7 +297,8 @@ func Run(ctx context.Context, c Config) error {
 // providers that turn projects into desired state, the apply protocol and
 // the fleet over them, and the API over both.
 func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config, fleetCfg fleet.Config, deployCfg deploy.Config,
-	acmeCfg ACME, notifyCfg Notify, loopsLease time.Duration, adminHash, fingerprint string, servers server.ServerList, log *zap.Logger) (*server.Server, error) {
+	acmeCfg ACME, notifyCfg Notify, loopsLease time.Duration, adminHash, fingerprint string, servers server.ServerList, backups backupSetup,
+	log *zap.Logger) (*server.Server, error) {
 	box, err := seal.LoadOrCreate(filepath.Join(dataDir, sealKeyFile))
 	if err != nil {
 		return nil, err
@@ -307,21 +337,25 @@ func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config
 		}
 		background = certs
 	}
-	runs, err := newJobs(st, providers, id, log)
+	volumeTasks, err := newBackups(st, providers.States, backups.store, backups.key, id, log)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := newJobs(st, providers, volumeTasks, id, log)
 	if err != nil {
 		return nil, err
 	}
 	applies, err := deploy.New(deployCfg, deploy.Deps{
 		Resources: st, Plans: st, Leases: st, Applies: st, Projects: st, Events: st, Reports: st,
 		Sources: blobs, Providers: providers, ServerID: id, Logger: log, Now: time.Now,
-		Loops: []deploy.Loop{runs}, // the jobs scheduler runs with the loops, on their holder only
+		Loops: []deploy.Loop{runs, volumeTasks}, // the jobs scheduler and the backups' loop run with the loops, on their holder only
 	})
 	if err != nil {
 		return nil, err
 	}
 	hosts, err := fleet.New(fleetCfg, fleet.Deps{
 		Liveness: st, Statuses: st, Desired: st, Events: st, Retention: st, Applies: st, Projects: st,
-		JoinTokens: st, Members: st, AdminTokens: st, Capacities: st, Blobs: blobs, Fingerprint: fingerprint, HostCA: hostCA, Peers: providers, Registries: providers,
+		JoinTokens: st, Members: st, AdminTokens: st, Capacities: st, Blobs: volumes.GuardCollector{Blobs: blobs, S: volumeTasks}, Fingerprint: fingerprint, HostCA: hostCA, Peers: providers, Registries: providers,
 		Logger: log, Now: time.Now,
 	})
 	if err != nil {
@@ -336,7 +370,7 @@ func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config
 		return nil, err
 	}
 	return server.New(cfg, server.Deps{
-		Deploy: applies, Fleet: hosts, Jobs: runs, Loops: loops, Desired: st, Box: box, Blobs: blobs,
+		Deploy: applies, Fleet: hosts, Jobs: runs, Backups: volumeTasks, Loops: loops, Desired: st, Box: box, Blobs: blobs,
 		Auth: server.NewTokenAuth(adminHash, st, time.Now), Servers: servers, Logger: log, Now: time.Now,
 		Certificates: background, TLS: certificateStatus{providers: providers, acme: certs}, Notifications: notifications,
 	})
@@ -344,14 +378,14 @@ func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config
 
 // newJobs is the jobs service over the store and the hosts' desired
 // states: its API on every server, its scheduler with the background loops.
-func newJobs(st controlStore, providers *provider.Set, serverID string, log *zap.Logger) (*jobs.Service, error) {
+func newJobs(st controlStore, providers *provider.Set, backups *volumes.Service, serverID string, log *zap.Logger) (*jobs.Service, error) {
 	jlog := log.With(zap.String("component", "jobs"))
 	return jobs.New(jobs.DefaultConfig(), jobs.Deps{
 		Runs: st, Schedules: st, Leases: st, Events: st, Records: st, Hosts: st, Desired: providers.States,
 		Sources: []jobs.Source{jobs.EggSchedules{Projects: st, Skipped: func(project, egg string, err error) {
 			jlog.Warn("a scheduled egg is skipped: its schedule is unreadable", zap.String("project", project),
 				zap.String("egg", egg), zap.Error(err))
-		}}},
+		}}, backups}, // the volumes' backup schedules: one scheduler for all timed work
 		ServerID: serverID, Logger: log, Now: time.Now,
 	})
 }

@@ -45,6 +45,7 @@ type controlStore interface {
 	store.HostCapacities
 	store.Runs
 	store.ScheduleStates
+	store.VolumeTasks
 	store.NotifyCursor
 	store.RegistryLogins
 	io.Closer

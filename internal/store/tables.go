@@ -34,6 +34,10 @@ var Tables = []Table{
 		"delay_ms", "started_at", "ended_at", "state", "exit_code", "error", "kept", "command", "timeout_ms", "stop_requested",
 		"stop_egg", "missed", "released_at", "tty"}},
 	{"schedule_states", []string{"project", "egg", "paused", "last_tick", "updated_at"}},
+	{"volume_tasks", []string{"id", "kind", "project", "volume", "host", "task_trigger", "actor", "scheduled_at", "created_at",
+		"delivered_at", "started_at", "ended_at", "state", "phase", "manifest", "backup", "target", "consistency", "bytes", "chunks",
+		"new_chunks", "sent_bytes", "stored_bytes", "output", "error", "released_at", "forgotten_at"}},
+	{"volume_schedules", []string{"project", "volume", "last_tick", "updated_at"}},
 	{"notify_cursor", []string{"id", "seq"}},
 	{"registry_logins", []string{"host", "username", "sealed", "fingerprint", "updated_at"}},
 }

@@ -45,6 +45,7 @@ var (
 	_ store.ServerRegistry       = (*Store)(nil)
 	_ store.Runs                 = (*Store)(nil)
 	_ store.ScheduleStates       = (*Store)(nil)
+	_ store.VolumeTasks          = (*Store)(nil)
 	_ store.NotifyCursor         = (*Store)(nil)
 	_ store.RegistryLogins       = (*Store)(nil)
 )
@@ -166,6 +167,7 @@ type Store struct {
 	HostCapacities
 	Runs
 	ScheduleStates
+	VolumeTasks
 	NotifyCursors
 	RegistryLogins
 }
@@ -194,6 +196,7 @@ func New(db Reader, w Writer, d Dialect) *Store {
 		HostCapacities: HostCapacities{b},
 		Runs:           Runs{b},
 		ScheduleStates: ScheduleStates{b},
+		VolumeTasks:    VolumeTasks{b},
 		NotifyCursors:  NotifyCursors{b},
 		RegistryLogins: RegistryLogins{b},
 	}

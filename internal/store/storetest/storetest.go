@@ -42,6 +42,7 @@ type Store interface {
 	store.HostCapacities
 	store.Runs
 	store.ScheduleStates
+	store.VolumeTasks
 	store.RegistryLogins
 }
 
@@ -66,6 +67,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("Actors", func(t *testing.T) { RunActors(t, open) })
 	t.Run("Runs", func(t *testing.T) { RunRuns(t, open) })
 	t.Run("RegistryLogins", func(t *testing.T) { RunRegistryLogins(t, open) })
+	t.Run("VolumeTasks", func(t *testing.T) { RunVolumeTasks(t, open) })
 }
 
 // t0 is a fixed starting time with whole milliseconds.
