@@ -194,7 +194,7 @@ func (c *cluster) startServer(liveness time.Duration, ip string) {
 	}
 	c.t.Cleanup(c.api.Close)
 	c.keepSecret(tokenSecret(c.token))
-	c.keepFileSecrets(filepath.Join(dataDir, "seal.key"), filepath.Join(dataDir, "tls", "ca-key.pem"), filepath.Join(dataDir, "tls", "server-key.pem"))
+	c.keepFileSecrets(filepath.Join(dataDir, "seal.key"), filepath.Join(dataDir, "backup.key"), filepath.Join(dataDir, "tls", "ca-key.pem"), filepath.Join(dataDir, "tls", "server-key.pem"))
 }
 
 // restartServer stops the server and starts it again on the same address
