@@ -69,7 +69,7 @@ func loadExample(t *testing.T, ex docExample) error {
 		}
 		_, err = Load(context.Background(), []string{path}, Options{})
 	} else {
-		_, err = spec.Parse([]byte(text), filepath.Join(dir, "hatch.yaml"), spec.Options{})
+		_, err = spec.Parse([]byte(text), filepath.Join(dir, "hatch.yaml"), spec.Options{LookupEnv: exampleEnv})
 	}
 	var perr *spec.Error
 	if errors.As(err, &perr) {
@@ -180,6 +180,10 @@ func TestDocExamplesLoad(t *testing.T) {
 	}
 }
 
+// exampleEnv is the environment the examples load in: every variable set,
+// as the pipeline of examples/ci sets GIT_SHA and REGISTRY_USER.
+func exampleEnv(name string) (string, bool) { return "example-" + strings.ToLower(name), true }
+
 func TestExampleProjectsLoad(t *testing.T) {
 	found := 0
 	err := filepath.WalkDir(filepath.Join(repoRoot, "examples"), func(path string, e fs.DirEntry, err error) error {
@@ -189,7 +193,7 @@ func TestExampleProjectsLoad(t *testing.T) {
 		switch name := e.Name(); {
 		case name == "hatch.yaml":
 			found++
-			if _, err := spec.Load(path, spec.Options{}); err != nil {
+			if _, err := spec.Load(path, spec.Options{LookupEnv: exampleEnv}); err != nil {
 				t.Errorf("%s does not load:\n%v", path, err)
 			}
 		case composeFileName.MatchString(name):
