@@ -2,51 +2,15 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/hatchery/hatchery/internal/store"
 )
 
-// leaseRetry is how often a wait for a locked project tries again.
-const leaseRetry = 200 * time.Millisecond
-
-// withLease runs fn under the project's lease, its writes fenced by it
-// (besides ctx's own fences: the loops' lease for the scheduler's work).
-// fn runs one change of desired states and a few records, well within the
-// lease's term, so the lease is not renewed. A project another operation
-// holds (an apply) is waited for up to wait (0: not at all), and then
-// gives the *store.LockedError. It returns how long it waited.
+// withLease runs fn under the project's lease (store.BriefLeases): fn runs
+// one change of desired states and a few records. It returns how long it
+// waited for the lease.
 func (s *Service) withLease(ctx context.Context, project, holder string, wait time.Duration, fn func(ctx context.Context) error) (time.Duration, error) {
-	start := s.now()
-	deadline := time.Now().Add(wait)
-	for {
-		now := s.now()
-		held, err := s.deps.Leases.AcquireLease(ctx, store.Lease{Project: project, Token: newRunID(), Holder: holder,
-			Server: s.deps.ServerID, Since: now, Expires: now.Add(s.cfg.LeaseTTL)})
-		if err == nil {
-			defer s.release(ctx, held)
-			waited := max(s.now().Sub(start), 0)
-			return waited, fn(store.WithFence(ctx, store.Fence{Project: project, Token: held.Token}))
-		}
-		if !errors.Is(err, store.ErrLocked) || !time.Now().Add(leaseRetry).Before(deadline) {
-			return max(s.now().Sub(start), 0), err
-		}
-		select {
-		case <-ctx.Done():
-			return max(s.now().Sub(start), 0), ctx.Err()
-		case <-time.After(leaseRetry):
-		}
-	}
-}
-
-// release gives a project's lease back, even after a cancel.
-func (s *Service) release(ctx context.Context, held store.Lease) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := s.deps.Leases.ReleaseLease(ctx, held.Project, held.Token); err != nil {
-		s.log.Warn("project lease not released (it expires by itself)", zap.String("project", held.Project), zap.Error(err))
-	}
+	return store.BriefLeases{Leases: s.deps.Leases, Server: s.deps.ServerID, TTL: s.cfg.LeaseTTL, Now: s.now, Log: s.log}.
+		Run(ctx, project, holder, wait, fn)
 }

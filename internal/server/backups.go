@@ -183,37 +183,13 @@ func (s *Server) getVolumeTask(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, t)
 		return nil
 	}
-	held, err := s.hold(r, endpointRunWait)
-	if err != nil {
-		return err
-	}
-	defer held.Release()
-	ctx, cancel := context.WithTimeout(r.Context(), wait)
-	defer cancel()
-	go func() {
-		select {
-		case <-held.Done():
-		case <-s.closing:
-		case <-ctx.Done():
+	return s.waitForChange(w, r, wait, func(ctx context.Context) (any, error) {
+		t, err := s.deps.Backups.Wait(ctx, project, id, state)
+		if err != nil {
+			return nil, backupsError(err)
 		}
-		cancel()
-	}()
-	t, err := s.deps.Backups.Wait(ctx, project, id, state)
-	if err != nil {
-		return backupsError(err)
-	}
-	select {
-	case <-held.Done():
-		if !replaced(held) {
-			return ended(held)
-		}
-	default:
-		if err := s.recheck(r); err != nil {
-			return err
-		}
-	}
-	writeJSON(w, http.StatusOK, t)
-	return nil
+		return t, nil
+	})
 }
 
 // postRestore is POST .../volumes/{volume}/restore: the plan (dry run,

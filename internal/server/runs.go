@@ -160,6 +160,22 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 		run, err := s.deps.Jobs.Get(r.Context(), project, id)
 		return answerRun(w, http.StatusOK, run, err)
 	}
+	return s.waitForChange(w, r, wait, func(ctx context.Context) (any, error) {
+		run, err := s.deps.Jobs.Wait(ctx, project, id, state)
+		if err != nil {
+			return nil, jobsError(err)
+		}
+		return run, nil
+	})
+}
+
+// waitForChange is the long-poll of a run or a volume task: held under its
+// token like the other long-polls (endpointRunWait), it answers what wait
+// returns once the awaited record changed, the wait passed, the server
+// closes or the hold ends (replaced by a newer poll of the token: answered
+// as usual; revoked: ended). A token revoked while it waited is refused.
+func (s *Server) waitForChange(w http.ResponseWriter, r *http.Request, wait time.Duration,
+	waitFor func(ctx context.Context) (any, error)) error {
 	held, err := s.hold(r, endpointRunWait)
 	if err != nil {
 		return err
@@ -175,9 +191,9 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 		}
 		cancel()
 	}()
-	run, err := s.deps.Jobs.Wait(ctx, project, id, state)
+	answer, err := waitFor(ctx)
 	if err != nil {
-		return jobsError(err)
+		return err
 	}
 	select {
 	case <-held.Done():
@@ -190,7 +206,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, run)
+	writeJSON(w, http.StatusOK, answer)
 	return nil
 }
 
