@@ -15,10 +15,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hatchery/hatchery/internal/backup/backuptest"
+	"github.com/hatchery/hatchery/internal/contract"
 )
 
 // The agent's figures for issue 30 on the real Docker Engine (make bench):
@@ -96,47 +98,79 @@ func BenchmarkVolumeThroughput(b *testing.B) {
 	task := backupTask(vol, figKey())
 	task.Egg = ""
 	for b.Loop() {
+		// The four are measured in turn, throughputRounds times, and each
+		// keeps its fastest: the machine's other load slows a round at
+		// random, and the agent's side (which needs more CPU than the
+		// plain copy) more than the baseline.
 		var read int64
-		readTime := timed(b, func() error {
-			return f.e.ReadVolume(ctx, f.image, vol, func(r io.Reader) (err error) {
-				read, err = io.Copy(io.Discard, r)
-				return err
-			})
-		})
-		store := backuptest.NewMem()
-		var bytes int64
-		var manifest string
-		backupTime := timed(b, func() error {
-			st := f.runTask(store, task)
-			bytes, manifest = st.Bytes, st.Manifest
-			return nil
-		})
-		if bytes != read {
-			b.Fatalf("the backup read %d bytes of the stream, the plain read %d", bytes, read)
-		}
-		plain := f.volume("plain")
-		putTime := timed(b, func() error {
-			tarStream, err := os.Open(saved)
-			if err != nil {
-				return err
+		var readTime, backupTime, putTime, restoreTime time.Duration
+		var backupCPU time.Duration
+		for round := range throughputRounds {
+			readTime = fastest(readTime, timed(b, func() error {
+				return f.e.ReadVolume(ctx, f.image, vol, func(r io.Reader) (err error) {
+					read, err = io.Copy(io.Discard, r)
+					return err
+				})
+			}))
+			store := backuptest.NewMem()
+			var st contract.VolumeTaskStatus
+			cpu := processCPU()
+			backupTime = fastest(backupTime, timed(b, func() error {
+				task.ID = fmt.Sprintf("b%d", round)
+				st = f.runTask(store, task)
+				return nil
+			}))
+			backupCPU = fastest(backupCPU, processCPU()-cpu)
+			if st.Bytes != read {
+				b.Fatalf("the backup read %d bytes of the stream, the plain read %d", st.Bytes, read)
 			}
-			defer tarStream.Close()
-			return f.e.WriteVolume(ctx, f.image, plain, tarStream)
-		})
-		restoreTime := timed(b, func() error {
-			f.runTask(store, restoreTask(task, manifest, f.s.Name("restored")))
-			return nil
-		})
+			plain := f.volume(fmt.Sprintf("plain%d", round))
+			putTime = fastest(putTime, timed(b, func() error {
+				tarStream, err := os.Open(saved)
+				if err != nil {
+					return err
+				}
+				defer tarStream.Close()
+				return f.e.WriteVolume(ctx, f.image, plain, tarStream)
+			}))
+			restoreTime = fastest(restoreTime, timed(b, func() error {
+				f.runTask(store, restoreTask(task, st.Manifest, f.s.Name(fmt.Sprintf("restored%d", round))))
+				return nil
+			}))
+		}
 		b.ReportMetric(mbps(read, readTime), "read-MB/s")
 		b.ReportMetric(mbps(read, backupTime), "backup-MB/s")
 		b.ReportMetric(readTime.Seconds()/backupTime.Seconds(), "backup/read")
+		b.ReportMetric(backupCPU.Seconds()/(float64(read)/(1<<30)), "backup-CPU-s/GB")
 		b.ReportMetric(mbps(read, putTime), "put-MB/s")
 		b.ReportMetric(mbps(read, restoreTime), "restore-MB/s")
 		b.ReportMetric(putTime.Seconds()/restoreTime.Seconds(), "restore/put")
-		b.Logf("%d MB tar stream: read %s, backup %s, plain PUT %s, restore %s", read>>20,
-			readTime.Round(time.Millisecond), backupTime.Round(time.Millisecond), putTime.Round(time.Millisecond), restoreTime.Round(time.Millisecond))
+		b.Logf("%d MB tar stream, fastest of %d rounds: read %s, backup %s (this process's CPU %s), plain PUT %s, restore %s",
+			read>>20, throughputRounds, readTime.Round(time.Millisecond), backupTime.Round(time.Millisecond), backupCPU.Round(time.Millisecond),
+			putTime.Round(time.Millisecond), restoreTime.Round(time.Millisecond))
 	}
 	b.StopTimer()
+}
+
+// throughputRounds is how many times BenchmarkVolumeThroughput measures
+// each of its four.
+const throughputRounds = 3
+
+// fastest is the shorter of best (zero: none yet) and d.
+func fastest(best, d time.Duration) time.Duration {
+	if best == 0 || d < best {
+		return d
+	}
+	return best
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkVolumeIncremental: the incremental test's ratio (200 MB, 20 of
