@@ -104,7 +104,7 @@ func BenchmarkVolumeThroughput(b *testing.B) {
 		// plain copy) more than the baseline.
 		var read int64
 		var readTime, backupTime, putTime, restoreTime time.Duration
-		var backupCPU time.Duration
+		var backupCPU, restoreCPU time.Duration
 		for round := range throughputRounds {
 			readTime = fastest(readTime, timed(b, func() error {
 				return f.e.ReadVolume(ctx, f.image, vol, func(r io.Reader) (err error) {
@@ -133,10 +133,12 @@ func BenchmarkVolumeThroughput(b *testing.B) {
 				defer tarStream.Close()
 				return f.e.WriteVolume(ctx, f.image, plain, tarStream)
 			}))
+			cpu = processCPU()
 			restoreTime = fastest(restoreTime, timed(b, func() error {
 				f.runTask(store, restoreTask(task, st.Manifest, f.s.Name(fmt.Sprintf("restored%d", round))))
 				return nil
 			}))
+			restoreCPU = fastest(restoreCPU, processCPU()-cpu)
 		}
 		b.ReportMetric(mbps(read, readTime), "read-MB/s")
 		b.ReportMetric(mbps(read, backupTime), "backup-MB/s")
@@ -145,9 +147,10 @@ func BenchmarkVolumeThroughput(b *testing.B) {
 		b.ReportMetric(mbps(read, putTime), "put-MB/s")
 		b.ReportMetric(mbps(read, restoreTime), "restore-MB/s")
 		b.ReportMetric(putTime.Seconds()/restoreTime.Seconds(), "restore/put")
-		b.Logf("%d MB tar stream, fastest of %d rounds: read %s, backup %s (this process's CPU %s), plain PUT %s, restore %s",
+		b.ReportMetric(restoreCPU.Seconds()/(float64(read)/(1<<30)), "restore-CPU-s/GB")
+		b.Logf("%d MB tar stream, fastest of %d rounds: read %s, backup %s (this process's CPU %s), plain PUT %s, restore %s (CPU %s)",
 			read>>20, throughputRounds, readTime.Round(time.Millisecond), backupTime.Round(time.Millisecond), backupCPU.Round(time.Millisecond),
-			putTime.Round(time.Millisecond), restoreTime.Round(time.Millisecond))
+			putTime.Round(time.Millisecond), restoreTime.Round(time.Millisecond), restoreCPU.Round(time.Millisecond))
 	}
 	b.StopTimer()
 }
