@@ -36,3 +36,38 @@ func TestBackupWarningWithAFixedClock(t *testing.T) {
 		}
 	}
 }
+
+// TestBackupStatesOfAScheduledVolumeNeverBackedUp reads the states on
+// both stores: a volume scheduled every hour whose schedule began three
+// hours ago and never gave a good backup warns from its first tick and
+// shows its next tick; a volume with no schedule and no backup warns of
+// nothing.
+func TestBackupStatesOfAScheduledVolumeNeverBackedUp(t *testing.T) {
+	onStores(t, func(t *testing.T, h *harness) {
+		h.report(t, "h1", nil)
+		h.volume(t, "nightly", "h1", map[string]any{"schedule": map[string]any{"every": "1h"}})
+		h.volume(t, "manual", "h1", nil)
+		began := h.clock.now().Add(-3 * time.Hour)
+		if _, err := h.svc.InitSchedule(t.Context(), store.ScheduleState{Project: project, Egg: "nightly", LastTick: began, UpdatedAt: began}); err != nil {
+			t.Fatal(err)
+		}
+		states, err := h.svc.BackupStates(t.Context(), project)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(states) != 2 || states[0].Name != "manual" || states[1].Name != "nightly" {
+			t.Fatalf("states %+v, want manual then nightly", states)
+		}
+		if m := states[0]; m.Warning != "" || m.Schedule != "" || m.LastGood != nil || m.NextScheduled != nil {
+			t.Errorf("manual: %+v", m)
+		}
+		n := states[1]
+		if n.Schedule != "every 1h" || n.LastGood != nil || n.LastOutcome != "" || n.NextScheduled == nil ||
+			!n.NextScheduled.After(began) || n.NextScheduled.After(began.Add(time.Hour)) {
+			t.Errorf("nightly: %+v", n)
+		}
+		if !strings.HasPrefix(n.Warning, "no good backup since the schedule's first tick ") || !strings.HasSuffix(n.Warning, "(1h)") {
+			t.Errorf("nightly's warning %q", n.Warning)
+		}
+	})
+}
