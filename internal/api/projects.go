@@ -248,6 +248,26 @@ type ProjectStatus struct {
 	// following a rollout tells "no host to run it" from "not there yet".
 	HostsUp int         `json:"hosts_up"`
 	Eggs    []EggStatus `json:"eggs"`
+	// Volumes are the project's volumes' backup states, by name: a volume
+	// whose backups fail or fall behind shows its Warning here.
+	Volumes []VolumeBackupState `json:"volumes,omitempty"`
+}
+
+// VolumeBackupState is where a volume's backups stand.
+type VolumeBackupState struct {
+	Name string `json:"name"`
+	// LastGood is when its newest good backup ended (nil: none yet).
+	LastGood *time.Time `json:"last_good,omitempty"`
+	// LastOutcome is the state of its newest ended backup (done, failed,
+	// lost; "" if none ended), LastEnded when it ended.
+	LastOutcome string     `json:"last_outcome,omitempty"`
+	LastEnded   *time.Time `json:"last_ended,omitempty"`
+	// Schedule is its backup schedule ("every 24h"; "" for none) and
+	// NextScheduled its next tick.
+	Schedule      string     `json:"schedule,omitempty"`
+	NextScheduled *time.Time `json:"next_scheduled,omitempty"`
+	// Warning says what is wrong ("" when nothing is).
+	Warning string `json:"warning,omitempty"`
 }
 
 // EggStatus is one egg over every host.

@@ -35,12 +35,16 @@ func newStatusCmd() *cobra.Command {
 			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
 				ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 				defer cancel()
-				var eggs []eggStatus
+				var statuses []api.ProjectStatus
 				var err error
 				if len(args) == 1 {
-					eggs, err = oneProject(ctx, c, flags.namespace, args[0])
+					statuses, err = oneProject(ctx, c, flags.namespace, args[0])
 				} else {
-					eggs, err = allProjects(ctx, c, flags.namespace, allNamespaces)
+					statuses, err = allProjects(ctx, c, flags.namespace, allNamespaces)
+				}
+				var eggs []eggStatus
+				for _, s := range statuses {
+					eggs = append(eggs, eggStatuses(s)...)
 				}
 				if err != nil {
 					return err
@@ -49,6 +53,9 @@ func newStatusCmd() *cobra.Command {
 					return err
 				}
 				if err := showSchedules(ctx, c, cmd.OutOrStdout(), eggs); err != nil {
+					return err
+				}
+				if err := printVolumes(cmd.OutOrStdout(), statuses, time.Now()); err != nil {
 					return err
 				}
 				certs, err := c.Certificates().List(ctx)
@@ -72,7 +79,7 @@ func newStatusCmd() *cobra.Command {
 	return cmd
 }
 
-func oneProject(ctx context.Context, c *client.Client, namespace, project string) ([]eggStatus, error) {
+func oneProject(ctx context.Context, c *client.Client, namespace, project string) ([]api.ProjectStatus, error) {
 	if err := checkName("project", project); err != nil {
 		return nil, err
 	}
@@ -83,18 +90,18 @@ func oneProject(ctx context.Context, c *client.Client, namespace, project string
 	if !ok {
 		return nil, fmt.Errorf("no project %s/%s on this server: `hatch status` lists every project; deploy it with `hatch apply`", namespace, project)
 	}
-	return eggStatuses(s), nil
+	return []api.ProjectStatus{s}, nil
 }
 
 // allProjects is the status of every project of the namespace (or of every
 // namespace), one project after the other; a project gone since the list
 // was read is left out.
-func allProjects(ctx context.Context, c *client.Client, namespace string, allNamespaces bool) ([]eggStatus, error) {
+func allProjects(ctx context.Context, c *client.Client, namespace string, allNamespaces bool) ([]api.ProjectStatus, error) {
 	projects, err := c.Projects().List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var eggs []eggStatus
+	var out []api.ProjectStatus
 	for _, p := range projects {
 		if !allNamespaces && p.Namespace != namespace {
 			continue
@@ -104,10 +111,10 @@ func allProjects(ctx context.Context, c *client.Client, namespace string, allNam
 			return nil, err
 		}
 		if ok {
-			eggs = append(eggs, eggStatuses(s)...)
+			out = append(out, s)
 		}
 	}
-	return eggs, nil
+	return out, nil
 }
 
 // printStatus prints one table per project, then the problems its hosts
@@ -197,6 +204,48 @@ func printSchedules(w io.Writer, projects []string, byProject map[string][]api.S
 				next = fmt.Sprintf("%s (in %s)", s.Next.Local().Format(time.DateTime), max(s.Next.Sub(now), 0).Round(time.Second))
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", termsafe.Line(s.Egg), termsafe.Line(s.Spec), next, orDash(termsafe.Line(s.LastRun)))
+		}
+	}
+	return tw.Flush()
+}
+
+// printVolumes prints one table of the volumes of each project that has
+// any: their last good backup, their newest ended backup's outcome, their
+// next scheduled backup, and below the table each warning, so that a
+// backup failing or falling behind is seen.
+//
+//	default/shop volumes
+//	  VOLUME  LAST GOOD BACKUP              LAST OUTCOME  SCHEDULE   NEXT
+//	  data    2026-12-02 11:00:00 (3h ago)  failed        every 1h   2026-12-02 15:00:00 (in 12m)
+//	  warning: data: last backup failed at 2026-12-02T13:00:00Z: before hook exited 1
+func printVolumes(w io.Writer, statuses []api.ProjectStatus, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, s := range statuses {
+		if len(s.Volumes) == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "\n%s volumes\n", resource.Project(s.Namespace, s.Project))
+		fmt.Fprintln(tw, "  VOLUME\tLAST GOOD BACKUP\tLAST OUTCOME\tSCHEDULE\tNEXT")
+		var warnings []string
+		for _, v := range s.Volumes {
+			good, next := "never", "-"
+			if v.LastGood != nil {
+				good = fmt.Sprintf("%s (%s ago)", v.LastGood.Local().Format(time.DateTime), max(now.Sub(*v.LastGood), 0).Round(time.Second))
+			}
+			if v.NextScheduled != nil {
+				next = fmt.Sprintf("%s (in %s)", v.NextScheduled.Local().Format(time.DateTime), max(v.NextScheduled.Sub(now), 0).Round(time.Second))
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", termsafe.Line(v.Name), good, orDash(termsafe.Line(v.LastOutcome)),
+				orDash(termsafe.Line(v.Schedule)), next)
+			if v.Warning != "" {
+				warnings = append(warnings, termsafe.Line(v.Name)+": "+termsafe.Line(v.Warning))
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, line := range warnings {
+			fmt.Fprintln(w, "  warning: "+line)
 		}
 	}
 	return tw.Flush()

@@ -48,6 +48,10 @@ var Kinds = []store.EventType{
 	store.EventRunTimedOut,
 	store.EventRunLost,
 	store.EventRunMissed,
+	// A backup or restore that fails needs someone: a volume whose
+	// backups fail for a day must never be silent.
+	store.EventBackupFailed,
+	store.EventRestoreFailed,
 }
 
 // Notified reports whether events of type t are notified.

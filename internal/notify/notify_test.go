@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -465,5 +466,30 @@ func TestTheCursorIsStoredAfterADeliveryNotAfterEveryEvent(t *testing.T) {
 	})
 	if n := cursor.count(); n != 2 {
 		t.Fatalf("%d moves for 20 events notified to nobody and one delivered, want 2", n)
+	}
+}
+
+func TestAFailedBackupOrRestoreReachesTheProjectsTargetAndADoneOneDoesNot(t *testing.T) {
+	st := openStore(t)
+	shop := newReceiver(t)
+	run(t, fastConfig(), st, projects{"default/shop": {{URL: shop.URL}}}, zap.NewNop())
+
+	appendEvent(t, st, store.Event{Type: store.EventBackupDone, Project: "default/shop", Resource: "volume/data"}) // not notified
+	appendEvent(t, st, store.Event{Type: store.EventBackupFailed, Project: "default/shop", Resource: "volume/data", Message: "backup b1 failed: disk full", Actor: "schedule"})
+	appendEvent(t, st, store.Event{Type: store.EventRestoreFailed, Project: "default/shop", Resource: "volume/data", Message: "restore r1 failed", Actor: "bob"})
+
+	eventually(t, "the two failures delivered", func() bool { return len(shop.received()) == 2 })
+	time.Sleep(50 * time.Millisecond) // nothing more comes
+	var types []string
+	for _, r := range shop.received() {
+		var e api.Event
+		if err := json.Unmarshal(r.body, &e); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, e.Type+" "+e.Actor)
+	}
+	slices.Sort(types)
+	if want := []string{"backup.failed schedule", "restore.failed bob"}; !slices.Equal(types, want) {
+		t.Fatalf("delivered %v, want %v", types, want)
 	}
 }

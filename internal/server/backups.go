@@ -43,6 +43,9 @@ type Backups interface {
 	GetChunk(ctx context.Context, host, task, id string) ([]byte, error)
 	// Collector is the backups' metrics (each volume's last good backup).
 	Collector() prometheus.Collector
+	// BackupStates is where the project's volumes' backups stand, with
+	// their warnings (the project status).
+	BackupStates(ctx context.Context, project string) ([]api.VolumeBackupState, error)
 }
 
 var _ Backups = (*volumes.Service)(nil)

@@ -18,7 +18,12 @@ import (
 // fleetAPI maps the endpoints of hosts, tokens, project status and the
 // event log to the fleet.
 type fleetAPI struct {
-	svc     *fleet.Service
+	svc *fleet.Service
+	// backups fill the project status's volumes: a backup failing or
+	// falling behind is seen where the project is looked at.
+	backups interface {
+		BackupStates(ctx context.Context, project string) ([]api.VolumeBackupState, error)
+	}
 	streams streams
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -79,9 +80,13 @@ func (h deployAPI) getProject(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h fleetAPI) getProjectStatus(w http.ResponseWriter, r *http.Request) error {
-	st, err := h.svc.ProjectStatus(r.Context(), r.PathValue("namespace"), r.PathValue("project"))
+	ns, project := r.PathValue("namespace"), r.PathValue("project")
+	st, err := h.svc.ProjectStatus(r.Context(), ns, project)
 	if err != nil {
 		return err
+	}
+	if st.Volumes, err = h.backups.BackupStates(r.Context(), resource.Project(ns, project)); err != nil {
+		return fmt.Errorf("project status: %w", err)
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil

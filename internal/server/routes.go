@@ -82,7 +82,7 @@ func (s *Server) routeTable() []route {
 	blobs := s.fixed(s.cfg.BlobTimeout)
 	const p = "/api/v1/projects/{namespace}/{project}"
 	st := streams{keepAlive: s.cfg.KeepAlive, closing: s.closing, hold: s.holdChecked, recheck: s.recheck}
-	d, f := deployAPI{svc: s.deps.Deploy, streams: st}, fleetAPI{svc: s.deps.Fleet, streams: st}
+	d, f := deployAPI{svc: s.deps.Deploy, streams: st}, fleetAPI{svc: s.deps.Fleet, backups: s.deps.Backups, streams: st}
 	metricsHandler := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
 	routes := []route{
 		{"GET /api/v1/hosts", adminOnly, plain, 0, f.listHosts},
