@@ -223,15 +223,15 @@ func (s *Service) List(ctx context.Context, project, name string) ([]api.VolumeT
 	}
 	if _, own := s.deps.Store.(*BlobStore); !own {
 		// Only a shared bucket holds backups no record here names.
-		ms, err := backup.ListBackups(ctx, s.deps.Store, s.deps.ClusterKey)
+		bs, err := s.storeBackups(ctx)
 		if err != nil {
 			s.log.Sugar().Warnw("some manifests of the backup store do not open with the backup key", "error", err)
 		}
-		for _, m := range ms {
-			if known[m.ID] || m.Volume.Namespace != ns || m.Volume.Project != proj || name != "" && m.Volume.Volume != name {
+		for _, b := range bs {
+			if known[b.task.Manifest] || b.volume.Namespace != ns || b.volume.Project != proj || name != "" && b.volume.Volume != name {
 				continue
 			}
-			out = append(out, fromManifest(m))
+			out = append(out, b.task)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b api.VolumeTask) int { return b.CreatedAt.Compare(a.CreatedAt) })
@@ -402,6 +402,9 @@ func (s *Service) Forget(ctx context.Context, project, id, actor string) (api.Vo
 			return api.VolumeTask{}, fmt.Errorf("%w: backup %s is in progress; forget it once it ended", ErrRefused, b.ID)
 		}
 		if b.FromStore {
+			if err := s.deleteManifest(ctx, b.Manifest); err != nil {
+				return api.VolumeTask{}, err
+			}
 			// Known only from the store: a record says it is forgotten, so
 			// that the store's listing does not bring it back.
 			t := store.VolumeTask{ID: newID(), Kind: b.Kind, Project: project, Volume: b.Volume, Trigger: api.TriggerManual,
@@ -421,8 +424,17 @@ func (s *Service) Forget(ctx context.Context, project, id, actor string) (api.Vo
 	return api.VolumeTask{}, fmt.Errorf("%w: project %s has no backup %q (hatch volume backups lists them)", ErrNotFound, project, id)
 }
 
-// forget marks a recorded backup forgotten and releases its chunks.
+// forget marks a recorded backup forgotten and releases its chunks; in a
+// bucket, its manifest is deleted first, so that a failed deletion leaves
+// the backup kept and retention tries again.
 func (s *Service) forget(ctx context.Context, project, name, id, why string) error {
+	t, err := s.deps.Tasks.VolumeTask(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := s.deleteManifest(ctx, t.Manifest); err != nil {
+		return err
+	}
 	changed, err := s.deps.Tasks.ForgetVolumeTask(ctx, id, s.now())
 	if err != nil {
 		return err

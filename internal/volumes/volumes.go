@@ -22,7 +22,9 @@
 //     volume's key and names the volume: every chunk it lists is then
 //     retained (store.BlobRetention) until the backup is forgotten, and
 //     blob collection never removes a chunk younger than the oldest
-//     backup in progress (GuardCollector).
+//     backup in progress (GuardCollector). In a bucket, forgetting
+//     deletes the manifest, and a sweep deletes the chunks no manifest
+//     lists once older than the oldest backup in progress (Sweep).
 package volumes
 
 import (
@@ -138,12 +140,14 @@ func (d Deps) validate() error {
 // Service is the backups service: its API and host routes on every
 // server, its loop (BeginLoops) and schedule (Source) on the loops' holder.
 type Service struct {
-	cfg     Config
-	deps    Deps
-	log     *zap.Logger
-	now     func() time.Time
-	lists   *chunkLists
-	metrics *lastSuccessMetric
+	cfg   Config
+	deps  Deps
+	log   *zap.Logger
+	now   func() time.Time
+	lists *chunkLists
+	// manifests caches the store's opened manifests (List).
+	manifests *manifestCache
+	metrics   *lastSuccessMetric
 }
 
 // New returns a service.
@@ -155,7 +159,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, deps: deps, log: deps.Logger.With(zap.String("component", "volumes")), now: deps.Now,
-		lists: newChunkLists()}
+		lists: newChunkLists(), manifests: newManifestCache()}
 	s.metrics = &lastSuccessMetric{s: s}
 	return s, nil
 }

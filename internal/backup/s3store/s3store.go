@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -259,6 +260,54 @@ func (s *Store) ListManifests(ctx context.Context) ([]string, error) {
 func checkKeyID(id string) error {
 	if !backup.ValidID(id) {
 		return fmt.Errorf("object ID %q is not 64 lowercase hex digits", id)
+	}
+	return nil
+}
+
+// DeleteManifest deletes a manifest: its backup is no longer listed, and
+// its chunks are collected by the next sweep once no other manifest lists
+// them. Deleting a manifest the bucket lacks succeeds.
+func (s *Store) DeleteManifest(ctx context.Context, id string) error {
+	if err := checkKeyID(id); err != nil {
+		return err
+	}
+	if err := s.client.RemoveObject(ctx, s.bucket, s.manifestKey(id), minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("delete s3://%s/%s: %w", s.bucket, s.manifestKey(id), err)
+	}
+	return nil
+}
+
+// ChunkInfo is a stored chunk as a sweep sees it.
+type ChunkInfo struct {
+	ID       string
+	Modified time.Time
+	Size     int64
+}
+
+// ListChunks lists every chunk with its modification time (the bucket's
+// clock), for a sweep to tell old unreferenced chunks from those a backup
+// in progress may have just written. Objects that are not named by an ID
+// are left out.
+func (s *Store) ListChunks(ctx context.Context) ([]ChunkInfo, error) {
+	var out []ChunkInfo
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + "chunks/", Recursive: true}) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("list s3://%s/%schunks/: %w", s.bucket, s.prefix, obj.Err)
+		}
+		if id := path.Base(obj.Key); checkKeyID(id) == nil && obj.Key == s.chunkKey(id) {
+			out = append(out, ChunkInfo{ID: id, Modified: obj.LastModified, Size: obj.Size})
+		}
+	}
+	return out, nil
+}
+
+// DeleteChunk deletes a chunk; deleting one the bucket lacks succeeds.
+func (s *Store) DeleteChunk(ctx context.Context, id string) error {
+	if err := checkKeyID(id); err != nil {
+		return err
+	}
+	if err := s.client.RemoveObject(ctx, s.bucket, s.chunkKey(id), minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("delete s3://%s/%s: %w", s.bucket, s.chunkKey(id), err)
 	}
 	return nil
 }
