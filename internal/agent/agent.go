@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -51,6 +52,7 @@ type Agent struct {
 
 	trust  trustWatch
 	engine engineWatch
+	fence  fenceWatch
 	// tasks runs the volume tasks this process began.
 	tasks *taskExecutor
 
@@ -132,6 +134,7 @@ func (a *Agent) Start() error {
 	}
 	a.started = true
 	a.holdUntil = a.now().Add(a.cfg.StaleCacheWait)
+	a.fence.start(a.now())
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	a.goRun(func() { a.loop(ctx) })
@@ -281,6 +284,13 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		}
 		cacheErr := a.keepCache(desired, stamp.Generation, now)
 		errs = append(errs, cacheErr)
+		// The cache keeps the Fenced workloads; the converge does not while
+		// the fence is up, and starts none of them until a server confirms
+		// the host.
+		fv := a.fence.view(desired.FenceAfter, !fromCache)
+		withRelays, fenceWake, fenceErr := a.applyFence(withRelays, fv, now)
+		errs = append(errs, fenceErr)
+		holdFenced := fenceHoldsStarts(fv)
 		var pullFailures []converge.Failure
 		if tr, ok := a.cfg.Docker.(taskReporter); ok {
 			pullFailures = converge.ImageFailures(withRelays, tr.Failures())
@@ -288,7 +298,13 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		plan, err = converge.Converge(ctx, a.docker, withRelays, a.mem.History, now,
 			converge.Options{Logger: a.log, HoldCreatedAfter: hold, Stamp: stamp, FromCache: fromCache, Failures: pullFailures,
 				BeforeApply: func(actual []containers.Container) { a.routeBeforeSteps(desired, actual) },
-				HoldStarts:  func(listed []containers.Container) map[string]string { return runHolds(desired, listed) }})
+				HoldStarts: func(listed []containers.Container) map[string]string {
+					held := runHolds(desired, listed)
+					if holdFenced {
+						maps.Copy(held, fenceHolds(withRelays))
+					}
+					return held
+				}})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("converge: %w", err))
 		}
@@ -307,6 +323,7 @@ func (a *Agent) converge(ctx context.Context) time.Time {
 		if cacheErr != nil {
 			plan.WakeAt = earliest(plan.WakeAt, now.Add(a.cfg.CacheRetryInterval))
 		}
+		plan.WakeAt = earliest(plan.WakeAt, fenceWake)
 	}
 	actual, err := a.cfg.Docker.List(ctx)
 	if err != nil {

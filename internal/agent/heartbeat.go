@@ -51,8 +51,21 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		}
 		if err == nil {
 			server = a.noteServer(server)
+			if a.fence.reported(a.now(), a.fenceAfter()) {
+				a.changes.Fire()
+			}
 		}
 	}
+}
+
+// fenceAfter is the desired state's FenceAfter (0 with none).
+func (a *Agent) fenceAfter() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.desired == nil {
+		return 0
+	}
+	return a.desired.FenceAfter
 }
 
 // serverNamer is a control plane client that knows several servers and

@@ -89,6 +89,8 @@ to the next server when theirs stops answering.`,
 		"how often one failed authentication of an address is forgiven")
 	f.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout,
 		"how long the server may take to answer a plain API request (a plan of a large project, say) before it answers that it ran out of time")
+	f.DurationVar(&cfg.FenceAfter, "fence-after", cfg.FenceAfter,
+		"how long an agent whose status reports go unanswered keeps running the eggs of volumes with failover before it stops them, so that a volume restored elsewhere never runs twice (0: no fencing)")
 	f.StringVar(&cfg.AdvertiseURL, "advertise-url", "", "the URL hosts and clients reach this server at, listed to them "+
 		"with the other live servers (default: the --listen address if it names one)")
 	f.StringVar(&cfg.ACME.CA, "acme-ca", "", "the ACME directory URL of the CA certificates for routes come from (tls: auto); without one, routes are served over plain HTTP unless they bring their own certificate")

@@ -81,6 +81,12 @@ type DesiredState struct {
 	// VolumeTask): a task absent from it is never begun, and one begun is
 	// abandoned.
 	VolumeTasks []VolumeTask `json:"volume_tasks,omitempty"`
+	// FenceAfter is the control plane's --fence-after, the same in every
+	// host's state: an agent whose status reports have had no 2xx answer
+	// for that long stops its Fenced workloads, so that a volume failed
+	// over elsewhere never runs in two places (docs/BACKUPS.md,
+	// "Failover"). 0: no fencing (and what an older server sends).
+	FenceAfter time.Duration `json:"fence_after,omitempty"`
 }
 
 // Certificate returns the certificate of host, if the state holds one.
@@ -249,7 +255,7 @@ func (d DesiredState) ComputeVersion() string {
 // ContentVersion returns the hash of the state without its peers: what the
 // control plane stores for each host, the peers being stored once for all.
 func (d DesiredState) ContentVersion() string {
-	c := DesiredState{HostID: d.HostID}
+	c := DesiredState{HostID: d.HostID, FenceAfter: d.FenceAfter}
 	c.Workloads = make([]WorkloadSpec, len(d.Workloads))
 	for i, w := range d.Workloads {
 		w.Secrets = slices.Clone(w.Secrets)

@@ -296,3 +296,24 @@ func TestImageRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionCoversFencing: the server's fence_after and a workload's Fenced
+// flag reach the agent only if they change the version it compares.
+func TestVersionCoversFencing(t *testing.T) {
+	d := DesiredState{HostID: "h1", Workloads: []WorkloadSpec{{Namespace: "n", Project: "p", Egg: "db", Image: "x"}}}
+	base := d.ContentVersion()
+	fenced := d
+	fenced.FenceAfter = time.Minute
+	if fenced.ContentVersion() == base {
+		t.Error("FenceAfter does not change ContentVersion")
+	}
+	marked := d
+	marked.Workloads = []WorkloadSpec{d.Workloads[0]}
+	marked.Workloads[0].Fenced = true
+	if marked.ContentVersion() == base {
+		t.Error("WorkloadSpec.Fenced does not change ContentVersion")
+	}
+	if SpecHash(marked.Workloads[0]) != SpecHash(d.Workloads[0]) {
+		t.Error("Fenced changes the spec hash: marking an egg would replace its containers")
+	}
+}

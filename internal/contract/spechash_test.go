@@ -27,6 +27,7 @@ var specHashFields = map[string]string{
 	"PullAuth.Handle":          "out",
 	"PullAuth.Password":        "out",
 	"Replicas":                 "out",
+	"Fenced":                   "out",
 	"Revision":                 "in",
 	"Command":                  "in",
 	"Entrypoint":               "in",

@@ -28,6 +28,13 @@ type WorkloadSpec struct {
 	// state's version, so the agent still gets the new one.
 	PullAuth *RegistryAuth `json:"pull_auth,omitempty"`
 
+	// Fenced says the egg mounts a volume with a failover policy: its
+	// containers stop while the agent's status reports go unanswered for
+	// DesiredState.FenceAfter, and never start from the agent's cache
+	// (docs/BACKUPS.md, "Failover"). Not in the spec hash: the agent, not
+	// the container, acts on it. An older agent ignores it.
+	Fenced bool `json:"fenced,omitempty"`
+
 	// Replicas is the number of slots this host runs (0..Replicas-1); 0 is cold.
 	Replicas int `json:"replicas"`
 	// Revision is bumped by `hatch rollout restart` to roll with the same spec.

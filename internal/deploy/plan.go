@@ -61,6 +61,9 @@ func (s *Service) Plan(ctx context.Context, project string, req api.PlanRequest)
 	if err := checkPlanRequest(req, spec.Limits{MaxReplicas: s.cfg.MaxReplicas}); err != nil {
 		return api.Plan{}, err
 	}
+	if err := checkFailover(req.Resources, s.cfg.FenceAfter, s.cfg.RequestTimeout); err != nil {
+		return api.Plan{}, err
+	}
 	for i, d := range req.Resources {
 		if d.Source == "" {
 			continue

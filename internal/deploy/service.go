@@ -68,6 +68,11 @@ type Config struct {
 	// (`hatch server --keep-applies`): a rollback can go back that far, and
 	// the build contexts they used are kept from blob collection with them.
 	KeepApplies int
+	// FenceAfter (`hatch server --fence-after`) and RequestTimeout
+	// (--request-timeout) bound how soon a volume may fail over: a plan
+	// refuses a failover.after not above them plus the egg's drain and
+	// stop timeouts (checkFailover).
+	FenceAfter, RequestTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults documented in docs/API.md.

@@ -53,9 +53,12 @@ type Deps struct {
 	Scheduler placement.Config
 	// ACME says the server has an ACME CA: routes of public DNS names are
 	// then served over HTTPS by default (contract.TLSAuto).
-	ACME   bool
-	Logger *zap.Logger
-	Now    func() time.Time
+	ACME bool
+	// FenceAfter is the server's --fence-after, put in every host's state
+	// (contract.DesiredState.FenceAfter); 0: no fencing.
+	FenceAfter time.Duration
+	Logger     *zap.Logger
+	Now        func() time.Time
 }
 
 // States are the hosts' desired states over one store, and the operations
@@ -75,6 +78,7 @@ type States struct {
 	sched    *placement.Scheduler
 	delay    time.Duration // the scheduler's reschedule delay
 	acme     bool
+	fence    time.Duration // every state's FenceAfter
 	log      *zap.Logger
 	now      func() time.Time // also stamps each write (store.DesiredState.UpdatedAt)
 }
@@ -95,7 +99,7 @@ func New(d Deps) (*States, error) {
 		return nil, err
 	}
 	return &States{desired: d.Desired, statuses: d.Statuses, records: d.Records, events: d.Events, secrets: d.Secrets,
-		fleet: d.Fleet, box: d.Box, sched: sched, delay: cfg.RescheduleDelay, acme: d.ACME, log: d.Logger, now: d.Now}, nil
+		fleet: d.Fleet, box: d.Box, sched: sched, delay: cfg.RescheduleDelay, acme: d.ACME, fence: d.FenceAfter, log: d.Logger, now: d.Now}, nil
 }
 
 // workloadID is the workload ID (contract.WorkloadID) of egg in project,

@@ -25,6 +25,9 @@ func (s *States) SyncPeers(ctx context.Context) error {
 // (the valid host set, each peer reaching its own state's services on the
 // ports its ingress and relays stream to: Service.StreamPorts).
 func (v *view) derive() {
+	for _, d := range v.states {
+		d.FenceAfter = v.fenceAfter
+	}
 	workloads := make(map[string][]contract.WorkloadSpec, len(v.states))
 	for id, d := range v.states {
 		workloads[id] = d.Workloads

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -24,6 +25,10 @@ type view struct {
 	// peers is the valid host set, which every host's state carries but
 	// which is stored once (store.PeerList): set by derive.
 	peers []contract.Peer
+	// fenceAfter is every state's FenceAfter (the server's --fence-after):
+	// set by derive, so a changed setting reaches a host with the next
+	// change of any state.
+	fenceAfter time.Duration
 }
 
 // read loads the view without the lock: for readiness and previews, which
@@ -42,7 +47,8 @@ func (s *States) read(ctx context.Context) (*view, error) {
 		stored[d.HostID] = d
 	}
 	v := &view{hosts: make([]placement.Host, len(fleet)), mesh: make(map[string][]string, len(fleet)),
-		states: make(map[string]*contract.DesiredState, len(fleet)), loaded: make(map[string]string, len(fleet))}
+		states: make(map[string]*contract.DesiredState, len(fleet)), loaded: make(map[string]string, len(fleet)),
+		fenceAfter: s.fence}
 	for i, h := range fleet {
 		v.hosts[i], v.mesh[h.ID] = h.Host, h.MeshAddresses
 		st, ok := stored[h.ID]

@@ -168,6 +168,7 @@ func (e Egg) workload(host string, slots int, values map[string]contract.SecretV
 	for _, m := range in.Volumes {
 		switch m.Type {
 		case inputs.MountVolume:
+			w.Fenced = w.Fenced || m.Fenced
 			w.Volumes = append(w.Volumes, contract.VolumeMount{Name: m.Source, Target: m.Target, ReadOnly: m.ReadOnly,
 				DockerName: contract.VolumeName(host, e.namespace, e.project, m.Source)})
 		case inputs.MountBind:

@@ -96,6 +96,11 @@ type Config struct {
 	// RequestTimeout is the deadline of a plain API request
 	// (--request-timeout).
 	RequestTimeout time.Duration
+	// FenceAfter is how long an agent whose status reports go unanswered
+	// keeps running the eggs of failover volumes (--fence-after), handed
+	// to every host in its desired state; 0: no fencing (docs/BACKUPS.md,
+	// "Failover").
+	FenceAfter time.Duration
 	// MaxReplicas is the most replicas a plan may ask for per egg
 	// (--max-replicas), and KeepApplies how many applies of each project
 	// the history keeps (--keep-applies).
@@ -132,6 +137,10 @@ type ACME struct {
 	CheckEvery time.Duration
 }
 
+// DefaultFenceAfter is --fence-after's default: a minute of unanswered
+// status reports (a few heartbeats) before an agent stops its failover eggs.
+const DefaultFenceAfter = time.Minute
+
 // DefaultConfig is the server's settings when no flag changes them: the
 // flags' defaults, and what `hatch up` runs its server with.
 func DefaultConfig() Config {
@@ -140,6 +149,7 @@ func DefaultConfig() Config {
 		AuthFailureBurst:  server.DefaultConfig().AuthFailureBurst,
 		AuthFailureRefill: server.DefaultConfig().AuthFailureRefill,
 		RequestTimeout:    server.DefaultConfig().RequestTimeout,
+		FenceAfter:        DefaultFenceAfter,
 		MaxReplicas:       deploy.DefaultMaxReplicas,
 		MaxHostCapacity:   placement.DefaultMaxHostCapacity,
 		KeepApplies:       store.DefaultKeepApplies,
@@ -158,11 +168,15 @@ func (c Config) components() (server.Config, fleet.Config, deploy.Config, error)
 		return cfg, fleet.Config{}, deploy.Config{}, fmt.Errorf("--request-timeout: must be positive, not %v", c.RequestTimeout)
 	}
 	cfg.RequestTimeout = c.RequestTimeout
+	if c.FenceAfter < 0 {
+		return cfg, fleet.Config{}, deploy.Config{}, fmt.Errorf("--fence-after: must be 0 (no fencing) or positive, not %v", c.FenceAfter)
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fleet.Config{}, deploy.Config{}, err
 	}
 	deployCfg := deploy.DefaultConfig()
 	deployCfg.MaxReplicas, deployCfg.LeaseTTL = c.MaxReplicas, c.ProjectLease
+	deployCfg.FenceAfter, deployCfg.RequestTimeout = c.FenceAfter, c.RequestTimeout
 	if err := deployCfg.Validate(); err != nil {
 		return cfg, fleet.Config{}, deployCfg, fmt.Errorf("--max-replicas, --project-lease: %w", err)
 	}
@@ -320,10 +334,11 @@ func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config
 		Deps: desired.Deps{Desired: st, Statuses: st, Records: st, Events: st, Secrets: st,
 			Fleet: desired.StoreFleet{List: st, Identities: st, Reports: st, Capacities: st,
 				MaxCapacity: fleetCfg.MaxHostCapacity, LoopbackMesh: fleetCfg.LoopbackMesh},
-			Box:    box,
-			ACME:   acmeCfg.CA != "",
-			Logger: log.With(zap.String("component", "providers")),
-			Now:    time.Now,
+			Box:        box,
+			ACME:       acmeCfg.CA != "",
+			FenceAfter: deployCfg.FenceAfter,
+			Logger:     log.With(zap.String("component", "providers")),
+			Now:        time.Now,
 		},
 		OnTLSAuto: func() { certs.Kick() },
 	})

@@ -89,7 +89,7 @@ func CheckResource(r *resource.Desired, lim Limits) error {
 		if in.Egg != "" && !ValidName(in.Egg) {
 			return &InputError{"inputs.egg", fmt.Sprintf("%q is not an egg name (%s)", in.Egg, NameRule)}
 		}
-		return errors.Join(checkLabels("inputs.labels", in.Labels), checkPlacement(in.Placement), checkBackupInputs(in.Egg, in.Backup))
+		return errors.Join(checkLabels("inputs.labels", in.Labels), checkPlacement(in.Placement), checkBackupInputs(in.Egg, in.Backup), checkFailoverInputs(in))
 	case resource.Network:
 		if err := checkKey(resource.Network, r.Name); err != nil {
 			return &InputError{"name", err.Error()}

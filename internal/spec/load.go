@@ -221,15 +221,19 @@ func (d *decoder) addDefaultNetwork(p *Project) {
 func (d *decoder) volume(f field) *Volume {
 	v := &Volume{Name: f.Key, Line: f.Line, Labels: map[string]string{}}
 	what := fmt.Sprintf("volume %q", f.Key)
-	for _, g := range d.fields(f.Value, what, "labels", "backup") {
+	for _, g := range d.fields(f.Value, what, "labels", "backup", "failover") {
 		switch g.Key {
 		case "labels":
 			v.Labels = d.labels(g.Value, what+" labels")
 		case "backup":
 			v.BackupLine = g.Line
 			d.backup(v, g)
+		case "failover":
+			v.FailoverLine = g.Line
+			d.failover(v, g)
 		}
 	}
+	d.checkFailover(v)
 	return v
 }
 

@@ -282,6 +282,10 @@ type Volume struct {
 	Backup *inputs.VolumeBackup
 	// BackupLine is the line of backup:, 0 when the file has none.
 	BackupLine int
+	// Failover is the volume's failover policy (failover:); nil for none.
+	Failover *inputs.VolumeFailover
+	// FailoverLine is the line of failover:, 0 when the file has none.
+	FailoverLine int
 }
 
 // Network is one entry of `networks:`, or the project's default network.

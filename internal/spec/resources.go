@@ -35,8 +35,16 @@ func (p *Project) Resources() ([]*resource.Desired, []*resource.Dependency) {
 	for _, v := range p.Volumes {
 		add(resource.Volume, v.Name, volumeFor(v, owners[v.Name]))
 	}
+	failover := map[string]bool{} // the volumes with a failover policy
+	for _, v := range p.Volumes {
+		failover[v.Name] = v.Failover != nil
+	}
 	for _, e := range p.Eggs {
 		in := eggInputsOf(e)
+		for i, m := range e.Volumes {
+			// eggInputsOf makes one mount per mount, in order.
+			in.Volumes[i].Fenced = m.Type == MountVolume && failover[m.Source]
+		}
 		in.PullAuth = p.pullAuth(e.Image)
 		add(resource.Egg, e.Name, in)
 		child := resource.Key(resource.Egg, e.Name)
@@ -169,7 +177,7 @@ func usesOf(e *Egg) []string {
 // volume of the same egg is placed on the host of the first, so that the egg
 // can run beside both.
 func volumeFor(v *Volume, owner *Egg) inputs.Volume {
-	in := inputs.Volume{Labels: orEmptyMap(v.Labels), Placement: inputs.Placement{Hosts: []string{}}, Backup: v.Backup}
+	in := inputs.Volume{Labels: orEmptyMap(v.Labels), Placement: inputs.Placement{Hosts: []string{}}, Backup: v.Backup, Failover: v.Failover}
 	if owner == nil {
 		return in
 	}

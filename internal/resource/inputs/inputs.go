@@ -198,6 +198,9 @@ type Mount struct {
 	Source   string `json:"source"`
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"read_only"`
+	// Fenced says the volume has a failover policy: the egg's workloads are
+	// fenced (contract.WorkloadSpec.Fenced).
+	Fenced bool `json:"fenced,omitempty"`
 }
 
 // PullAuth is a registry login: its password is a secret's handle,
@@ -246,6 +249,19 @@ type Volume struct {
 	// Backup is the volume's backups (hatch.yaml volumes.<name>.backup);
 	// nil for none.
 	Backup *VolumeBackup `json:"backup,omitempty"`
+	// Failover is the volume's failover policy (hatch.yaml
+	// volumes.<name>.failover; docs/BACKUPS.md); nil for none. It needs
+	// Backup.
+	Failover *VolumeFailover `json:"failover,omitempty"`
+}
+
+// VolumeFailover is a volume's failover policy.
+type VolumeFailover struct {
+	// After is how long the volume's host may be silent before the volume
+	// may be restored elsewhere, a Go duration ("3m"). The plan requires it
+	// to exceed the server's fence_after and request timeout plus the
+	// egg's drain and stop timeouts.
+	After string `json:"after"`
 }
 
 // VolumeBackup is a volume's backup policy (docs/BACKUPS.md).

@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hatchery/hatchery/internal/contract"
+)
+
+func TestFenceOut(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	const after = time.Minute
+	for _, tc := range []struct {
+		name     string
+		v        fenceView
+		now      time.Time
+		out      bool
+		wantWake time.Time
+	}{
+		{"no fencing", fenceView{Since: t0}, t0.Add(time.Hour), false, time.Time{}},
+		{"reported recently", fenceView{FenceAfter: after, Since: t0, LastOK: t0.Add(time.Hour)}, t0.Add(time.Hour + 59*time.Second), false, t0.Add(time.Hour + after)},
+		{"silent for fence_after", fenceView{FenceAfter: after, Since: t0, LastOK: t0.Add(time.Hour)}, t0.Add(time.Hour + after), true, time.Time{}},
+		{"no report since start, within fence_after", fenceView{FenceAfter: after, Since: t0}, t0.Add(30 * time.Second), false, t0.Add(after)},
+		{"no report since start, past fence_after", fenceView{FenceAfter: after, Since: t0}, t0.Add(2 * after), true, time.Time{}},
+	} {
+		out, wake := fenceOut(tc.v, tc.now)
+		if out != tc.out || !wake.Equal(tc.wantWake) {
+			t.Errorf("%s: fenceOut = %v, %v; want %v, %v", tc.name, out, wake, tc.out, tc.wantWake)
+		}
+	}
+}
+
+func TestFenceHoldsStarts(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		v    fenceView
+		hold bool
+	}{
+		{"no fencing", fenceView{Since: t0}, false},
+		{"from the cache, no report", fenceView{FenceAfter: time.Minute, Since: t0}, true},
+		{"report answered, state still the cache's", fenceView{FenceAfter: time.Minute, Since: t0, LastOK: t0}, true},
+		{"state fetched, no report yet", fenceView{FenceAfter: time.Minute, Since: t0, Heard: true}, true},
+		{"confirmed", fenceView{FenceAfter: time.Minute, Since: t0, LastOK: t0, Heard: true}, false},
+	} {
+		if got := fenceHoldsStarts(tc.v); got != tc.hold {
+			t.Errorf("%s: fenceHoldsStarts = %v, want %v", tc.name, got, tc.hold)
+		}
+	}
+}
+
+func TestWithoutFenced(t *testing.T) {
+	db := contract.WorkloadSpec{Namespace: "n", Project: "p", Egg: "db", Fenced: true}
+	web := contract.WorkloadSpec{Namespace: "n", Project: "p", Egg: "web"}
+	d := contract.DesiredState{HostID: "h", Workloads: []contract.WorkloadSpec{db, web}}
+	got, ids := withoutFenced(d)
+	if !slices.Equal(ids, []string{db.ID()}) || len(got.Workloads) != 1 || got.Workloads[0].Egg != "web" {
+		t.Errorf("withoutFenced = %v, %v; want web kept, db out", got.Workloads, ids)
+	}
+	if len(d.Workloads) != 2 {
+		t.Error("withoutFenced changed its argument")
+	}
+	if h := fenceHolds(d); len(h) != 1 || h[db.ID()] == "" {
+		t.Errorf("fenceHolds = %v, want db only", h)
+	}
+}
+
+func TestFenceReported(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	var f fenceWatch
+	f.start(t0)
+	if !f.reported(t0.Add(time.Second), time.Minute) {
+		t.Error("the first 2xx report since start wants no converge: fenced starts stay held")
+	}
+	if f.reported(t0.Add(10*time.Second), time.Minute) {
+		t.Error("a report 9s after the last wants a converge")
+	}
+	if !f.reported(t0.Add(10*time.Second+time.Minute), time.Minute) {
+		t.Error("a report after a silence of fence_after wants no converge: fenced workloads stay out")
+	}
+	if f.reported(t0.Add(time.Hour), 0) {
+		t.Error("without fencing a report wants a converge")
+	}
+}
