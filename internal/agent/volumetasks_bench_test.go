@@ -76,7 +76,7 @@ func mbps(n int64, d time.Duration) float64 { return float64(n) / (1 << 20) / d.
 // tar stream. A ratio is the baseline's time over the agent's (1 is as fast
 // as the plain copy).
 func BenchmarkVolumeThroughput(b *testing.B) {
-	f := newFigEnv(b)
+	f := newVolumeEnv(b)
 	vol := f.volume("mixed")
 	f.write(vol, mixedFiles(256<<20, 9))
 	ctx := b.Context()
@@ -179,7 +179,7 @@ func processCPU() time.Duration {
 // BenchmarkVolumeIncremental: the incremental test's ratio (200 MB, 20 of
 // 2,000 files rewritten) as a figure; the bound is 5 %.
 func BenchmarkVolumeIncremental(b *testing.B) {
-	f := newFigEnv(b)
+	f := newVolumeEnv(b)
 	for b.Loop() {
 		first, second := incrementalFigure(b, f)
 		r := float64(second.SentBytes) / float64(first.SentBytes)
@@ -262,7 +262,7 @@ func rssPeak(tb testing.TB) (stop func() (peak, start uint64)) {
 // the goal is at most 100 MB. The agent's code (the Docker client reading
 // the archive, the chunker, the sealing pipeline) runs in this process.
 func BenchmarkVolumeBackupMemory(b *testing.B) {
-	f := newFigEnv(b)
+	f := newVolumeEnv(b)
 	vol := f.volume("large")
 	f.write(vol, mixedFiles(1<<30, 11))
 	task := backupTask(vol, figKey())

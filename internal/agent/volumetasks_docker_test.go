@@ -38,14 +38,15 @@ import (
 // image as the helpers' image (present locally, as the relay image is once
 // built), and helpers to fill and read volumes behind the code under test.
 type volumeEnv struct {
-	t     *testing.T
+	t     testing.TB
 	s     *dockertest.Scope
 	e     *docker.Engine
 	host  string
 	image string
 }
 
-func newVolumeEnv(t *testing.T) *volumeEnv {
+func newVolumeEnv(t testing.TB) *volumeEnv {
+	t.Helper()
 	s := dockertest.NewScope(t)
 	v := &volumeEnv{t: t, s: s, host: "h" + s.ID, image: dockertest.Image(t, dockertest.ImageSpec{})}
 	ecfg := docker.DefaultConfig(v.host)

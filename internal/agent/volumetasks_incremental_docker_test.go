@@ -18,64 +18,20 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/volume"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hatchery/hatchery/internal/backup"
 	"github.com/hatchery/hatchery/internal/backup/backuptest"
-	"github.com/hatchery/hatchery/internal/containers"
-	"github.com/hatchery/hatchery/internal/containers/docker"
 	"github.com/hatchery/hatchery/internal/contract"
-	"github.com/hatchery/hatchery/internal/testutil/dockertest"
 )
 
 // The figures of issue 30 at the agent's level: volumes of hundreds of MB
 // written through the archive API, backed up and restored by the agent's
 // own taskRunner (helper container, CopyFromContainer, backup.Backup) into
-// backuptest's in-memory store. figEnv is volumeEnv's counterpart for
-// benchmarks too (testing.TB), and streams its volumes' content instead of
-// holding it: a 1 GB volume must not sit in the benchmark's memory.
-
-// figEnv is a Docker adapter of its own host ID with the test app's image as
-// the helpers' image.
-type figEnv struct {
-	tb    testing.TB
-	s     *dockertest.Scope
-	e     *docker.Engine
-	host  string
-	image string
-}
-
-func newFigEnv(tb testing.TB) *figEnv {
-	tb.Helper()
-	s := dockertest.NewScope(tb)
-	f := &figEnv{tb: tb, s: s, host: "h" + s.ID, image: dockertest.Image(tb, dockertest.ImageSpec{})}
-	ecfg := docker.DefaultConfig(f.host)
-	ecfg.SecretDir, ecfg.Labels = s.ShmDir(), s.Labels(nil)
-	ecfg.Logger = zaptest.NewLogger(tb, zaptest.Level(zap.WarnLevel))
-	ecfg.Blobs, ecfg.Ingress, ecfg.OnChange = noBlobs{}, idleIngress{}, func() {}
-	e, err := docker.New(tb.Context(), s.Client, ecfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = e.Close(context.Background()) })
-	f.e = e
-	return f
-}
-
-// volume creates an empty volume of this host and returns its Docker name.
-func (f *figEnv) volume(name string) string {
-	f.tb.Helper()
-	full := f.s.Name(name)
-	_, err := f.s.Client.VolumeCreate(f.tb.Context(), volume.CreateOptions{Name: full, Labels: f.s.Labels(map[string]string{
-		containers.LabelManaged: "true", containers.LabelHost: f.host,
-		containers.LabelNamespace: "default", containers.LabelProject: "shop"})})
-	if err != nil {
-		f.tb.Fatal(err)
-	}
-	return full
-}
+// backuptest's in-memory store. Its helpers on volumeEnv (which benchmarks
+// use too) stream a volume's content instead of holding it: a 1 GB volume
+// must not sit in the benchmark's memory.
 
 // genFile is a file of a generated volume: its content is a function of
 // seed, random bytes or, if compressible, text of 16 letters (which
@@ -116,13 +72,13 @@ func (g genFile) content(w io.Writer) error {
 // write streams files (names relative to the volume's root, in order, each
 // directory's files together) into vol through the archive API, as a tar
 // made on the fly: the directories' entries first, then the files.
-func (f *figEnv) write(vol string, files []genFile) {
-	f.tb.Helper()
-	ctx := f.tb.Context()
+func (f *volumeEnv) write(vol string, files []genFile) {
+	f.t.Helper()
+	ctx := f.t.Context()
 	c, err := f.s.Client.ContainerCreate(ctx, &container.Config{Image: f.image, Labels: f.s.Labels(nil)},
 		&container.HostConfig{Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/data"}}}, nil, nil, "")
 	if err != nil {
-		f.tb.Fatal(err)
+		f.t.Fatal(err)
 	}
 	defer f.s.Client.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
 	pr, pw := io.Pipe()
@@ -154,24 +110,24 @@ func (f *figEnv) write(vol string, files []genFile) {
 	pr.CloseWithError(io.ErrClosedPipe) // ends the writer if Docker stopped reading early
 	wg.Wait()
 	if err != nil {
-		f.tb.Fatalf("write %d files into volume %s: %v", len(files), vol, err)
+		f.t.Fatalf("write %d files into volume %s: %v", len(files), vol, err)
 	}
 }
 
 // runTask runs one task through a taskRunner of this adapter on store and
 // returns its final status.
-func (f *figEnv) runTask(store backup.Store, task contract.VolumeTask) contract.VolumeTaskStatus {
-	f.tb.Helper()
+func (f *volumeEnv) runTask(store backup.Store, task contract.VolumeTask) contract.VolumeTaskStatus {
+	f.t.Helper()
 	var mu sync.Mutex
 	var st contract.VolumeTaskStatus
-	r := &taskRunner{docker: f.e, store: store, image: f.image, spillDir: f.tb.TempDir(), now: time.Now,
-		pollEvery: 100 * time.Millisecond, log: zaptest.NewLogger(f.tb, zaptest.Level(zap.WarnLevel)),
+	r := &taskRunner{docker: f.e, store: store, image: f.image, spillDir: f.t.TempDir(), now: time.Now,
+		pollEvery: 100 * time.Millisecond, log: zaptest.NewLogger(f.t, zaptest.Level(zap.WarnLevel)),
 		set: func(fn func(*contract.VolumeTaskStatus)) { mu.Lock(); fn(&st); mu.Unlock() }}
-	err := r.run(f.tb.Context(), task)
+	err := r.run(f.t.Context(), task)
 	mu.Lock()
 	defer mu.Unlock()
 	if err != nil {
-		f.tb.Fatalf("%s task on volume %s: %v (status %+v)", task.Kind, task.Volume.DockerName, err, st)
+		f.t.Fatalf("%s task on volume %s: %v (status %+v)", task.Kind, task.Volume.DockerName, err, st)
 	}
 	return st
 }
@@ -195,7 +151,7 @@ const (
 // through the agent, rewrites 20 of them (one at random in each twentieth of
 // the volume, so they are spread over it) with new random content, backs it
 // up again into the same store, and returns both backups' statuses.
-func incrementalFigure(tb testing.TB, f *figEnv) (first, second contract.VolumeTaskStatus) {
+func incrementalFigure(tb testing.TB, f *volumeEnv) (first, second contract.VolumeTaskStatus) {
 	tb.Helper()
 	vol := f.volume("incremental")
 	files := make([]genFile, incrementalFiles)
@@ -229,7 +185,7 @@ func incrementalFigure(tb testing.TB, f *figEnv) (first, second contract.VolumeT
 // 200 MB volume's files re-sends at most 5 % of the first backup's bytes.
 func TestDockerAnIncrementalBackupOfTheAgentSendsAtMostFivePercent(t *testing.T) {
 	start := time.Now()
-	f := newFigEnv(t)
+	f := newVolumeEnv(t)
 	first, second := incrementalFigure(t, f)
 	if first.Bytes < incrementalFiles*incrementalFileSize || first.SentBytes < incrementalFiles*incrementalFileSize {
 		t.Fatalf("the first backup read %d bytes and sent %d: want the whole volume, at least %d", first.Bytes, first.SentBytes, incrementalFiles*incrementalFileSize)

@@ -269,32 +269,22 @@ func readObject(r *http.Request) ([]byte, error) {
 
 // putChunk is PUT .../chunks/{chunk}: a backup's sealed chunk.
 func (s *Server) putChunk(w http.ResponseWriter, r *http.Request) error {
-	host, task, err := hostTask(r)
-	if err != nil {
-		return err
-	}
-	id, err := objectID(r, "chunk")
-	if err != nil {
-		return err
-	}
-	data, err := readObject(r)
-	if err != nil {
-		return err
-	}
-	if err := s.deps.Backups.PutChunk(r.Context(), host, task, id, data); err != nil {
-		return backupsError(err)
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return s.putObject(w, r, "chunk", s.deps.Backups.PutChunk)
 }
 
 // putManifest is PUT .../manifest/{manifest}: a backup's sealed manifest.
 func (s *Server) putManifest(w http.ResponseWriter, r *http.Request) error {
+	return s.putObject(w, r, "manifest", s.deps.Backups.PutManifest)
+}
+
+// putObject stores the body under the path's {kind} ID for the host's task.
+func (s *Server) putObject(w http.ResponseWriter, r *http.Request, kind string,
+	put func(ctx context.Context, host, task, id string, data []byte) error) error {
 	host, task, err := hostTask(r)
 	if err != nil {
 		return err
 	}
-	id, err := objectID(r, "manifest")
+	id, err := objectID(r, kind)
 	if err != nil {
 		return err
 	}
@@ -302,7 +292,7 @@ func (s *Server) putManifest(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.deps.Backups.PutManifest(r.Context(), host, task, id, data); err != nil {
+	if err := put(r.Context(), host, task, id, data); err != nil {
 		return backupsError(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
