@@ -11,8 +11,9 @@
 //
 // `app -check` probes the app's own /healthz once, exiting 0 on a 2xx or 3xx
 // answer: a Docker HEALTHCHECK command for an image without a shell. `app
-// -append FILE=LINE` and `app -fail MSG` are commands to exec in a running
-// container (a backup's hooks): one leaves a trace, one refuses.
+// -append FILE=LINE`, `app -fail MSG` and `app -wait-for FILE` are commands
+// to exec in a running container (a backup's hooks): one leaves a trace,
+// one refuses, one holds until the test lets it go.
 package main
 
 import (
@@ -46,11 +47,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	exitCode := flags.Int("exit", -1, "run once as the one-shot job (APP_JOB=1) exiting with this code: `hatch run`'s command")
 	appendLine := flags.String("append", "", "FILE=LINE: append LINE to FILE and exit (a backup hook that leaves a trace)")
 	fail := flags.String("fail", "", "print this to stderr and exit 3 (a backup hook that refuses)")
+	waitFor := flags.String("wait-for", "", "wait until this file exists (at most 5 minutes), then exit 0 (a backup hook a test holds)")
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
 	if *appendLine != "" {
 		return appendTo(*appendLine, stdout, stderr)
+	}
+	if *waitFor != "" {
+		return waitForFile(*waitFor, stdout, stderr)
 	}
 	if *fail != "" {
 		fmt.Fprintln(stderr, *fail)
@@ -119,6 +124,18 @@ func appendTo(arg string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "appended %q to %s\n", line, file)
 	return 0
+}
+
+// waitForFile polls for file until it exists, for at most 5 minutes.
+func waitForFile(file string, stdout, stderr io.Writer) int {
+	for end := time.Now().Add(5 * time.Minute); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(file); err == nil {
+			fmt.Fprintf(stdout, "%s is there\n", file)
+			return 0
+		}
+	}
+	fmt.Fprintf(stderr, "app: -wait-for: %s did not appear in 5 minutes\n", file)
+	return 1
 }
 
 // stopSignals are the signals the app treats as "stop": any of them may be a
