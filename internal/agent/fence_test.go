@@ -98,3 +98,23 @@ func TestFencedAtIsKeptUntilAReportIsAnswered(t *testing.T) {
 		t.Fatalf("fencedSince = %v after an answered report, want zero", got)
 	}
 }
+
+func TestFenceLeaseCoversTheFencedWorkloadsUntilTheAgentWouldHaveDrainedThem(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	db := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "db", Fenced: true, StopTimeout: 30 * time.Second}
+	db.Rollout.DrainTimeout = 20 * time.Second
+	web := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "web", StopTimeout: time.Minute}
+	d := contract.DesiredState{Workloads: []contract.WorkloadSpec{web, db}, FenceAfter: time.Minute}
+	until, ids, stop := fenceLease(d, t0)
+	if want := t0.Add(time.Minute + 20*time.Second); !until.Equal(want) || len(ids) != 1 || ids[0] != db.ID() || stop != 30*time.Second {
+		t.Fatalf("lease = %v %v %v; want until %v for db only, stop 30s", until, ids, stop, want)
+	}
+	d.FenceAfter = 0
+	if _, ids, _ := fenceLease(d, t0); ids != nil {
+		t.Fatalf("without fencing the lease names %v", ids)
+	}
+	d.FenceAfter, d.Workloads = time.Minute, []contract.WorkloadSpec{web}
+	if _, ids, _ := fenceLease(d, t0); ids != nil {
+		t.Fatalf("with no fenced workload the lease names %v", ids)
+	}
+}
