@@ -84,21 +84,24 @@ func fenceHoldsStarts(v fenceView) bool {
 	return v.FenceAfter > 0 && (v.LastOK.IsZero() || !v.Heard)
 }
 
-// withoutFenced returns d without its Fenced workloads, and their IDs.
+// withoutFenced returns d with its Fenced workloads scaled to 0 replicas,
+// and their IDs: kept in the state, so that their containers are drained
+// and stopped with the workload's own drain and stop timeouts (those the
+// plan's check of failover.after counts), not a removed workload's
+// defaults.
 func withoutFenced(d contract.DesiredState) (contract.DesiredState, []string) {
 	var ids []string
-	kept := make([]contract.WorkloadSpec, 0, len(d.Workloads))
-	for _, w := range d.Workloads {
-		if w.Fenced {
-			ids = append(ids, w.ID())
-			continue
+	scaled := slices.Clone(d.Workloads)
+	for i := range scaled {
+		if scaled[i].Fenced {
+			ids = append(ids, scaled[i].ID())
+			scaled[i].Replicas = 0
 		}
-		kept = append(kept, w)
 	}
 	if len(ids) == 0 {
 		return d, nil
 	}
-	d.Workloads = kept
+	d.Workloads = scaled
 	return d, ids
 }
 
@@ -201,18 +204,16 @@ type fenceBackstop interface {
 	SetFenceLease(until time.Time, workloads []string, stopTimeout time.Duration) error
 }
 
-// fenceLease is the lease for d after a status report answered at lastOK:
-// the fenced workloads, stopped unless renewed by the time this agent
-// itself would have drained them (lastOK + FenceAfter + their longest
-// drain), with their longest stop timeout. Removed workloads are drained
-// and stopped with at least the defaults, so those count too. No fenced
-// workloads (or no fencing): none.
+// fenceLease is the lease for d after a status report sent at lastOK and
+// answered: the fenced workloads, stopped unless renewed by the time this
+// agent itself would have drained them (lastOK + FenceAfter + their
+// longest drain), with their longest stop timeout. No fenced workloads
+// (or no fencing): none.
 func fenceLease(d contract.DesiredState, lastOK time.Time) (until time.Time, workloads []string, stop time.Duration) {
 	if d.FenceAfter <= 0 {
 		return time.Time{}, nil, 0
 	}
-	drain := contract.DefaultDrainTimeout
-	stop = contract.DefaultStopTimeout
+	var drain time.Duration
 	for _, w := range d.Workloads {
 		if !w.Fenced {
 			continue

@@ -54,11 +54,13 @@ func TestWithoutFenced(t *testing.T) {
 	db := contract.WorkloadSpec{Namespace: "n", Project: "p", Egg: "db", Fenced: true}
 	web := contract.WorkloadSpec{Namespace: "n", Project: "p", Egg: "web"}
 	d := contract.DesiredState{HostID: "h", Workloads: []contract.WorkloadSpec{db, web}}
+	db.Replicas, web.Replicas = 1, 2
+	d.Workloads = []contract.WorkloadSpec{db, web}
 	got, ids := withoutFenced(d)
-	if !slices.Equal(ids, []string{db.ID()}) || len(got.Workloads) != 1 || got.Workloads[0].Egg != "web" {
-		t.Errorf("withoutFenced = %v, %v; want web kept, db out", got.Workloads, ids)
+	if !slices.Equal(ids, []string{db.ID()}) || len(got.Workloads) != 2 || got.Workloads[0].Replicas != 0 || got.Workloads[1].Replicas != 2 {
+		t.Errorf("withoutFenced = %+v, %v; want db at 0 replicas (its own timeouts stop it), web kept", got.Workloads, ids)
 	}
-	if len(d.Workloads) != 2 {
+	if d.Workloads[0].Replicas != 1 {
 		t.Error("withoutFenced changed its argument")
 	}
 	if h := fenceHolds(d); len(h) != 1 || h[db.ID()] == "" {
