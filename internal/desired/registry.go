@@ -127,3 +127,20 @@ func (s *States) LogoutRegistry(ctx context.Context, host string) error {
 func (s *States) RegistryLogins(ctx context.Context) ([]store.RegistryLogin, error) {
 	return s.secrets.ListRegistryLogins(ctx)
 }
+
+// ClusterLogin returns the cluster's login for a registry host, its
+// password opened, or nil when the cluster has none: what the control
+// plane itself uses to resolve an image's digest for a project that has
+// no login of its own for that host, as its hosts would pull with it.
+func (s *States) ClusterLogin(ctx context.Context, host string) (*contract.RegistryAuth, error) {
+	logins, err := s.secrets.ListRegistryLogins(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("registry logins: %w", err)
+	}
+	for _, l := range logins {
+		if l.Host == host {
+			return s.openLogin(l)
+		}
+	}
+	return nil, nil
+}
