@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -24,8 +25,21 @@ type ImageResolver interface {
 	Resolve(ctx context.Context, image string, login *imageref.Login) (string, error)
 }
 
-// maxResolving bounds the registry requests one plan makes at once.
-const maxResolving = 8
+// maxResolving bounds the registry requests one plan makes at once, and
+// resolveTimeout all of them, well within a request's deadline (30 s by
+// default) so that a registry that never answers is named, not timed out.
+const (
+	maxResolving   = 8
+	resolveTimeout = 15 * time.Second
+)
+
+// pinKey is one resolution a plan needs: eggs of one image pulled with one
+// login share it.
+type pinKey struct {
+	image string
+	login imageref.Login
+	anon  bool
+}
 
 // pinImages returns resources with every egg of the default pull policy
 // (contract.PullDigest) given the digest its image's tag resolves to now
@@ -37,12 +51,8 @@ const maxResolving = 8
 // registry: a host never decides what the others run.
 func (s *Service) pinImages(ctx context.Context, resources []api.DesiredResource, secrets map[string]string) ([]api.DesiredResource, error) {
 	out := slices.Clone(resources)
-	var (
-		mu   sync.Mutex // guards errs
-		errs []error
-	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(maxResolving)
+	eggs := map[pinKey][]int{} // what to resolve, and the eggs that get it
+	clusterLogins := map[string]*imageref.Login{}
 	for i := range out {
 		d := &out[i]
 		if d.Type != resource.Egg {
@@ -52,27 +62,48 @@ func (s *Service) pinImages(ctx context.Context, resources []api.DesiredResource
 		if err != nil {
 			return nil, api.BadRequest("resources (egg %q): %v", d.Name, err)
 		}
+		if _, ok := d.Inputs["digest"]; ok { // the control plane's alone
+			d.Inputs = resource.Clone(d.Inputs)
+			delete(d.Inputs, "digest")
+		}
 		if in.Image == "" || contract.PullPolicy(in.Pull) != "" && contract.PullPolicy(in.Pull) != contract.PullDigest {
-			if _, ok := d.Inputs["digest"]; ok { // only the default policy pins
-				d.Inputs = resource.Clone(d.Inputs)
-				delete(d.Inputs, "digest")
-			}
 			continue
 		}
-		login, err := s.pullLogin(ctx, in, secrets)
+		login, err := s.pullLogin(ctx, in, secrets, clusterLogins)
 		if err != nil {
 			return nil, fmt.Errorf("egg %s: %w", d.Name, err)
 		}
+		k := pinKey{image: in.Image, anon: login == nil}
+		if login != nil {
+			k.login = *login
+		}
+		eggs[k] = append(eggs[k], i)
+	}
+	var (
+		mu      sync.Mutex // guards digests and errs
+		digests = map[pinKey]string{}
+		errs    []error
+	)
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxResolving)
+	for k, idx := range eggs {
 		g.Go(func() error {
-			dgst, err := s.deps.Images.Resolve(gctx, in.Image, login)
+			var login *imageref.Login
+			if !k.anon {
+				login = &k.login
+			}
+			dgst, err := s.deps.Images.Resolve(gctx, k.image, login)
+			mu.Lock()
+			defer mu.Unlock()
 			if err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("egg %s: %w", d.Name, err))
-				mu.Unlock()
+				for _, i := range idx {
+					errs = append(errs, fmt.Errorf("egg %s: %w", out[i].Name, err))
+				}
 				return nil
 			}
-			d.Inputs = resource.Clone(d.Inputs)
-			d.Inputs["digest"] = dgst
+			digests[k] = dgst
 			return nil
 		})
 	}
@@ -82,14 +113,21 @@ func (s *Service) pinImages(ctx context.Context, resources []api.DesiredResource
 		return nil, api.Errorf(api.CodeImageUnresolved, "%s (the control plane pins each image's digest at plan: "+
 			"fix the registry or its login, or give the egg pull: missing to let each host pull the tag)", oneLine(errors.Join(errs...)))
 	}
+	for k, idx := range eggs {
+		for _, i := range idx {
+			out[i].Inputs = resource.Clone(out[i].Inputs)
+			out[i].Inputs["digest"] = digests[k]
+		}
+	}
 	return out, nil
 }
 
 // pullLogin is the login an egg's hosts pull its image with, as the
 // control plane asks the registry: the project's (its username as written,
 // its password the secret's value sent with the plan), else the cluster's
-// for the image's registry, else none.
-func (s *Service) pullLogin(ctx context.Context, in inputs.Egg, secrets map[string]string) (*imageref.Login, error) {
+// for the image's registry (looked up once per host into cluster), else
+// none.
+func (s *Service) pullLogin(ctx context.Context, in inputs.Egg, secrets map[string]string, cluster map[string]*imageref.Login) (*imageref.Login, error) {
 	if a := in.PullAuth; a != nil {
 		plain, err := resource.Resolve(map[string]any{"username": a.Username, "password": a.Password}, func(r resource.Ref) (any, error) {
 			typ, name, _ := resource.SplitKey(r.Key)
@@ -106,11 +144,20 @@ func (s *Service) pullLogin(ctx context.Context, in inputs.Egg, secrets map[stri
 		pass, _ := plain["password"].(string)
 		return &imageref.Login{Username: user, Password: pass}, nil
 	}
-	auth, err := s.deps.Providers.ClusterLogin(ctx, contract.ImageRegistry(in.Image))
-	if err != nil || auth == nil {
+	host := contract.ImageRegistry(in.Image)
+	if l, ok := cluster[host]; ok {
+		return l, nil
+	}
+	auth, err := s.deps.Providers.ClusterLogin(ctx, host)
+	if err != nil {
 		return nil, err
 	}
-	return &imageref.Login{Username: auth.Username, Password: string(auth.Password)}, nil
+	var l *imageref.Login
+	if auth != nil {
+		l = &imageref.Login{Username: auth.Username, Password: string(auth.Password)}
+	}
+	cluster[host] = l
+	return l, nil
 }
 
 // imageMoves are the plan's notes on eggs whose tag is unchanged but whose

@@ -140,7 +140,8 @@ func TestAnUnreachableRegistryFailsThePlanUnlessTheEggPullsWhatIsMissing(t *test
 }
 
 // A project without a login of its own for the image's registry is
-// resolved with the cluster's (hatch registry login), as its hosts pull.
+// resolved with the cluster's (hatch registry login), as its hosts pull;
+// two eggs of one image ask the registry once.
 func TestThePlanAsksTheRegistryWithTheClustersLogin(t *testing.T) {
 	images := imagereftest.New()
 	h := newApplyHarness(t, applyOptions{images: images})
@@ -148,7 +149,12 @@ func TestThePlanAsksTheRegistryWithTheClustersLogin(t *testing.T) {
 	if _, err := h.providers.LoginRegistry(t.Context(), "registry.example:5000", "cluster-ci", []byte("cluster-pw")); err != nil {
 		t.Fatal(err)
 	}
-	h.plan("default/shop", "project: shop\neggs:\n  web:\n    image: "+digestImage+"\n", nil)
+	p := h.plan("default/shop", "project: shop\neggs:\n  web:\n    image: "+digestImage+"\n  worker:\n    image: "+digestImage+"\n", nil)
+	for _, key := range []string{"egg/web", "egg/worker"} {
+		if d := changeOf(p, key).Inputs["digest"]; d != imagereftest.DigestOf(digestImage) {
+			t.Errorf("%s planned with digest %v, want the tag's", key, d)
+		}
+	}
 	calls := images.Calls()
 	if len(calls) != 1 || calls[0].Login == nil || *calls[0].Login != (imageref.Login{Username: "cluster-ci", Password: "cluster-pw"}) {
 		t.Fatalf("the registry was asked %+v, want with the cluster's login", calls)
