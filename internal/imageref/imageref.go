@@ -42,6 +42,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Registry == "" { // a reference no registry can be told from
+		return fmt.Sprintf("image %s: %v", e.Image, e.Err)
+	}
 	return fmt.Sprintf("image %s: registry %s: %v", e.Image, e.Registry, e.Err)
 }
 

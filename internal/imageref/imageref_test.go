@@ -40,3 +40,13 @@ func TestAPinnedReferenceIsNotResolved(t *testing.T) {
 		t.Fatalf("Resolve = %s, %v; want %s unasked", got, err, d)
 	}
 }
+
+// A reference Docker cannot parse is refused as such, before any request.
+func TestAReferenceThatIsNoneIsRefusedUnasked(t *testing.T) {
+	_, err := imageref.Registry{}.Resolve(t.Context(), "Acme/Web:main", nil)
+	var ie *imageref.Error
+	if !errors.As(err, &ie) || !strings.HasPrefix(err.Error(), "image Acme/Web:main: ") || strings.Contains(err.Error(), "registry") {
+		t.Fatalf("err %v, want an *imageref.Error about the reference itself", err)
+	}
+	t.Log(err)
+}
