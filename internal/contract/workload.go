@@ -216,9 +216,6 @@ const (
 	PullMissing PullPolicy = "missing"
 )
 
-// PullPolicies are the valid values of `pull:`, the default first.
-func PullPolicies() []PullPolicy { return []PullPolicy{PullDigest, PullAlways, PullMissing} }
-
 // VolumeMount mounts a named volume.
 type VolumeMount struct {
 	// Name is the volume's name in the project file.
