@@ -533,9 +533,10 @@ func TestAForbidTickAfterARestartWaitsForTheRunsHostToReport(t *testing.T) {
 			t.Fatalf("runs once h1 reported the end: %+v, want the first exited and the late tick delivered (trigger missed)", runs)
 		}
 
-		// The second run's host falls silent across the next restart: the
-		// tick waits hearFirst, no longer, and is skipped.
-		h.clock.advance(30 * time.Second)
+		// The second run's host falls silent across the next restart, just
+		// after the next tick: the tick waits hearFirst, no longer, and is
+		// skipped.
+		h.clock.advance(h.clock.now().Truncate(time.Minute).Add(time.Minute + time.Second).Sub(h.clock.now()))
 		began = h.clock.now()
 		h.svc.pass(t.Context(), began)
 		if runs := h.runs(t); len(runs) != 2 {
