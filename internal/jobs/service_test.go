@@ -517,8 +517,9 @@ func TestAForbidTickAfterARestartWaitsForTheRunsHostToReport(t *testing.T) {
 		h.report(t, "h1", contract.RunStatus{ID: first.ID, State: contract.RunRunning, StartedAt: h.clock.now()})
 		h.pass(t)
 
-		// The server is down across the run's end and the next tick.
-		h.clock.advance(time.Minute + 5*time.Second)
+		// The server is down across the run's end and the next tick (one
+		// tick: 5 s past it, wherever in the minute the test runs).
+		h.clock.advance(untilAfterNextTick(h.clock.now(), 5*time.Second))
 		began := h.clock.now()
 		h.svc.pass(t.Context(), began)
 		if runs := h.runs(t); len(runs) != 1 {
@@ -536,7 +537,7 @@ func TestAForbidTickAfterARestartWaitsForTheRunsHostToReport(t *testing.T) {
 		// The second run's host falls silent across the next restart, just
 		// after the next tick: the tick waits hearFirst, no longer, and is
 		// skipped.
-		h.clock.advance(h.clock.now().Truncate(time.Minute).Add(time.Minute + time.Second).Sub(h.clock.now()))
+		h.clock.advance(untilAfterNextTick(h.clock.now(), time.Second))
 		began = h.clock.now()
 		h.svc.pass(t.Context(), began)
 		if runs := h.runs(t); len(runs) != 2 {
@@ -549,4 +550,10 @@ func TestAForbidTickAfterARestartWaitsForTheRunsHostToReport(t *testing.T) {
 			t.Fatalf("runs %v after the restart with h1 silent: %+v, want the tick skipped", hearFirst, runs)
 		}
 	})
+}
+
+// untilAfterNextTick is how far to advance a clock at now to be d past the
+// next tick of an every-1m schedule (ticks on the minute).
+func untilAfterNextTick(now time.Time, d time.Duration) time.Duration {
+	return now.Truncate(time.Minute).Add(time.Minute + d).Sub(now)
 }
