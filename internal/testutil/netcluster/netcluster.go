@@ -221,7 +221,9 @@ func (c *Cluster) ruleSpecs(a, b *Host) [][]string {
 // its own veth: its packets to it go through INPUT coming in on h.Link, the
 // answers through OUTPUT going out on it, so a DROP rule in each, inserted
 // first, cuts both ways, established connections (an agent's long-poll)
-// included. Doing it again is a no-op; RestoreServer, the cleanup and
+// included. (The INPUT rule alone stops any TCP exchange, either side's
+// handshake needing a packet to ServerIP; the OUTPUT rule also keeps
+// one-way traffic from the server, such as UDP, off the host.) Doing it again is a no-op; RestoreServer, the cleanup and
 // Sweep remove the rules.
 func (c *Cluster) CutFromServer(h *Host) error {
 	if err := c.addRules(c.cutSpecs(h)); err != nil {

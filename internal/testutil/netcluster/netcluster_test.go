@@ -267,8 +267,8 @@ func TestCutFromServerCutsTheServerOnly(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = peer.Process.Kill(); _ = peer.Wait() })
 		peerURL := "http://" + net.JoinHostPort(h2.IP, "8080") + "/healthz"
-		// And h1 too, for the server's side to reach (the answers of
-		// ServerIP to h1 are cut as well).
+		// And h1 too, for the server's side to reach: a connection from
+		// ServerIP to h1 is cut as well.
 		h1app := h1.Command(context.Background(), app)
 		h1app.Env = append(h1app.Env, "APP_PORT=8080")
 		if err := h1app.Start(); err != nil {
