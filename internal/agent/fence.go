@@ -31,6 +31,9 @@ type fenceWatch struct {
 	// lastOK is the last 2xx answer to a status report; zero: none since
 	// Start.
 	lastOK time.Time
+	// fencedAt is when the fence last took Fenced workloads out, until a
+	// report is answered (StatusReport.FencedAt).
+	fencedAt time.Time
 	// fencing is owned by the loop goroutine: whether the last converge
 	// took the Fenced workloads out, to log the change once.
 	fencing bool
@@ -128,11 +131,29 @@ func (f *fenceWatch) reported(now time.Time, fenceAfter time.Duration) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	prev := f.lastOK
-	f.lastOK = now
+	f.lastOK, f.fencedAt = now, time.Time{}
 	if fenceAfter <= 0 {
 		return false
 	}
 	return prev.IsZero() || now.Sub(prev) >= fenceAfter
+}
+
+// fenced records that the fence took Fenced workloads out at now (the
+// first time since the last answered report counts).
+func (f *fenceWatch) fenced(now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fencedAt.IsZero() {
+		f.fencedAt = now
+	}
+}
+
+// fencedSince is when the fence took Fenced workloads out, zero if it has
+// not since the last answered report.
+func (f *fenceWatch) fencedSince() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fencedAt
 }
 
 // applyFence takes the Fenced workloads out of withRelays when the fence is
@@ -156,6 +177,7 @@ func (a *Agent) applyFence(withRelays contract.DesiredState, v fenceView, now ti
 	if !v.LastOK.IsZero() {
 		last = v.LastOK.UTC().Format(time.RFC3339)
 	}
+	a.fence.fenced(now)
 	if !a.fence.fencing {
 		a.log.Warn("no status report answered for fence_after: stopping the workloads whose volume fails over, so that they never run on two hosts",
 			zap.Duration("fence_after", v.FenceAfter), zap.String("last_report_answered", last), zap.Strings("fenced", ids))

@@ -83,3 +83,18 @@ func TestFenceReported(t *testing.T) {
 		t.Error("without fencing a report wants a converge")
 	}
 }
+
+func TestFencedAtIsKeptUntilAReportIsAnswered(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	var f fenceWatch
+	f.start(t0)
+	f.fenced(t0.Add(time.Minute))
+	f.fenced(t0.Add(2 * time.Minute)) // still the same fence
+	if got := f.fencedSince(); !got.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("fencedSince = %v, want the fence's first time %v", got, t0.Add(time.Minute))
+	}
+	f.reported(t0.Add(3*time.Minute), time.Minute)
+	if got := f.fencedSince(); !got.IsZero() {
+		t.Fatalf("fencedSince = %v after an answered report, want zero", got)
+	}
+}

@@ -32,6 +32,7 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		r.Time = a.now()
 		a.tasks.overlay(&r)
 		r.Engine = a.engine.current()
+		r.FencedAt = a.fence.fencedSince()
 		rctx, cancel := context.WithTimeout(ctx, max(a.cfg.HeartbeatInterval, 5*time.Second))
 		err := a.cfg.ControlPlane.ReportStatus(rctx, r)
 		cancel()

@@ -268,6 +268,39 @@ type VolumeBackupState struct {
 	NextScheduled *time.Time `json:"next_scheduled,omitempty"`
 	// Warning says what is wrong ("" when nothing is).
 	Warning string `json:"warning,omitempty"`
+	// Failover is the volume's last failover (nil: none); StaleCopies the
+	// copies failovers left on lost hosts, kept until forgotten.
+	Failover    *VolumeFailover `json:"failover,omitempty"`
+	StaleCopies []StaleCopy     `json:"stale_copies,omitempty"`
+}
+
+// VolumeFailover is what a volume's failover did (docs/BACKUPS.md,
+// "Failover"): it moved from host From, lost, to host To, restored from
+// Backup (a manifest ID) by Task at At. DataWindow is how much data may be
+// lost: from the backup's start (BackupCreated) to when From was last
+// heard (LastHeard), a Go duration.
+type VolumeFailover struct {
+	From          string    `json:"from"`
+	FromName      string    `json:"from_name,omitempty"`
+	To            string    `json:"to"`
+	ToName        string    `json:"to_name,omitempty"`
+	At            time.Time `json:"at"`
+	Task          string    `json:"task"`
+	Backup        string    `json:"backup"`
+	BackupCreated time.Time `json:"backup_created"`
+	LastHeard     time.Time `json:"last_heard"`
+	DataWindow    string    `json:"data_window"`
+}
+
+// StaleCopy is a volume's copy left by a failover on the host it moved
+// from: never started, kept as it was. Found is when that host was heard
+// again (nil: not yet).
+type StaleCopy struct {
+	Host       string     `json:"host"`
+	HostName   string     `json:"host_name,omitempty"`
+	DockerName string     `json:"docker_name"`
+	Since      time.Time  `json:"since"`
+	Found      *time.Time `json:"found,omitempty"`
 }
 
 // EggStatus is one egg over every host.

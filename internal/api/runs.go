@@ -38,6 +38,7 @@ type RunRequest struct {
 const (
 	TriggerManual   = "manual"   // hatch run
 	TriggerSchedule = "schedule" // a tick of the egg's schedule, on time
+	TriggerFailover = "failover" // a volume's restore on another host when its host was lost
 	TriggerMissed   = "missed"   // a tick run late, within its starting deadline, after the control plane was away
 	TriggerFire     = "fire"     // hatch schedule run: a scheduled egg fired by hand
 )

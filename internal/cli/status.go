@@ -240,6 +240,7 @@ func printVolumes(w io.Writer, statuses []api.ProjectStatus, now time.Time) erro
 			if v.Warning != "" {
 				warnings = append(warnings, termsafe.Line(v.Name)+": "+termsafe.Line(v.Warning))
 			}
+			warnings = append(warnings, failoverLines(v)...)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -249,6 +250,27 @@ func printVolumes(w io.Writer, statuses []api.ProjectStatus, now time.Time) erro
 		}
 	}
 	return tw.Flush()
+}
+
+// failoverLines say where a failed-over volume runs now and how much data
+// its failover may have lost, and where its stale copies wait.
+func failoverLines(v api.VolumeBackupState) []string {
+	var out []string
+	name := termsafe.Line(v.Name)
+	if f := v.Failover; f != nil {
+		out = append(out, fmt.Sprintf("%s: failed over at %s from host %s to host %s, restored from backup %s taken %s: up to %s of writes before host %s was last heard are lost",
+			name, f.At.Local().Format(time.DateTime), termsafe.Line(f.FromName), termsafe.Line(f.ToName), shortID(f.Backup),
+			f.BackupCreated.Local().Format(time.DateTime), termsafe.Line(f.DataWindow), termsafe.Line(f.FromName)))
+	}
+	for _, c := range v.StaleCopies {
+		state := "not heard since"
+		if c.Found != nil {
+			state = "back since " + c.Found.Local().Format(time.DateTime) + ", not started"
+		}
+		out = append(out, fmt.Sprintf("%s: stale copy %s on host %s (%s; hatch volume forget PROJECT %s --stale-copy %s deletes it)",
+			name, termsafe.Line(c.DockerName), termsafe.Line(c.HostName), state, name, termsafe.Line(c.HostName)))
+	}
+	return out
 }
 
 // printCertificates prints each hostname served over HTTPS: where its

@@ -34,18 +34,21 @@ func newVolumeCmd() *cobra.Command {
 
 func newVolumeBackupCmd() *cobra.Command {
 	var (
-		flags  projectFlags
-		detach bool
+		flags    projectFlags
+		detach   bool
+		fromHost string
 	)
 	cmd := &cobra.Command{
-		Use:   "backup PROJECT VOLUME [-n NS] [--detach]",
+		Use:   "backup PROJECT VOLUME [-n NS] [--detach] [--from-host HOST]",
 		Short: "Back up a volume now and follow the backup to its end",
 		Long: "Take a backup of the volume now, on its host, with its backup policy's hooks and\n" +
 			"consistency (hatch.yaml volumes.<name>.backup; a volume without one is copied while\n" +
 			"its egg runs). Its phases are printed as its host reports them, then its size, the\n" +
 			"bytes sent (only the chunks the store did not hold), its chunks and how long it\n" +
 			"took. Exit 1 if it fails, with why and a failed hook's output. Ctrl-C leaves it\n" +
-			"running; --detach prints its ID and returns at once.",
+			"running; --detach prints its ID and returns at once. --from-host backs up the\n" +
+			"volume's stale copy on that host instead, the copy a failover left (hatch status\n" +
+			"lists them), without hooks: restore that backup to bring back what it held.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkVolumeArgs(args[0], args[1]); err != nil {
@@ -53,7 +56,7 @@ func newVolumeBackupCmd() *cobra.Command {
 			}
 			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
 				startCtx, cancel := context.WithTimeout(ctx, apiTimeout)
-				task, err := c.Backups().Start(startCtx, flags.namespace, args[0], args[1])
+				task, err := c.Backups().Start(startCtx, flags.namespace, args[0], args[1], fromHost)
 				cancel()
 				if err != nil {
 					return err
@@ -68,6 +71,7 @@ func newVolumeBackupCmd() *cobra.Command {
 	}
 	flags.register(cmd)
 	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "print the backup's ID and return at once")
+	cmd.Flags().StringVar(&fromHost, "from-host", "", "back up the volume's stale copy on this host (a name or ID), left there by a failover")
 	return cmd
 }
 
@@ -126,12 +130,12 @@ func newVolumeBackupsCmd() *cobra.Command {
 
 func newVolumeRestoreCmd() *cobra.Command {
 	var (
-		flags    projectFlags
-		from, to string
-		yes      bool
+		flags              projectFlags
+		from, to, fromHost string
+		yes                bool
 	)
 	cmd := &cobra.Command{
-		Use:   "restore PROJECT VOLUME [--from ID] [--to NEW] [--yes] [-n NS]",
+		Use:   "restore PROJECT VOLUME [--from ID | --from-host HOST] [--to NEW] [--yes] [-n NS]",
 		Short: "Restore a volume from a backup: planned, confirmed, then followed",
 		Long: "Restore the volume from a backup (--from: an ID of hatch volume backups; default:\n" +
 			"its latest good one). The plan is shown first (which backup, how old, the host and\n" +
@@ -140,7 +144,10 @@ func newVolumeRestoreCmd() *cobra.Command {
 			"volume is refused while a running container mounts it: scale its egg to 0 first\n" +
 			"(replicas: 0), or restore beside it with --to NEW, a new volume of that name on\n" +
 			"the same host. Every chunk is fetched and verified before the first byte is\n" +
-			"written; the volume is then emptied and filled. Exit 1 if it fails.",
+			"written; the volume is then emptied and filled. Exit 1 if it fails.\n\n" +
+			"--from-host HOST restores from the volume's stale copy on HOST, the copy a\n" +
+			"failover left there: it is backed up first (hatch volume backup --from-host),\n" +
+			"then that backup is restored as above.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkVolumeArgs(args[0], args[1]); err != nil {
@@ -149,10 +156,20 @@ func newVolumeRestoreCmd() *cobra.Command {
 			if to != "" && !spec.ValidKey(to) {
 				return fmt.Errorf("--to %q: a volume name is %s", to, spec.KeyRule)
 			}
+			if from != "" && fromHost != "" {
+				return errors.New("--from and --from-host name two sources: give one")
+			}
 			r := &restorer{in: cmd.InOrStdin(), out: cmd.OutOrStdout(), interactive: isTerminal(cmd.OutOrStdout()) && isTerminal(cmd.InOrStdin()), now: time.Now}
 			return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
-				return r.restore(ctx, c.Backups(), newTaskFollower(c.Backups(), flags.namespace, args[0], cmd),
-					flags.namespace, args[0], args[1], api.RestoreRequest{From: from, To: to}, yes)
+				follower := newTaskFollower(c.Backups(), flags.namespace, args[0], cmd)
+				if fromHost != "" {
+					id, err := backupStaleCopy(ctx, c.Backups(), follower, flags.namespace, args[0], args[1], fromHost)
+					if err != nil {
+						return err
+					}
+					from = id
+				}
+				return r.restore(ctx, c.Backups(), follower, flags.namespace, args[0], args[1], api.RestoreRequest{From: from, To: to}, yes)
 			})
 		},
 	}
@@ -161,18 +178,56 @@ func newVolumeRestoreCmd() *cobra.Command {
 	f.StringVar(&from, "from", "", "the backup to restore (an ID of hatch volume backups; default: the latest good one)")
 	f.StringVar(&to, "to", "", "restore into a new volume of this name beside the volume, which is left as it is")
 	f.BoolVarP(&yes, "yes", "y", false, "restore without asking")
+	f.StringVar(&fromHost, "from-host", "", "restore from the volume's stale copy on this host (a name or ID), backed up first")
 	return cmd
 }
 
+// backupStaleCopy backs up the volume's stale copy on host and follows the
+// backup to its end; it returns the backup's ID.
+func backupStaleCopy(ctx context.Context, b *client.Backups, f *taskFollower, ns, project, volume, host string) (string, error) {
+	startCtx, cancel := context.WithTimeout(ctx, apiTimeout)
+	task, err := b.Start(startCtx, ns, project, volume, host)
+	cancel()
+	if err != nil {
+		return "", err
+	}
+	if err := f.follow(ctx, task); err != nil {
+		return "", fmt.Errorf("the backup of the stale copy on host %s: %w", host, err)
+	}
+	return task.ID, nil
+}
+
 func newVolumeForgetCmd() *cobra.Command {
-	var flags projectFlags
+	var (
+		flags     projectFlags
+		staleCopy string
+	)
 	cmd := &cobra.Command{
-		Use:   "forget PROJECT ID [-n NS]",
-		Short: "Forget a backup: it is no longer listed nor restorable",
+		Use:   "forget PROJECT ID [-n NS] | forget PROJECT VOLUME --stale-copy HOST [-n NS]",
+		Short: "Forget a backup, or delete a volume's stale copy",
 		Long: "Forget a backup (an ID of hatch volume backups). Its chunks that no other backup\n" +
-			"holds are deleted by the next collection; this cannot be undone.",
+			"holds are deleted by the next collection; this cannot be undone.\n\n" +
+			"With --stale-copy HOST, delete the volume's stale copy on HOST: the Docker volume\n" +
+			"a failover left on the host it moved the volume from (hatch status lists them).\n" +
+			"What it held and the backup did not is gone; hatch volume backup --from-host\n" +
+			"saves it first.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if staleCopy != "" {
+				if err := checkVolumeArgs(args[0], args[1]); err != nil {
+					return err
+				}
+				return flags.run(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+					ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+					defer cancel()
+					if err := c.Backups().ForgetStaleCopy(ctx, flags.namespace, args[0], args[1], staleCopy); err != nil {
+						return err
+					}
+					_, err := fmt.Fprintf(cmd.OutOrStdout(), "the stale copy of volume %s of %s/%s on host %s is deleted\n",
+						args[1], flags.namespace, args[0], termsafe.Line(staleCopy))
+					return err
+				})
+			}
 			if err := checkName("project", args[0]); err != nil {
 				return err
 			}
@@ -191,6 +246,7 @@ func newVolumeForgetCmd() *cobra.Command {
 		},
 	}
 	flags.register(cmd)
+	cmd.Flags().StringVar(&staleCopy, "stale-copy", "", "delete the volume's stale copy on this host (a name or ID) instead of a backup")
 	return cmd
 }
 

@@ -17,12 +17,23 @@ type Backups struct{ c *Client }
 // Backups is the calls about volume backups and restores.
 func (c *Client) Backups() *Backups { return &Backups{c: c} }
 
-// Start takes a backup of the volume now (hatch volume backup); the answer
-// is the task as recorded, before its host begins it.
-func (b *Backups) Start(ctx context.Context, namespace, project, volume string) (api.VolumeTask, error) {
+// Start takes a backup of the volume now (hatch volume backup), or with
+// fromHost of its stale copy on that host; the answer is the task as
+// recorded, before its host begins it.
+func (b *Backups) Start(ctx context.Context, namespace, project, volume, fromHost string) (api.VolumeTask, error) {
+	path := volumePath(namespace, project, volume, "/backups")
+	if fromHost != "" {
+		path += "?" + url.Values{"from_host": {fromHost}}.Encode()
+	}
 	var out api.VolumeTask
-	err := b.c.Do(ctx, http.MethodPost, volumePath(namespace, project, volume, "/backups"), nil, &out)
+	err := b.c.Do(ctx, http.MethodPost, path, nil, &out)
 	return out, err
+}
+
+// ForgetStaleCopy deletes the volume's stale copy on host, the copy a
+// failover left there (hatch volume forget --stale-copy).
+func (b *Backups) ForgetStaleCopy(ctx context.Context, namespace, project, volume, host string) error {
+	return b.c.Do(ctx, http.MethodDelete, volumePath(namespace, project, volume, "/stale-copies/"+url.PathEscape(host)), nil, nil)
 }
 
 // List returns the project's backups, newest first (of volume only, if set).

@@ -39,7 +39,7 @@ func TestEachBackupCallGoesToItsRoute(t *testing.T) {
 		call       func(context.Context) error
 	}{
 		{"POST " + p + "/volumes/data/backups", "", func(ctx context.Context) error {
-			_, err := c.Backups().Start(ctx, "default", "shop", "data")
+			_, err := c.Backups().Start(ctx, "default", "shop", "data", "")
 			return err
 		}},
 		{"GET " + p + "/backups", "", func(ctx context.Context) error { _, err := c.Backups().List(ctx, "default", "shop", ""); return err }},

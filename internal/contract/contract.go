@@ -240,6 +240,22 @@ type VolumeSpec struct {
 	// Delete marks the volume for deletion once no container uses it; a volume
 	// without it is kept, whether or not a workload still mounts it.
 	Delete bool `json:"delete,omitempty"`
+	// Stale marks the copy a failover left on a host that was lost: the
+	// volume now lives on another host, restored from a backup. A stale
+	// copy is kept as it is (never mounted, never deleted unless Delete is
+	// set too: hatch volume forget --stale-copy), for a user to take what
+	// it holds that the backup did not.
+	Stale *StaleCopy `json:"stale,omitempty"`
+}
+
+// StaleCopy is when and why a volume's copy became stale.
+type StaleCopy struct {
+	// Since is the failover's time; MovedTo the ID of the host the volume
+	// was restored on.
+	Since   time.Time `json:"since"`
+	MovedTo string    `json:"moved_to"`
+	// Found is when the host reported again after Since (zero: not yet).
+	Found time.Time `json:"found,omitzero"`
 }
 
 // ComputeVersion returns the version of the state: the hash of its content
@@ -453,6 +469,11 @@ type StatusReport struct {
 	// VolumeTasks is the state of every volume task of the desired state
 	// the agent converged towards.
 	VolumeTasks []VolumeTaskStatus `json:"volume_tasks,omitempty"`
+	// FencedAt is when the agent stopped its Fenced workloads because no
+	// status report had been answered for FenceAfter; it is carried until
+	// a report is answered again, so the first report a server hears after
+	// a fence tells it (event host.fenced).
+	FencedAt time.Time `json:"fenced_at,omitzero"`
 }
 
 // EngineProblem is a Docker Engine that stopped answering its agent in

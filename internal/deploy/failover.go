@@ -1,12 +1,15 @@
 package deploy
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
@@ -77,4 +80,33 @@ func timeoutOr(s string, def time.Duration) time.Duration {
 		return def
 	}
 	return max(d, def)
+}
+
+// failoverNotes tell, for each of the project's volumes that failed over
+// and whose stale copy is still kept, where it runs now and how much data
+// its failover may have lost: what the user should know before changing
+// it, until the stale copy is forgotten.
+func (s *Service) failoverNotes(ctx context.Context, project string, records []*resource.Deployed) ([]string, error) {
+	stale, err := s.deps.Providers.StaleCopies(ctx, project)
+	if err != nil || len(stale) == 0 {
+		return nil, err
+	}
+	var notes []string
+	for _, r := range records {
+		if r.Type != resource.Volume || !slices.ContainsFunc(stale, func(c desired.StaleCopy) bool { return c.Volume == r.Name }) {
+			continue
+		}
+		fo, err := inputs.Decode[api.VolumeFailover](asMap(r.Outputs[inputs.OutputFailover]))
+		if err != nil || fo.To == "" {
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("volume %s failed over at %s from host %s to host %s, restored from the backup taken %s: up to %s of writes are lost; its stale copy is kept (hatch status lists it)",
+			r.Name, fo.At.UTC().Format(time.RFC3339), fo.From, fo.To, fo.BackupCreated.UTC().Format(time.RFC3339), fo.DataWindow))
+	}
+	return notes, nil
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
 }

@@ -156,6 +156,11 @@ func (s *Service) makePlan(ctx context.Context, project string, in planInputs) (
 		return api.Plan{}, err
 	}
 	notes := in.notes
+	failovers, err := s.failoverNotes(ctx, project, records)
+	if err != nil {
+		return api.Plan{}, err
+	}
+	notes = append(slices.Clone(notes), failovers...)
 	if notifyChanged {
 		notes = append(slices.Clone(notes), fmt.Sprintf("notify: the project's webhooks change (%d from this apply on)", len(in.Notify)))
 	}

@@ -76,6 +76,12 @@ func (s *States) volumeHost(v *view, project, name string, in inputs.Volume) (st
 	if in.Placement.VolumeHost != "" {
 		return in.Placement.VolumeHost, nil
 	}
+	return s.chooseVolumeHost(v, project, name, in)
+}
+
+// chooseVolumeHost is the host the scheduler chooses for the volume from
+// its egg's placement and resources, among the live hosts.
+func (s *States) chooseVolumeHost(v *view, project, name string, in inputs.Volume) (string, error) {
 	ns, proj, err := resource.SplitProject(project)
 	if err != nil {
 		return "", backoff.Permanent(err)
@@ -115,7 +121,7 @@ func (s *States) VolumeKept(ctx context.Context, project, name string) (bool, er
 func (v *view) volumeEntry(project, name string) (string, bool) {
 	for host, d := range v.states {
 		for _, vol := range d.Volumes {
-			if resource.Project(vol.Namespace, vol.Project) == project && vol.Name == name && !vol.Delete {
+			if resource.Project(vol.Namespace, vol.Project) == project && vol.Name == name && !vol.Delete && vol.Stale == nil {
 				return host, true
 			}
 		}
@@ -123,7 +129,8 @@ func (v *view) volumeEntry(project, name string) (string, bool) {
 	return "", false
 }
 
-// keepVolume lists the volume as kept on host, and only there.
+// keepVolume lists the volume as kept on host, and only there (its stale
+// copies, left by a failover, stay listed where they are).
 func (v *view) keepVolume(project, name, host string) error {
 	d, ok := v.states[host]
 	if !ok {
@@ -135,7 +142,7 @@ func (v *view) keepVolume(project, name, host string) error {
 	}
 	for _, s := range v.states {
 		s.Volumes = slices.DeleteFunc(s.Volumes, func(vol contract.VolumeSpec) bool {
-			return vol.Namespace == ns && vol.Project == proj && vol.Name == name
+			return vol.Namespace == ns && vol.Project == proj && vol.Name == name && vol.Stale == nil
 		})
 	}
 	d.Volumes = append(d.Volumes, contract.VolumeSpec{Namespace: ns, Project: proj, Name: name,

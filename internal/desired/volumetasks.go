@@ -50,27 +50,35 @@ func HoldsEgg(t contract.VolumeTask) bool {
 func (s *States) DeliverVolumeTasks(ctx context.Context, tasks []VolumeTaskDelivery) error {
 	return s.update(ctx, func(v *view) error {
 		for _, t := range tasks {
-			if _, ok := v.volumeTaskHost(t.Task.ID); ok {
-				continue
+			if err := v.deliverVolumeTask(t); err != nil {
+				return err
 			}
-			d, ok := v.states[t.Host]
-			if !ok {
-				return fmt.Errorf("volume task %s: host %s is not in the fleet", t.Task.ID, t.Host)
-			}
-			vol := t.Task.Volume
-			if HoldsEgg(t.Task) {
-				v.scaleWorkload(contract.WorkloadID(vol.Namespace, vol.Project, t.Task.Egg), t.Host, 0)
-			}
-			if t.Task.Kind == contract.TaskRestore && t.Task.Target != vol.DockerName {
-				if err := v.keepRestoredVolume(t.Host, vol, t.TargetName, t.Task.Target); err != nil {
-					return err
-				}
-			}
-			d.VolumeTasks = append(d.VolumeTasks, t.Task)
-			slices.SortFunc(d.VolumeTasks, func(a, b contract.VolumeTask) int { return strings.Compare(a.ID, b.ID) })
 		}
 		return nil
 	})
+}
+
+// deliverVolumeTask puts one task in its host's state (DeliverVolumeTasks).
+func (v *view) deliverVolumeTask(t VolumeTaskDelivery) error {
+	if _, ok := v.volumeTaskHost(t.Task.ID); ok {
+		return nil
+	}
+	d, ok := v.states[t.Host]
+	if !ok {
+		return fmt.Errorf("volume task %s: host %s is not in the fleet", t.Task.ID, t.Host)
+	}
+	vol := t.Task.Volume
+	if HoldsEgg(t.Task) {
+		v.scaleWorkload(contract.WorkloadID(vol.Namespace, vol.Project, t.Task.Egg), t.Host, 0)
+	}
+	if t.Task.Kind == contract.TaskRestore && t.Task.Target != vol.DockerName {
+		if err := v.keepRestoredVolume(t.Host, vol, t.TargetName, t.Task.Target); err != nil {
+			return err
+		}
+	}
+	d.VolumeTasks = append(d.VolumeTasks, t.Task)
+	slices.SortFunc(d.VolumeTasks, func(a, b contract.VolumeTask) int { return strings.Compare(a.ID, b.ID) })
+	return nil
 }
 
 // keepRestoredVolume lists the Docker volume target, a restore's new
@@ -135,14 +143,16 @@ func (s *States) VolumeHost(ctx context.Context, project, name string) (host, do
 	if err != nil {
 		return "", "", false, err
 	}
-	for id, d := range v.states {
-		for _, vol := range d.Volumes {
-			if resource.Project(vol.Namespace, vol.Project) == project && vol.Name == name && !vol.Delete {
-				return id, vol.DockerName, true, nil
-			}
+	host, ok = v.volumeEntry(project, name)
+	if !ok {
+		return "", "", false, nil
+	}
+	for _, vol := range v.states[host].Volumes {
+		if resource.Project(vol.Namespace, vol.Project) == project && vol.Name == name && !vol.Delete && vol.Stale == nil {
+			dockerName = vol.DockerName
 		}
 	}
-	return "", "", false, nil
+	return host, dockerName, true, nil
 }
 
 func (v *view) volumeTaskHost(id string) (string, bool) {

@@ -45,3 +45,18 @@ func (s *Service) recordEngineChange(ctx context.Context, host string, prev *con
 		s.log.Warn("engine event not recorded", zap.String("host", host), zap.Error(err))
 	}
 }
+
+// recordFence records host.fenced when a report tells of a fence the
+// previous report did not: the host stopped its failover eggs while no
+// server answered it, and starts them again now that one does.
+func (s *Service) recordFence(ctx context.Context, host string, prev *contract.StatusReport, report contract.StatusReport, now time.Time) {
+	if report.FencedAt.IsZero() || prev != nil && prev.FencedAt.Equal(report.FencedAt) {
+		return
+	}
+	e := store.Event{Time: now, Host: host, Type: store.EventHostFenced,
+		Message: fmt.Sprintf("the host stopped its eggs whose volume fails over at %s: no status report of its was answered for fence_after; they start again now that one is, unless their volume failed over meanwhile",
+			report.FencedAt.UTC().Format(time.RFC3339))}
+	if _, err := s.deps.Events.AppendEvent(context.WithoutCancel(ctx), e); err != nil {
+		s.log.Warn("fence event not recorded", zap.String("host", host), zap.Error(err))
+	}
+}

@@ -203,6 +203,7 @@ func (s *Service) Report(ctx context.Context, host string, report contract.Statu
 		}
 	}
 	s.recordEngineChange(ctx, host, prev, report, now)
+	s.recordFence(ctx, host, prev, report, now)
 	if meshAddressesChanged(prev, report) {
 		s.reportedPeers.kick(func() {
 			// Not bound to this report's request: the run is for others' too.

@@ -52,6 +52,12 @@ var Kinds = []store.EventType{
 	// backups fail for a day must never be silent.
 	store.EventBackupFailed,
 	store.EventRestoreFailed,
+	// A failover moved a database (or could not): someone must know how
+	// much data the restore may have lost, and that a stale copy waits.
+	store.EventVolumeFailedOver,
+	store.EventVolumeFailoverFailed,
+	store.EventVolumeStaleCopy,
+	store.EventHostFenced,
 }
 
 // Notified reports whether events of type t are notified.

@@ -34,7 +34,8 @@ func (p volumeProvider) Create(ctx context.Context, project string, r *resource.
 	return map[string]any{inputs.OutputName: r.Name, inputs.OutputHost: host}, nil
 }
 
-// Update keeps the volume where it is: a volume's host is chosen once.
+// Update keeps the volume where it is: a volume's host is chosen once (a
+// failover alone moves it, and writes its record itself).
 func (p volumeProvider) Update(ctx context.Context, project string, prev, next *resource.Deployed) (map[string]any, error) {
 	host, _ := prev.Outputs[inputs.OutputHost].(string)
 	if host == "" {
@@ -43,7 +44,11 @@ func (p volumeProvider) Update(ctx context.Context, project string, prev, next *
 	if err := p.s.KeepVolume(ctx, project, next.Name, host); err != nil {
 		return nil, err
 	}
-	return map[string]any{inputs.OutputName: next.Name, inputs.OutputHost: host}, nil
+	out := map[string]any{inputs.OutputName: next.Name, inputs.OutputHost: host}
+	if fo, ok := prev.Outputs[inputs.OutputFailover]; ok {
+		out[inputs.OutputFailover] = fo // what the last failover did stays told
+	}
+	return out, nil
 }
 
 // Delete retains the volume on its host, or, with Options.DeleteVolumes,

@@ -102,16 +102,17 @@ var audiences = map[string]audience{
 	// Backups and restores are the project's; a backup's data travels
 	// through its own host's routes only (the service checks the task is
 	// that host's: TestAHostTokenReachesOnlyItsOwnVolumeTasks).
-	"POST /api/v1/projects/{namespace}/{project}/volumes/{volume}/backups": projectAudience,
-	"GET /api/v1/projects/{namespace}/{project}/backups":                   projectAudience,
-	"GET /api/v1/projects/{namespace}/{project}/volume-tasks/{id}":         projectAudience,
-	"POST /api/v1/projects/{namespace}/{project}/volumes/{volume}/restore": projectAudience,
-	"DELETE /api/v1/projects/{namespace}/{project}/backups/{id}":           projectAudience,
-	"POST /api/v1/hosts/{id}/volume-tasks/{task}/missing":                  ownHostAudience,
-	"PUT /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}":            ownHostAudience,
-	"PUT /api/v1/hosts/{id}/volume-tasks/{task}/manifest/{manifest}":       ownHostAudience,
-	"GET /api/v1/hosts/{id}/volume-tasks/{task}/manifest":                  ownHostAudience,
-	"GET /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}":            ownHostAudience,
+	"POST /api/v1/projects/{namespace}/{project}/volumes/{volume}/backups":               projectAudience,
+	"GET /api/v1/projects/{namespace}/{project}/backups":                                 projectAudience,
+	"GET /api/v1/projects/{namespace}/{project}/volume-tasks/{id}":                       projectAudience,
+	"POST /api/v1/projects/{namespace}/{project}/volumes/{volume}/restore":               projectAudience,
+	"DELETE /api/v1/projects/{namespace}/{project}/backups/{id}":                         projectAudience,
+	"DELETE /api/v1/projects/{namespace}/{project}/volumes/{volume}/stale-copies/{host}": projectAudience,
+	"POST /api/v1/hosts/{id}/volume-tasks/{task}/missing":                                ownHostAudience,
+	"PUT /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}":                          ownHostAudience,
+	"PUT /api/v1/hosts/{id}/volume-tasks/{task}/manifest/{manifest}":                     ownHostAudience,
+	"GET /api/v1/hosts/{id}/volume-tasks/{task}/manifest":                                ownHostAudience,
+	"GET /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}":                          ownHostAudience,
 }
 
 // admitted is the status of a request let in, for the endpoints whose
@@ -154,16 +155,17 @@ var admitted = map[string]int{
 	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/pause":  404,
 	"POST /api/v1/projects/{namespace}/{project}/schedules/{egg}/resume": 404,
 	// No volume x, no task of that ID: let in, and not found.
-	"POST /api/v1/projects/{namespace}/{project}/volumes/{volume}/backups": 404,
-	"GET /api/v1/projects/{namespace}/{project}/backups":                   200,
-	"GET /api/v1/projects/{namespace}/{project}/volume-tasks/{id}":         404,
-	"POST /api/v1/projects/{namespace}/{project}/volumes/{volume}/restore": 404,
-	"DELETE /api/v1/projects/{namespace}/{project}/backups/{id}":           404,
-	"POST /api/v1/hosts/{id}/volume-tasks/{task}/missing":                  404,
-	"PUT /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}":            404,
-	"PUT /api/v1/hosts/{id}/volume-tasks/{task}/manifest/{manifest}":       404,
-	"GET /api/v1/hosts/{id}/volume-tasks/{task}/manifest":                  404,
-	"GET /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}":            404,
+	"POST /api/v1/projects/{namespace}/{project}/volumes/{volume}/backups":               404,
+	"GET /api/v1/projects/{namespace}/{project}/backups":                                 200,
+	"GET /api/v1/projects/{namespace}/{project}/volume-tasks/{id}":                       404,
+	"POST /api/v1/projects/{namespace}/{project}/volumes/{volume}/restore":               404,
+	"DELETE /api/v1/projects/{namespace}/{project}/backups/{id}":                         404,
+	"DELETE /api/v1/projects/{namespace}/{project}/volumes/{volume}/stale-copies/{host}": 404,
+	"POST /api/v1/hosts/{id}/volume-tasks/{task}/missing":                                404,
+	"PUT /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}":                          404,
+	"PUT /api/v1/hosts/{id}/volume-tasks/{task}/manifest/{manifest}":                     404,
+	"GET /api/v1/hosts/{id}/volume-tasks/{task}/manifest":                                404,
+	"GET /api/v1/hosts/{id}/volume-tasks/{task}/chunks/{chunk}":                          404,
 }
 
 // caller is one kind of token the matrix tries.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/backup"
+	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/spec"
 	"github.com/hatchery/hatchery/internal/store"
 	"github.com/hatchery/hatchery/internal/volumes"
@@ -27,7 +28,7 @@ import (
 // project is "<namespace>/<project>"; actor is who asked; host is the
 // calling host's ID (the path's, which its token was checked against).
 type Backups interface {
-	Backup(ctx context.Context, project, volume, actor string) (api.VolumeTask, error)
+	Backup(ctx context.Context, project, volume, fromHost, actor string) (api.VolumeTask, error)
 	List(ctx context.Context, project, volume string) ([]api.VolumeTask, error)
 	Get(ctx context.Context, project, id string) (api.VolumeTask, error)
 	// Wait returns once the task's state differs from state, or when ctx
@@ -35,6 +36,7 @@ type Backups interface {
 	Wait(ctx context.Context, project, id, state string) (api.VolumeTask, error)
 	Restore(ctx context.Context, project, volume string, req api.RestoreRequest, actor string) (api.RestorePlan, *api.VolumeTask, error)
 	Forget(ctx context.Context, project, id, actor string) (api.VolumeTask, error)
+	ForgetStaleCopy(ctx context.Context, project, volume, host, actor string) error
 
 	Missing(ctx context.Context, host, task string, ids []string) ([]string, error)
 	PutChunk(ctx context.Context, host, task, id string, data []byte) error
@@ -63,6 +65,7 @@ func (s *Server) backupRoutes(plain, blobs func(*http.Request) time.Duration, bo
 		{"GET " + p + "/volume-tasks/{id}", projectScoped, s.waitPlusMargin, 0, s.getVolumeTask},
 		{"POST " + p + "/volumes/{volume}/restore", projectScoped, plain, body, s.postRestore},
 		{"DELETE " + p + "/backups/{id}", projectScoped, plain, 0, s.deleteBackup},
+		{"DELETE " + p + "/volumes/{volume}/stale-copies/{host}", projectScoped, plain, 0, s.deleteStaleCopy},
 		{"POST " + h + "/missing", hostOrAdmin, plain, body, s.postMissing},
 		{"PUT " + h + "/chunks/{chunk}", hostOrAdmin, blobs, volumes.MaxChunk, s.putChunk},
 		{"PUT " + h + "/manifest/{manifest}", hostOrAdmin, blobs, volumes.MaxManifest, s.putManifest},
@@ -137,7 +140,11 @@ func (s *Server) postBackup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.deps.Backups.Backup(r.Context(), project, v, store.ActorOf(r.Context()))
+	from := r.URL.Query().Get("from_host")
+	if from != "" && !pki.ValidHostID(from) {
+		return api.BadRequest("from_host: %q is not a host's name or ID", from)
+	}
+	t, err := s.deps.Backups.Backup(r.Context(), project, v, from, store.ActorOf(r.Context()))
 	if err != nil {
 		return backupsError(err)
 	}
@@ -235,6 +242,24 @@ func (s *Server) deleteBackup(w http.ResponseWriter, r *http.Request) error {
 		return backupsError(err)
 	}
 	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+// deleteStaleCopy is DELETE .../volumes/{volume}/stale-copies/{host}:
+// hatch volume forget --stale-copy, answered 204.
+func (s *Server) deleteStaleCopy(w http.ResponseWriter, r *http.Request) error {
+	project, v, err := projectVolume(r)
+	if err != nil {
+		return err
+	}
+	host := r.PathValue("host")
+	if !pki.ValidHostID(host) {
+		return api.BadRequest("host: %q is not a host's name or ID", host)
+	}
+	if err := s.deps.Backups.ForgetStaleCopy(r.Context(), project, v, host, store.ActorOf(r.Context())); err != nil {
+		return backupsError(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

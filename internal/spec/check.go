@@ -289,6 +289,10 @@ func (c *checker) unused() {
 		if v.Backup != nil && mounted[v.Name] != nil {
 			c.backupHooks(v, mounted[v.Name])
 		}
+		if e := mounted[v.Name]; v.Failover != nil && e != nil && len(e.namedVolumes()) > 1 {
+			c.errorf(max(v.FailoverLine, v.Line), "volumes.%s.failover: egg %q mounts %d volumes, and a failover moves an egg with its one volume: keep this egg's data in volume %q alone, or remove failover",
+				v.Name, e.Name, len(e.namedVolumes()), v.Name)
+		}
 		switch {
 		case v.Backup != nil && mounted[v.Name] == nil:
 			c.errorf(max(v.BackupLine, v.Line), "volumes.%s.backup: no egg mounts volume %q, so there is nothing to back up (and no container for the hooks): mount it in an egg (volumes: [\"%s:/data\"]), or remove backup", v.Name, v.Name, v.Name)

@@ -9,8 +9,8 @@ import (
 )
 
 func TestParseReadsAFailoverAndFencesTheEggsMountingIt(t *testing.T) {
-	src := "project: shop\neggs:\n  db:\n    image: postgres:16\n    volumes: [\"data:/data\", \"logs:/logs\"]\n" +
-		"  web:\n    image: nginx\n    volumes: [\"cache:/cache\"]\nvolumes:\n  data:\n    backup: {}\n    failover: {after: 3m}\n  logs: {}\n  cache: {}\n"
+	src := "project: shop\neggs:\n  db:\n    image: postgres:16\n    volumes: [\"data:/data\"]\n" +
+		"  web:\n    image: nginx\n    volumes: [\"cache:/cache\"]\nvolumes:\n  data:\n    backup: {}\n    failover: {after: 3m}\n  cache: {}\n"
 	p, err := parse(src)
 	if err != nil {
 		t.Fatal(err)
@@ -31,8 +31,8 @@ func TestParseReadsAFailoverAndFencesTheEggsMountingIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(db.Volumes) != 2 || !db.Volumes[0].Fenced || db.Volumes[1].Fenced {
-		t.Errorf("db's mounts %+v: want data fenced, logs not", db.Volumes)
+	if len(db.Volumes) != 1 || !db.Volumes[0].Fenced {
+		t.Errorf("db's mounts %+v: want data fenced", db.Volumes)
 	}
 	web, err := inputs.Decode[inputs.Egg](find(t, rs, resource.Egg, "web").Inputs)
 	if err != nil {
@@ -50,6 +50,8 @@ func TestParseRefusesBadFailoversAtTheirLineWithTheirPath(t *testing.T) {
 		{"bad duration", head + "    backup: {}\n    failover:\n      after: soon\n", "hatch.yaml:10: volumes.data.failover.after: \"soon\" is not a duration"},
 		{"zero", head + "    backup: {}\n    failover:\n      after: 0s\n", "hatch.yaml:10: volumes.data.failover.after: must be positive"},
 		{"missing after", head + "    backup: {}\n    failover: {}\n", "hatch.yaml:9: volumes.data.failover.after: is missing"},
+		{"two volumes", strings.Replace(head, `["data:/data"]`, `["data:/data", "logs:/logs"]`, 1) + "    backup: {}\n    failover: {after: 3m}\n  logs:\n",
+			`hatch.yaml:9: volumes.data.failover: egg "db" mounts 2 volumes`},
 	} {
 		_, err := parse(tt.src)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -85,9 +85,13 @@ type EventType string
 
 // The event types the control plane records.
 const (
-	EventHostUp             EventType = "host.up"
-	EventHostDown           EventType = "host.down"
-	EventHostUnknown        EventType = "host.unknown"
+	EventHostUp      EventType = "host.up"
+	EventHostDown    EventType = "host.down"
+	EventHostUnknown EventType = "host.unknown"
+	// EventHostFenced: a host that had no status report answered for
+	// fence_after stopped its failover eggs (docs/BACKUPS.md); recorded
+	// when it reports again.
+	EventHostFenced         EventType = "host.fenced"
 	EventApplyStarted       EventType = "apply.started"
 	EventApplyFinished      EventType = "apply.finished"
 	EventResourceCreated    EventType = "resource.created"

@@ -18,6 +18,16 @@ const (
 	// retention past its volume's keep); its chunks are collected once no
 	// kept backup lists them.
 	EventBackupForgotten EventType = "backup.forgotten"
+	// EventVolumeFailedOver: a volume whose host was lost for its
+	// failover.after was restored on another host from its last good
+	// backup, and its egg moved there; the message says where and how
+	// much data may be lost. EventVolumeFailoverFailed: it could not be
+	// (no good backup, no host, a failed restore). EventVolumeStaleCopy:
+	// the lost host reported again; its copy of the volume is stale, kept
+	// and never started.
+	EventVolumeFailedOver     EventType = "volume.failed_over"
+	EventVolumeFailoverFailed EventType = "volume.failover_failed"
+	EventVolumeStaleCopy      EventType = "volume.stale_copy"
 )
 
 // The states of a volume task record: contract.TaskState's (pending,

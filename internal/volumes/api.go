@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hatchery/hatchery/internal/api"
@@ -67,11 +68,20 @@ func (v volume) keep() int {
 // Backup records a backup of the project's volume now and delivers it to
 // the volume's host (hatch volume backup). Any volume may be backed up by
 // hand, with or without a backup policy; one whose backup is still open
-// is refused.
-func (s *Service) Backup(ctx context.Context, project, name, actor string) (api.VolumeTask, error) {
+// is refused. With fromHost (a host's name or ID), it backs up the
+// volume's stale copy on that host instead (hatch volume backup
+// --from-host): a copy no egg mounts, so without hooks; restoring that
+// backup brings back what the copy held.
+func (s *Service) Backup(ctx context.Context, project, name, fromHost, actor string) (api.VolumeTask, error) {
 	v, err := s.volumeRecord(ctx, project, name)
 	if err != nil {
 		return api.VolumeTask{}, err
+	}
+	if fromHost != "" {
+		if v.host, err = s.staleCopyHost(ctx, project, name, fromHost); err != nil {
+			return api.VolumeTask{}, err
+		}
+		v.in.Egg, v.in.Backup = "", nil
 	}
 	if v.host == "" {
 		return api.VolumeTask{}, fmt.Errorf("%w: volume %s has no host yet (its apply has not placed it)", ErrRefused, name)
@@ -82,6 +92,57 @@ func (s *Service) Backup(ctx context.Context, project, name, actor string) (api.
 	t := store.VolumeTask{ID: newID(), Kind: string(contract.TaskBackup), Project: project, Volume: name, Host: v.host,
 		Trigger: api.TriggerManual, Actor: actor, CreatedAt: s.now(), State: store.TaskPending, Consistency: v.consistency()}
 	return s.start(store.WithActor(ctx, actor), t, v, "")
+}
+
+// staleCopyHost returns the ID of the host, named by its name or ID, that
+// holds a stale copy of the project's volume.
+func (s *Service) staleCopyHost(ctx context.Context, project, name, host string) (string, error) {
+	copies, err := s.deps.Desired.StaleCopies(ctx, project)
+	if err != nil {
+		return "", err
+	}
+	names, err := s.hostNames(ctx)
+	if err != nil {
+		return "", err
+	}
+	var hosts []string
+	for _, c := range copies {
+		if c.Volume != name {
+			continue
+		}
+		if c.Host == host || names[c.Host] == host {
+			return c.Host, nil
+		}
+		hosts = append(hosts, nameOr(names, c.Host))
+	}
+	if len(hosts) == 0 {
+		return "", fmt.Errorf("%w: volume %s has no stale copy (a failover leaves one on the host it moved from)", ErrNotFound, name)
+	}
+	return "", fmt.Errorf("%w: volume %s has no stale copy on host %q; it has on: %s", ErrNotFound, name, host, strings.Join(hosts, ", "))
+}
+
+// ForgetStaleCopy marks the volume's stale copy on host (a name or an ID)
+// for deletion there (hatch volume forget --stale-copy).
+func (s *Service) ForgetStaleCopy(ctx context.Context, project, name, host, actor string) error {
+	id, err := s.staleCopyHost(ctx, project, name, host)
+	if err != nil {
+		return err
+	}
+	ctx = store.WithActor(ctx, actor)
+	var docker string
+	err = s.withLease(ctx, project, store.BriefHolder+"hatch volume forget", s.cfg.LeaseWait, func(ctx context.Context) error {
+		docker, err = s.deps.Desired.DeleteStaleCopy(ctx, project, name, id)
+		return err
+	})
+	if errors.Is(err, desired.ErrNoStaleCopy) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	if err != nil {
+		return err
+	}
+	s.event(ctx, store.Event{Type: store.EventVolumeDeleted, Project: project, Host: id, Resource: resource.Key(resource.Volume, name),
+		Message: fmt.Sprintf("the stale copy of volume %s of %s on host %s (Docker volume %s) is deleted by %s", name, project, host, docker, actor)})
+	return nil
 }
 
 // start records t and delivers it at once, under the project's lease

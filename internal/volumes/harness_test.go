@@ -192,7 +192,7 @@ func (h *harness) desiredState(t *testing.T, host string) contract.DesiredState 
 func (h *harness) pass(t *testing.T) {
 	t.Helper()
 	for _, step := range []func(context.Context) error{
-		func(ctx context.Context) error { return h.svc.recordProgress(ctx, h.began) }, h.svc.deliverPending, h.svc.releaseEnded,
+		func(ctx context.Context) error { return h.svc.recordProgress(ctx, h.began) }, h.svc.failover, h.svc.deliverPending, h.svc.releaseEnded,
 	} {
 		if err := step(t.Context()); err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/resource"
@@ -62,6 +63,7 @@ func (s *Service) Pass(ctx context.Context, began time.Time) {
 		fn   func(context.Context) error
 	}{
 		{"record progress", func(ctx context.Context) error { return s.recordProgress(ctx, began) }},
+		{"fail over", s.failover},
 		{"deliver", s.deliverPending},
 		{"release", s.releaseEnded},
 	} {
@@ -345,6 +347,9 @@ func (s *Service) releaseProject(ctx context.Context, project string, ended []st
 		d, err := s.delivery(t, v, "")
 		if err != nil {
 			return err
+		}
+		if t.Trigger == api.TriggerFailover && t.State != store.TaskDone {
+			continue // an empty volume is never started in the data's place: retryRestore tries again
 		}
 		if rec, ok := eggs[v.in.Egg]; ok && desired.HoldsEgg(d.Task) && !slices.Contains(restart, rec) {
 			restart = append(restart, rec)

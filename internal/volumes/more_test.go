@@ -31,7 +31,7 @@ func TestAReportFromBeforeTheLoopBeganIsNotActedOn(t *testing.T) {
 	onStores(t, func(t *testing.T, h *harness) {
 		h.report(t, "h1", nil)
 		h.volume(t, "data", "h1", nil)
-		got, err := h.svc.Backup(t.Context(), project, "data", "alice")
+		got, err := h.svc.Backup(t.Context(), project, "data", "", "alice")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestAStopBackupHoldsItsEggStoppedAndPlacesItAgainAtItsEnd(t *testing.T) {
 		if n := replicas(); n != 1 {
 			t.Fatalf("db has %d replicas before the backup, want 1", n)
 		}
-		got, err := h.svc.Backup(t.Context(), project, "data", "alice")
+		got, err := h.svc.Backup(t.Context(), project, "data", "", "alice")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,7 +31,7 @@ func TestAManualBackupIsDeliveredWithItsVolumesKeyAndEndsFromItsHostsReport(t *t
 		h.report(t, "h2", nil)
 		h.volume(t, "data", "h1", map[string]any{"consistency": "stop", "before": []any{"sync"}})
 		h.eggOn(t, "h1", "data")
-		got, err := h.svc.Backup(t.Context(), project, "data", "alice")
+		got, err := h.svc.Backup(t.Context(), project, "data", "", "alice")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestAManualBackupIsDeliveredWithItsVolumesKeyAndEndsFromItsHostsReport(t *t
 		if n := len(h.desiredState(t, "h2").VolumeTasks); n != 0 {
 			t.Fatalf("h2 was given %d volume tasks", n)
 		}
-		if _, err := h.svc.Backup(t.Context(), project, "data", "bob"); !errors.Is(err, ErrRefused) {
+		if _, err := h.svc.Backup(t.Context(), project, "data", "", "bob"); !errors.Is(err, ErrRefused) {
 			t.Fatalf("a second backup while one is open: %v, want ErrRefused", err)
 		}
 
@@ -110,7 +110,7 @@ func TestAHostsClaimsAboutATaskNotItsOwnAreIgnored(t *testing.T) {
 	onStores(t, func(t *testing.T, h *harness) {
 		h.report(t, "h1", nil)
 		h.volume(t, "data", "h1", nil)
-		got, err := h.svc.Backup(t.Context(), project, "data", "alice")
+		got, err := h.svc.Backup(t.Context(), project, "data", "", "alice")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +136,7 @@ func TestATaskOfAHostThatWentDownIsLost(t *testing.T) {
 	onStores(t, func(t *testing.T, h *harness) {
 		h.report(t, "h1", nil)
 		h.volume(t, "data", "h1", nil)
-		got, err := h.svc.Backup(t.Context(), project, "data", "alice")
+		got, err := h.svc.Backup(t.Context(), project, "data", "", "alice")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestATaskOfAHostThatWentDownIsLost(t *testing.T) {
 		if _, ok := eventOf(h.events(t), store.EventBackupFailed); !ok {
 			t.Fatal("no backup.failed event for the lost backup")
 		}
-		if _, err := h.svc.Backup(t.Context(), project, "data", "alice"); !errors.Is(err, ErrRefused) {
+		if _, err := h.svc.Backup(t.Context(), project, "data", "", "alice"); !errors.Is(err, ErrRefused) {
 			t.Fatalf("a backup of a volume whose host is down: %v, want ErrRefused", err)
 		}
 		// A late report of its end does not bring it back.
@@ -222,7 +222,7 @@ func TestARestoreIsRefusedWhileARunningContainerMountsTheVolume(t *testing.T) {
 // host h1, and returns its manifest ID.
 func (h *harness) goodBackup(t *testing.T, name string) string {
 	t.Helper()
-	got, err := h.svc.Backup(t.Context(), project, name, "alice")
+	got, err := h.svc.Backup(t.Context(), project, name, "", "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestABackupWhoseManifestDoesNotCheckFails(t *testing.T) {
 	onStores(t, func(t *testing.T, h *harness) {
 		h.report(t, "h1", nil)
 		h.volume(t, "data", "h1", nil)
-		got, err := h.svc.Backup(t.Context(), project, "data", "")
+		got, err := h.svc.Backup(t.Context(), project, "data", "", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +258,7 @@ func TestABackupWhoseManifestDoesNotCheckFails(t *testing.T) {
 		h.clock.advance(time.Minute)
 		old := h.goodBackup(t, "data")
 		h.clock.advance(time.Hour)
-		again, err := h.svc.Backup(t.Context(), project, "data", "")
+		again, err := h.svc.Backup(t.Context(), project, "data", "", "")
 		if err != nil {
 			t.Fatal(err)
 		}

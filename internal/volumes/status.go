@@ -11,6 +11,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/jobs"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/schedule"
 	"github.com/hatchery/hatchery/internal/store"
 )
@@ -85,6 +86,14 @@ func (s *Service) BackupStates(ctx context.Context, project string) ([]api.Volum
 	if err != nil {
 		return nil, err
 	}
+	stale, err := s.deps.Desired.StaleCopies(ctx, project)
+	if err != nil {
+		return nil, err
+	}
+	names, err := s.hostNames(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := s.deps.Now()
 	out := []api.VolumeBackupState{}
 	for _, r := range recs {
@@ -136,6 +145,22 @@ func (s *Service) BackupStates(ctx context.Context, project string) ([]api.Volum
 			st.LastOutcome, st.LastEnded = f.lastEnded.State, &f.lastEnded.EndedAt
 		}
 		st.Warning = backupWarning(now, f)
+		if fo, ok := r.Outputs[inputs.OutputFailover].(map[string]any); ok {
+			if d, err := inputs.Decode[api.VolumeFailover](fo); err == nil {
+				d.FromName, d.ToName = nameOr(names, d.From), nameOr(names, d.To)
+				st.Failover = &d
+			}
+		}
+		for _, c := range stale {
+			if c.Volume != r.Name {
+				continue
+			}
+			sc := api.StaleCopy{Host: c.Host, HostName: nameOr(names, c.Host), DockerName: c.DockerName, Since: c.Since}
+			if !c.Found.IsZero() {
+				sc.Found = &c.Found
+			}
+			st.StaleCopies = append(st.StaleCopies, sc)
+		}
 		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b api.VolumeBackupState) int { return strings.Compare(a.Name, b.Name) })

@@ -33,6 +33,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -42,6 +43,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/resource"
+	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/store"
 )
 
@@ -91,12 +93,21 @@ type Desired interface {
 	ReleaseVolumeTasks(ctx context.Context, project string, ids []string, eggs []*resource.Deployed) error
 	VolumeHost(ctx context.Context, project, name string) (host, dockerName string, ok bool, err error)
 	VolumeMounts(ctx context.Context, host, dockerName string) ([]string, error)
+	// The failover's (failover.go).
+	FailoverHost(ctx context.Context, project, name string, in inputs.Volume) (string, error)
+	MoveVolume(ctx context.Context, m desired.FailoverMove) error
+	Reschedule(ctx context.Context, project string, recs []*resource.Deployed) ([]*resource.Deployed, error)
+	FindStaleCopies(ctx context.Context, heard map[string]time.Time) (map[string][]desired.StaleCopy, error)
+	StaleCopies(ctx context.Context, project string) ([]desired.StaleCopy, error)
+	DeleteStaleCopy(ctx context.Context, project, name, host string) (string, error)
 }
 
-// Records lists the projects and their deployed resources.
+// Records lists the projects and their deployed resources, and writes a
+// failover into them.
 type Records interface {
 	ListProjects(ctx context.Context) ([]string, error)
 	ListResources(ctx context.Context, project string) ([]*resource.Deployed, error)
+	PutResource(ctx context.Context, project string, r *resource.Deployed) error
 }
 
 // Hosts is what the service reads of the hosts.
@@ -148,6 +159,12 @@ type Service struct {
 	// manifests caches the store's opened manifests (List).
 	manifests *manifestCache
 	metrics   *lastSuccessMetric
+	// noted are the failovers that could not be done, by project and
+	// volume, with when their host went silent: one event per loss.
+	noted struct {
+		sync.Mutex
+		m map[string]time.Time
+	}
 }
 
 // New returns a service.
@@ -161,6 +178,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	s := &Service{cfg: cfg, deps: deps, log: deps.Logger.With(zap.String("component", "volumes")), now: deps.Now,
 		lists: newChunkLists(), manifests: newManifestCache()}
 	s.metrics = &lastSuccessMetric{s: s}
+	s.noted.m = map[string]time.Time{}
 	return s, nil
 }
 

@@ -12,6 +12,11 @@ const (
 	OutputHandle  = "handle"  // a secret's handle, written ${secret.<name>}
 )
 
+// OutputFailover is kept in a volume's record outputs, not referenced by
+// children: what its last failover did (api.VolumeFailover), written by
+// the control plane's failover and shown by the plan and hatch status.
+const OutputFailover = "failover"
+
 // Outputs returns the outputs a resource of kind k reports, declared here
 // once, beside its inputs: the loaders refuse a reference to any other, and
 // the kind's provider declares these and reports them. ok is false for a
