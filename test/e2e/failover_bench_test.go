@@ -71,7 +71,7 @@ func BenchmarkFailover(b *testing.B) {
 		}
 		restoredClock := time.Unix(0, nanos)
 		actual := lastAck.Sub(restoredClock)
-		msg := c.eventNaming(b, "volume.failed_over", 10*time.Second, "on host "+to.name)
+		msg := c.eventNaming(b, "volume.failed_over", to, 10*time.Second, "on host "+to.name).Message
 		m := foDataWindow.FindStringSubmatch(msg)
 		if m == nil {
 			b.Fatalf("no data window in the volume.failed_over event: %s", msg)

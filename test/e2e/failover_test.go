@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
+	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/containers"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/testutil/dockertest"
@@ -295,24 +296,37 @@ func (s *kvSampler) check(tb testing.TB) {
 	}
 }
 
-// eventNaming waits until an event of typ whose message holds every one
-// of subs exists, and returns it.
-func (c *cluster) eventNaming(tb testing.TB, typ string, timeout time.Duration, subs ...string) string {
+// eventNaming waits until an event of typ exists whose host is host's (nil:
+// any) and whose message holds every one of subs, and returns it.
+func (c *cluster) eventNaming(tb testing.TB, typ string, host *clAgent, timeout time.Duration, subs ...string) api.Event {
 	tb.Helper()
-	var found string
+	var found api.Event
 	dockertest.Eventually(tb, timeout, 250*time.Millisecond, func() error {
-		msgs := c.eventMessages(typ)
+		var list api.EventList
+		c.getJSON("/api/v1/events?limit=1000", &list)
+		var seen []string
 	next:
-		for _, m := range msgs {
+		for _, e := range list.Events {
+			if e.Type != typ {
+				continue
+			}
+			seen = append(seen, fmt.Sprintf("[host %s] %s", e.Host, e.Message))
+			if host != nil && e.Host != host.hostID && e.Host != host.name {
+				continue
+			}
 			for _, s := range subs {
-				if !strings.Contains(m, s) {
+				if !strings.Contains(e.Message, s) {
 					continue next
 				}
 			}
-			found = m
+			found = e
 			return nil
 		}
-		return fmt.Errorf("no %s event naming %q among %q", typ, subs, msgs)
+		want := "any host"
+		if host != nil {
+			want = "host " + host.name + " (" + host.hostID + ")"
+		}
+		return fmt.Errorf("no %s event of %s naming %q among %q", typ, want, subs, seen)
 	})
 	return found
 }
@@ -326,9 +340,15 @@ func (c *cluster) staysWithoutKV(tb testing.TB, a *clAgent, d time.Duration, why
 			tb.Fatalf("containers on %s: %v", a.name, err)
 		}
 		if len(list) > 0 {
-			tb.Fatalf("%s: kv runs on %s (%s %s)", why, a.name, list[0].ID[:12], list[0].Status)
+			tb.Fatalf("%s: kv runs on %s (%s %s); its agent's log ends:\n%s", why, a.name, list[0].ID[:12], list[0].Status, logTail(a.proc.stderr(), 40))
 		}
 	}
+}
+
+// logTail is the last n lines of a log.
+func logTail(log string, n int) string {
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // foDataWindow is the data window a volume.failed_over event's message
@@ -346,9 +366,10 @@ var foDataWindow = regexp.MustCompile(`up to (\S+?),? are lost`)
 //     volume.stale_copy events appear.
 //  2. Host B (kv's new host) lost whole (link down, agent killed, engine
 //     stopped): kv runs on another host with the last backup's data within
-//     after + 30 s, volume.failed_over names that host; when B returns its
-//     copy is not started, its Docker volume is still there, and a
-//     volume.stale_copy event appears.
+//     after + 30 s, volume.failed_over names that host; B returns (engine
+//     and agent) first cut from the server, then with its path back: its
+//     exited kv container is never started, its Docker volume is still
+//     there, and a volume.stale_copy event appears.
 func TestFailover(t *testing.T) {
 	begin := time.Now()
 	c := newFailoverCluster(t)
@@ -402,8 +423,8 @@ func TestFailover(t *testing.T) {
 
 		b := c.waitFailedOver(t, a, "before", before, "after", time.Until(cut.Add(foAfter+30*time.Second)))
 		t.Logf("FIGURE failover: kv serves the backup's data on %s %v after %s's cut (after %v)", b.name, time.Since(cut).Round(time.Millisecond), a.name, foAfter)
-		msg := c.eventNaming(t, "volume.failed_over", 10*time.Second, "host "+b.name)
-		t.Logf("volume.failed_over: %s", msg)
+		ev := c.eventNaming(t, "volume.failed_over", b, 10*time.Second, "host "+a.name, "on host "+b.name)
+		t.Logf("volume.failed_over: %s", ev.Message)
 
 		if err := c.net.RestoreServer(a.host); err != nil {
 			t.Fatal(err)
@@ -415,8 +436,8 @@ func TestFailover(t *testing.T) {
 			t.Fatalf("kv moved to %s after A's path was restored, want it kept on %s", got.name, b.name)
 		}
 		sampler.check(t)
-		t.Logf("host.fenced: %s", c.eventNaming(t, "host.fenced", 20*time.Second, a.name))
-		t.Logf("volume.stale_copy: %s", c.eventNaming(t, "volume.stale_copy", 20*time.Second, "host "+a.name))
+		t.Logf("host.fenced: %s", c.eventNaming(t, "host.fenced", a, 20*time.Second).Message)
+		t.Logf("volume.stale_copy: %s", c.eventNaming(t, "volume.stale_copy", a, 20*time.Second, "host "+a.name).Message)
 		c.checkStaleVolume(t, a)
 		t.Logf("A back and checked in %v", time.Since(restored).Round(time.Millisecond))
 	})
@@ -442,21 +463,33 @@ func TestFailover(t *testing.T) {
 		to := c.waitFailedOver(t, b, "before2", before, "after2", time.Until(lost.Add(foAfter+30*time.Second)))
 		took := time.Since(lost)
 		t.Logf("FIGURE failover: kv serves the backup's data on %s %v after %s was lost (after %v)", to.name, took.Round(time.Millisecond), b.name, foAfter)
-		msg := c.eventNaming(t, "volume.failed_over", 10*time.Second, "host "+b.name, "on host "+to.name)
-		t.Logf("volume.failed_over: %s", msg)
+		ev := c.eventNaming(t, "volume.failed_over", to, 10*time.Second, "host "+b.name, "on host "+to.name)
+		t.Logf("volume.failed_over: %s", ev.Message)
 
+		// B comes back as a rebooted machine whose network reaches the
+		// other hosts but not yet the server: its engine holds kv's exited
+		// container and its agent's cache still places kv there; the agent
+		// must not start it (nor restart it as crashed) before a server has
+		// confirmed the host, well past its --stale-cache-wait.
 		back := time.Now()
+		if err := c.net.CutFromServer(b.host); err != nil {
+			t.Fatal(err)
+		}
 		if err := b.host.Start(); err != nil {
 			t.Fatal(err)
 		}
-		c.runAgent(b)
+		c.runAgent(b, "--stale-cache-wait", foStaleCacheWait.String())
+		c.staysWithoutKV(t, b, foStaleCacheWait+3*time.Second, "B back, cut from the server")
+		t.Logf("host %s back cut from the server: no kv started in %v", b.name, time.Since(back).Round(time.Millisecond))
+		if err := c.net.RestoreServer(b.host); err != nil {
+			t.Fatal(err)
+		}
 		c.waitHostUp(b, 30*time.Second)
-		t.Logf("host %s back in %v", b.name, time.Since(back).Round(time.Millisecond))
-		c.staysWithoutKV(t, b, 5*time.Second, "B back")
+		c.staysWithoutKV(t, b, 5*time.Second, "B back with its path to the server")
 		if got := c.kvHost(t, 5*time.Second); got != to {
 			t.Fatalf("kv moved to %s after B came back, want it kept on %s", got.name, to.name)
 		}
-		t.Logf("volume.stale_copy: %s", c.eventNaming(t, "volume.stale_copy", 20*time.Second, "host "+b.name))
+		t.Logf("volume.stale_copy: %s", c.eventNaming(t, "volume.stale_copy", b, 20*time.Second, "host "+b.name).Message)
 		c.checkStaleVolume(t, b)
 	})
 	t.Logf("the failover scenarios took %v", time.Since(begin).Round(time.Millisecond))
