@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
 
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/containers"
@@ -377,6 +379,7 @@ func TestFailover(t *testing.T) {
 	a := c.kvHost(t, 60*time.Second)
 	t.Logf("kv runs on %s (%v since the start)", a.name, time.Since(begin).Round(time.Millisecond))
 
+	var aHeld map[string]string // what A's copy held when it went stale
 	ok := t.Run("cut from the control plane: fenced, failed over, never twice", func(t *testing.T) {
 		before := randomWord()
 		if err := foPut(t, a, "before", []byte(before)); err != nil {
@@ -386,6 +389,7 @@ func TestFailover(t *testing.T) {
 		if err := foPut(t, a, "after", []byte("written after the backup")); err != nil {
 			t.Fatal(err)
 		}
+		aHeld = map[string]string{"before": before, "after": "written after the backup"}
 		sampler := c.sampleKV(t)
 
 		cut := time.Now()
@@ -438,7 +442,7 @@ func TestFailover(t *testing.T) {
 		sampler.check(t)
 		t.Logf("host.fenced: %s", c.eventNaming(t, "host.fenced", a, 20*time.Second).Message)
 		t.Logf("volume.stale_copy: %s", c.eventNaming(t, "volume.stale_copy", a, 20*time.Second, "host "+a.name).Message)
-		c.checkStaleVolume(t, a)
+		c.checkStaleVolume(t, a, aHeld)
 		t.Logf("A back and checked in %v", time.Since(restored).Round(time.Millisecond))
 	})
 	if !ok {
@@ -455,6 +459,7 @@ func TestFailover(t *testing.T) {
 		if err := foPut(t, b, "after2", []byte("written after the second backup")); err != nil {
 			t.Fatal(err)
 		}
+		bHeld := map[string]string{"before2": before, "after2": "written after the second backup"}
 		lost := time.Now()
 		if err := b.host.Stop(); err != nil {
 			t.Fatal(err)
@@ -490,24 +495,60 @@ func TestFailover(t *testing.T) {
 			t.Fatalf("kv moved to %s after B came back, want it kept on %s", got.name, to.name)
 		}
 		t.Logf("volume.stale_copy: %s", c.eventNaming(t, "volume.stale_copy", b, 20*time.Second, "host "+b.name).Message)
-		c.checkStaleVolume(t, b)
+		c.checkStaleVolume(t, b, bHeld)
+		// A's stale copy from the first failover is still as it was, even
+		// if this failover chose A.
+		c.checkStaleVolume(t, a, aHeld)
 	})
 	t.Logf("the failover scenarios took %v", time.Since(begin).Round(time.Millisecond))
 }
 
 // checkStaleVolume checks that the volume's old Docker volume is still on
-// a's engine, and that no container mounts it.
-func (c *cluster) checkStaleVolume(tb testing.TB, a *clAgent) {
+// a's engine, that no running container mounts it, and that it holds the
+// files of want as they were (read through a never-started container of
+// an image the test builds on a's engine).
+func (c *cluster) checkStaleVolume(tb testing.TB, a *clAgent, want map[string]string) {
 	tb.Helper()
+	ctx := tb.Context()
+	cli := a.host.Docker()
 	name := contract.VolumeName(a.hostID, "default", foProjectName, "data")
-	if _, err := a.host.Docker().VolumeInspect(tb.Context(), name); err != nil {
+	if _, err := cli.VolumeInspect(ctx, name); err != nil {
 		tb.Fatalf("%s's stale copy %s: %v, want it kept", a.name, name, err)
 	}
-	list, err := a.host.Docker().ContainerList(tb.Context(), container.ListOptions{Filters: filters.NewArgs(filters.Arg("volume", name), filters.Arg("status", "running"))})
+	list, err := cli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(filters.Arg("volume", name), filters.Arg("status", "running"))})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	if len(list) > 0 {
-		tb.Fatalf("%s's stale copy %s is mounted by running container %v", a.name, name, list[0].Names)
+		tb.Fatalf("%s's stale copy %s is mounted by running container %v: a failover back onto %s restored into the stale copy's Docker volume (the same name on the same host) instead of leaving it untouched", a.name, name, list[0].Names, a.name)
+	}
+	image := "hatchtest/fo-reader:" + randomWord()[:8]
+	if err := dockertest.BuildImage(ctx, cli, dockertest.ImageSpec{}, image, nil); err != nil {
+		tb.Fatal(err)
+	}
+	created, err := cli.ContainerCreate(ctx, &container.Config{Image: image, Labels: c.scope.Labels(nil)},
+		&container.HostConfig{Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: "/v", ReadOnly: true}}}, nil, nil, c.scope.Name("stale-reader"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
+	for file, content := range want {
+		rc, _, err := cli.CopyFromContainer(ctx, created.ID, "/v/"+file)
+		if err != nil {
+			tb.Fatalf("%s's stale copy %s: %s: %v, want it kept as it was", a.name, name, file, err)
+		}
+		tr := tar.NewReader(rc)
+		_, err = tr.Next()
+		var b []byte
+		if err == nil {
+			b, err = io.ReadAll(tr)
+		}
+		rc.Close()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if string(b) != content {
+			tb.Fatalf("%s's stale copy %s: %s holds %q, want %q as it was", a.name, name, file, b, content)
+		}
 	}
 }
