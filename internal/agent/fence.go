@@ -28,7 +28,8 @@ type fenceWatch struct {
 	// since is Start's time: with no report answered yet, the fence counts
 	// from there (the agent cannot know what the server last heard).
 	since time.Time
-	// lastOK is the last 2xx answer to a status report; zero: none since
+	// lastOK is when the last status report answered 2xx was sent (the
+	// server heard it no earlier); zero: none since
 	// Start.
 	lastOK time.Time
 	// fencedAt is when the fence last took Fenced workloads out, until a
@@ -37,6 +38,9 @@ type fenceWatch struct {
 	// fencing is owned by the loop goroutine: whether the last converge
 	// took the Fenced workloads out, to log the change once.
 	fencing bool
+	// leased is owned by the heartbeat goroutine: whether the data plane
+	// holds a lease on fenced workloads (renewFenceLease).
+	leased bool
 }
 
 // fenceView is what the fence decisions are made from.
@@ -80,21 +84,24 @@ func fenceHoldsStarts(v fenceView) bool {
 	return v.FenceAfter > 0 && (v.LastOK.IsZero() || !v.Heard)
 }
 
-// withoutFenced returns d without its Fenced workloads, and their IDs.
+// withoutFenced returns d with its Fenced workloads scaled to 0 replicas,
+// and their IDs: kept in the state, so that their containers are drained
+// and stopped with the workload's own drain and stop timeouts (those the
+// plan's check of failover.after counts), not a removed workload's
+// defaults.
 func withoutFenced(d contract.DesiredState) (contract.DesiredState, []string) {
 	var ids []string
-	kept := make([]contract.WorkloadSpec, 0, len(d.Workloads))
-	for _, w := range d.Workloads {
-		if w.Fenced {
-			ids = append(ids, w.ID())
-			continue
+	scaled := slices.Clone(d.Workloads)
+	for i := range scaled {
+		if scaled[i].Fenced {
+			ids = append(ids, scaled[i].ID())
+			scaled[i].Replicas = 0
 		}
-		kept = append(kept, w)
 	}
 	if len(ids) == 0 {
 		return d, nil
 	}
-	d.Workloads = kept
+	d.Workloads = scaled
 	return d, ids
 }
 
@@ -124,7 +131,7 @@ func (f *fenceWatch) start(now time.Time) {
 	f.since = now
 }
 
-// reported records a 2xx answer to a status report at now. It says whether
+// reported records a 2xx answer to a status report sent at now. It says whether
 // a converge is wanted: the first answer since Start lifts the start holds,
 // and one after a silence of fenceAfter puts fenced workloads back.
 func (f *fenceWatch) reported(now time.Time, fenceAfter time.Duration) bool {
@@ -186,4 +193,62 @@ func (a *Agent) applyFence(withRelays contract.DesiredState, v fenceView, now ti
 	slices.Sort(ids)
 	return d, time.Time{}, fmt.Errorf("fenced (no status report answered for %s, last %s): %d workloads stopped until one is: %v",
 		v.FenceAfter, last, len(ids), ids)
+}
+
+// fenceBackstop is the data plane's dead-man switch (dataplane.Client's
+// SetFenceLease): a process that outlives this one, which stops the
+// fenced workloads' containers unless the lease is renewed in time, so
+// that an agent killed while its eggs run does not leave them running
+// while their volume fails over elsewhere.
+type fenceBackstop interface {
+	SetFenceLease(until time.Time, workloads []string, stopTimeout time.Duration) error
+}
+
+// fenceLease is the lease for d after a status report sent at lastOK and
+// answered: the fenced workloads, stopped unless renewed by the time this
+// agent itself would have drained them (lastOK + FenceAfter + their
+// longest drain), with their longest stop timeout. No fenced workloads
+// (or no fencing): none.
+func fenceLease(d contract.DesiredState, lastOK time.Time) (until time.Time, workloads []string, stop time.Duration) {
+	if d.FenceAfter <= 0 {
+		return time.Time{}, nil, 0
+	}
+	var drain time.Duration
+	for _, w := range d.Workloads {
+		if !w.Fenced {
+			continue
+		}
+		workloads = append(workloads, w.ID())
+		drain, stop = max(drain, w.DrainTimeout()), max(stop, w.EffectiveStopTimeout())
+	}
+	if len(workloads) == 0 {
+		return time.Time{}, nil, 0
+	}
+	slices.Sort(workloads)
+	return lastOK.Add(d.FenceAfter + drain), workloads, stop
+}
+
+// renewFenceLease hands the data plane the lease after a report answered
+// at now, when the desired state has fenced workloads or a lease was
+// handed before (to end it). Called from the heartbeat only.
+func (a *Agent) renewFenceLease(now time.Time) {
+	b, ok := a.cfg.Router.(fenceBackstop)
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	var d contract.DesiredState
+	if a.desired != nil {
+		d = *a.desired
+	}
+	a.mu.Unlock()
+	until, workloads, stop := fenceLease(d, now)
+	if len(workloads) == 0 && !a.fence.leased {
+		return
+	}
+	if err := b.SetFenceLease(until, workloads, stop); err != nil {
+		a.log.Warn("the data plane did not take the fence lease: if this agent dies, its fenced workloads keep running", zap.Error(err))
+		return
+	}
+	a.fence.leased = len(workloads) > 0
 }

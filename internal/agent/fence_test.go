@@ -54,11 +54,13 @@ func TestWithoutFenced(t *testing.T) {
 	db := contract.WorkloadSpec{Namespace: "n", Project: "p", Egg: "db", Fenced: true}
 	web := contract.WorkloadSpec{Namespace: "n", Project: "p", Egg: "web"}
 	d := contract.DesiredState{HostID: "h", Workloads: []contract.WorkloadSpec{db, web}}
+	db.Replicas, web.Replicas = 1, 2
+	d.Workloads = []contract.WorkloadSpec{db, web}
 	got, ids := withoutFenced(d)
-	if !slices.Equal(ids, []string{db.ID()}) || len(got.Workloads) != 1 || got.Workloads[0].Egg != "web" {
-		t.Errorf("withoutFenced = %v, %v; want web kept, db out", got.Workloads, ids)
+	if !slices.Equal(ids, []string{db.ID()}) || len(got.Workloads) != 2 || got.Workloads[0].Replicas != 0 || got.Workloads[1].Replicas != 2 {
+		t.Errorf("withoutFenced = %+v, %v; want db at 0 replicas (its own timeouts stop it), web kept", got.Workloads, ids)
 	}
-	if len(d.Workloads) != 2 {
+	if d.Workloads[0].Replicas != 1 {
 		t.Error("withoutFenced changed its argument")
 	}
 	if h := fenceHolds(d); len(h) != 1 || h[db.ID()] == "" {
@@ -96,5 +98,25 @@ func TestFencedAtIsKeptUntilAReportIsAnswered(t *testing.T) {
 	f.reported(t0.Add(3*time.Minute), time.Minute)
 	if got := f.fencedSince(); !got.IsZero() {
 		t.Fatalf("fencedSince = %v after an answered report, want zero", got)
+	}
+}
+
+func TestFenceLeaseCoversTheFencedWorkloadsUntilTheAgentWouldHaveDrainedThem(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	db := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "db", Fenced: true, StopTimeout: 30 * time.Second}
+	db.Rollout.DrainTimeout = 20 * time.Second
+	web := contract.WorkloadSpec{Namespace: "default", Project: "shop", Egg: "web", StopTimeout: time.Minute}
+	d := contract.DesiredState{Workloads: []contract.WorkloadSpec{web, db}, FenceAfter: time.Minute}
+	until, ids, stop := fenceLease(d, t0)
+	if want := t0.Add(time.Minute + 20*time.Second); !until.Equal(want) || len(ids) != 1 || ids[0] != db.ID() || stop != 30*time.Second {
+		t.Fatalf("lease = %v %v %v; want until %v for db only, stop 30s", until, ids, stop, want)
+	}
+	d.FenceAfter = 0
+	if _, ids, _ := fenceLease(d, t0); ids != nil {
+		t.Fatalf("without fencing the lease names %v", ids)
+	}
+	d.FenceAfter, d.Workloads = time.Minute, []contract.WorkloadSpec{web}
+	if _, ids, _ := fenceLease(d, t0); ids != nil {
+		t.Fatalf("with no fenced workload the lease names %v", ids)
 	}
 }

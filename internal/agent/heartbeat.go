@@ -52,7 +52,13 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		}
 		if err == nil {
 			server = a.noteServer(server)
-			if a.fence.reported(a.now(), a.fenceAfter()) {
+			// The fence counts from when the answered report was sent, not
+			// answered: the server heard it no earlier, and its failover
+			// counts from the last report it heard (docs/BACKUPS.md). The
+			// lease first: a converge this answer wakes may start fenced
+			// containers, which an old lapsed lease would stop.
+			a.renewFenceLease(r.Time)
+			if a.fence.reported(r.Time, a.fenceAfter()) {
 				a.changes.Fire()
 			}
 		}

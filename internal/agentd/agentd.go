@@ -185,6 +185,7 @@ func Run(ctx context.Context, opts Config) error {
 
 	cfg := agent.DefaultConfig()
 	cfg.HostID, cfg.DataDir, cfg.Logger = id.HostID, opts.DataDir, log
+	dp.DockerHost = dc.DaemonHost() // the fence lease's Engine: this agent's
 	cfg.Docker, cfg.ControlPlane, cfg.Events, cfg.Changes, cfg.Router = eng, cp, dc, changes, dp
 	cfg.Mesh, cfg.MeshAddresses, cfg.RelayImage = dp, advertise, relayImage
 	cfg.HTTPPort, cfg.HTTPSPort = portOf(addrs.HTTP), portOf(addrs.HTTPS)

@@ -47,3 +47,25 @@ func TestStatusPrintsTheVolumesAndTheirWarnings(t *testing.T) {
 		t.Errorf("the warning comes before the table's end:\n%s", got)
 	}
 }
+
+// TestStatusSaysWhereAFailedOverVolumeRunsAndWhatItLost: a failover's
+// hosts, backup and data window, and each stale copy with the command
+// that deletes it.
+func TestStatusSaysWhereAFailedOverVolumeRunsAndWhatItLost(t *testing.T) {
+	now := time.Date(2026, 12, 2, 14, 0, 0, 0, time.Local)
+	found := now.Add(-time.Minute)
+	v := api.VolumeBackupState{Name: "data",
+		Failover: &api.VolumeFailover{From: "id1", FromName: "h1", To: "id2", ToName: "h2", At: now.Add(-time.Hour),
+			Backup: strings.Repeat("ab", 32), BackupCreated: now.Add(-70 * time.Minute), DataWindow: "9m30s"},
+		StaleCopies: []api.StaleCopy{{Host: "id1", HostName: "h1", DockerName: "hatch-id1-default-shop-data", Since: now.Add(-time.Hour), Found: &found}}}
+	lines := failoverLines(v)
+	if len(lines) != 2 {
+		t.Fatalf("lines %q, want the failover and one stale copy", lines)
+	}
+	for i, want := range []string{"from host h1 to host h2, restored from backup abababababab taken 2026-12-02 12:50:00: up to 9m30s of writes",
+		"stale copy hatch-id1-default-shop-data on host h1 (back since 2026-12-02 13:59:00, not started; hatch volume forget PROJECT data --stale-copy h1"} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("line %d %q lacks %q", i, lines[i], want)
+		}
+	}
+}

@@ -87,6 +87,13 @@ func (p *plane) routes() http.Handler {
 		p.stop("an agent told it to stop")
 	})
 	mux.HandleFunc("POST "+pathHandover, p.handover)
+	mux.HandleFunc("PUT "+pathFenceLease, func(w http.ResponseWriter, r *http.Request) {
+		var l FenceLease
+		if !readJSON(w, r, &l) {
+			return
+		}
+		p.update(func(s *State) { s.Lease = &l })
+	})
 	return mux
 }
 

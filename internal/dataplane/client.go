@@ -29,6 +29,9 @@ const callTimeout = 10 * time.Second
 type Client struct {
 	hc  *http.Client
 	log *zap.Logger
+	// DockerHost is the Engine the agent's containers run on, handed on in
+	// each fence lease ("" for the environment's default).
+	DockerHost string
 }
 
 // NewClient returns the Client of dataDir's data plane. It connects at
@@ -163,4 +166,12 @@ func (c *Client) ReloadCerts(ctx context.Context) error {
 // its requests finish (DrainTimeout), then exits.
 func (c *Client) Stop(ctx context.Context) error {
 	return c.call(ctx, http.MethodPost, pathStop, nil, nil)
+}
+
+// SetFenceLease hands the data plane the agent's lease on its fenced
+// workloads (deadman.go): unless renewed by until, their running containers
+// are stopped with stopTimeout. No workloads ends the lease.
+func (c *Client) SetFenceLease(until time.Time, workloads []string, stopTimeout time.Duration) error {
+	return c.quick(http.MethodPut, pathFenceLease, FenceLease{Until: until, Workloads: workloads, StopTimeout: stopTimeout,
+		DockerHost: c.DockerHost}, nil)
 }

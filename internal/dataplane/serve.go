@@ -92,6 +92,7 @@ func Serve(ctx context.Context, cfg Config, binary string, takeOver bool, log *z
 	}
 	certsCtx, stopCerts := context.WithCancel(context.Background())
 	go p.certs.run(certsCtx)
+	go p.deadman(certsCtx)
 	defer stopCerts()
 	if predecessor != nil {
 		// Serving on the same sockets: the predecessor may stop accepting.

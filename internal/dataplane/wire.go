@@ -17,6 +17,7 @@ const (
 	pathReloadCerts = "/v1/reload-certs"
 	pathStop        = "/v1/stop"
 	pathHandover    = "/v1/handover"
+	pathFenceLease  = "/v1/fence-lease"
 )
 
 // Version is who serves the socket: the binary's hash (an agent on another
@@ -47,6 +48,9 @@ type State struct {
 	// Fenced are the containers drained and not reported gone since: they
 	// must not rejoin the pool in the successor either.
 	Fenced []string
+	// Lease is the agent's last fence lease (nil: none): a successor
+	// enforces it as its predecessor would have (deadman.go).
+	Lease *FenceLease
 }
 
 // handoverHeader precedes the handed-on descriptors' meaning: Keys[i] is

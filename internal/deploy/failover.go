@@ -70,16 +70,15 @@ func checkFailover(resources []api.DesiredResource, fenceAfter, requestTimeout t
 	return nil
 }
 
-// timeoutOr parses an egg's timeout, giving the longer of it and def: a
-// workload the agent takes out of its state is stopped with the defaults
-// (converge has no spec left for it), one replaced with its own. Unset or
-// unreadable (the egg's own checks refuse that) is def.
+// timeoutOr parses an egg's timeout: the agent's fence scales the egg to 0
+// replicas, which drains and stops it with its own timeouts. Unset or
+// unreadable (the egg's own checks refuse that) is def, the default.
 func timeoutOr(s string, def time.Duration) time.Duration {
 	d, err := time.ParseDuration(s)
 	if s == "" || err != nil {
 		return def
 	}
-	return max(d, def)
+	return d
 }
 
 // failoverNotes tell, for each of the project's volumes that failed over

@@ -43,3 +43,20 @@ func TestCheckFailoverNeedsAfterAboveTheFenceAndTheStop(t *testing.T) {
 		t.Errorf("no volume with failover, yet: %v", err)
 	}
 }
+
+// The fence scales the egg to 0, which stops it with its own timeouts:
+// short ones count as they are (the test settings: 5s fence, 2s
+// request timeout, 1s drain and stop leave 12s enough).
+func TestCheckFailoverCountsTheEggsOwnShortTimeouts(t *testing.T) {
+	rs := failoverResources("10s", "1s")
+	egg, _ := inputs.Decode[inputs.Egg](rs[0].Inputs)
+	egg.Rollout.DrainTimeout = "1s"
+	rs[0].Inputs = inputs.Encode(egg)
+	if err := checkFailover(rs, 5*time.Second, 2*time.Second); err != nil {
+		t.Errorf("after 10s > 5s + 2s + 1s + 1s refused: %v", err)
+	}
+	rs[1].Inputs["failover"] = map[string]any{"after": "9s"}
+	if err := checkFailover(rs, 5*time.Second, 2*time.Second); err == nil {
+		t.Error("after 9s, not above 9s, accepted")
+	}
+}

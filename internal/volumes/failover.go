@@ -240,37 +240,35 @@ func (s *Service) retryRestore(ctx context.Context, project, name string) error 
 		}
 		failed++
 	}
-	if failed == 0 || failed >= maxFailoverRestores || last.ReleasedAt.IsZero() || s.now().Sub(last.EndedAt) < failoverRetryGap {
+	if failed == 0 || last.ReleasedAt.IsZero() {
 		return nil
 	}
-	err = s.withLease(ctx, project, store.BriefHolder+"volume failover", 0, func(ctx context.Context) error {
-		v, err := s.volumeRecord(ctx, project, name)
-		if err != nil || v.host != last.Host {
-			return err
+	v, err := s.volumeRecord(ctx, project, name)
+	if err != nil || v.host != last.Host {
+		return err
+	}
+	if failed >= maxFailoverRestores {
+		if s.note(project, name, last.EndedAt) {
+			s.event(ctx, store.Event{Type: store.EventVolumeFailoverFailed, Project: project, Host: last.Host, Resource: resource.Key(resource.Volume, name),
+				Message: fmt.Sprintf("volume %s of %s: its failover's restore failed %d times (last: %s); %s stays stopped: restore it by hand (hatch volume restore, --from an older backup)",
+					name, project, failed, last.Error, eggOr(v.in.Egg))})
 		}
-		if open, err := s.openTasks(ctx, project, name); err != nil || len(open) > 0 {
-			return err
-		}
-		t := last
-		t.ID, t.CreatedAt, t.State = newID(), s.now(), store.TaskPending
-		t.DeliveredAt, t.StartedAt, t.EndedAt, t.ReleasedAt, t.Error, t.Phase = time.Time{}, time.Time{}, time.Time{}, time.Time{}, "", ""
-		d, err := s.delivery(t, v, "")
-		if err != nil {
-			return err
-		}
-		if err := s.deps.Tasks.CreateVolumeTask(ctx, t, nil); err != nil {
-			return err
-		}
-		if err := s.deps.Desired.DeliverVolumeTasks(ctx, []desired.VolumeTaskDelivery{d}); err != nil {
-			return err
-		}
-		s.log.Info("failover restore tried again", zap.String("project", project), zap.String("volume", name), zap.Int("failed", failed))
-		return s.deps.Tasks.DeliverVolumeTask(ctx, t.ID, t.Host, s.now())
-	})
-	if errors.Is(err, store.ErrLocked) {
 		return nil
 	}
-	return err
+	if s.now().Sub(last.EndedAt) < failoverRetryGap {
+		return nil
+	}
+	t := store.VolumeTask{ID: newID(), Kind: last.Kind, Project: project, Volume: name, Host: last.Host, Trigger: api.TriggerFailover,
+		CreatedAt: s.now(), State: store.TaskPending, Backup: last.Backup, Target: last.Target}
+	_, err = s.start(ctx, t, v, "")
+	switch {
+	case errors.Is(err, ErrRefused):
+		return nil // locked, or a task open: the next pass sees
+	case err != nil:
+		return err
+	}
+	s.log.Info("failover restore tried again", zap.String("project", project), zap.String("volume", name), zap.Int("failed", failed))
+	return nil
 }
 
 // failoverFailed records once per loss of its host that the volume could

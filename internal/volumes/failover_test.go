@@ -252,5 +252,29 @@ func TestAFailedFailoverRestoreNeverStartsTheEggOnAnEmptyVolume(t *testing.T) {
 		if w, _ := h.desiredState(t, "h2").Workload("default/shop/db"); w.Replicas != 0 {
 			t.Fatalf("db has %d replicas during the second try, want 0", w.Replicas)
 		}
+		for i := 2; i <= maxFailoverRestores; i++ {
+			last := h.failoverTasks(t)[0]
+			h.report(t, "h2", []contract.VolumeTaskStatus{{ID: last.ID, State: contract.TaskFailed, EndedAt: h.clock.now(), Error: "chunk corrupt"}})
+			h.pass(t)
+			h.clock.advance(failoverRetryGap)
+			h.report(t, "h2", nil)
+			h.pass(t)
+			h.pass(t)
+		}
+		if got := h.failoverTasks(t); len(got) != maxFailoverRestores {
+			t.Fatalf("%d failover restores, want %d tries and no more", len(got), maxFailoverRestores)
+		}
+		var gaveUp int
+		for _, e := range h.events(t) {
+			if e.Type == store.EventVolumeFailoverFailed && strings.Contains(e.Message, "failed 3 times") && strings.Contains(e.Message, "egg db stays stopped") {
+				gaveUp++
+			}
+		}
+		if gaveUp != 1 {
+			t.Fatalf("%d events saying the failover gave up, want 1", gaveUp)
+		}
+		if w, _ := h.desiredState(t, "h2").Workload("default/shop/db"); w.Replicas != 0 {
+			t.Fatalf("db has %d replicas after the failover gave up, want 0", w.Replicas)
+		}
 	})
 }
