@@ -76,7 +76,7 @@ func BenchmarkFailover(b *testing.B) {
 		}
 		restoredClock := time.Unix(0, nanos)
 		actual := lastAck.Sub(restoredClock)
-		ev := c.eventNaming(b, "volume.failed_over", to, 10*time.Second, "on host "+to.name)
+		ev := c.eventNaming(b, "volume.failed_over", to, lost, 10*time.Second, "on host "+to.name)
 		msg := ev.Message
 		decided := ev.Time.Sub(lost)
 		m := foDataWindow.FindStringSubmatch(msg)
