@@ -65,6 +65,11 @@ const (
 	// history, its build context was collected, a secret it uses was
 	// removed). Nothing was changed.
 	CodeGone Code = "gone"
+	// CodeImageUnresolved: the control plane could not resolve an egg's
+	// image tag to a digest through its registry (unreachable, a login it
+	// refused, no such tag). Nothing was planned; the message names the
+	// egg, the image and the registry.
+	CodeImageUnresolved Code = "image_unresolved"
 )
 
 // Errorf returns an *Error with the code and a formatted message.

@@ -407,7 +407,7 @@ func applyReplicas(tb testing.TB, dir string, round, n int) {
 // writeReplicas writes applyReplicas's project file and returns its path.
 func writeReplicas(tb testing.TB, dir string, round, n int) string {
 	project := filepath.Join(dir, "hatch.yaml")
-	yaml := fmt.Sprintf("project: fleet\neggs:\n  app:\n    image: registry.local/app:%d\n    replicas: %d\n", round, n)
+	yaml := fmt.Sprintf("project: fleet\neggs:\n  app:\n    image: registry.local/app:%d\n    pull: missing\n    replicas: %d\n", round, n)
 	if err := os.WriteFile(project, []byte(yaml), 0o600); err != nil {
 		tb.Fatal(err)
 	}
@@ -443,7 +443,7 @@ func fiftyResourceProject(round int) []byte {
 	var y strings.Builder
 	y.WriteString("project: fifty\neggs:\n")
 	for i := range 20 {
-		fmt.Fprintf(&y, "  e%d:\n    image: registry.local/e:1\n    env: {ROUND: \"%d\"}\n    networks: [n%d]\n    secrets: [s%d]\n", i, round, i%10, i%10)
+		fmt.Fprintf(&y, "  e%d:\n    image: registry.local/e:1\n    pull: missing\n    env: {ROUND: \"%d\"}\n    networks: [n%d]\n    secrets: [s%d]\n", i, round, i%10, i%10)
 		if i < 10 {
 			fmt.Fprintf(&y, "    volumes: [\"v%d:/data\"]\n", i)
 		}

@@ -362,9 +362,9 @@ func TestAServerPausedPastItsApplyLeaseCannotWriteOnceResumed(t *testing.T) {
 		}
 		return path
 	}
-	first := write("v1", "project: shop\neggs:\n  db:\n    image: registry.local/db:1\n"+
-		"  web:\n    image: registry.local/web:1\n    depends_on: {db: {condition: healthy}}\n")
-	second := write("v2", "project: shop\neggs:\n  db:\n    image: registry.local/db:1\n  web:\n    image: registry.local/web:2\n")
+	first := write("v1", "project: shop\neggs:\n  db:\n    image: registry.local/db:1\n    pull: missing\n"+
+		"  web:\n    image: registry.local/web:1\n    pull: missing\n    depends_on: {db: {condition: healthy}}\n")
+	second := write("v2", "project: shop\neggs:\n  db:\n    image: registry.local/db:1\n    pull: missing\n  web:\n    image: registry.local/web:2\n    pull: missing\n")
 
 	// The apply through A creates db and waits for it to be healthy.
 	type result struct {

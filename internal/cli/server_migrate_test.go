@@ -161,6 +161,7 @@ func TestMigrateToPostgresKeepsStatusAndHosts(t *testing.T) {
 eggs:
   web:
     image: registry.local/web:1
+    pull: missing
     replicas: 2
     port: 8080
     routes: [shop.localhost]
@@ -169,6 +170,7 @@ eggs:
     networks: [front]
   db:
     image: registry.local/db:1
+    pull: missing
     port: 5432
     volumes: ["data:/data"]
     networks: [front]

@@ -71,7 +71,7 @@ func TestHatchServerNotifiesAnApplyToItsWebhooksAndTheProjects(t *testing.T) {
 	}
 	joinFakeHost(t, srv.url)
 	file := filepath.Join(t.TempDir(), "hatch.yaml")
-	yaml := "project: shop\neggs:\n  web:\n    image: registry.local/web:1\n    port: 8080\nnotify: [\"" + project.URL + "/shop?token=s3cret\"]\n"
+	yaml := "project: shop\neggs:\n  web:\n    image: registry.local/web:1\n    pull: missing\n    port: 8080\nnotify: [\"" + project.URL + "/shop?token=s3cret\"]\n"
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}

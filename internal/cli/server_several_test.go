@@ -121,7 +121,7 @@ func TestAnApplyThroughOneServerReachesAHostPollingAnother(t *testing.T) {
 	})
 
 	project := filepath.Join(dir, "hatch.yaml")
-	if err := os.WriteFile(project, []byte("project: shop\neggs:\n  web:\n    image: registry.local/web:1\n    replicas: 2\n    port: 8080\n"), 0o600); err != nil {
+	if err := os.WriteFile(project, []byte("project: shop\neggs:\n  web:\n    image: registry.local/web:1\n    pull: missing\n    replicas: 2\n    port: 8080\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

@@ -19,7 +19,7 @@ import (
 func writeEggProject(t *testing.T, name string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "hatch.yaml")
-	if err := os.WriteFile(path, []byte("project: "+name+"\neggs:\n  web:\n    image: registry.local/web:1\n    port: 8080\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("project: "+name+"\neggs:\n  web:\n    image: registry.local/web:1\n    pull: missing\n    port: 8080\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -79,7 +79,7 @@ func TestADeployTokenDeploysItsProjectOnlyThroughTheCLI(t *testing.T) {
 		t.Fatalf("hatch status with the deploy token = %d\n%s\n%s; want its project only", code, out, errOut)
 	}
 	// A second version, then back to the first.
-	if err := os.WriteFile(shop, []byte("project: shop\neggs:\n  web:\n    image: registry.local/web:2\n    port: 8080\n"), 0o600); err != nil {
+	if err := os.WriteFile(shop, []byte("project: shop\neggs:\n  web:\n    image: registry.local/web:2\n    pull: missing\n    port: 8080\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if code, out, errOut := run(t, "apply", "-f", shop, "--yes"); code != 0 {

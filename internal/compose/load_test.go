@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/spec"
 )
@@ -486,5 +487,34 @@ func TestPorts(t *testing.T) {
 		if !strings.Contains(strings.Join(warned, "\n"), want) {
 			t.Errorf("no warning says %q: %v", want, warned)
 		}
+	}
+}
+
+// pull_policy maps to the egg's pull: always and missing (if_not_present)
+// as they are, refresh and none to the default (digest), never to missing
+// with a warning, since a host lacking the image pulls it.
+func TestPullPolicy(t *testing.T) {
+	p := load(t, `services:
+  pinned: {image: app}
+  refresh: {image: app, pull_policy: refresh}
+  fresh: {image: app, pull_policy: always}
+  local: {image: app, pull_policy: missing}
+  present: {image: app, pull_policy: if_not_present}
+  never: {image: app, pull_policy: never}
+`, Options{})
+	for egg, want := range map[string]contract.PullPolicy{
+		"pinned": "", "refresh": "", "fresh": contract.PullAlways, "local": contract.PullMissing,
+		"present": contract.PullMissing, "never": contract.PullMissing,
+	} {
+		if e, _ := p.Egg(egg); e.Pull != want {
+			t.Errorf("egg %s pulls %q, want %q", egg, e.Pull, want)
+		}
+	}
+	var warned []string
+	for _, w := range p.Warnings {
+		warned = append(warned, w.Message)
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], `service "never" pull_policy: never is mapped to pull: missing`) {
+		t.Errorf("warnings %q, want one about never", warned)
 	}
 }

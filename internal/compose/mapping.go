@@ -12,6 +12,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource/inputs"
 	"github.com/hatchery/hatchery/internal/spec"
 )
@@ -250,14 +251,39 @@ func (sm *serviceMapper) errorAt(key string, format string, args ...any) {
 	sm.errorf(sm.at(strings.Split(key, ".")...), "service %q %s: "+format, append([]any{sm.s.Name, key}, args...)...)
 }
 
+// pullPolicy maps an image service's pull_policy: always and missing (or
+// if_not_present) as they are; refresh, and none, to the default (the
+// control plane pins the tag's digest at plan); never to missing, with a
+// warning, since Hatchery pulls an image a host lacks rather than fail.
+func (sm *serviceMapper) pullPolicy() contract.PullPolicy {
+	switch p := sm.s.PullPolicy; p {
+	case "", types.PullPolicyRefresh:
+		return ""
+	case types.PullPolicyAlways:
+		return contract.PullAlways
+	case types.PullPolicyMissing, types.PullPolicyIfNotPresent:
+		return contract.PullMissing
+	case types.PullPolicyNever:
+		sm.warnAt("pull_policy", "never is mapped to pull: missing: a host that lacks the image pulls it, and the control plane never asks the registry")
+		return contract.PullMissing
+	default:
+		sm.warnAt("pull_policy", "%q is not mapped: the control plane pins the tag's digest at each plan (pull: digest, the default)", p)
+		return ""
+	}
+}
+
 func (sm *serviceMapper) image() {
 	s, e := sm.s, sm.egg
 	if s.Build == nil {
 		e.Image = literal(s.Image)
+		e.Pull = sm.pullPolicy()
 		return
 	}
 	if s.Image != "" {
 		sm.warnAt("image", "%q is not used: Hatchery builds the image from build: and tags it itself", s.Image)
+	}
+	if p := s.PullPolicy; p != "" && p != types.PullPolicyBuild {
+		sm.warnAt("pull_policy", "%q is not used: Hatchery builds the image from build:", p)
 	}
 	context := s.Build.Context
 	if strings.Contains(context, "://") || strings.HasPrefix(context, "git@") {

@@ -21,6 +21,7 @@ var supported = []tree.Path{
 	"name",
 
 	"services.*.image",
+	"services.*.pull_policy",
 	"services.*.build.context",
 	"services.*.build.dockerfile",
 	"services.*.build.args.*",
@@ -115,7 +116,6 @@ var hints = map[string]string{
 	"deploy.restart_policy.delay":            "Hatchery restarts a crashed container with a back-off",
 	"deploy.restart_policy.window":           "Hatchery restarts a crashed container with a back-off",
 	"depends_on.*.restart":                   "a dependent is not restarted when what it depends on is",
-	"pull_policy":                            "an image is pulled when the host does not have it",
 	"volumes[].volume.nocopy":                "a new volume starts empty",
 	"name":                                   "Hatchery names what it creates itself",
 	"driver":                                 "Hatchery creates it with Docker's default driver",

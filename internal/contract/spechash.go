@@ -12,7 +12,8 @@ import (
 // containers' configuration, so that a container labelled with a different hash
 // needs replacing. It is the one definition of "needs a new container":
 //
-//   - in: identity, image or Blob and build settings, revision, command,
+//   - in: identity, image (pinned to its digest with the default pull
+//     policy, so a moved tag rolls) or Blob and build settings, revision, command,
 //     entrypoint, user, working directory, env values, network aliases and
 //     networks,
 //     mounts (volumes, binds, secret handles, tmpfs), read-only, capabilities,
@@ -21,7 +22,8 @@ import (
 //   - out: replicas (scaling rolls nothing), port, published ports and routes
 //     (served by the agent's proxy), the egg's aliases and the eggs it uses
 //     (served by relays), agent-side probes (HTTP, TCP) and their
-//     timings, the restart policy (applied by the agent), the rollout settings,
+//     timings, the restart policy (applied by the agent), the pull policy
+//     (when the agent pulls, not what it runs), the rollout settings,
 //     and secret values (their handle is in).
 //
 // TestSpecHashFields lists every field and says in or out.

@@ -22,6 +22,7 @@ var specHashFields = map[string]string{
 	"Build.Dockerfile":         "in",
 	"Build.Args":               "in",
 	"Build.Target":             "in",
+	"Pull":                     "out",
 	"PullAuth.Registry":        "out",
 	"PullAuth.Username":        "out",
 	"PullAuth.Handle":          "out",

@@ -19,9 +19,17 @@ type WorkloadSpec struct {
 	// BlobID is the content digest of the source Blob the image is built from.
 	// Internal: never shown to users.
 	BlobID string `json:"blob_id,omitempty"`
-	// Image is an image reference to pull; exactly one of Image and Build is set.
+	// Image is an image reference to pull; exactly one of Image and Build is
+	// set. With the default pull policy it is pinned, "repo@sha256:...",
+	// to the digest the control plane resolved at plan (PinImage), so
+	// every host runs the same bytes.
 	Image string     `json:"image,omitempty"`
 	Build *BuildSpec `json:"build,omitempty"`
+	// Pull is when the agent pulls Image (PullPolicy); "" is PullDigest.
+	// Not in the spec hash: it changes when the agent pulls, not what a
+	// container is (a pinned Image is in the hash). An older agent ignores
+	// it and pulls an image only when it is absent.
+	Pull PullPolicy `json:"pull,omitempty"`
 	// PullAuth is the login for the registry Image is pulled from, when the
 	// project or the cluster has one for its host. Not in the spec hash: a
 	// new password pulls nothing and rolls nothing; its Handle is in the
@@ -187,6 +195,25 @@ const (
 	RestartOnFailure RestartPolicy = "on-failure"
 	// RestartNo runs the container once per spec hash (a one-shot job).
 	RestartNo RestartPolicy = "no"
+)
+
+// PullPolicy says how an egg's image tag becomes the image its containers
+// run (`pull:` in hatch.yaml).
+type PullPolicy string
+
+const (
+	// PullDigest (the default, also "") has the control plane resolve the
+	// tag to a digest at plan, through the registry: the workload's Image
+	// is pinned to it and the agent pulls it when absent.
+	PullDigest PullPolicy = "digest"
+	// PullAlways has the agent pull the tag before every new container,
+	// whatever it has: hosts may run different bytes if the tag moves.
+	PullAlways PullPolicy = "always"
+	// PullMissing has the agent pull the tag only when the host has no
+	// image of that name (images built or loaded on the host, registries
+	// the control plane cannot reach). The control plane never asks the
+	// registry.
+	PullMissing PullPolicy = "missing"
 )
 
 // VolumeMount mounts a named volume.

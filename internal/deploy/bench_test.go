@@ -15,6 +15,7 @@ import (
 	"github.com/hatchery/hatchery/internal/client"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/desired"
+	"github.com/hatchery/hatchery/internal/imageref/imagereftest"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/spec"
@@ -54,7 +55,7 @@ func benchService(b *testing.B, st storetest.FullStore) *deploy.Service {
 		b.Fatal(err)
 	}
 	s, err := deploy.New(deploy.DefaultConfig(), deploy.Deps{Resources: st, Plans: st, Leases: st, Applies: st,
-		Projects: st, Events: st, Reports: st, Sources: blobs, Providers: set, ServerID: "srv-bench", Logger: log, Now: time.Now})
+		Projects: st, Events: st, Reports: st, Sources: blobs, Providers: set, Images: imagereftest.New(), ServerID: "srv-bench", Logger: log, Now: time.Now})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -92,6 +92,10 @@ func (s *Service) Plan(ctx context.Context, project string, req api.PlanRequest)
 		}
 		d.Inputs[provider.FingerprintInput] = fp
 	}
+	resources, err := s.pinImages(ctx, resources, req.Secrets)
+	if err != nil {
+		return api.Plan{}, err
+	}
 	return s.makePlan(ctx, project, planInputs{Resources: resources, Dependencies: req.Dependencies,
 		Destroy: req.Destroy, DeleteVolumes: req.DeleteVolumes, Notify: req.Notify})
 }
@@ -155,12 +159,11 @@ func (s *Service) makePlan(ctx context.Context, project string, in planInputs) (
 	if err != nil {
 		return api.Plan{}, err
 	}
-	notes := in.notes
 	failovers, err := s.failoverNotes(ctx, project, records)
 	if err != nil {
 		return api.Plan{}, err
 	}
-	notes = append(slices.Clone(notes), failovers...)
+	notes := append(append(slices.Clone(in.notes), imageMoves(records, resources)...), failovers...)
 	if notifyChanged {
 		notes = append(slices.Clone(notes), fmt.Sprintf("notify: the project's webhooks change (%d from this apply on)", len(in.Notify)))
 	}

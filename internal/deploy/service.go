@@ -128,6 +128,8 @@ type Deps struct {
 	// Sources say whether a blob is uploaded.
 	Sources   reconciler.SourceStorage
 	Providers *provider.Set
+	// Images resolves image tags to digests at plan (imageref.Registry).
+	Images ImageResolver
 	// ServerID names this server in the leases it holds. It must be the same
 	// across restarts: a starting server releases what its previous life held.
 	ServerID string
@@ -149,7 +151,7 @@ type Loop interface {
 
 func (d Deps) validate() error {
 	if d.Resources == nil || d.Plans == nil || d.Leases == nil || d.Applies == nil || d.Projects == nil ||
-		d.Events == nil || d.Reports == nil || d.Sources == nil || d.Providers == nil || d.Logger == nil || d.Now == nil {
+		d.Events == nil || d.Reports == nil || d.Sources == nil || d.Providers == nil || d.Images == nil || d.Logger == nil || d.Now == nil {
 		return errors.New("deploy: every dependency must be set")
 	}
 	if d.ServerID == "" {

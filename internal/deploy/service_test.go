@@ -15,6 +15,7 @@ import (
 	"github.com/hatchery/hatchery/internal/blob"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/desired"
+	"github.com/hatchery/hatchery/internal/imageref/imagereftest"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/seal"
 	"github.com/hatchery/hatchery/internal/store"
@@ -53,7 +54,7 @@ func startService(t *testing.T, st *sqlite.Store) *deploy.Service {
 		t.Fatal(err)
 	}
 	s, err := deploy.New(deploy.DefaultConfig(), deploy.Deps{Resources: st, Plans: st, Leases: st, Applies: st,
-		Projects: st, Events: st, Reports: st, Sources: blobs, Providers: set, ServerID: "srv-unit", Logger: log, Now: time.Now})
+		Projects: st, Events: st, Reports: st, Sources: blobs, Providers: set, Images: imagereftest.New(), ServerID: "srv-unit", Logger: log, Now: time.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

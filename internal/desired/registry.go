@@ -35,22 +35,12 @@ func (s *States) eggValues(ctx context.Context, project string, e Egg) (Egg, map
 	if e.in.Image == "" || e.in.PullAuth != nil {
 		return e, values, nil
 	}
-	logins, err := s.secrets.ListRegistryLogins(ctx)
-	if err != nil {
-		return e, nil, err
+	auth, err := s.ClusterLogin(ctx, contract.ImageRegistry(e.in.Image))
+	if err != nil || auth == nil {
+		return e, values, err
 	}
-	host := contract.ImageRegistry(e.in.Image)
-	for _, l := range logins {
-		if l.Host != host {
-			continue
-		}
-		auth, err := s.openLogin(l)
-		if err != nil {
-			return e, nil, err
-		}
-		e.in.PullAuth = &inputs.PullAuth{Registry: auth.Registry, Username: auth.Username, Password: auth.Handle}
-		values[auth.Handle] = auth.Password
-	}
+	e.in.PullAuth = &inputs.PullAuth{Registry: auth.Registry, Username: auth.Username, Password: auth.Handle}
+	values[auth.Handle] = auth.Password
 	return e, values, nil
 }
 
@@ -69,17 +59,9 @@ func (s *States) openLogin(l store.RegistryLogin) (*contract.RegistryAuth, error
 // waiting for their eggs' next apply. Nothing rolls (PullAuth is out of the
 // spec hash); an agent uses the new login at its next pull.
 func (s *States) SetClusterLogin(ctx context.Context, host string) error {
-	logins, err := s.secrets.ListRegistryLogins(ctx)
+	auth, err := s.ClusterLogin(ctx, host)
 	if err != nil {
 		return err
-	}
-	var auth *contract.RegistryAuth
-	for _, l := range logins {
-		if l.Host == host {
-			if auth, err = s.openLogin(l); err != nil {
-				return err
-			}
-		}
 	}
 	set := func(w *contract.WorkloadSpec) {
 		if w.Image == "" || contract.ImageRegistry(w.Image) != host {
@@ -126,4 +108,21 @@ func (s *States) LogoutRegistry(ctx context.Context, host string) error {
 // RegistryLogins lists the cluster's registry logins, by host.
 func (s *States) RegistryLogins(ctx context.Context) ([]store.RegistryLogin, error) {
 	return s.secrets.ListRegistryLogins(ctx)
+}
+
+// ClusterLogin returns the cluster's login for a registry host, its
+// password opened, or nil when the cluster has none: what the workloads
+// pulling from that host without a login of their project's carry, and
+// what the control plane resolves their images' digests with.
+func (s *States) ClusterLogin(ctx context.Context, host string) (*contract.RegistryAuth, error) {
+	logins, err := s.secrets.ListRegistryLogins(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("registry logins: %w", err)
+	}
+	for _, l := range logins {
+		if l.Host == host {
+			return s.openLogin(l)
+		}
+	}
+	return nil, nil
 }

@@ -112,6 +112,7 @@ func (e Egg) workload(host string, slots int, values map[string]contract.SecretV
 	w := contract.WorkloadSpec{
 		Namespace: e.namespace, Project: e.project, Egg: e.name,
 		Image:      in.Image,
+		Pull:       contract.PullPolicy(in.Pull),
 		Replicas:   slots,
 		Revision:   e.revision,
 		Command:    in.Command,
@@ -142,6 +143,14 @@ func (e Egg) workload(host string, slots int, values map[string]contract.SecretV
 			errs = append(errs, err)
 		}
 		return d
+	}
+	if in.Digest != "" {
+		// The digest the plan resolved: every host pulls these bytes.
+		pinned, err := contract.PinImage(in.Image, in.Digest)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		w.Image = pinned
 	}
 	w.StopTimeout = parse("stop_timeout", in.StopTimeout)
 	w.Rollout = contract.Rollout{

@@ -21,6 +21,7 @@ import (
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/imageref/imagereftest"
 	"github.com/hatchery/hatchery/internal/notify"
 	"github.com/hatchery/hatchery/internal/pki"
 	"github.com/hatchery/hatchery/internal/provider"
@@ -53,6 +54,17 @@ type applyOptions struct {
 	blobGrace time.Duration
 	// notify runs the webhooks with these settings (nil: none).
 	notify *notify.Config
+	// images resolves the plans' image tags (nil: a new fake).
+	images *imagereftest.Fake
+}
+
+// imageResolver is o.images, or nil for BuildTestServer's default (a nil
+// *Fake in the interface would not be nil).
+func (o applyOptions) imageResolver() deploy.ImageResolver {
+	if o.images == nil {
+		return nil
+	}
+	return o.images
 }
 
 func newApplyHarness(t *testing.T, o applyOptions) *applyHarness {
@@ -95,7 +107,7 @@ func newApplyHarness(t *testing.T, o applyOptions) *applyHarness {
 			backoff.WithMaxInterval(50*time.Millisecond), backoff.WithMaxElapsedTime(20*time.Second))
 	}
 	b := BuildTestServer(t, DefaultConfig(), TestWiring{Dir: o.dir, Store: st, AdminHash: tok.Hash(), ServerID: o.serverID,
-		Logger: log, Now: now, Deploy: dc, Fleet: fc, Notify: o.notify})
+		Logger: log, Now: now, Deploy: dc, Fleet: fc, Notify: o.notify, Images: o.imageResolver()})
 	srv := b.Server
 	if err := srv.Start(t.Context()); err != nil {
 		t.Fatal(err)

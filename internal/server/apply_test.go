@@ -17,6 +17,7 @@ import (
 	"github.com/hatchery/hatchery/internal/api"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/graph"
+	"github.com/hatchery/hatchery/internal/imageref/imagereftest"
 	"github.com/hatchery/hatchery/internal/provider"
 	"github.com/hatchery/hatchery/internal/reconciler"
 	"github.com/hatchery/hatchery/internal/resource"
@@ -97,6 +98,17 @@ func TestAStalePlanIsRefusedAndAPlanIsUsedOnce(t *testing.T) {
 	wantSucceeded(t, h.applyAndWait("default/shop", shopYAML, nil))
 }
 
+// pinnedByFake is image pinned to the digest the test servers' fake
+// registry resolves its tag to.
+func pinnedByFake(t *testing.T, image string) string {
+	t.Helper()
+	pinned, err := contract.PinImage(image, imagereftest.DigestOf(image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pinned
+}
+
 func lastStep(steps []api.Progress) api.Progress { return steps[len(steps)-1] }
 
 const waitingYAML = `
@@ -104,8 +116,10 @@ project: shop
 eggs:
   db:
     image: db:1
+    pull: missing
   web:
     image: web:1
+    pull: missing
     depends_on: {db: {condition: healthy}}
 `
 
@@ -325,11 +339,11 @@ func TestAFailedRolloutIsRevertedWhenTheEggAsks(t *testing.T) {
 	h.report("h1", cs...)
 	eventually(t, "web is reverted", func() bool { return len(h.eventsOf(store.EventRolloutReverted)) == 1 })
 	d := h.desired("h1")
-	if w, _ := d.Workload("default/shop/web"); w.Image != "web:1" {
-		t.Fatalf("web runs %s after the revert, want web:1", w.Image)
+	if w, _ := d.Workload("default/shop/web"); w.Image != pinnedByFake(t, "web:1") {
+		t.Fatalf("web runs %s after the revert, want web:1 pinned", w.Image)
 	}
-	if w, _ := d.Workload("default/shop/other"); w.Image != "other:2" {
-		t.Fatalf("other (no auto_revert) runs %s, want other:2 still", w.Image)
+	if w, _ := d.Workload("default/shop/other"); w.Image != pinnedByFake(t, "other:2") {
+		t.Fatalf("other (no auto_revert) runs %s, want other:2 (pinned) still", w.Image)
 	}
 	ev := h.eventsOf(store.EventRolloutReverted)[0]
 	if ev.Resource != "egg/web" || ev.Host != "h1" || !strings.Contains(ev.Message, "not healthy within its progress deadline") {
@@ -616,8 +630,8 @@ func TestAFailedRolloutRecordedBetweenTwoHoldersOfTheLoopsIsRevertedOnce(t *test
 
 	b := newApplyHarness(t, applyOptions{dir: a.dir, serverID: "srv-b"})
 	eventually(t, "web reverted by the loops' next holder", func() bool { return len(b.eventsOf(store.EventRolloutReverted)) == 1 })
-	if w, _ := b.desired("h1").Workload("default/shop/web"); w.Image != "web:1" {
-		t.Fatalf("web runs %s after the revert, want web:1", w.Image)
+	if w, _ := b.desired("h1").Workload("default/shop/web"); w.Image != pinnedByFake(t, "web:1") {
+		t.Fatalf("web runs %s after the revert, want web:1 pinned", w.Image)
 	}
 	b.stop()
 
@@ -626,7 +640,7 @@ func TestAFailedRolloutRecordedBetweenTwoHoldersOfTheLoopsIsRevertedOnce(t *test
 	if n := len(c.eventsOf(store.EventRolloutReverted)); n != 1 {
 		t.Fatalf("%d reverts after a third server took the loops, want 1", n)
 	}
-	if w, _ := c.desired("h1").Workload("default/shop/web"); w.Image != "web:1" {
+	if w, _ := c.desired("h1").Workload("default/shop/web"); w.Image != pinnedByFake(t, "web:1") {
 		t.Fatalf("web runs %s, want web:1 still", w.Image)
 	}
 }

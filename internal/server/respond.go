@@ -30,6 +30,7 @@ var statusOf = map[api.Code]int{
 	api.CodeUnavailable:      http.StatusServiceUnavailable,
 	api.CodeTimeout:          http.StatusServiceUnavailable,
 	api.CodeGone:             http.StatusGone,
+	api.CodeImageUnresolved:  http.StatusUnprocessableEntity,
 }
 
 // maxErrorHeader bounds the error a header repeats: a longer one is in

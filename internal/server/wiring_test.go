@@ -12,6 +12,7 @@ import (
 	"github.com/hatchery/hatchery/internal/deploy"
 	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/fleet"
+	"github.com/hatchery/hatchery/internal/imageref/imagereftest"
 	"github.com/hatchery/hatchery/internal/jobs"
 	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/notify"
@@ -55,6 +56,9 @@ type TestWiring struct {
 	Notify *notify.Config
 	// BackupKey is the cluster's backup key (32 bytes of 7 by default).
 	BackupKey []byte
+	// Images resolves image tags at plan (a new imagereftest.Fake by
+	// default, which Built.Images holds).
+	Images deploy.ImageResolver
 }
 
 // staticServers is a server list that never changes.
@@ -81,6 +85,8 @@ type Built struct {
 	Providers *provider.Set
 	// Notify delivers the webhooks (nil without TestWiring.Notify).
 	Notify *notify.Service
+	// Images is TestWiring.Images.
+	Images deploy.ImageResolver
 }
 
 // BuildTestServer builds a server over w; the store is closed in t.Cleanup
@@ -138,6 +144,9 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if w.Images == nil {
+		w.Images = imagereftest.New()
+	}
 	if w.BackupKey == nil {
 		w.BackupKey = bytes.Repeat([]byte{7}, 32)
 	}
@@ -154,7 +163,7 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 		t.Fatal(err)
 	}
 	dep, err := deploy.New(w.Deploy, deploy.Deps{Resources: st, Plans: st, Leases: st, Applies: st, Projects: st,
-		Events: st, Reports: st, Sources: blobs, Providers: set, ServerID: w.ServerID, Logger: w.Logger, Now: w.Now,
+		Events: st, Reports: st, Sources: blobs, Providers: set, Images: w.Images, ServerID: w.ServerID, Logger: w.Logger, Now: w.Now,
 		Loops: []deploy.Loop{runs, backups}})
 	if err != nil {
 		t.Fatal(err)
@@ -191,5 +200,5 @@ func BuildTestServer(t testing.TB, cfg Config, w TestWiring) Built {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	return Built{Server: srv, Store: st, Blobs: blobs, Box: w.Box, Fleet: fl, Deploy: dep, Jobs: runs, Backups: backups, BackupKey: w.BackupKey, Providers: set, HostCA: hostCA, Notify: notifications}
+	return Built{Server: srv, Store: st, Blobs: blobs, Box: w.Box, Fleet: fl, Deploy: dep, Jobs: runs, Backups: backups, BackupKey: w.BackupKey, Providers: set, HostCA: hostCA, Notify: notifications, Images: w.Images}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/fleet"
 	"github.com/hatchery/hatchery/internal/fsutil"
+	"github.com/hatchery/hatchery/internal/imageref"
 	"github.com/hatchery/hatchery/internal/jobs"
 	"github.com/hatchery/hatchery/internal/leader"
 	"github.com/hatchery/hatchery/internal/pki/authority"
@@ -362,7 +363,7 @@ func wire(st controlStore, blobs blob.Storage, dataDir string, cfg server.Config
 	}
 	applies, err := deploy.New(deployCfg, deploy.Deps{
 		Resources: st, Plans: st, Leases: st, Applies: st, Projects: st, Events: st, Reports: st,
-		Sources: blobs, Providers: providers, ServerID: id, Logger: log, Now: time.Now,
+		Sources: blobs, Providers: providers, Images: imageref.Registry{}, ServerID: id, Logger: log, Now: time.Now,
 		Loops: []deploy.Loop{runs, volumeTasks}, // the jobs scheduler and the backups' loop run with the loops, on their holder only
 	})
 	if err != nil {

@@ -47,6 +47,9 @@
 //	             resource's Source is left empty: the CLI uploads the context and
 //	             fills in the blob digest at apply time.
 //	image        the image reference, "" with build.
+//	pull         the pull policy: "" (digest, the default), "always" or
+//	             "missing"; "" with build. The control plane adds digest,
+//	             the tag's digest at plan, for the default policy.
 //	replicas, command, entrypoint, user, working_dir, port, env, aliases,
 //	restart, tmpfs, read_only, cap_add, cap_drop, labels, stop_signal,
 //	stop_timeout: as written, defaulted (replicas 1, restart "always",

@@ -34,7 +34,7 @@ const (
 
 // eggFields are the settings of an egg, in the order SPEC.md lists them.
 var eggFields = []string{
-	"build", "image", "replicas", "command", "entrypoint", "user", "working_dir",
+	"build", "image", "pull", "replicas", "command", "entrypoint", "user", "working_dir",
 	"port", "ports", "env", "health", "routes", "aliases", "rollout", "restart",
 	"resources", "volumes", "tmpfs", "read_only", "cap_add", "cap_drop", "labels",
 	"secrets", "networks", "depends_on", "stop_signal", "stop_timeout", "placement",
@@ -114,6 +114,9 @@ func (d *decoder) egg(f field, dir string) *Egg {
 	if e.Build == nil && e.Image == "" && e.lines["build"] == 0 && e.lines["image"] == 0 {
 		d.errorf(f.Line, "%s needs build: (a directory with a Dockerfile) or image: (an image reference)", what)
 	}
+	if e.lines["build"] != 0 && e.lines["pull"] != 0 {
+		d.errorf(e.lines["pull"], "%s builds its image: pull: is for image: (remove it)", what)
+	}
 	if e.lines["build"] != 0 && e.lines["image"] != 0 {
 		d.errorf(max(e.lines["build"], e.lines["image"]), "%s has both build: and image: keep one of them (build: builds the image from a directory, image: runs an existing one)", what)
 	}
@@ -149,6 +152,14 @@ func (ed *eggDecoder) field(g field, what string) {
 				ed.errorf(g.Line, "%s: %v", what, err)
 			}
 			e.Image = v
+		}
+	case "pull":
+		if v, ok := ed.plain(g.Value, what); ok {
+			p, err := ParsePull(v)
+			if err != nil {
+				ed.errorf(g.Line, "%s: %v", what, err)
+			}
+			e.Pull = p
 		}
 	case "replicas":
 		if v, ok := ed.integer(g.Value, what, 0, MaxReplicas); ok {

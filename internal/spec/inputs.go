@@ -294,6 +294,7 @@ func checkEggInputs(name string, in inputs.Egg, lim Limits) error {
 	if a := in.PullAuth; a != nil {
 		checkPullAuth(in.Image, *a, bad)
 	}
+	checkPull(in, bad)
 	for i, u := range in.Uses {
 		if !ValidName(u) {
 			bad(fmt.Sprintf("uses[%d]", i), "%q is not an egg name (%s)", u, NameRule)
@@ -415,6 +416,33 @@ func checkRouteInputs(name string, in inputs.Route) error {
 	}
 	return checkRouteTLS(in)
 }
+
+// checkPull checks an egg's pull policy and digest: a policy for an image
+// only, and a digest (the control plane's, never a loader's) only with the
+// digest policy, for a tag.
+func checkPull(in inputs.Egg, bad func(field, format string, args ...any)) {
+	p, err := ParsePull(in.Pull)
+	switch {
+	case err != nil:
+		bad("pull", "%v", err)
+	case in.Image == "" && in.Pull != "":
+		bad("pull", "an egg that builds its image pulls nothing: remove pull")
+	}
+	if in.Digest == "" {
+		return
+	}
+	switch {
+	case in.Image == "":
+		bad("digest", "an egg that builds its image has no digest: remove digest")
+	case p != "":
+		bad("digest", "only the default pull policy (digest) pins the image; %s pulls the tag", p)
+	case !digestRE.MatchString(in.Digest):
+		bad("digest", "%q is not a sha256:<64 hex digits> digest", in.Digest)
+	}
+}
+
+// digestRE is an image digest as registries give them.
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 // checkPullAuth checks an egg's registry login as the loader writes it: for
 // the registry its image is pulled from, with a username, and a password

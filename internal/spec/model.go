@@ -52,6 +52,9 @@ type Egg struct {
 	// Exactly one of Build and Image is set.
 	Build *Build
 	Image string
+	// Pull is when the image is pulled (`pull:`), "" for the default
+	// (contract.PullDigest); never set with Build.
+	Pull contract.PullPolicy
 
 	Replicas    int // 0 = cold: kept, not running
 	Command     []string

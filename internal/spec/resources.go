@@ -84,6 +84,7 @@ func ref(typ resource.Kind, name, output string) string {
 func eggInputsOf(e *Egg) inputs.Egg {
 	in := inputs.Egg{
 		Image:       e.Image,
+		Pull:        string(e.Pull),
 		Replicas:    e.Replicas,
 		Command:     orEmpty(e.Command),
 		Entrypoint:  orEmpty(e.Entrypoint),

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/resource"
 )
 
@@ -162,6 +163,19 @@ func checkImage(ref string) error {
 		return fmt.Errorf("%q is not an image reference, for example nginx:1.27", ref)
 	}
 	return nil
+}
+
+// ParsePull reads a pull policy as written: digest (also ""), always or
+// missing. The default, digest, is returned as "", so that writing it or
+// not gives equal inputs.
+func ParsePull(s string) (contract.PullPolicy, error) {
+	switch p := contract.PullPolicy(s); p {
+	case "", contract.PullDigest:
+		return "", nil
+	case contract.PullAlways, contract.PullMissing:
+		return p, nil
+	}
+	return "", fmt.Errorf("pull: %q is not a pull policy: write digest (the default: the control plane pins the tag's digest at plan), always (the agent pulls the tag for every new container) or missing (the agent pulls it only when the host has no such image)", s)
 }
 
 // checkDockerfile checks a build's Dockerfile, a path inside its context.

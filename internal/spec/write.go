@@ -136,6 +136,9 @@ func (w *writer) egg(e *Egg) *yaml.Node {
 		add(m, "build", build(b))
 	} else {
 		add(m, "image", str(text(e.Image)))
+		if e.Pull != "" {
+			add(m, "pull", str(string(e.Pull)))
+		}
 	}
 	// A scheduled egg has no replicas: one that has any (a loader's
 	// mistake) is written, and the parse refuses it.

@@ -37,6 +37,7 @@ func vaultYAML(image, route, replicas, backup string) string {
 eggs:
   kv:
     image: %s
+    pull: missing
     replicas: %s
     port: 8080
     volumes: ["data:/data"]

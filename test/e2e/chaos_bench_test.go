@@ -128,7 +128,7 @@ func BenchmarkServerBackToDesiredState(b *testing.B) {
 			// may send the state it had anew).
 			more, workloads := "", 1
 			if i%2 == 0 {
-				more, workloads = "  more:\n    image: "+image+"\n    port: 8080\n", 2
+				more, workloads = "  more:\n    image: "+image+"\n    pull: missing\n    port: 8080\n", 2
 			}
 			writeChaosProjectWith(b, file, image, "v1", more)
 			c.mustHatch(nil, "apply", "-f", file, "--yes", "--no-wait")

@@ -187,6 +187,7 @@ func TestChaosAReplicaKilledTwiceWhileTheServerIsDown(t *testing.T) {
 	back := time.Now()
 	writeChaosProjectWith(t, file, image, "v1", `  more:
     image: `+image+`
+    pull: missing
     port: 8080
 `)
 	c.mustHatch(nil, "apply", "-f", file, "--yes", "--no-wait")
@@ -270,6 +271,7 @@ func writeChaosProjectWith(t testing.TB, file, image, version, more string) {
 eggs:
   app:
     image: %s
+    pull: missing
     replicas: %d
     port: 8080
     env: {APP_VERSION: %s, APP_BOOT_DELAY: 500ms}

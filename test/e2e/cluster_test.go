@@ -34,6 +34,7 @@ func spreadProject(t testing.TB, project string, replicas int, extra string) str
 eggs:
   app:
     image: %s
+    pull: missing
     replicas: %d
     port: 8080
     env: {APP_VERSION: v1}
@@ -167,6 +168,7 @@ func TestClusterKeepsSecretsOutOfLogsEventsAndAnswers(t *testing.T) {
 eggs:
   app:
     image: %s
+    pull: missing
     port: 8080
     env: {APP_VERSION: v1, KEY_IN_ENV: "${secret.key}"}
     health: {http: /healthz, interval: 1s, timeout: 1s}
@@ -316,10 +318,12 @@ func TestClusterAFinishedOnFailureJobIsDoneForTheApplyAndTheStatus(t *testing.T)
 eggs:
   report:
     image: %[1]s
+    pull: missing
     restart: on-failure
     env: {APP_JOB: "1"}
   web:
     image: %[1]s
+    pull: missing
     port: 8080
     env: {APP_VERSION: v1}
     health: {http: /healthz, interval: 1s, timeout: 1s}

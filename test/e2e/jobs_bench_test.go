@@ -34,6 +34,7 @@ func BenchmarkRunFirstLine(b *testing.B) {
 eggs:
   task:
     image: IMAGE
+    pull: missing
     env: {APP_VERSION: bench}
     schedule: {cron: "0 0 1 1 *"}
 `, "IMAGE", image)})

@@ -45,6 +45,7 @@ func TestJobsExactlyOnceAcrossATakeover(t *testing.T) {
 eggs:
   tick:
     image: IMAGE
+    pull: missing
     env: {APP_JOB: "1"}
     schedule: {every: 5s}
 `)
@@ -131,10 +132,12 @@ func TestJobsMissedTicks(t *testing.T) {
 eggs:
   within:
     image: IMAGE
+    pull: missing
     env: {APP_JOB: "1"}
     schedule: {every: 10s, starting_deadline: 30s}
   outside:
     image: IMAGE
+    pull: missing
     env: {APP_JOB: "1"}
     schedule: {every: 10s, starting_deadline: 2s}
 `)

@@ -38,15 +38,18 @@ func TestJobsScheduleConcurrencyAndTimeout(t *testing.T) {
 eggs:
   forbid:
     image: IMAGE
+    pull: missing
     env: {APP_CRASH_AFTER: 7s}
     stop_timeout: 1s
     schedule: {every: 5s}
   replace:
     image: IMAGE
+    pull: missing
     stop_timeout: 1s
     schedule: {every: 5s, concurrency: replace}
   timeout:
     image: IMAGE
+    pull: missing
     stop_timeout: 1s
     schedule: {every: 5s, timeout: 2s}
 `)
@@ -268,6 +271,7 @@ func BenchmarkScheduleAccuracy(b *testing.B) {
 eggs:
   tick:
     image: IMAGE
+    pull: missing
     env: {APP_JOB: "1"}
     schedule: {every: 2s, concurrency: allow, keep_runs: 100}
 `)

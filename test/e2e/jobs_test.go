@@ -41,6 +41,7 @@ func TestJobs(t *testing.T) {
 eggs:
   tick:
     image: IMAGE
+    pull: missing
     env: {APP_JOB: "1"}
     schedule: {every: 5s}
 `), "--yes")
@@ -53,6 +54,7 @@ eggs:
 eggs:
   task:
     image: IMAGE
+    pull: missing
     env: {APP_VERSION: "${secret.token}", APP_COUNT_FILE: /data/count}
     secrets: [token]
     volumes: ["data:/data"]
@@ -60,6 +62,7 @@ eggs:
     schedule: {cron: "0 0 1 1 *"}
   kv:
     image: IMAGE
+    pull: missing
     port: 8080
     env: {APP_COUNT_FILE: /data/count}
     volumes: ["kvdata:/data"]
@@ -184,10 +187,12 @@ secrets:
 eggs:
   migrate:
     image: IMAGE
+    pull: missing
     restart: "no"
     env: {APP_JOB: "1", APP_JOB_EXIT: "${env.MIG_EXIT:-0}"}
   api:
     image: IMAGE
+    pull: missing
     port: 8080
     env: {APP_VERSION: "${env.API_VERSION:-v1}"}
     health: {http: /healthz, interval: 1s, timeout: 1s}

@@ -28,6 +28,7 @@ func TestJobsTTY(t *testing.T) {
 eggs:
   app:
     image: IMAGE
+    pull: missing
     port: 8080
     stop_timeout: 1s
 `, "IMAGE", image)})

@@ -52,6 +52,7 @@ secrets:
 eggs:
   app:
     image: %s
+    pull: missing
     replicas: 2
     port: 8080
     health: {http: /healthz, interval: 1s, timeout: 1s}
@@ -313,6 +314,7 @@ func TestAnUnreachableCAKeepsTheCertificateServingAcrossARestart(t *testing.T) {
 eggs:
   app:
     image: %s
+    pull: missing
     port: 8080
     health: {http: /healthz, interval: 1s, timeout: 1s}
     routes: [fail.hatch.test]

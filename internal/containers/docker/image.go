@@ -52,7 +52,10 @@ func ImageRef(w contract.WorkloadSpec) (string, error) {
 }
 
 // ensureImage makes the workload's image present: found, pulled or built. Two
-// starts needing the same image wait for one pull or build.
+// starts needing the same image wait for one pull or build. An image is
+// pulled only when absent (a pinned "repo@sha256:..." is present once the
+// Engine has those bytes), except with contract.PullAlways, where the tag
+// is pulled for every new container.
 func (e *Engine) ensureImage(ctx context.Context, w contract.WorkloadSpec) (string, error) {
 	ref, err := ImageRef(w)
 	if err != nil {
@@ -61,9 +64,12 @@ func (e *Engine) ensureImage(ctx context.Context, w contract.WorkloadSpec) (stri
 	mu := e.imageLock(ref)
 	mu.Lock()
 	defer mu.Unlock()
-	present, err := e.imagePresent(ctx, ref)
-	if err != nil || present {
-		return ref, err
+	always := w.Image != "" && w.Pull == contract.PullAlways
+	if !always {
+		present, err := e.imagePresent(ctx, ref)
+		if err != nil || present {
+			return ref, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.ImageTimeout)
 	defer cancel()

@@ -59,3 +59,51 @@ func TestPullUsesTheWorkloadsLoginAndNamesTheRegistrysRefusal(t *testing.T) {
 		t.Error("a log line holds the registry password")
 	}
 }
+
+// When the Engine pulls: a pinned reference ("repo@sha256:...") it lacks
+// is pulled, then found; a tag with pull: missing is found and never
+// pulled while the host has it; a tag with pull: always is pulled for
+// every new container, though the host has it.
+func TestEnsureImagePullsByThePullPolicy(t *testing.T) {
+	reg := registrytest.Start(t)
+	v := newEnv(t)
+	tag, digest := reg.PushDigest(t, v.s.Client, v.image, "hatchtest/policy-"+dockertest.RunID()+":1")
+	pinned, err := contract.PinImage(tag, digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, ref := range []string{tag, pinned} {
+			_, _ = v.s.Client.ImageRemove(context.WithoutCancel(t.Context()), ref, image.RemoveOptions{})
+		}
+	})
+	login := &contract.RegistryAuth{Registry: reg.Host, Username: reg.Username, Handle: "h", Password: contract.SecretValue(reg.Password)}
+	pulls := func() int { return v.logs.FilterMessage("pulling image").Len() }
+	ensure := func(ref string, pull contract.PullPolicy) {
+		t.Helper()
+		w := v.spec("web")
+		w.Image, w.Pull, w.PullAuth = ref, pull, login
+		if _, err := v.e.ensureImage(t.Context(), w); err != nil {
+			t.Fatalf("ensure %s (pull %q): %v\n%s", ref, pull, err, reg.Log())
+		}
+	}
+
+	if present, err := v.e.imagePresent(t.Context(), pinned); err != nil || present {
+		t.Fatalf("%s present %v, %v before any pull: want absent (the push keeps no reference)", pinned, present, err)
+	}
+	ensure(pinned, "")
+	ensure(pinned, "")
+	if n := pulls(); n != 1 {
+		t.Fatalf("a pinned image was pulled %d times over two starts, want once (then found)", n)
+	}
+	ensure(tag, contract.PullMissing) // absent: pulled
+	ensure(tag, contract.PullMissing) // present: found
+	if n := pulls(); n != 2 {
+		t.Fatalf("a tag with pull: missing was pulled %d times over two starts, want once", n-1)
+	}
+	ensure(tag, contract.PullAlways)
+	ensure(tag, contract.PullAlways)
+	if n := pulls(); n != 4 {
+		t.Fatalf("a tag with pull: always was pulled %d times over two starts, want twice", n-2)
+	}
+}

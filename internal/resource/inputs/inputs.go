@@ -26,6 +26,14 @@ import (
 type Egg struct {
 	Build *Build `json:"build"`
 	Image string `json:"image"`
+	// Pull is the image's pull policy (contract.PullPolicy), "" for the
+	// default (digest).
+	Pull string `json:"pull,omitempty"`
+	// Digest is what the control plane resolved Image's tag to when the
+	// plan was made (pull digest), "sha256:...": never written by a
+	// loader, kept in the apply's record, so a rollback runs the same
+	// bytes even after the tag moved.
+	Digest string `json:"digest,omitempty"`
 	// PullAuth is the project's login for the registry Image is pulled
 	// from (`registries:`), when it has one for that host.
 	PullAuth    *PullAuth         `json:"pull_auth,omitempty"`

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -130,9 +131,18 @@ func (r *Registry) Auth(t testing.TB) string {
 // reference has to reach the registry; the local image itself stays.
 func (r *Registry) Push(t testing.TB, cli client.APIClient, local, repoTag string) string {
 	t.Helper()
+	ref, _ := r.PushDigest(t, cli, local, repoTag)
+	return ref
+}
+
+// PushDigest is Push, and it returns the digest of the manifest pushed
+// too, as the registry serves it ("sha256:..."): the Engine forgets it
+// with the tag.
+func (r *Registry) PushDigest(t testing.TB, cli client.APIClient, local, repoTag string) (ref, digest string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	ref := r.Host + "/" + repoTag
+	ref = r.Host + "/" + repoTag
 	if err := cli.ImageTag(ctx, local, ref); err != nil {
 		t.Fatalf("tag %s as %s: %v", local, ref, err)
 	}
@@ -147,10 +157,19 @@ func (r *Registry) Push(t testing.TB, cli client.APIClient, local, repoTag strin
 	}
 	defer rc.Close()
 	var out bytes.Buffer
-	if err := jsonmessage.DisplayJSONMessagesStream(rc, &out, 0, false, nil); err != nil {
+	aux := func(m jsonmessage.JSONMessage) {
+		var pushed struct{ Digest string }
+		if m.Aux != nil && json.Unmarshal(*m.Aux, &pushed) == nil && pushed.Digest != "" {
+			digest = pushed.Digest
+		}
+	}
+	if err := jsonmessage.DisplayJSONMessagesStream(rc, &out, 0, false, aux); err != nil {
 		t.Fatalf("push %s: %v\n%s\n%s", ref, err, out.String(), r.Log())
 	}
-	return ref
+	if digest == "" {
+		t.Fatalf("push %s: the Engine told no digest:\n%s", ref, out.String())
+	}
+	return ref, digest
 }
 
 func randomHex(t testing.TB, n int) string {
