@@ -369,9 +369,10 @@ var foDataWindow = regexp.MustCompile(`up to (\S+?),? are lost`)
 //     stopped): kv runs on another host with the last backup's data within
 //     after + 30 s, volume.failed_over names that host; B returns (engine
 //     and agent) first cut from the server, then with its path back: its
-//     exited kv container is never started, its Docker volume is still
-//     there, and a volume.stale_copy event appears; the stale copy of the
-//     first failover is still as it was.
+//     exited kv container is never started (nor two kv ever running,
+//     sampled), its Docker volume is still there, and a volume.stale_copy
+//     event appears; the stale copy of the first failover is still as it
+//     was.
 //  3. kv's host cut from the server and its agent killed at once, kv
 //     running: the data plane's lease stops kv; the agent restarted while
 //     still cut starts none; kv fails over, never two running (sampled);
@@ -475,6 +476,7 @@ func TestFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		bHeld := map[string]string{"before2": before, "after2": "written after the second backup"}
+		sampler := c.sampleKV(t)
 		lost := time.Now()
 		if err := b.host.Stop(); err != nil {
 			t.Fatal(err)
@@ -509,6 +511,7 @@ func TestFailover(t *testing.T) {
 		if got := c.kvHost(t, 5*time.Second); got != to {
 			t.Fatalf("kv moved to %s after B came back, want it kept on %s", got.name, to.name)
 		}
+		sampler.check(t)
 		t.Logf("volume.stale_copy: %s", c.eventNaming(t, "volume.stale_copy", b, lost, 20*time.Second, "host "+b.name).Message)
 		// B's copy, and A's from the first failover, are as they were, even
 		// if this failover chose A.
