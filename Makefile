@@ -110,7 +110,9 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/backup/
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/reconciler/ ./internal/converge/ ./internal/ingress/ ./internal/server/ ./internal/mesh/ ./internal/deploy/ ./internal/sessionbroker/ ./internal/store/postgres/
 	# The agent's figures on the real Docker Engine, and many hosts' on the
-	# namespace cluster (host loss, mesh against direct): one measurement each.
+	# namespace cluster (host loss, mesh against direct, and a volume's
+	# failover: loss to serving against after, the data window the event
+	# reports against what was lost): one measurement each.
 	$(GO) test -tags docker -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/e2e/
 	# The agent's volume backups through Docker's archive API: backup and
 	# restore of 256 MB against a plain archive read and PUT, the 200 MB

@@ -128,17 +128,19 @@ func HoldNewer(plan Plan, actual []containers.Container, hostID string, generati
 	return out
 }
 
-// WithoutStarts returns plan without the start and replace steps of the
-// workloads in held (by ID), and those steps. Nothing else changes: a
-// container still running is restarted, drained or stopped as planned, and
-// the starts come back in the first plan after the hold is gone (the
-// agent's run ends, which Docker's events tell it at once). Pure.
+// WithoutStarts returns plan without the start, replace and restart steps
+// of the workloads in held (by ID), and those steps: a restart starts a
+// crashed container again (an exited one, after a reboot, say), which is a
+// start as much as a fresh one is. Nothing else changes: a container still
+// running is drained or stopped as planned, and the starts come back in the
+// first plan after the hold is gone (the agent's run ends, which Docker's
+// events tell it at once). Pure.
 func WithoutStarts(plan Plan, held map[string]string) (Plan, []Step) {
 	out := plan
 	out.Steps = nil
 	var left []Step
 	for _, s := range plan.Steps {
-		if _, hold := held[s.WorkloadID]; hold && (s.Action == ActionStart || s.Action == ActionReplace) {
+		if _, hold := held[s.WorkloadID]; hold && (s.Action == ActionStart || s.Action == ActionReplace || s.Action == ActionRestart) {
 			left = append(left, s)
 			continue
 		}

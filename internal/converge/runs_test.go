@@ -75,6 +75,20 @@ func TestWithoutStartsHoldsOnlyTheStartsOfTheHeldWorkloads(t *testing.T) {
 	}
 }
 
+// A crashed (exited) container of a held workload is not restarted either:
+// a restart starts it again (the fenced egg's container after a reboot).
+func TestWithoutStartsHoldsTheRestartOfACrashedContainer(t *testing.T) {
+	db := wl("db", 1, stateful)
+	plan := Diff(desiredOf(db), []containers.Container{ctr("d0", db, 0, up(db), contract.StateCrashed)}, nil, t0)
+	if len(plan.Steps) != 1 || plan.Steps[0].Action != ActionRestart {
+		t.Fatalf("plan %v, want the crashed container's restart", plan.Steps)
+	}
+	got, left := WithoutStarts(plan, map[string]string{db.ID(): "fenced"})
+	if len(got.Steps) != 0 || len(left) != 1 {
+		t.Errorf("steps %v, held %v: want the restart held", got.Steps, left)
+	}
+}
+
 func TestConvergeAsksWhichStartsToHoldWithTheRunsListed(t *testing.T) {
 	db := wl("db", 1, stateful)
 	f := fake.New(host, t0, fake.DefaultTiming())

@@ -17,8 +17,9 @@
 // stays reachable whichever host is stopped.
 //
 // Everything is named per run and recognised by it: namespaces
-// "hatchnet-<run>-<i>", links "hnet<run>-<i>", iptables rules carrying the
-// comment "hatchnet-<run>" and the state directory /var/tmp/hatchnet/<run>,
+// "hatchnet-<run>-<i>", links "hnet<run>-<i>", iptables rules (in
+// DOCKER-USER between hosts, INPUT and OUTPUT for a host cut from the
+// server) carrying the comment "hatchnet-<run>" and the state directory /var/tmp/hatchnet/<run>,
 // whose lock file the running test process holds. Cleanup removes all of it;
 // Sweep removes what a killed run left, and only that: a run whose lock is
 // held is alive, and nothing without the prefix is ever touched (no
@@ -65,6 +66,10 @@ const (
 	ruleChain = "DOCKER-USER"
 )
 
+// ruleChains are the chains the harness adds rules to: ruleChain for the
+// links between hosts, INPUT and OUTPUT for the cuts from the server.
+var ruleChains = []string{ruleChain, "INPUT", "OUTPUT"}
+
 // cmdTimeout bounds each ip/iptables/nsenter command the harness runs.
 const cmdTimeout = 30 * time.Second
 
@@ -84,7 +89,7 @@ type Cluster struct {
 	srvLink string
 
 	mu    sync.Mutex // guards rules
-	rules [][]string // iptables rule specs added (after the chain name)
+	rules [][]string // iptables rules added: chain name, then the rule's spec
 }
 
 // Start creates n hosts, starting their engines in parallel, and registers
@@ -188,23 +193,89 @@ func (c *Cluster) comment() string { return commentPrefix + c.run }
 // FORWARD policy Docker sets to DROP): ACCEPT rules for their two links,
 // both ways, in DOCKER-USER. Cleanup removes them.
 func (c *Cluster) Allow(a, b *Host) error {
-	for _, spec := range c.ruleSpecs(a, b) {
-		if err := run(c.t.Context(), "iptables", append([]string{"-w", "-I", ruleChain}, spec...)...); err != nil {
-			return fmt.Errorf("netcluster: allow %s<->%s: %w", a.Name, b.Name, err)
-		}
-		c.mu.Lock()
-		c.rules = append(c.rules, spec)
-		c.mu.Unlock()
+	if err := c.addRules(c.ruleSpecs(a, b)); err != nil {
+		return fmt.Errorf("netcluster: allow %s<->%s: %w", a.Name, b.Name, err)
 	}
 	return nil
 }
 
 // Disallow removes the rules Allow added for a and b.
 func (c *Cluster) Disallow(a, b *Host) error {
-	var errs []error
-	for _, spec := range c.ruleSpecs(a, b) {
+	if err := c.deleteRules(c.ruleSpecs(a, b)); err != nil {
+		return fmt.Errorf("netcluster: disallow %s<->%s: %w", a.Name, b.Name, err)
+	}
+	return nil
+}
+
+func (c *Cluster) ruleSpecs(a, b *Host) [][]string {
+	spec := func(in, out string) []string {
+		return []string{ruleChain, "-i", in, "-o", out, "-m", "comment", "--comment", c.comment(), "-j", "ACCEPT"}
+	}
+	return [][]string{spec(a.Link, b.Link), spec(b.Link, a.Link)}
+}
+
+// CutFromServer takes h off the control plane only: every packet between
+// h and ServerIP is dropped, while h keeps its links to the other hosts
+// (forwarded through the root namespace, in DOCKER-USER) and to every other
+// address. A host reaches ServerIP, an address of the root namespace, over
+// its own veth: its packets to it go through INPUT coming in on h.Link, the
+// answers through OUTPUT going out on it, so a DROP rule in each, inserted
+// first, cuts both ways, established connections (an agent's long-poll)
+// included. (The INPUT rule alone stops any TCP exchange, either side's
+// handshake needing a packet to ServerIP; the OUTPUT rule also keeps
+// one-way traffic from the server, such as UDP, off the host.) Doing it again is a no-op; RestoreServer, the cleanup and
+// Sweep remove the rules.
+func (c *Cluster) CutFromServer(h *Host) error {
+	if err := c.addRules(c.cutSpecs(h)); err != nil {
+		return fmt.Errorf("netcluster: cut %s from the server: %w", h.Name, err)
+	}
+	return nil
+}
+
+// RestoreServer gives h its path to ServerIP back (a no-op if it was not
+// cut).
+func (c *Cluster) RestoreServer(h *Host) error {
+	if err := c.deleteRules(c.cutSpecs(h)); err != nil {
+		return fmt.Errorf("netcluster: restore %s's path to the server: %w", h.Name, err)
+	}
+	return nil
+}
+
+// cutSpecs are CutFromServer's rules for h.
+func (c *Cluster) cutSpecs(h *Host) [][]string {
+	comment := []string{"-m", "comment", "--comment", c.comment(), "-j", "DROP"}
+	return [][]string{
+		append([]string{"INPUT", "-i", h.Link, "-d", c.ServerIP + "/32"}, comment...),
+		append([]string{"OUTPUT", "-o", h.Link, "-s", c.ServerIP + "/32"}, comment...),
+	}
+}
+
+// addRules inserts each rule (chain, then spec) first in its chain, unless
+// the run has it in already, and records it for the cleanup.
+func (c *Cluster) addRules(rules [][]string) error {
+	for _, r := range rules {
 		c.mu.Lock()
-		i := slices.IndexFunc(c.rules, func(r []string) bool { return slices.Equal(r, spec) })
+		have := slices.ContainsFunc(c.rules, func(x []string) bool { return slices.Equal(x, r) })
+		c.mu.Unlock()
+		if have {
+			continue
+		}
+		if err := run(c.t.Context(), "iptables", append([]string{"-w", "-I"}, r...)...); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.rules = append(c.rules, r)
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// deleteRules deletes each rule the run has in (chain, then spec).
+func (c *Cluster) deleteRules(rules [][]string) error {
+	var errs []error
+	for _, r := range rules {
+		c.mu.Lock()
+		i := slices.IndexFunc(c.rules, func(x []string) bool { return slices.Equal(x, r) })
 		if i >= 0 {
 			c.rules = slices.Delete(c.rules, i, i+1)
 		}
@@ -212,18 +283,11 @@ func (c *Cluster) Disallow(a, b *Host) error {
 		if i < 0 {
 			continue
 		}
-		if err := run(context.Background(), "iptables", append([]string{"-w", "-D", ruleChain}, spec...)...); err != nil {
-			errs = append(errs, fmt.Errorf("netcluster: disallow %s<->%s: %w", a.Name, b.Name, err))
+		if err := run(context.Background(), "iptables", append([]string{"-w", "-D"}, r...)...); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func (c *Cluster) ruleSpecs(a, b *Host) [][]string {
-	spec := func(in, out string) []string {
-		return []string{"-i", in, "-o", out, "-m", "comment", "--comment", c.comment(), "-j", "ACCEPT"}
-	}
-	return [][]string{spec(a.Link, b.Link), spec(b.Link, a.Link)}
 }
 
 // close removes everything of the run: engines (and every process of each
@@ -247,8 +311,8 @@ func (c *Cluster) close() {
 	rules := c.rules
 	c.rules = nil
 	c.mu.Unlock()
-	for _, spec := range rules {
-		if err := run(context.Background(), "iptables", append([]string{"-w", "-D", ruleChain}, spec...)...); err != nil {
+	for _, r := range rules {
+		if err := run(context.Background(), "iptables", append([]string{"-w", "-D"}, r...)...); err != nil {
 			errs = append(errs, err)
 		}
 	}

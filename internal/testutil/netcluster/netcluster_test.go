@@ -8,8 +8,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -199,6 +201,7 @@ func TestSweepRemovesADeadRunAndSparesALiveOne(t *testing.T) {
 			{"ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns},
 			{"ip", "link", "add", linkPrefix + id + "-0", "type", "veth", "peer", "name", linkPrefix + id + "-0p"},
 			{"iptables", "-w", "-I", ruleChain, "-i", link, "-o", link, "-m", "comment", "--comment", commentPrefix + id, "-j", "ACCEPT"},
+			{"iptables", "-w", "-I", "INPUT", "-i", link, "-d", "10.210.0.1/32", "-m", "comment", "--comment", commentPrefix + id, "-j", "DROP"},
 		} {
 			if err := run(ctx, args[0], args[1:]...); err != nil {
 				t.Fatal(err)
@@ -211,6 +214,7 @@ func TestSweepRemovesADeadRunAndSparesALiveOne(t *testing.T) {
 	// The live run's names are removed by hand: they are not a real host's.
 	t.Cleanup(func() {
 		_ = run(context.Background(), "iptables", "-w", "-D", ruleChain, "-i", liveLink, "-o", liveLink, "-m", "comment", "--comment", commentPrefix+live.run, "-j", "ACCEPT")
+		_ = run(context.Background(), "iptables", "-w", "-D", "INPUT", "-i", liveLink, "-d", "10.210.0.1/32", "-m", "comment", "--comment", commentPrefix+live.run, "-j", "DROP")
 		_ = run(context.Background(), "ip", "link", "del", linkPrefix+live.run+"-0")
 		_ = run(context.Background(), "ip", "netns", "del", liveNS)
 	})
@@ -221,8 +225,138 @@ func TestSweepRemovesADeadRunAndSparesALiveOne(t *testing.T) {
 	if left := leftovers(t, dead); len(left) > 0 {
 		t.Errorf("the dead run's %v survived the sweep (namespace %s, link %s)", left, deadNS, deadLink)
 	}
-	if left := leftovers(t, live.run); len(left) != 6 {
-		t.Errorf("of the live run's directory, namespace, three links and rule, %v are left; want all 6", left)
+	if left := leftovers(t, live.run); len(left) != 7 {
+		t.Errorf("of the live run's directory, namespace, three links and two rules, %v are left; want all 7", left)
+	}
+}
+
+// TestCutFromServerCutsTheServerOnly: a host cut from the server reaches
+// neither the server's address (a listener in the root namespace on
+// ServerIP) nor is reached from it, and still reaches the other host, which
+// still reaches the server; both paths are back after RestoreServer, and a
+// cut left in place is gone after the cleanup.
+func TestCutFromServerCutsTheServerOnly(t *testing.T) {
+	app, err := dockertest.Binary("./test/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c *Cluster
+	t.Run("cut", func(t *testing.T) {
+		c = Start(t, 2)
+		h1, h2 := c.Hosts[0], c.Hosts[1]
+		if err := c.Allow(h1, h2); err != nil {
+			t.Fatal(err)
+		}
+		// The server: a listener on ServerIP in the root namespace, which
+		// records who called.
+		ln, err := net.Listen("tcp", net.JoinHostPort(c.ServerIP, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNoContent)
+		})}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		serverURL := "http://" + ln.Addr().String() + "/healthz"
+		// h2 serves the test app in its namespace, for h1 to reach.
+		peer := h2.Command(context.Background(), app)
+		peer.Env = append(peer.Env, "APP_PORT=8080")
+		if err := peer.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = peer.Process.Kill(); _ = peer.Wait() })
+		peerURL := "http://" + net.JoinHostPort(h2.IP, "8080") + "/healthz"
+		// And h1 too, for the server's side to reach: a connection from
+		// ServerIP to h1 is cut as well.
+		h1app := h1.Command(context.Background(), app)
+		h1app.Env = append(h1app.Env, "APP_PORT=8080")
+		if err := h1app.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h1app.Process.Kill(); _ = h1app.Wait() })
+		h1URL := "http://" + net.JoinHostPort(h1.IP, "8080") + "/healthz"
+
+		// reach probes url from inside h (or from the root namespace from
+		// ServerIP, for h nil), once, within 2 s.
+		reach := func(h *Host, url string) error {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			if h == nil {
+				d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(c.ServerIP)}}
+				cl := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+				defer cl.CloseIdleConnections()
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				if err != nil {
+					return err
+				}
+				resp, err := cl.Do(req)
+				if err != nil {
+					return err
+				}
+				resp.Body.Close()
+				return nil
+			}
+			out, err := h.Command(ctx, app, "-check", "-check-url", url).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		}
+		type path struct {
+			from *Host // nil: the root namespace, from ServerIP
+			url  string
+		}
+		paths := map[string]path{
+			"h1 -> server":      {h1, serverURL},
+			"h1 -> h2":          {h1, peerURL},
+			"h2 -> server":      {h2, serverURL},
+			"server addr -> h1": {nil, h1URL},
+		}
+		expect := func(when string, want map[string]bool) {
+			t.Helper()
+			for name, p := range paths {
+				// A path that should work may need a moment (the app's
+				// start); one that should not must fail at once.
+				var err error
+				if want[name] {
+					dockertest.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+						err = reach(p.from, p.url)
+						return err
+					})
+					continue
+				}
+				if err = reach(p.from, p.url); err == nil {
+					t.Fatalf("%s: %s works, want it cut", when, name)
+				}
+			}
+		}
+		all := map[string]bool{"h1 -> server": true, "h1 -> h2": true, "h2 -> server": true, "server addr -> h1": true}
+		expect("before the cut", all)
+		if err := c.CutFromServer(h1); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CutFromServer(h1); err != nil { // again: a no-op
+			t.Fatal(err)
+		}
+		expect("h1 cut from the server", map[string]bool{"h1 -> h2": true, "h2 -> server": true})
+		if err := c.RestoreServer(h1); err != nil {
+			t.Fatal(err)
+		}
+		if left := leftovers(t, c.run); slices.ContainsFunc(left, func(s string) bool { return strings.Contains(s, "DROP") }) {
+			t.Fatalf("a cut's rule is left after RestoreServer: %v", left)
+		}
+		expect("h1's path to the server restored", all)
+		if err := c.CutFromServer(h2); err != nil { // left for the cleanup
+			t.Fatal(err)
+		}
+		expect("h2 cut from the server", map[string]bool{"h1 -> h2": true, "h1 -> server": true, "server addr -> h1": true})
+	})
+	if c == nil || c.dir == "" {
+		return
+	}
+	if left := leftovers(t, c.run); len(left) > 0 {
+		t.Fatalf("left after cleanup: %v", left)
 	}
 }
 
@@ -246,13 +380,15 @@ func leftovers(t *testing.T, run string) []string {
 			left = append(left, "link "+l.Name)
 		}
 	}
-	rules, err := output(context.Background(), "iptables", "-w", "-S", ruleChain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(rules, "\n") {
-		if strings.Contains(line, commentPrefix+run) {
-			left = append(left, "rule "+line)
+	for _, chain := range ruleChains {
+		rules, err := output(context.Background(), "iptables", "-w", "-S", chain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(rules, "\n") {
+			if strings.Contains(line, commentPrefix+run) {
+				left = append(left, "rule "+line)
+			}
 		}
 	}
 	for _, p := range procs() {

@@ -22,10 +22,11 @@ var (
 
 // Sweep removes what runs killed before their cleanup left: the processes,
 // mounts and directory of every run under StateDir whose lock nobody holds,
-// and every namespace, link and DOCKER-USER rule named after a run that is
-// not alive. It touches nothing without the harness's prefixes, and nothing
-// of a live run (one in this process included). Without root there is
-// nothing of the harness's to remove, and it returns at once.
+// and every namespace, link and rule (in DOCKER-USER, INPUT and OUTPUT)
+// named after a run that is not alive. It touches nothing without the
+// harness's prefixes, and nothing of a live run (one in this process
+// included). Without root there is nothing of the harness's to remove, and
+// it returns at once.
 func Sweep() error {
 	if os.Geteuid() != 0 {
 		return nil
@@ -92,15 +93,18 @@ func Sweep() error {
 			}
 		}
 	}
-	rules, err := output(ctx, "iptables", "-w", "-S", ruleChain)
-	if err == nil { // no chain (no Docker): no rule of ours either
+	for _, chain := range ruleChains {
+		rules, err := output(ctx, "iptables", "-w", "-S", chain)
+		if err != nil { // no chain (no Docker): no rule of ours either
+			continue
+		}
 		for _, line := range strings.Split(rules, "\n") {
 			m := commentPatten.FindStringSubmatch(line)
-			if m == nil || live[m[1]] || !strings.HasPrefix(line, "-A "+ruleChain+" ") {
+			if m == nil || live[m[1]] || !strings.HasPrefix(line, "-A "+chain+" ") {
 				continue
 			}
-			spec := strings.Fields(strings.ReplaceAll(strings.TrimPrefix(line, "-A "+ruleChain+" "), `"`, ""))
-			if err := run(ctx, "iptables", append([]string{"-w", "-D", ruleChain}, spec...)...); err != nil {
+			spec := strings.Fields(strings.ReplaceAll(strings.TrimPrefix(line, "-A "+chain+" "), `"`, ""))
+			if err := run(ctx, "iptables", append([]string{"-w", "-D", chain}, spec...)...); err != nil {
 				errs = append(errs, err)
 			}
 		}
