@@ -276,9 +276,11 @@ type VolumeBackupState struct {
 
 // VolumeFailover is what a volume's failover did (docs/BACKUPS.md,
 // "Failover"): it moved from host From, lost, to host To, restored from
-// Backup (a manifest ID) by Task at At. DataWindow is how much data may be
-// lost: from the backup's start (BackupCreated) to when From was last
-// heard (LastHeard), a Go duration.
+// Backup (a manifest ID) by Task at At. DataWindow bounds how much data may
+// be lost: from the backup's start (BackupCreated) to the failover (At), a
+// Go duration. From was last heard at LastHeard, but a host cut off from
+// the control plane, not dead, may take writes until its fence stops the
+// egg, which the plan's check puts before At.
 type VolumeFailover struct {
 	From          string    `json:"from"`
 	FromName      string    `json:"from_name,omitempty"`

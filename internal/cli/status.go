@@ -258,9 +258,9 @@ func failoverLines(v api.VolumeBackupState) []string {
 	var out []string
 	name := termsafe.Line(v.Name)
 	if f := v.Failover; f != nil {
-		out = append(out, fmt.Sprintf("%s: failed over at %s from host %s to host %s, restored from backup %s taken %s: up to %s of writes before host %s was last heard are lost",
+		out = append(out, fmt.Sprintf("%s: failed over at %s from host %s to host %s, restored from backup %s taken %s: up to %s of writes are lost",
 			name, f.At.Local().Format(time.DateTime), termsafe.Line(f.FromName), termsafe.Line(f.ToName), shortID(f.Backup),
-			f.BackupCreated.Local().Format(time.DateTime), termsafe.Line(f.DataWindow), termsafe.Line(f.FromName)))
+			f.BackupCreated.Local().Format(time.DateTime), termsafe.Line(f.DataWindow)))
 	}
 	for _, c := range v.StaleCopies {
 		state := "not heard since"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hatchery/hatchery/internal/contract"
+	"github.com/hatchery/hatchery/internal/placement"
 	"github.com/hatchery/hatchery/internal/resource"
 	"github.com/hatchery/hatchery/internal/resource/inputs"
 )
@@ -21,14 +22,32 @@ import (
 
 // FailoverHost chooses the host a failed-over volume is restored on: the
 // scheduler's choice for a new volume of that egg, among the live hosts
-// (so never the lost one).
+// (so never the lost one) that hold no stale copy of it (a restore there
+// would write over that copy, whose Docker name it would have). Forgotten
+// copies (marked for deletion) do not count.
 func (s *States) FailoverHost(ctx context.Context, project, name string, in inputs.Volume) (string, error) {
 	v, err := s.read(ctx)
 	if err != nil {
 		return "", err
 	}
+	var hosts []placement.Host
+	var stale []string
+	for _, h := range v.scheduled() {
+		if slices.ContainsFunc(v.states[h.ID].Volumes, func(vol contract.VolumeSpec) bool {
+			return vol.Stale != nil && !vol.Delete && vol.Name == name && resource.Project(vol.Namespace, vol.Project) == project
+		}) {
+			stale = append(stale, v.name(h.ID))
+			continue
+		}
+		hosts = append(hosts, h)
+	}
 	in.Placement.VolumeHost = ""
-	return s.chooseVolumeHost(v, project, name, in)
+	host, err := s.chooseVolumeHost(v, project, name, in, hosts)
+	if err != nil && len(stale) > 0 {
+		return "", fmt.Errorf("%w (hosts %s hold a stale copy of it, which a restore would overwrite: hatch volume forget --stale-copy one of them to let the volume go there)",
+			err, strings.Join(stale, ", "))
+	}
+	return host, err
 }
 
 // FailoverMove is a volume's move from its lost host to another.

@@ -76,12 +76,12 @@ func (s *States) volumeHost(v *view, project, name string, in inputs.Volume) (st
 	if in.Placement.VolumeHost != "" {
 		return in.Placement.VolumeHost, nil
 	}
-	return s.chooseVolumeHost(v, project, name, in)
+	return s.chooseVolumeHost(v, project, name, in, v.scheduled())
 }
 
 // chooseVolumeHost is the host the scheduler chooses for the volume from
-// its egg's placement and resources, among the live hosts.
-func (s *States) chooseVolumeHost(v *view, project, name string, in inputs.Volume) (string, error) {
+// its egg's placement and resources, among the live hosts of hosts.
+func (s *States) chooseVolumeHost(v *view, project, name string, in inputs.Volume, hosts []placement.Host) (string, error) {
 	ns, proj, err := resource.SplitProject(project)
 	if err != nil {
 		return "", backoff.Permanent(err)
@@ -93,7 +93,7 @@ func (s *States) chooseVolumeHost(v *view, project, name string, in inputs.Volum
 	} else {
 		consumer.Current = v.slotsOf(contract.WorkloadID(ns, proj, in.Egg))
 	}
-	choice, err := s.sched.ChooseVolumeHost(name, consumer, v.scheduled(), s.now())
+	choice, err := s.sched.ChooseVolumeHost(name, consumer, hosts, s.now())
 	var unplaceable *placement.UnplaceableError
 	switch {
 	case err == nil:
@@ -142,7 +142,9 @@ func (v *view) keepVolume(project, name, host string) error {
 	}
 	for _, s := range v.states {
 		s.Volumes = slices.DeleteFunc(s.Volumes, func(vol contract.VolumeSpec) bool {
-			return vol.Namespace == ns && vol.Project == proj && vol.Name == name && vol.Stale == nil
+				// A stale copy forgotten (marked for deletion) on host goes too:
+			// the volume kept there now has its Docker name.
+			return vol.Namespace == ns && vol.Project == proj && vol.Name == name && (vol.Stale == nil || vol.Delete && s == d)
 		})
 	}
 	d.Volumes = append(d.Volumes, contract.VolumeSpec{Namespace: ns, Project: proj, Name: name,

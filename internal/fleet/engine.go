@@ -54,8 +54,8 @@ func (s *Service) recordFence(ctx context.Context, host string, prev *contract.S
 		return
 	}
 	e := store.Event{Time: now, Host: host, Type: store.EventHostFenced,
-		Message: fmt.Sprintf("the host stopped its eggs whose volume fails over at %s: no status report of its was answered for fence_after; they start again now that one is, unless their volume failed over meanwhile",
-			report.FencedAt.UTC().Format(time.RFC3339))}
+		Message: fmt.Sprintf("host %s stopped its eggs whose volume fails over at %s: no status report of its was answered for fence_after; they start again now that one is, unless their volume failed over meanwhile",
+			host, report.FencedAt.UTC().Format(time.RFC3339))}
 	if _, err := s.deps.Events.AppendEvent(context.WithoutCancel(ctx), e); err != nil {
 		s.log.Warn("fence event not recorded", zap.String("host", host), zap.Error(err))
 	}

@@ -160,13 +160,13 @@ func (s *Service) moveVolume(ctx context.Context, project, name string, lostHost
 			return err
 		}
 		fo := api.VolumeFailover{From: lostHost.ID, To: to, At: now, Task: t.ID, Backup: b.Manifest, BackupCreated: b.CreatedAt,
-			LastHeard: silentSince(lostHost), DataWindow: silentSince(lostHost).Sub(b.CreatedAt).Round(time.Second).String()}
+			LastHeard: silentSince(lostHost), DataWindow: now.Sub(b.CreatedAt).Round(time.Second).String()}
 		if err := s.moveRecords(ctx, project, v, fo); err != nil {
 			return err
 		}
 		names, _ := s.hostNames(ctx)
 		s.event(ctx, store.Event{Type: store.EventVolumeFailedOver, Project: project, Host: to, Resource: resource.Key(resource.Volume, name),
-			Message: fmt.Sprintf("volume %s of %s fails over: its host %s was last heard %s ago; restoring backup %s (taken %s) on host %s, where %s will run: writes after the backup, up to %s, are lost",
+			Message: fmt.Sprintf("volume %s of %s fails over: its host %s was last heard %s ago; restoring backup %s (taken %s) on host %s, where %s will run: writes after the backup, up to %s, are lost (a host cut off, not dead, took writes until its fence stopped it, before now)",
 				name, project, nameOr(names, lostHost.ID), now.Sub(fo.LastHeard).Round(time.Second), short(b.Manifest),
 				b.CreatedAt.UTC().Format(time.RFC3339), nameOr(names, to), eggOr(v.in.Egg), fo.DataWindow)})
 		s.forgetNote(project, name)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hatchery/hatchery/internal/api"
+	"github.com/hatchery/hatchery/internal/backup"
 	"github.com/hatchery/hatchery/internal/contract"
 	"github.com/hatchery/hatchery/internal/desired"
 	"github.com/hatchery/hatchery/internal/resource"
@@ -96,7 +97,6 @@ func TestALostHostsVolumeIsRestoredElsewhereAndItsCopyKeptStale(t *testing.T) {
 	onStores(t, func(t *testing.T, h *harness) {
 		failoverWorld(t, h)
 		b := h.goodBackup(t, "data")
-		backupAt := h.clock.now()
 		h.clock.advance(5 * time.Second)
 		h.report(t, "h1", nil) // last heard
 		lastHeard := h.clock.now()
@@ -134,16 +134,16 @@ func TestALostHostsVolumeIsRestoredElsewhereAndItsCopyKeptStale(t *testing.T) {
 		vol := h.record(t, resource.Volume, "data")
 		fo, err := inputs.Decode[api.VolumeFailover](vol.Outputs[inputs.OutputFailover].(map[string]any))
 		if err != nil || vol.Outputs[inputs.OutputHost] != "h2" || fo.From != "h1" || fo.To != "h2" || fo.Backup != b ||
-			fo.DataWindow != lastHeard.Sub(backupAt).String() {
-			t.Fatalf("volume record outputs %+v (%v); want host h2 and the failover from h1 with a data window of %s", vol.Outputs, err, lastHeard.Sub(backupAt))
+			!fo.LastHeard.Equal(lastHeard) || fo.DataWindow != "17s" {
+			t.Fatalf("volume record outputs %+v (%v); want host h2 and the failover from h1 with a data window of 17s (the backup to the failover)", vol.Outputs, err)
 		}
 		egg := h.record(t, resource.Egg, "db")
 		if pl := egg.Inputs["placement"].(map[string]any); pl["volume_host"] != "h2" {
 			t.Fatalf("db's placement %+v: want its volume's host h2", pl)
 		}
 		e, ok := eventOf(h.events(t), store.EventVolumeFailedOver)
-		if !ok || e.Host != "h2" || !strings.Contains(e.Message, "up to 5s") || !strings.Contains(e.Message, "on host h2") {
-			t.Fatalf("volume.failed_over: %+v, %v; want one naming h2 and a 5s data window", e, ok)
+		if !ok || e.Host != "h2" || !strings.Contains(e.Message, "up to 17s") || !strings.Contains(e.Message, "on host h2") {
+			t.Fatalf("volume.failed_over: %+v, %v; want one naming h2 and a 17s data window", e, ok)
 		}
 
 		h.pass(t)
@@ -275,6 +275,60 @@ func TestAFailedFailoverRestoreNeverStartsTheEggOnAnEmptyVolume(t *testing.T) {
 		}
 		if w, _ := h.desiredState(t, "h2").Workload("default/shop/db"); w.Replicas != 0 {
 			t.Fatalf("db has %d replicas after the failover gave up, want 0", w.Replicas)
+		}
+	})
+}
+
+// TestAFailoverNeverRestoresOverAStaleCopy: the volume failed over from h1
+// to h2; h2 lost in turn, the only other host, h1, holds a stale copy,
+// which a restore would overwrite: nothing moves and the event says why.
+// Once that copy is forgotten, the volume goes back to h1.
+func TestAFailoverNeverRestoresOverAStaleCopy(t *testing.T) {
+	onStores(t, func(t *testing.T, h *harness) {
+		failoverWorld(t, h)
+		h.goodBackup(t, "data")
+		h.loseHost(t, "h1")
+		h.clock.advance(13 * time.Second)
+		h.report(t, "h2", nil)
+		h.pass(t)
+		first := h.failoverTasks(t)[0]
+		h.report(t, "h2", []contract.VolumeTaskStatus{{ID: first.ID, State: contract.TaskDone, EndedAt: h.clock.now()}})
+		h.report(t, "h1", nil) // back
+		h.pass(t)
+		// A backup taken on h2, so that h2's loss has something to restore.
+		got, err := h.svc.Backup(t.Context(), project, "data", "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _, err := backup.Backup(t.Context(), strings.NewReader("kv"), h.volumeKeyOf(t, "data"), hostStore{svc: h.svc, host: "h2", task: got.ID}, h.clock.now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.report(t, "h2", []contract.VolumeTaskStatus{{ID: got.ID, State: contract.TaskDone, EndedAt: h.clock.now(), Manifest: m.ID}})
+		h.pass(t)
+
+		h.loseHost(t, "h2")
+		h.clock.advance(13 * time.Second)
+		h.report(t, "h1", nil)
+		h.pass(t)
+		if got := h.failoverTasks(t); len(got) != 1 {
+			t.Fatalf("failover restores: %+v; want none over h1's stale copy", got)
+		}
+		e, ok := eventOf(h.events(t), store.EventVolumeFailoverFailed)
+		if !ok || !strings.Contains(e.Message, "stale copy") {
+			t.Fatalf("volume.failover_failed: %+v, %v; want one naming the stale copy in the way", e, ok)
+		}
+		if err := h.svc.ForgetStaleCopy(t.Context(), project, "data", "h1", "alice"); err != nil {
+			t.Fatal(err)
+		}
+		h.pass(t)
+		tasks := h.failoverTasks(t)
+		if len(tasks) != 2 || tasks[0].Host != "h1" || tasks[0].Backup != m.ID {
+			t.Fatalf("failover restores after the copy was forgotten: %+v; want one of %s on h1", tasks, m.ID)
+		}
+		d1 := h.desiredState(t, "h1")
+		if len(d1.Volumes) != 1 || d1.Volumes[0].Delete || d1.Volumes[0].Stale != nil {
+			t.Fatalf("h1's volumes %+v: want only the volume kept (the forgotten copy's entry gone: it has its Docker name)", d1.Volumes)
 		}
 	})
 }

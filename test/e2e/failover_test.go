@@ -513,10 +513,26 @@ func TestFailover(t *testing.T) {
 		}
 		sampler.check(t)
 		t.Logf("volume.stale_copy: %s", c.eventNaming(t, "volume.stale_copy", b, lost, 20*time.Second, "host "+b.name).Message)
-		// B's copy, and A's from the first failover, are as they were, even
-		// if this failover chose A.
+		// B's copy, and A's from the first failover, are as they were: this
+		// failover could not choose A, whose stale copy it would overwrite.
+		if to == a {
+			t.Fatalf("the failover restored kv onto %s, over its stale copy", a.name)
+		}
 		stale[b] = bHeld
 		checkStale(t)
+
+		// A's copy forgotten: it is deleted on A's engine, and A may take
+		// the volume again (the next scenario's only other host).
+		out := c.mustHatch(nil, "volume", "forget", foProjectName, "data", "--stale-copy", a.name)
+		t.Logf("hatch volume forget --stale-copy: %s", strings.TrimSpace(out))
+		delete(stale, a)
+		dockertest.Eventually(t, 30*time.Second, 200*time.Millisecond, func() error {
+			name := contract.VolumeName(a.hostID, "default", foProjectName, "data")
+			if _, err := a.host.Docker().VolumeInspect(t.Context(), name); err == nil {
+				return fmt.Errorf("%s's forgotten stale copy %s is still there", a.name, name)
+			}
+			return nil
+		})
 	})
 
 	t.Run("agent killed while cut: the data plane stops kv, the restarted agent starts none", func(t *testing.T) {
