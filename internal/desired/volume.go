@@ -142,7 +142,7 @@ func (v *view) keepVolume(project, name, host string) error {
 	}
 	for _, s := range v.states {
 		s.Volumes = slices.DeleteFunc(s.Volumes, func(vol contract.VolumeSpec) bool {
-				// A stale copy forgotten (marked for deletion) on host goes too:
+			// A stale copy forgotten (marked for deletion) on host goes too:
 			// the volume kept there now has its Docker name.
 			return vol.Namespace == ns && vol.Project == proj && vol.Name == name && (vol.Stale == nil || vol.Delete && s == d)
 		})
