@@ -52,6 +52,23 @@ func failoverWorld(t *testing.T, h *harness) {
 	}
 }
 
+// failedOverToH2 makes the failover world with a good backup, loses h1
+// past after, and returns the one restore the failover delivered to h2.
+func failedOverToH2(t *testing.T, h *harness) store.VolumeTask {
+	t.Helper()
+	failoverWorld(t, h)
+	h.goodBackup(t, "data")
+	h.loseHost(t, "h1")
+	h.clock.advance(13 * time.Second)
+	h.report(t, "h2", nil)
+	h.pass(t)
+	tasks := h.failoverTasks(t)
+	if len(tasks) != 1 || tasks[0].Host != "h2" {
+		t.Fatalf("failover restores: %+v, want one on h2", tasks)
+	}
+	return tasks[0]
+}
+
 // loseHost marks host down as the fleet's liveness would: not heard since
 // the clock's now.
 func (h *harness) loseHost(t *testing.T, host string) {
@@ -224,16 +241,7 @@ func TestAFailoverWithNoGoodBackupMovesNothingAndSaysSoOnce(t *testing.T) {
 // again once failoverRetryGap has passed.
 func TestAFailedFailoverRestoreNeverStartsTheEggOnAnEmptyVolume(t *testing.T) {
 	onStores(t, func(t *testing.T, h *harness) {
-		failoverWorld(t, h)
-		h.goodBackup(t, "data")
-		h.loseHost(t, "h1")
-		h.clock.advance(13 * time.Second)
-		h.report(t, "h2", nil)
-		h.pass(t)
-		first := h.failoverTasks(t)
-		if len(first) != 1 {
-			t.Fatalf("failover restores: %+v, want 1", first)
-		}
+		first := []store.VolumeTask{failedOverToH2(t, h)}
 		h.report(t, "h2", []contract.VolumeTaskStatus{{ID: first[0].ID, State: contract.TaskFailed, EndedAt: h.clock.now(), Error: "chunk corrupt"}})
 		h.pass(t)
 		if w, _ := h.desiredState(t, "h2").Workload("default/shop/db"); w.Replicas != 0 {
@@ -285,13 +293,7 @@ func TestAFailedFailoverRestoreNeverStartsTheEggOnAnEmptyVolume(t *testing.T) {
 // Once that copy is forgotten, the volume goes back to h1.
 func TestAFailoverNeverRestoresOverAStaleCopy(t *testing.T) {
 	onStores(t, func(t *testing.T, h *harness) {
-		failoverWorld(t, h)
-		h.goodBackup(t, "data")
-		h.loseHost(t, "h1")
-		h.clock.advance(13 * time.Second)
-		h.report(t, "h2", nil)
-		h.pass(t)
-		first := h.failoverTasks(t)[0]
+		first := failedOverToH2(t, h)
 		h.report(t, "h2", []contract.VolumeTaskStatus{{ID: first.ID, State: contract.TaskDone, EndedAt: h.clock.now()}})
 		h.report(t, "h1", nil) // back
 		h.pass(t)
