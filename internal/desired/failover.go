@@ -118,7 +118,13 @@ func (s *States) StaleCopies(ctx context.Context, project string) ([]StaleCopy, 
 // failover, and returns them with the project of each.
 func (s *States) FindStaleCopies(ctx context.Context, heard map[string]time.Time) (map[string][]StaleCopy, error) {
 	found := map[string][]StaleCopy{}
-	err := s.update(ctx, func(v *view) error {
+	// Read first: the loop asks every pass, and most find none, which
+	// need not wait for the lock of every write of desired states.
+	v, err := s.read(ctx)
+	if err != nil || !v.anyStaleHeard(heard) {
+		return found, err
+	}
+	err = s.update(ctx, func(v *view) error {
 		clear(found)
 		for host, d := range v.states {
 			at, ok := heard[host]
@@ -127,7 +133,7 @@ func (s *States) FindStaleCopies(ctx context.Context, heard map[string]time.Time
 			}
 			for i := range d.Volumes {
 				vol := &d.Volumes[i]
-				if vol.Stale == nil || !vol.Stale.Found.IsZero() || !at.After(vol.Stale.Since) {
+				if !staleHeard(*vol, at) {
 					continue
 				}
 				vol.Stale.Found = at
@@ -138,6 +144,24 @@ func (s *States) FindStaleCopies(ctx context.Context, heard map[string]time.Time
 		return nil
 	})
 	return found, err
+}
+
+// anyStaleHeard says whether a stale copy not yet found is on a host heard
+// after its failover.
+func (v *view) anyStaleHeard(heard map[string]time.Time) bool {
+	for host, d := range v.states {
+		at, ok := heard[host]
+		if ok && slices.ContainsFunc(d.Volumes, func(vol contract.VolumeSpec) bool { return staleHeard(vol, at) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// staleHeard says whether vol is a stale copy not yet found whose host was
+// heard at, after its failover.
+func staleHeard(vol contract.VolumeSpec, at time.Time) bool {
+	return vol.Stale != nil && vol.Stale.Found.IsZero() && at.After(vol.Stale.Since)
 }
 
 // DeleteStaleCopy marks the volume's stale copy on host for deletion
