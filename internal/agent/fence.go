@@ -35,9 +35,6 @@ type fenceWatch struct {
 	// fencedAt is when the fence last took Fenced workloads out, until a
 	// report is answered (StatusReport.FencedAt).
 	fencedAt time.Time
-	// fencing is owned by the loop goroutine: whether the last converge
-	// took the Fenced workloads out, to log the change once.
-	fencing bool
 	// leased is owned by the heartbeat goroutine: whether the data plane
 	// holds a lease on fenced workloads (renewFenceLease).
 	leased bool
@@ -146,13 +143,16 @@ func (f *fenceWatch) reported(now time.Time, fenceAfter time.Duration) bool {
 }
 
 // fenced records that the fence took Fenced workloads out at now (the
-// first time since the last answered report counts).
-func (f *fenceWatch) fenced(now time.Time) {
+// first time since the last answered report counts), and says whether it
+// is that first time.
+func (f *fenceWatch) fenced(now time.Time) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fencedAt.IsZero() {
-		f.fencedAt = now
+	if !f.fencedAt.IsZero() {
+		return false
 	}
+	f.fencedAt = now
+	return true
 }
 
 // fencedSince is when the fence took Fenced workloads out, zero if it has
@@ -170,10 +170,6 @@ func (f *fenceWatch) fencedSince() time.Time {
 func (a *Agent) applyFence(withRelays contract.DesiredState, v fenceView, now time.Time) (contract.DesiredState, time.Time, error) {
 	out, wake := fenceOut(v, now)
 	if !out {
-		if a.fence.fencing {
-			a.log.Info("a status report was answered again: fenced workloads may run")
-			a.fence.fencing = false
-		}
 		return withRelays, wake, nil
 	}
 	d, ids := withoutFenced(withRelays)
@@ -184,11 +180,9 @@ func (a *Agent) applyFence(withRelays contract.DesiredState, v fenceView, now ti
 	if !v.LastOK.IsZero() {
 		last = v.LastOK.UTC().Format(time.RFC3339)
 	}
-	a.fence.fenced(now)
-	if !a.fence.fencing {
+	if a.fence.fenced(now) {
 		a.log.Warn("no status report answered for fence_after: stopping the workloads whose volume fails over, so that they never run on two hosts",
 			zap.Duration("fence_after", v.FenceAfter), zap.String("last_report_answered", last), zap.Strings("fenced", ids))
-		a.fence.fencing = true
 	}
 	slices.Sort(ids)
 	return d, time.Time{}, fmt.Errorf("fenced (no status report answered for %s, last %s): %d workloads stopped until one is: %v",

@@ -90,8 +90,12 @@ func TestFencedAtIsKeptUntilAReportIsAnswered(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	var f fenceWatch
 	f.start(t0)
-	f.fenced(t0.Add(time.Minute))
-	f.fenced(t0.Add(2 * time.Minute)) // still the same fence
+	if !f.fenced(t0.Add(time.Minute)) {
+		t.Error("the first fence since the start is not new")
+	}
+	if f.fenced(t0.Add(2 * time.Minute)) {
+		t.Error("a second converge of the same fence counts as a new one")
+	}
 	if got := f.fencedSince(); !got.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("fencedSince = %v, want the fence's first time %v", got, t0.Add(time.Minute))
 	}

@@ -95,7 +95,8 @@ func (s *Service) failoverNotes(ctx context.Context, project string, records []*
 		if r.Type != resource.Volume || !slices.ContainsFunc(stale, func(c desired.StaleCopy) bool { return c.Volume == r.Name }) {
 			continue
 		}
-		fo, err := inputs.Decode[api.VolumeFailover](asMap(r.Outputs[inputs.OutputFailover]))
+		out, _ := r.Outputs[inputs.OutputFailover].(map[string]any)
+		fo, err := inputs.Decode[api.VolumeFailover](out)
 		if err != nil || fo.To == "" {
 			continue
 		}
@@ -103,9 +104,4 @@ func (s *Service) failoverNotes(ctx context.Context, project string, records []*
 			r.Name, fo.At.UTC().Format(time.RFC3339), fo.From, fo.To, fo.BackupCreated.UTC().Format(time.RFC3339), fo.DataWindow))
 	}
 	return notes, nil
-}
-
-func asMap(v any) map[string]any {
-	m, _ := v.(map[string]any)
-	return m
 }

@@ -104,7 +104,9 @@ func (s *Service) failoverProject(ctx context.Context, project string, lost map[
 			errs = append(errs, s.moveVolume(ctx, project, r.Name, h))
 			continue
 		}
-		if _, ok := live[host]; ok {
+		// Only a volume that failed over has a failover restore to try
+		// again: the others cost no query each pass.
+		if _, ok := live[host]; ok && r.Outputs[inputs.OutputFailover] != nil {
 			errs = append(errs, s.retryRestore(ctx, project, r.Name))
 		}
 	}
